@@ -1,0 +1,1 @@
+"""Partition assignors: pure code, no I/O."""

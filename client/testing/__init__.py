@@ -1,0 +1,1 @@
+"""kgroup.testing."""
