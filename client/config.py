@@ -1,0 +1,311 @@
+"""Typed, validated consumer configuration, built once from the user's dict.
+
+Users configure kgroup the way they configure confluent-kafka and the Java
+client: a dict of Kafka's dotted keys. :meth:`ConsumerConfig.from_dict` turns
+it into a frozen value, rejecting what cannot work with a :class:`ConfigError`
+that names the key and says what to do:
+
+- keys kgroup owns are parsed and checked here;
+- keys kgroup does not own are handed to the data plane (librdkafka), which is
+  asked whether it knows them, so a typo is an error naming the key instead of
+  a setting silently ignored;
+- keys that make no sense for the chosen ``group.protocol`` are errors that say
+  why, as the Java client does.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+from kgroup.errors import ConfigError
+
+__all__ = [
+    "AutoOffsetReset",
+    "ConsumerConfig",
+    "GroupProtocol",
+    "PassthroughValidator",
+]
+
+
+class GroupProtocol(enum.Enum):
+    """Which group membership protocol the consumer speaks."""
+
+    CONSUMER = "consumer"
+    """The next-generation protocol (KIP-848): the broker assigns partitions."""
+    CLASSIC = "classic"
+    """JoinGroup/SyncGroup: a member of the group (the leader) assigns partitions."""
+    AUTO = "auto"
+    """The new protocol when the broker supports it, otherwise classic."""
+
+
+class AutoOffsetReset(enum.Enum):
+    """Where to start a partition that has no committed offset."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    ERROR = "error"
+
+
+# librdkafka's aliases for auto.offset.reset, accepted so configs move over unchanged.
+_OFFSET_RESET_ALIASES = {
+    "earliest": AutoOffsetReset.EARLIEST,
+    "smallest": AutoOffsetReset.EARLIEST,
+    "beginning": AutoOffsetReset.EARLIEST,
+    "latest": AutoOffsetReset.LATEST,
+    "largest": AutoOffsetReset.LATEST,
+    "end": AutoOffsetReset.LATEST,
+    "error": AutoOffsetReset.ERROR,
+}
+
+_CLASSIC_ONLY_KEYS = {
+    "partition.assignment.strategy": (
+        "with group.protocol=consumer the broker assigns partitions; choose its "
+        "assignor with group.remote.assignor (uniform or range)"
+    ),
+    "session.timeout.ms": (
+        "with group.protocol=consumer the session timeout is set on the broker "
+        "(group.consumer.session.timeout.ms, or the group config consumer.session.timeout.ms)"
+    ),
+    "heartbeat.interval.ms": (
+        "with group.protocol=consumer the broker sets the heartbeat interval "
+        "(group.consumer.heartbeat.interval.ms, or the group config "
+        "consumer.heartbeat.interval.ms)"
+    ),
+}
+_CONSUMER_ONLY_KEYS = {
+    "group.remote.assignor": (
+        "it names a broker-side assignor of the new protocol; with group.protocol=classic "
+        "use partition.assignment.strategy"
+    ),
+}
+
+# Keys kgroup itself implements. librdkafka has keys of the same names but must
+# not see them: its own group machinery stays idle (design: assign mode).
+_OWNED_KEYS = frozenset(
+    {
+        "bootstrap.servers",
+        "group.id",
+        "group.protocol",
+        "group.instance.id",
+        "group.remote.assignor",
+        "partition.assignment.strategy",
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "enable.auto.commit",
+        "auto.commit.interval.ms",
+        "auto.offset.reset",
+        "max.poll.interval.ms",
+        "client.rack",
+        "client.id",
+        "retry.backoff.ms",
+        "retry.backoff.max.ms",
+        "request.timeout.ms",
+    }
+)
+
+# Keys both kgroup's connections and librdkafka's must agree on.
+_SHARED_PREFIXES = ("security.", "sasl.", "ssl.")
+
+_E = TypeVar("_E", bound=enum.Enum)
+
+PassthroughValidator = Callable[[Mapping[str, str]], None]
+"""Checks the keys kgroup hands to the data plane; raises ConfigError on the first bad one."""
+
+
+def _require_str(conf: Mapping[str, Any], key: str) -> str:
+    value = conf.get(key)
+    if value is None:
+        raise ConfigError(f"{key} is required: set it in the consumer config")
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{key} must be a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def _optional_str(conf: Mapping[str, Any], key: str) -> str | None:
+    value = conf.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        # The broker answers INVALID_REQUEST to empty instance and rack ids.
+        raise ConfigError(f"{key} must be a non-empty string when set, got {value!r}")
+    return value.strip()
+
+
+def _int(conf: Mapping[str, Any], key: str, default: int, *, minimum: int = 0) -> int:
+    value = conf.get(key, default)
+    if isinstance(value, bool):
+        raise ConfigError(f"{key} must be an integer, got {value!r}")
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ConfigError(f"{key} must be an integer, got {value!r}") from None
+    if not isinstance(value, int):
+        raise ConfigError(f"{key} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ConfigError(f"{key} must be >= {minimum}, got {value}")
+    return value
+
+
+def _bool(conf: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = conf.get(key, default)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConfigError(f"{key} must be true or false, got {value!r}")
+
+
+def _enum_value(conf: Mapping[str, Any], key: str, enum_type: type[_E], default: _E) -> _E:
+    value = conf.get(key, default.value)
+    if isinstance(value, enum_type):
+        return value
+    try:
+        return enum_type(str(value).strip().lower())
+    except ValueError:
+        valid = ", ".join(str(m.value) for m in enum_type)
+        raise ConfigError(f"{key} must be one of {valid}; got {value!r}") from None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerConfig:
+    """A validated consumer configuration. Build it with :meth:`from_dict`."""
+
+    bootstrap_servers: tuple[str, ...]
+    group_id: str
+    group_protocol: GroupProtocol = GroupProtocol.CONSUMER
+    group_instance_id: str | None = None
+    group_remote_assignor: str | None = None
+    partition_assignment_strategy: tuple[object, ...] = ()
+    """Classic protocol: assignor names, instances or classes, in preference order."""
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 3_000
+    enable_auto_commit: bool = True
+    auto_commit_interval_ms: int = 5_000
+    auto_offset_reset: AutoOffsetReset = AutoOffsetReset.LATEST
+    max_poll_interval_ms: int = 300_000
+    client_rack: str | None = None
+    client_id: str = "kgroup"
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1_000
+    request_timeout_ms: int = 30_000
+    passthrough: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """Keys handed unchanged to the data plane (librdkafka)."""
+
+    @classmethod
+    def from_dict(
+        cls,
+        conf: Mapping[str, Any],
+        *,
+        validate_passthrough: PassthroughValidator | None = None,
+    ) -> ConsumerConfig:
+        """Validate ``conf`` and build the config.
+
+        Args:
+            conf: Kafka's dotted keys, as confluent-kafka and the Java client take them.
+            validate_passthrough: called with the keys kgroup does not own; the data
+                plane passes a function that asks librdkafka, so unknown keys fail here.
+
+        Raises:
+            ConfigError: naming the offending key and what to do about it.
+        """
+        for key in conf:
+            if not isinstance(key, str):
+                raise ConfigError(f"config keys must be strings, got {key!r}")
+
+        protocol = _enum_value(conf, "group.protocol", GroupProtocol, GroupProtocol.CONSUMER)
+        if protocol is GroupProtocol.CONSUMER:
+            for key, why in _CLASSIC_ONLY_KEYS.items():
+                if key in conf:
+                    raise ConfigError(f"{key} cannot be used with group.protocol=consumer: {why}")
+        if protocol is GroupProtocol.CLASSIC:
+            for key, why in _CONSUMER_ONLY_KEYS.items():
+                if key in conf:
+                    raise ConfigError(f"{key} cannot be used with group.protocol=classic: {why}")
+
+        servers = tuple(s.strip() for s in _require_str(conf, "bootstrap.servers").split(","))
+        for server in servers:
+            host, sep, port = server.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ConfigError(
+                    f"bootstrap.servers entry {server!r} must look like host:port "
+                    "(comma-separated for several)"
+                )
+
+        strategy = conf.get("partition.assignment.strategy", ())
+        if isinstance(strategy, str):
+            strategy = tuple(s.strip() for s in strategy.split(",") if s.strip())
+        elif isinstance(strategy, (list, tuple)):
+            strategy = tuple(strategy)
+        else:
+            strategy = (strategy,)
+
+        session_timeout = _int(conf, "session.timeout.ms", 45_000, minimum=1)
+        heartbeat_interval = _int(conf, "heartbeat.interval.ms", 3_000, minimum=1)
+        if heartbeat_interval >= session_timeout:
+            raise ConfigError(
+                f"heartbeat.interval.ms ({heartbeat_interval}) must be lower than "
+                f"session.timeout.ms ({session_timeout})"
+            )
+        backoff = _int(conf, "retry.backoff.ms", 100, minimum=1)
+        backoff_max = _int(conf, "retry.backoff.max.ms", 1_000, minimum=1)
+        if backoff_max < backoff:
+            raise ConfigError(
+                f"retry.backoff.max.ms ({backoff_max}) must be >= retry.backoff.ms ({backoff})"
+            )
+
+        passthrough: dict[str, str] = {}
+        for key, value in conf.items():
+            if key in _OWNED_KEYS:
+                continue
+            passthrough[key] = value if isinstance(value, str) else str(value)
+        if validate_passthrough is not None and passthrough:
+            validate_passthrough(MappingProxyType(dict(passthrough)))
+
+        return cls(
+            bootstrap_servers=servers,
+            group_id=_require_str(conf, "group.id"),
+            group_protocol=protocol,
+            group_instance_id=_optional_str(conf, "group.instance.id"),
+            group_remote_assignor=_optional_str(conf, "group.remote.assignor"),
+            partition_assignment_strategy=strategy,
+            session_timeout_ms=session_timeout,
+            heartbeat_interval_ms=heartbeat_interval,
+            enable_auto_commit=_bool(conf, "enable.auto.commit", True),
+            auto_commit_interval_ms=_int(conf, "auto.commit.interval.ms", 5_000, minimum=1),
+            auto_offset_reset=_offset_reset(conf),
+            max_poll_interval_ms=_int(conf, "max.poll.interval.ms", 300_000, minimum=1),
+            client_rack=_optional_str(conf, "client.rack"),
+            client_id=_optional_str(conf, "client.id") or "kgroup",
+            retry_backoff_ms=backoff,
+            retry_backoff_max_ms=backoff_max,
+            request_timeout_ms=_int(conf, "request.timeout.ms", 30_000, minimum=1),
+            passthrough=MappingProxyType(passthrough),
+        )
+
+    @property
+    def security_protocol(self) -> str:
+        """The security protocol both kgroup's connections and the data plane use."""
+        return self.passthrough.get("security.protocol", "PLAINTEXT").upper()
+
+    def security_settings(self) -> Mapping[str, str]:
+        """The ``security.*``, ``sasl.*`` and ``ssl.*`` keys, for kgroup's own connections."""
+        return MappingProxyType(
+            {k: v for k, v in self.passthrough.items() if k.startswith(_SHARED_PREFIXES)}
+        )
+
+
+def _offset_reset(conf: Mapping[str, Any]) -> AutoOffsetReset:
+    value = conf.get("auto.offset.reset", "latest")
+    if isinstance(value, AutoOffsetReset):
+        return value
+    try:
+        return _OFFSET_RESET_ALIASES[str(value).strip().lower()]
+    except KeyError:
+        raise ConfigError(
+            f"auto.offset.reset must be earliest, latest or error; got {value!r}"
+        ) from None

@@ -1,0 +1,211 @@
+"""confluent-kafka consumer in assign mode, as kgroup's fetcher."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, TypeAlias
+
+import confluent_kafka
+
+from kgroup.config import AutoOffsetReset, ConsumerConfig
+from kgroup.errors import ConfigError, KgroupError
+from kgroup.types import TopicPartition
+
+__all__ = ["DataPlane", "DataPlaneError", "Record", "validate_passthrough"]
+
+log = logging.getLogger("kgroup.dataplane")
+
+Record: TypeAlias = confluent_kafka.Message
+"""Records are handed out as librdkafka's own message objects: no per-record copy."""
+
+# librdkafka keys that would switch its group machinery on or duplicate kgroup's
+# work; kgroup sets them itself and refuses them from the user.
+_FORCED: Final[Mapping[str, str]] = {
+    "enable.auto.commit": "false",
+    "enable.auto.offset.store": "false",
+    "enable.partition.eof": "false",
+}
+
+_RESET = {
+    AutoOffsetReset.EARLIEST: "earliest",
+    AutoOffsetReset.LATEST: "latest",
+    AutoOffsetReset.ERROR: "error",
+}
+_START = {
+    AutoOffsetReset.EARLIEST: confluent_kafka.OFFSET_BEGINNING,
+    AutoOffsetReset.LATEST: confluent_kafka.OFFSET_END,
+}
+
+
+class DataPlaneError(KgroupError):
+    """librdkafka reported an error that stops consumption of a partition."""
+
+
+def validate_passthrough(keys: Mapping[str, str]) -> None:
+    """Ask librdkafka whether it knows each key and accepts its value.
+
+    librdkafka checks properties while building its configuration, before it
+    starts any thread or connection, so this costs well under a millisecond.
+
+    Raises:
+        ConfigError: naming the first key librdkafka refuses.
+    """
+    for key in keys:
+        if key in _FORCED:
+            raise ConfigError(
+                f"{key} is managed by kgroup and cannot be set: kgroup commits offsets itself "
+                "(use enable.auto.commit, which kgroup implements)"
+            )
+    probe = {**keys, "group.id": "kgroup-config-probe"}
+    try:
+        confluent_kafka.Consumer(probe).close()
+    except confluent_kafka.KafkaException as exc:
+        error = exc.args[0]
+        raise ConfigError(
+            f"invalid config: {error.str()} (neither kgroup nor librdkafka accepts it; "
+            "check the key's spelling and value)"
+        ) from None
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"invalid config for the data plane: {exc}") from None
+
+
+def _to_ck(tp: TopicPartition, offset: int | None = None) -> confluent_kafka.TopicPartition:
+    if offset is None:
+        return confluent_kafka.TopicPartition(tp.topic, tp.partition)
+    return confluent_kafka.TopicPartition(tp.topic, tp.partition, offset)
+
+
+class DataPlane:
+    """One librdkafka consumer in assign mode.
+
+    Not thread-safe: the runtime calls it from one thread (librdkafka's calls
+    release the GIL while they wait, so a blocking ``consume`` does not stall
+    other Python threads).
+    """
+
+    def __init__(self, config: ConsumerConfig) -> None:
+        conf: dict[str, Any] = dict(config.passthrough)
+        conf.update(_FORCED)
+        conf["bootstrap.servers"] = ",".join(config.bootstrap_servers)
+        # librdkafka insists on a group.id even in assign mode; it never joins
+        # (no subscribe), so the user's id is safe and keeps broker logs legible.
+        conf["group.id"] = config.group_id
+        conf["client.id"] = config.client_id
+        conf["auto.offset.reset"] = _RESET[config.auto_offset_reset]
+        if config.client_rack is not None:
+            conf["client.rack"] = config.client_rack
+        self._reset = config.auto_offset_reset
+        self._consumer = confluent_kafka.Consumer(conf)
+        self._assigned: set[TopicPartition] = set()
+        self._pending_error: DataPlaneError | None = None
+        self._closed = False
+
+    @property
+    def assigned(self) -> frozenset[TopicPartition]:
+        """Partitions currently fetching (or paused)."""
+        return frozenset(self._assigned)
+
+    def assign(self, offsets: Mapping[TopicPartition, int | None]) -> None:
+        """Start fetching ``offsets``' partitions at the given offsets.
+
+        ``None`` means no committed offset: start where ``auto.offset.reset`` says.
+        With ``auto.offset.reset=error`` a partition without an offset is an error.
+        """
+        fresh = {tp: off for tp, off in offsets.items() if tp not in self._assigned}
+        if not fresh:
+            return
+        assignment = []
+        for tp, offset in sorted(fresh.items()):
+            if offset is None or offset < 0:
+                if self._reset is AutoOffsetReset.ERROR:
+                    raise DataPlaneError(
+                        f"{tp} has no committed offset and auto.offset.reset=error; "
+                        "commit or seek an offset for it, or choose earliest/latest"
+                    )
+                assignment.append(_to_ck(tp, _START[self._reset]))
+            else:
+                assignment.append(_to_ck(tp, offset))
+        self._consumer.incremental_assign(assignment)
+        self._assigned.update(fresh)
+        log.debug("data plane fetching %s", sorted(fresh))
+
+    def unassign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching ``partitions`` and drop their buffered records."""
+        gone = sorted(set(partitions) & self._assigned)
+        if not gone:
+            return
+        self._consumer.incremental_unassign([_to_ck(tp) for tp in gone])
+        self._assigned.difference_update(gone)
+        log.debug("data plane stopped %s", gone)
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop handing out records of ``partitions`` until resumed."""
+        self._consumer.pause([_to_ck(tp) for tp in partitions])
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        """Resume partitions paused with :meth:`pause`."""
+        self._consumer.resume([_to_ck(tp) for tp in partitions])
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Make the next record of ``partition`` the one at ``offset``."""
+        self._consumer.seek(_to_ck(partition, offset))
+
+    def positions(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The offset of the next record the application will be handed, per partition.
+
+        Partitions from which nothing has been handed out yet are left out: there
+        is nothing to commit for them.
+        """
+        wanted = [_to_ck(tp) for tp in partitions if tp in self._assigned]
+        if not wanted:
+            return {}
+        result: dict[TopicPartition, int] = {}
+        for ck in self._consumer.position(wanted):
+            if ck.offset >= 0:
+                result[TopicPartition(ck.topic, ck.partition)] = ck.offset
+        return result
+
+    def consume(self, max_records: int, timeout: float) -> list[Record]:
+        """Up to ``max_records`` records, waiting at most ``timeout`` seconds for the first.
+
+        Raises:
+            DataPlaneError: when librdkafka reported an error that is not transient
+                (for example offset out of range with ``auto.offset.reset=error``).
+                Records fetched before the error are returned first; the error is
+                raised by the next call, so no record is skipped.
+        """
+        if self._pending_error is not None:
+            error, self._pending_error = self._pending_error, None
+            raise error
+        batch: list[Record] = self._consumer.consume(max_records, timeout)
+        # Errors arrive in-band as messages; scanning for them is one attribute
+        # read per record, the least per-record work librdkafka allows.
+        for message in batch:
+            if message.error() is not None:
+                return self._without_errors(batch)
+        return batch
+
+    def _without_errors(self, batch: list[Record]) -> list[Record]:
+        records = []
+        for message in batch:
+            error = message.error()
+            if error is None:
+                records.append(message)
+            elif error.fatal() or not error.retriable():
+                if self._pending_error is None:
+                    where = (
+                        f" on {message.topic()}-{message.partition()}" if message.topic() else ""
+                    )
+                    self._pending_error = DataPlaneError(
+                        f"fetch failed{where}: {error.str()} ({error.name()})"
+                    )
+            else:
+                log.warning("transient fetch error: %s", error.str())
+        return records
+
+    def close(self) -> None:
+        """Release librdkafka's resources. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._consumer.close()
