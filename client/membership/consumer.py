@@ -1,0 +1,1097 @@
+"""The new-protocol (KIP-848) consumer group member, as a sans-IO state machine.
+
+:class:`ConsumerMember` holds a member's state and reacts to events with time
+passed in::
+
+    actions = member.handle(event, now)
+    deadline = member.next_deadline()
+
+It never sleeps, reads a clock or touches a socket; the runtime performs the
+actions in order and feeds back what happened. States change only through
+the table in :mod:`kgroup.membership.states`.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import random
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kgroup.membership import reconcile
+from kgroup.membership.actions import (
+    Action,
+    AssignorOnAssignment,
+    Closed,
+    CommitOffsets,
+    HeartbeatRequest,
+    LeaveComplete,
+    RaiseCallbackError,
+    RediscoverCoordinator,
+    ReportError,
+    ReportFatalError,
+    RequestMetadata,
+    RunCallback,
+    SendHeartbeat,
+    StartFetching,
+    StopFetching,
+)
+from kgroup.membership.errors import ERROR_CODES, Reaction, error_name, reaction_for
+from kgroup.membership.events import (
+    CallbackCompleted,
+    CallbackKind,
+    CloseRequested,
+    CommitCompleted,
+    CoordinatorRediscovered,
+    Event,
+    FailureKind,
+    HeartbeatFailed,
+    HeartbeatResponse,
+    HeartbeatResponseReceived,
+    MetadataUpdated,
+    PollCalled,
+    SubscriptionChanged,
+    TimerTick,
+    Unsubscribe,
+)
+from kgroup.membership.states import MemberState, Trigger, next_state
+from kgroup.types import TopicIdPartition, TopicPartition
+
+__all__ = ["ConsumerMember", "MemberConfig"]
+
+log = logging.getLogger("kgroup.membership")
+
+JOIN_EPOCH = 0
+LEAVE_EPOCH = -1
+LEAVE_EPOCH_STATIC = -2
+
+_S = MemberState
+_IN_GROUP = frozenset({_S.JOINING, _S.RECONCILING, _S.ACKNOWLEDGING, _S.STABLE})
+# States that heartbeat on their own schedule (LEAVING sends its one leave inline).
+_HEARTBEATING = _IN_GROUP | {_S.PREPARE_LEAVING}
+
+
+def _default_jitter() -> float:
+    # Kafka's default: a random factor in [0.8, 1.2) on each backoff.
+    return random.uniform(0.8, 1.2)
+
+
+@dataclass(frozen=True, slots=True)
+class MemberConfig:
+    """What the member needs from the consumer configuration.
+
+    Attributes:
+        group_id: ``group.id``.
+        member_id: the client-generated member id (a uuid4 string), kept for
+            the life of the consumer, across fencing, rejoining and leaving.
+        instance_id: ``group.instance.id`` (static membership); leaves with -2.
+        rack_id: ``client.rack``.
+        server_assignor: ``group.remote.assignor``, sent as ServerAssignor.
+        max_poll_interval_ms: ``max.poll.interval.ms``; also the rebalance
+            timeout sent to the broker and the bound of a revocation commit.
+        auto_commit: ``enable.auto.commit``: commit before revoking.
+        retry_backoff_ms / retry_backoff_max_ms: heartbeat failure backoff,
+            doubling from the first to the second.
+        heartbeat_interval_ms: interval used until the broker sends its own.
+        assignor_hook: emit AssignorOnAssignment (a new-protocol Python
+            PartitionAssignor is configured).
+    """
+
+    group_id: str
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    server_assignor: str | None = None
+    max_poll_interval_ms: int = 300_000
+    auto_commit: bool = True
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1000
+    heartbeat_interval_ms: int = 5000
+    assignor_hook: bool = False
+
+    def __post_init__(self) -> None:
+        # The broker answers empty ids with INVALID_REQUEST; fail early instead.
+        for name in ("group_id", "member_id"):
+            if not getattr(self, name):
+                raise ValueError(f"{name} must be a non-empty string")
+        for name in ("instance_id", "rack_id", "server_assignor"):
+            if getattr(self, name) == "":
+                raise ValueError(f"{name} must be None or a non-empty string")
+        if self.max_poll_interval_ms <= 0:
+            raise ValueError("max_poll_interval_ms must be positive")
+        if not 0 < self.retry_backoff_ms <= self.retry_backoff_max_ms:
+            raise ValueError("need 0 < retry_backoff_ms <= retry_backoff_max_ms")
+
+
+@dataclass(frozen=True, slots=True)
+class _Subscription:
+    names: tuple[str, ...]  # sorted
+    regex: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _SentFields:
+    """What the last heartbeat carried, to elide unchanged fields."""
+
+    rebalance_timeout_ms: int
+    names: tuple[str, ...]
+    regex: str  # "" = no regex
+    server_assignor: str | None
+    rack_id: str | None
+    ack_version: int
+
+
+class _Step(enum.Enum):
+    COMMIT = "commit"
+    REVOKE = "revoke callback"
+    ASSIGN = "assign callback"
+
+
+@dataclass(slots=True)
+class _Reconciliation:
+    """One reconciliation in progress, waiting for one outside operation."""
+
+    target_version: int
+    resolved: frozenset[TopicIdPartition]
+    revoked: frozenset[TopicIdPartition]
+    added: frozenset[TopicIdPartition]
+    step: _Step
+    token: int
+    deadline: float | None = None
+
+
+class _LeaveReason(enum.Enum):
+    UNSUBSCRIBE = "unsubscribe"
+    CLOSE = "close"
+
+
+class ConsumerMember:
+    """A new-protocol consumer group member.
+
+    Promises:
+
+    - at most one heartbeat in flight (the leave heartbeat excepted);
+    - revoked partitions stop fetching before the commit and the revoke
+      callback, and before the acknowledgement;
+    - a lost assignment (fenced, stale, fatal) is never committed;
+    - every state change follows :data:`kgroup.membership.states.TRANSITIONS`;
+      anything else raises :class:`~kgroup.membership.states.IllegalTransitionError`.
+
+    ``jitter`` returns the random factor applied to each backoff (tests pass
+    ``lambda: 1.0``).
+    """
+
+    def __init__(self, config: MemberConfig, *, jitter: Callable[[], float] | None = None) -> None:
+        self._cfg = config
+        self._jitter = jitter or _default_jitter
+        self._state = MemberState.UNSUBSCRIBED
+        self._member_id = config.member_id
+        self._epoch = JOIN_EPOCH
+        self._subscription: _Subscription | None = None
+        # Assignment
+        self._metadata: dict[uuid.UUID, str] = {}
+        self._assigned_names: dict[uuid.UUID, str] = {}
+        self._target: frozenset[TopicIdPartition] | None = None
+        self._target_version = 0
+        self._acked_target_version = -1
+        self._owned: frozenset[TopicIdPartition] = frozenset()  # installed assignment
+        self._current: frozenset[TopicIdPartition] | None = None  # last reconciled (reported)
+        self._ack_version = 0
+        self._fetching: frozenset[TopicIdPartition] = frozenset()
+        self._awaiting_assigned: frozenset[TopicIdPartition] = frozenset()
+        self._rec: _Reconciliation | None = None
+        self._retry_on_poll = False
+        self._last_hook_epoch: int | None = None
+        # Outside operations the member waits for, by token.
+        self._next_token = 0
+        self._lost_token: int | None = None  # FENCED / STALE
+        self._release_token: int | None = None  # PREPARE_LEAVING commit or callback
+        self._release_step: _Step | None = None
+        self._release_deadline: float | None = None
+        self._stale_released = False
+        self._stale_polled = False
+        # Heartbeats
+        self._seq = 0
+        self._session = 0  # bumped on fence / leave: older responses are ignored
+        self._in_flight: int | None = None
+        self._in_flight_session = 0
+        self._leave_seq: int | None = None
+        self._sent: _SentFields | None = None
+        self._interval = config.heartbeat_interval_ms / 1000.0
+        self._last_sent_at: float | None = None
+        self._next_heartbeat_at: float | None = None
+        self._backoff_until: float | None = None
+        self._backoff_attempts = 0
+        self._awaiting_coordinator = False
+        self._heartbeat_asap = False
+        # Poll timer, leaving, closing
+        self._last_poll: float | None = None
+        self._leave_reason: _LeaveReason | None = None
+        self._rejoin_after_leave = False
+        self._closing = False
+        self._close_deadline: float | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def state(self) -> MemberState:
+        """The current state."""
+        return self._state
+
+    @property
+    def member_id(self) -> str:
+        """The member id (client-generated; kept across fencing and rejoining)."""
+        return self._member_id
+
+    @property
+    def member_epoch(self) -> int:
+        """The member epoch: 0 joining, > 0 in the group, -1 / -2 after leaving."""
+        return self._epoch
+
+    @property
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The installed assignment, by topic name."""
+        return reconcile.names_of(self._owned, self._assigned_names)
+
+    @property
+    def target(self) -> frozenset[TopicIdPartition] | None:
+        """The latest target assignment from the broker, by topic id (None if none yet)."""
+        return self._target
+
+    @property
+    def closed(self) -> bool:
+        """True once a close finished; the member then ignores every event."""
+        return self._closed
+
+    # --------------------------------------------------------------- driving
+
+    def handle(self, event: Event, now: float) -> list[Action]:
+        """React to ``event`` at monotonic time ``now`` (seconds); the actions, in order.
+
+        Events the current state has no use for are ignored (see
+        ``docs/new-protocol.md``); after :class:`Closed`, every event is.
+        """
+        acts: list[Action] = []
+        if self._closed:
+            return acts
+        self._process_timers(now, acts)
+        if not self._closed:
+            self._dispatch(event, now, acts)
+        if not self._closed:
+            self._maybe_send_heartbeat(now, acts)
+        return acts
+
+    def next_deadline(self) -> float | None:
+        """When to deliver the next :class:`TimerTick` (monotonic seconds), or None."""
+        if self._closed:
+            return None
+        candidates: list[float] = []
+        if self._closing and self._close_deadline is not None:
+            candidates.append(self._close_deadline)
+        if self._rec is not None and self._rec.deadline is not None:
+            candidates.append(self._rec.deadline)
+        if self._release_deadline is not None:
+            candidates.append(self._release_deadline)
+        if self._state in _IN_GROUP and self._last_poll is not None:
+            candidates.append(self._poll_deadline(self._last_poll))
+        due = self._heartbeat_due_at()
+        if due is not None:
+            candidates.append(due)
+        return min(candidates) if candidates else None
+
+    # -------------------------------------------------------------- dispatch
+
+    def _dispatch(self, event: Event, now: float, acts: list[Action]) -> None:
+        match event:
+            case SubscriptionChanged():
+                self._on_subscription(event, now, acts)
+            case Unsubscribe():
+                self._on_unsubscribe(now, acts)
+            case PollCalled():
+                self._on_poll(now, acts)
+            case HeartbeatResponseReceived():
+                self._on_response(event, now, acts)
+            case HeartbeatFailed():
+                self._on_failure(event, now, acts)
+            case MetadataUpdated():
+                self._metadata.update(event.topic_names)
+                if self._state is _S.RECONCILING and self._rec is None:
+                    self._maybe_reconcile(now, acts)
+            case CallbackCompleted():
+                self._on_callback(event, now, acts)
+            case CommitCompleted():
+                self._on_commit(event.token, event.error, now, acts)
+            case CloseRequested():
+                self._on_close(event.deadline, now, acts)
+            case TimerTick():
+                pass  # timers were processed before dispatch
+            case CoordinatorRediscovered():
+                self._awaiting_coordinator = False
+
+    def _go(self, trigger: Trigger) -> None:
+        new = next_state(self._state, trigger)
+        if new is not self._state:
+            log.info(
+                "group %s member %s epoch %d: %s -> %s (%s)",
+                self._cfg.group_id,
+                self._member_id,
+                self._epoch,
+                self._state.name,
+                new.name,
+                trigger.value,
+            )
+        self._state = new
+
+    def _token(self) -> int:
+        self._next_token += 1
+        return self._next_token
+
+    def _names(self, partitions: frozenset[TopicIdPartition]) -> frozenset[TopicPartition]:
+        names = {**self._assigned_names, **self._metadata}
+        return reconcile.names_of(partitions, names)
+
+    def _poll_deadline(self, last_poll: float) -> float:
+        return last_poll + self._cfg.max_poll_interval_ms / 1000.0
+
+    # ----------------------------------------------------------------- timers
+
+    def _process_timers(self, now: float, acts: list[Action]) -> None:
+        if self._closing and self._close_deadline is not None and now >= self._close_deadline:
+            self._close_timed_out(now, acts)
+            return
+        rec = self._rec
+        if rec is not None and rec.deadline is not None and now >= rec.deadline:
+            log.warning(
+                "group %s member %s: commit before revocation did not finish within the "
+                "rebalance timeout; revoking anyway",
+                self._cfg.group_id,
+                self._member_id,
+            )
+            timeout = TimeoutError("commit before revocation timed out")
+            self._on_commit(rec.token, timeout, now, acts)
+        if (
+            self._release_deadline is not None
+            and now >= self._release_deadline
+            and self._release_token is not None
+        ):
+            self._on_commit(
+                self._release_token, TimeoutError("commit before leaving timed out"), now, acts
+            )
+        if (
+            self._state in _IN_GROUP
+            and self._last_poll is not None
+            and now >= self._poll_deadline(self._last_poll)
+        ):
+            self._poll_expired(now, acts)
+
+    # ----------------------------------------------------------- subscription
+
+    def _on_subscription(self, event: SubscriptionChanged, now: float, acts: list[Action]) -> None:
+        if not event.topics and event.pattern is None:
+            self._on_unsubscribe(now, acts)
+            return
+        if self._state is _S.FATAL or self._closing:
+            return
+        sub = _Subscription(tuple(sorted(event.topics)), event.pattern)
+        changed = sub != self._subscription
+        self._subscription = sub
+        if self._state is _S.UNSUBSCRIBED:
+            self._join(now, Trigger.SUBSCRIBE)
+        elif self._state in _IN_GROUP:
+            # The new subscription goes out with the next heartbeat, sent at once.
+            self._heartbeat_asap = self._heartbeat_asap or changed
+        elif self._state is _S.PREPARE_LEAVING and not self._closing:
+            self._rejoin_after_leave = True
+        # FENCED and STALE keep it for their rejoin.
+
+    def _on_unsubscribe(self, now: float, acts: list[Action]) -> None:
+        if self._state is _S.FATAL:
+            return
+        self._subscription = None
+        self._rejoin_after_leave = False
+        if self._state in _IN_GROUP:
+            self._start_leave(_LeaveReason.UNSUBSCRIBE, now, acts)
+        elif self._state in (_S.FENCED, _S.STALE):
+            # Not in the group any more: nothing to release, no leave heartbeat.
+            self._clear_assignment()
+            self._lost_token = None
+            self._go(Trigger.LEAVE)
+            if not self._closing:
+                acts.append(LeaveComplete())
+        elif self._state is _S.UNSUBSCRIBED and not self._closing:
+            if self._leave_seq is None:
+                acts.append(LeaveComplete())
+            else:
+                self._leave_reason = self._leave_reason or _LeaveReason.UNSUBSCRIBE
+        # PREPARE_LEAVING: already leaving; its end reports LeaveComplete or Closed.
+
+    def _join(self, now: float, trigger: Trigger) -> None:
+        self._go(trigger)
+        self._epoch = JOIN_EPOCH
+        self._session += 1
+        self._sent = None
+        self._current = None
+        self._target = None
+        self._acked_target_version = -1
+        if trigger is Trigger.SUBSCRIBE or self._last_poll is None:
+            self._last_poll = now
+        self._heartbeat_asap = True
+
+    # ------------------------------------------------------------------- poll
+
+    def _on_poll(self, now: float, acts: list[Action]) -> None:
+        self._last_poll = now
+        if self._state is _S.STALE:
+            self._stale_polled = True
+            self._maybe_rejoin_stale(now)
+        elif self._state is _S.RECONCILING and self._retry_on_poll and self._rec is None:
+            self._retry_on_poll = False
+            self._maybe_reconcile(now, acts)
+
+    def _poll_expired(self, now: float, acts: list[Action]) -> None:
+        log.warning(
+            "group %s member %s: poll was not called within max.poll.interval.ms (%d ms); "
+            "leaving the group, it rejoins on the next poll",
+            self._cfg.group_id,
+            self._member_id,
+            self._cfg.max_poll_interval_ms,
+        )
+        lost = self._names(self._owned)
+        self._abort_reconciliation()
+        self._stop_all(acts)
+        self._clear_assignment()
+        self._go(Trigger.POLL_EXPIRED)
+        self._send_leave(now, acts)
+        self._go(Trigger.STALE_LEAVE_SENT)
+        self._stale_polled = False
+        if lost:
+            self._lost_token = self._token()
+            self._stale_released = False
+            acts.append(RunCallback(CallbackKind.LOST, self._lost_token, lost))
+        else:
+            self._stale_released = True
+
+    def _maybe_rejoin_stale(self, now: float) -> None:
+        if self._state is _S.STALE and self._stale_released and self._stale_polled:
+            if self._subscription is None:
+                self._go(Trigger.LEAVE)
+            else:
+                self._join(now, Trigger.REJOIN)
+
+    # -------------------------------------------------------------- heartbeat
+
+    def _on_response(
+        self, event: HeartbeatResponseReceived, now: float, acts: list[Action]
+    ) -> None:
+        resp = event.response
+        if event.seq == self._leave_seq:
+            if resp.error_code:
+                log.info(
+                    "group %s member %s: leave heartbeat answered with %s",
+                    self._cfg.group_id,
+                    self._member_id,
+                    error_name(resp.error_code),
+                )
+            self._leave_seq = None
+            self._leave_done(False, now, acts)
+            return
+        if event.seq != self._in_flight:
+            return
+        self._in_flight = None
+        if self._in_flight_session != self._session or self._state not in _HEARTBEATING:
+            return
+        if resp.error_code == 0:
+            self._on_success(resp, now, acts)
+        else:
+            self._on_error(resp.error_code, resp.error_message, now, acts)
+
+    def _on_success(self, resp: HeartbeatResponse, now: float, acts: list[Action]) -> None:
+        self._backoff_attempts = 0
+        self._backoff_until = None
+        if resp.heartbeat_interval_ms > 0:
+            self._interval = resp.heartbeat_interval_ms / 1000.0
+        sent_at = self._last_sent_at if self._last_sent_at is not None else now
+        self._next_heartbeat_at = sent_at + self._interval
+        if resp.member_epoch < 0:
+            log.warning(
+                "group %s member %s: ignoring a success response with epoch %d",
+                self._cfg.group_id,
+                self._member_id,
+                resp.member_epoch,
+            )
+            return
+        if resp.member_id:
+            self._member_id = resp.member_id
+        if resp.member_epoch != self._epoch:
+            log.info(
+                "group %s member %s: epoch %d -> %d",
+                self._cfg.group_id,
+                self._member_id,
+                self._epoch,
+                resp.member_epoch,
+            )
+        self._epoch = resp.member_epoch
+        if self._state is _S.PREPARE_LEAVING:
+            return  # releasing everything: a new target is of no use
+        if resp.assignment is not None:
+            target = reconcile.to_id_partitions(resp.assignment)
+            if target != self._target:
+                self._target_version += 1
+                self._target = target
+        if (
+            self._cfg.assignor_hook
+            and self._target is not None
+            and self._epoch > 0
+            and self._epoch != self._last_hook_epoch
+        ):
+            self._last_hook_epoch = self._epoch
+            acts.append(AssignorOnAssignment(self._epoch, self._target))
+        if resp.assignment is not None:
+            self._on_target(now, acts)
+        self._request_unresolved(acts)
+
+    def _on_target(self, now: float, acts: list[Action]) -> None:
+        if self._target == self._current and self._owned == self._current and self._rec is None:
+            # Same assignment: nothing to reconcile. An ACKNOWLEDGING member still sends its ack.
+            if self._state is _S.RECONCILING:
+                self._resume_fetching(frozenset(), acts)
+                self._go(Trigger.TARGET_REACHED)
+            return
+        if self._state is _S.RECONCILING and self._rec is not None:
+            return  # superseded: picked up when the outstanding step completes
+        self._go(Trigger.NEW_TARGET)
+        self._maybe_reconcile(now, acts)
+
+    def _on_error(self, code: int, message: str | None, now: float, acts: list[Action]) -> None:
+        reaction = reaction_for(code)
+        name = error_name(code)
+        log.info(
+            "group %s member %s: heartbeat failed with %s (%s): %s",
+            self._cfg.group_id,
+            self._member_id,
+            name,
+            reaction.name,
+            message,
+        )
+        self._sent = None  # after any error the next heartbeat is a full one
+        self._next_heartbeat_at = now
+        if reaction is Reaction.REDISCOVER:
+            self._backoff_attempts = 0
+            self._backoff_until = None
+            self._awaiting_coordinator = True
+            acts.append(RediscoverCoordinator())
+        elif reaction is Reaction.RETRY_WITH_BACKOFF:
+            self._back_off(now)
+        elif reaction is Reaction.REPORT_AND_RETRY:
+            self._back_off(now)
+            acts.append(ReportError(code, name, message))
+        elif reaction is Reaction.FENCED:
+            self._backoff_attempts = 0
+            self._backoff_until = None
+            self._fence(now, acts)
+        else:
+            self._fatal(code, name, message, reaction is Reaction.FATAL_UNSUPPORTED_VERSION, acts)
+
+    def _on_failure(self, event: HeartbeatFailed, now: float, acts: list[Action]) -> None:
+        if event.seq == self._leave_seq:
+            self._leave_seq = None
+            self._leave_done(False, now, acts)
+            return
+        if event.seq != self._in_flight:
+            return
+        self._in_flight = None
+        self._sent = None
+        self._next_heartbeat_at = now
+        if self._in_flight_session != self._session or self._state not in _HEARTBEATING:
+            return
+        if event.kind is FailureKind.UNSUPPORTED_VERSION:
+            code = ERROR_CODES["UNSUPPORTED_VERSION"]
+            self._fatal(code, error_name(code), event.detail or None, True, acts)
+            return
+        log.info(
+            "group %s member %s: heartbeat failed (%s) %s",
+            self._cfg.group_id,
+            self._member_id,
+            event.kind.value,
+            event.detail,
+        )
+        self._back_off(now)
+
+    def _back_off(self, now: float) -> None:
+        base = self._cfg.retry_backoff_ms * (2**self._backoff_attempts)
+        delay_ms = min(base * self._jitter(), float(self._cfg.retry_backoff_max_ms))
+        self._backoff_attempts = min(self._backoff_attempts + 1, 32)
+        self._backoff_until = now + delay_ms / 1000.0
+
+    def _needs_immediate_heartbeat(self) -> bool:
+        if self._state is _S.ACKNOWLEDGING or self._heartbeat_asap or self._sent is None:
+            return True
+        return self._state is _S.JOINING and self._epoch == JOIN_EPOCH
+
+    def _heartbeat_due_at(self) -> float | None:
+        if (
+            self._state not in _HEARTBEATING
+            or self._in_flight is not None
+            or self._awaiting_coordinator
+        ):
+            return None
+        backoff = self._backoff_until if self._backoff_until is not None else float("-inf")
+        if self._needs_immediate_heartbeat() or self._next_heartbeat_at is None:
+            return backoff if backoff != float("-inf") else None
+        return max(backoff, self._next_heartbeat_at)
+
+    def _maybe_send_heartbeat(self, now: float, acts: list[Action]) -> None:
+        if (
+            self._state not in _HEARTBEATING
+            or self._in_flight is not None
+            or self._awaiting_coordinator
+        ):
+            return
+        if self._backoff_until is not None and now < self._backoff_until:
+            return
+        due = (
+            self._needs_immediate_heartbeat()
+            or self._next_heartbeat_at is None
+            or now >= self._next_heartbeat_at
+        )
+        if not due:
+            return
+        request = self._build_request()
+        self._seq += 1
+        self._in_flight = self._seq
+        self._in_flight_session = self._session
+        self._last_sent_at = now
+        self._next_heartbeat_at = now + self._interval
+        self._heartbeat_asap = False
+        acts.append(SendHeartbeat(self._seq, request))
+        if self._state is _S.ACKNOWLEDGING:
+            # The ack is built: STABLE now, or back to the pending part of the target.
+            if self._target == self._current:
+                self._go(Trigger.ACK_SENT)
+            else:
+                self._go(Trigger.ACK_SENT_MORE_PENDING)
+                self._maybe_reconcile(now, acts)
+
+    def _build_request(self) -> HeartbeatRequest:
+        cfg = self._cfg
+        joining = self._state is _S.JOINING and self._epoch == JOIN_EPOCH
+        full = joining or self._sent is None
+        sub = self._subscription or _Subscription((), None)
+        regex = sub.regex or ""
+        prev = self._sent
+        owned = self._current if self._current is not None else frozenset()
+        if joining:
+            owned = frozenset()
+
+        names: tuple[str, ...] | None = sub.names
+        regex_field: str | None = regex
+        assignor: str | None = cfg.server_assignor
+        rack: str | None = cfg.rack_id
+        timeout: int | None = cfg.max_poll_interval_ms
+        partitions: frozenset[TopicIdPartition] | None = owned
+        if not full and prev is not None:
+            names = names if names != prev.names else None
+            regex_field = regex_field if regex_field != prev.regex else None
+            assignor = assignor if assignor != prev.server_assignor else None
+            rack = rack if rack != prev.rack_id else None
+            timeout = timeout if timeout != prev.rebalance_timeout_ms else None
+            partitions = partitions if self._ack_version != prev.ack_version else None
+        elif joining and regex_field == "":
+            # A joining member has no regex to clear; leave the field null.
+            regex_field = None
+        self._sent = _SentFields(
+            rebalance_timeout_ms=cfg.max_poll_interval_ms,
+            names=sub.names,
+            regex=regex,
+            server_assignor=cfg.server_assignor,
+            rack_id=cfg.rack_id,
+            ack_version=self._ack_version,
+        )
+        return HeartbeatRequest(
+            group_id=cfg.group_id,
+            member_id=self._member_id,
+            member_epoch=self._epoch,
+            instance_id=cfg.instance_id,
+            rack_id=rack,
+            rebalance_timeout_ms=timeout,
+            subscribed_topic_names=names,
+            subscribed_topic_regex=regex_field,
+            server_assignor=assignor,
+            topic_partitions=partitions,
+        )
+
+    # --------------------------------------------------------- reconciliation
+
+    def _request_unresolved(self, acts: list[Action]) -> None:
+        # Asked on every heartbeat response while ids stay unresolved, so the
+        # refresh is retried at the heartbeat interval and no faster.
+        if self._target is None or self._target == self._current:
+            return
+        res = reconcile.resolve(self._target, self._metadata, self._assigned_names)
+        if res.unresolved_topic_ids:
+            acts.append(RequestMetadata(res.unresolved_topic_ids))
+
+    def _resume_fetching(self, revoked: frozenset[TopicIdPartition], acts: list[Action]) -> None:
+        # Owned partitions paused for a revocation that no longer happens fetch again.
+        should = self._owned - revoked - self._awaiting_assigned
+        resume = should - self._fetching
+        if resume:
+            self._fetching = self._fetching | resume
+            acts.append(StartFetching(self._names(resume)))
+
+    def _maybe_reconcile(self, now: float, acts: list[Action]) -> None:
+        if self._state is not _S.RECONCILING or self._rec is not None or self._target is None:
+            return
+        self._retry_on_poll = False
+        res = reconcile.resolve(self._target, self._metadata, self._assigned_names)
+        self._assigned_names.update(res.names)
+        d = reconcile.diff(self._owned, res.resolved)
+        added = d.added | (self._awaiting_assigned & res.resolved)
+        self._resume_fetching(d.revoked, acts)
+        if not d.revoked and not added and self._current is not None:
+            # Nothing to do locally (at most unresolved topics differ).
+            if self._target == self._current:
+                self._go(Trigger.TARGET_REACHED)
+            elif (
+                res.resolved != self._current or self._target_version != self._acked_target_version
+            ):
+                self._complete(res.resolved, acts)
+            return
+        log.info(
+            "group %s member %s epoch %d reconciling: revoking %s, adding %s%s",
+            self._cfg.group_id,
+            self._member_id,
+            self._epoch,
+            sorted(self._names(d.revoked)),
+            sorted(self._names(added)),
+            f", {len(res.unresolved_topic_ids)} topic ids unresolved"
+            if res.unresolved_topic_ids
+            else "",
+        )
+        rec = _Reconciliation(
+            target_version=self._target_version,
+            resolved=res.resolved,
+            revoked=d.revoked,
+            added=added,
+            step=_Step.COMMIT,
+            token=0,
+        )
+        self._rec = rec
+        if d.revoked:
+            stop = d.revoked & self._fetching
+            self._fetching = self._fetching - d.revoked
+            if stop:
+                acts.append(StopFetching(self._names(stop)))
+            if self._cfg.auto_commit and self._epoch > 0:
+                rec.token = self._token()
+                rec.deadline = self._poll_deadline(now)  # the rebalance timeout
+                acts.append(
+                    CommitOffsets(rec.token, self._names(d.revoked), self._epoch, rec.deadline)
+                )
+                return
+        self._after_commit(rec, now, acts)
+
+    def _superseded(self, rec: _Reconciliation) -> bool:
+        return rec.target_version != self._target_version
+
+    def _restart(self, now: float, acts: list[Action]) -> None:
+        self._rec = None
+        if self._target == self._current and self._owned == self._current:
+            self._resume_fetching(frozenset(), acts)
+            self._go(Trigger.TARGET_REACHED)
+            return
+        self._maybe_reconcile(now, acts)
+
+    def _after_commit(self, rec: _Reconciliation, now: float, acts: list[Action]) -> None:
+        rec.deadline = None
+        if self._superseded(rec):
+            self._restart(now, acts)
+            return
+        if rec.revoked:
+            rec.step = _Step.REVOKE
+            rec.token = self._token()
+            acts.append(RunCallback(CallbackKind.REVOKED, rec.token, self._names(rec.revoked)))
+            return
+        self._install(rec, now, acts)
+
+    def _install(self, rec: _Reconciliation, now: float, acts: list[Action]) -> None:
+        self._owned = (self._owned - rec.revoked) | rec.added
+        self._awaiting_assigned = rec.added
+        # Forget names of topics no longer assigned (the cache serves revocation only).
+        keep = {tip.topic_id for tip in self._owned}
+        self._assigned_names = {k: v for k, v in self._assigned_names.items() if k in keep}
+        if rec.added or self._current is None:
+            rec.step = _Step.ASSIGN
+            rec.token = self._token()
+            acts.append(RunCallback(CallbackKind.ASSIGNED, rec.token, self._names(rec.added)))
+            return
+        self._after_assigned(rec, now, acts)
+
+    def _after_assigned(self, rec: _Reconciliation, now: float, acts: list[Action]) -> None:
+        self._awaiting_assigned = frozenset()
+        self._rec = None
+        start = rec.added - self._fetching
+        if self._superseded(rec) and self._target is not None:
+            # Only what the newer target still assigns; the rest is revoked next.
+            start = start & self._target
+        if start:
+            self._fetching = self._fetching | start
+            acts.append(StartFetching(self._names(start)))
+        if self._superseded(rec):
+            self._restart(now, acts)
+            return
+        self._complete(rec.resolved, acts)
+
+    def _complete(self, resolved: frozenset[TopicIdPartition], acts: list[Action]) -> None:
+        self._current = resolved
+        self._ack_version += 1
+        self._acked_target_version = self._target_version
+        self._go(Trigger.RECONCILED)
+
+    def _on_callback(self, event: CallbackCompleted, now: float, acts: list[Action]) -> None:
+        if event.error is not None:
+            acts.append(RaiseCallbackError(event.kind, event.error))
+        rec = self._rec
+        if rec is not None and event.token == rec.token and rec.step is not _Step.COMMIT:
+            if rec.step is _Step.REVOKE:
+                if event.error is not None:
+                    # No ack; the broker fences us if this never succeeds. Retry on poll.
+                    self._rec = None
+                    self._retry_on_poll = True
+                    return
+                self._owned = self._owned - rec.revoked
+                if self._superseded(rec):
+                    self._restart(now, acts)
+                else:
+                    self._install(rec, now, acts)
+            else:
+                if event.error is not None:
+                    self._rec = None
+                    self._retry_on_poll = True
+                    return
+                self._after_assigned(rec, now, acts)
+        elif event.token == self._lost_token:
+            self._lost_token = None
+            if self._state is _S.FENCED:
+                self._join(now, Trigger.LOST_RELEASED)
+            elif self._state is _S.STALE:
+                self._stale_released = True
+                self._maybe_rejoin_stale(now)
+        elif event.token == self._release_token and self._release_step is not _Step.COMMIT:
+            self._release_token = None
+            self._release_step = None
+            self._finish_release(now, acts)
+
+    def _on_commit(
+        self, token: int, error: BaseException | None, now: float, acts: list[Action]
+    ) -> None:
+        if error is not None:
+            log.warning(
+                "group %s member %s: commit before revocation failed (%s); revoking anyway",
+                self._cfg.group_id,
+                self._member_id,
+                error,
+            )
+        rec = self._rec
+        if rec is not None and rec.step is _Step.COMMIT and token == rec.token:
+            self._after_commit(rec, now, acts)
+        elif self._release_step is _Step.COMMIT and token == self._release_token:
+            self._release_deadline = None
+            self._release_revoke(acts)
+
+    def _abort_reconciliation(self) -> None:
+        # Outstanding commit / callback outcomes are ignored from now on (token mismatch).
+        self._rec = None
+        self._retry_on_poll = False
+
+    def _clear_assignment(self) -> None:
+        self._owned = frozenset()
+        self._current = None
+        self._target = None
+        self._fetching = frozenset()
+        self._awaiting_assigned = frozenset()
+        self._assigned_names = {}
+
+    def _stop_all(self, acts: list[Action]) -> None:
+        if self._owned:
+            acts.append(StopFetching(self._names(self._owned)))
+        self._fetching = frozenset()
+
+    # ------------------------------------------------------- fence and fatal
+
+    def _fence(self, now: float, acts: list[Action]) -> None:
+        self._abort_reconciliation()
+        self._session += 1
+        if self._state is _S.PREPARE_LEAVING:
+            # Already releasing for a leave; the broker dropped us, so no leave heartbeat.
+            self._release_token = None
+            self._release_step = None
+            self._release_deadline = None
+            self._clear_assignment()
+            self._epoch = self._leave_epoch()
+            self._go(Trigger.FENCED)
+            self._leave_done(False, now, acts)
+            return
+        lost = self._names(self._owned)
+        self._stop_all(acts)
+        self._clear_assignment()
+        self._epoch = JOIN_EPOCH
+        self._go(Trigger.FENCED)
+        if lost:
+            self._lost_token = self._token()
+            acts.append(RunCallback(CallbackKind.LOST, self._lost_token, lost))
+        else:
+            self._join(now, Trigger.LOST_RELEASED)
+
+    def _fatal(
+        self, code: int, name: str, message: str | None, unsupported: bool, acts: list[Action]
+    ) -> None:
+        prev = self._state
+        self._abort_reconciliation()
+        lost = self._names(self._owned)
+        self._go(Trigger.FATAL_ERROR)
+        log.error(
+            "group %s member %s: fatal heartbeat error %s: %s",
+            self._cfg.group_id,
+            self._member_id,
+            name,
+            message,
+        )
+        if prev is not _S.PREPARE_LEAVING:
+            self._stop_all(acts)
+            if lost:
+                acts.append(RunCallback(CallbackKind.LOST, self._token(), lost))
+        self._clear_assignment()
+        self._release_token = None
+        self._release_step = None
+        self._release_deadline = None
+        acts.append(ReportFatalError(code, name, message, unsupported))
+        if prev is _S.PREPARE_LEAVING:
+            self._finish_leave_reason(timed_out=False, acts=acts)
+
+    # ---------------------------------------------------------------- leaving
+
+    def _leave_epoch(self) -> int:
+        return LEAVE_EPOCH_STATIC if self._cfg.instance_id is not None else LEAVE_EPOCH
+
+    def _start_leave(self, reason: _LeaveReason, now: float, acts: list[Action]) -> None:
+        self._abort_reconciliation()
+        self._leave_reason = reason
+        self._go(Trigger.LEAVE)
+        owned = self._names(self._owned)
+        if not owned:
+            self._finish_release(now, acts)
+            return
+        acts.append(StopFetching(owned))
+        self._fetching = frozenset()
+        if self._epoch > 0 and self._cfg.auto_commit:
+            self._release_token = self._token()
+            self._release_step = _Step.COMMIT
+            self._release_deadline = self._poll_deadline(now)
+            acts.append(
+                CommitOffsets(self._release_token, owned, self._epoch, self._release_deadline)
+            )
+        else:
+            self._release_revoke(acts)
+
+    def _release_revoke(self, acts: list[Action]) -> None:
+        owned = self._names(self._owned)
+        kind = CallbackKind.REVOKED if self._epoch > 0 else CallbackKind.LOST
+        self._release_token = self._token()
+        self._release_step = _Step.REVOKE
+        acts.append(RunCallback(kind, self._release_token, owned))
+
+    def _finish_release(self, now: float, acts: list[Action]) -> None:
+        self._clear_assignment()
+        self._go(Trigger.RELEASED)
+        self._send_leave(now, acts)
+        self._go(Trigger.LEAVE_SENT)
+        if self._leave_seq is None:
+            self._leave_done(False, now, acts)
+
+    def _send_leave(self, now: float, acts: list[Action]) -> None:
+        self._epoch = self._leave_epoch()
+        self._session += 1
+        self._sent = None
+        self._leave_seq = None
+        if self._awaiting_coordinator:
+            log.info(
+                "group %s member %s: coordinator unknown, leaving without a leave heartbeat",
+                self._cfg.group_id,
+                self._member_id,
+            )
+            return
+        self._seq += 1
+        self._leave_seq = self._seq
+        request = HeartbeatRequest(
+            group_id=self._cfg.group_id,
+            member_id=self._member_id,
+            member_epoch=self._epoch,
+            instance_id=self._cfg.instance_id,
+        )
+        acts.append(SendHeartbeat(self._seq, request, leave=True))
+
+    def _leave_done(self, timed_out: bool, now: float, acts: list[Action]) -> None:
+        self._finish_leave_reason(timed_out, acts)
+        if (
+            not self._closed
+            and self._state is _S.UNSUBSCRIBED
+            and self._rejoin_after_leave
+            and self._subscription is not None
+        ):
+            self._rejoin_after_leave = False
+            self._join(now, Trigger.SUBSCRIBE)
+
+    def _finish_leave_reason(self, timed_out: bool, acts: list[Action]) -> None:
+        reason = self._leave_reason
+        self._leave_reason = None
+        if self._closing:
+            self._closed = True
+            acts.append(Closed(timed_out))
+        elif reason is _LeaveReason.UNSUBSCRIBE:
+            acts.append(LeaveComplete())
+
+    # ---------------------------------------------------------------- closing
+
+    def _on_close(self, deadline: float, now: float, acts: list[Action]) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        self._close_deadline = deadline
+        self._rejoin_after_leave = False
+        if self._state in _IN_GROUP:
+            self._start_leave(_LeaveReason.CLOSE, now, acts)
+        elif self._state in (_S.FENCED, _S.STALE):
+            self._lost_token = None
+            self._clear_assignment()
+            self._go(Trigger.LEAVE)
+            self._finish_leave_reason(False, acts)
+        elif self._state is _S.PREPARE_LEAVING:
+            pass  # the leave in progress ends in Closed
+        elif self._state is _S.UNSUBSCRIBED and self._leave_seq is not None:
+            pass  # wait for the leave response
+        else:
+            self._finish_leave_reason(False, acts)
+        if not self._closed and now >= deadline:
+            self._close_timed_out(now, acts)
+
+    def _close_timed_out(self, now: float, acts: list[Action]) -> None:
+        log.warning(
+            "group %s member %s: close deadline reached before the leave completed",
+            self._cfg.group_id,
+            self._member_id,
+        )
+        if self._state is _S.PREPARE_LEAVING:
+            # Give up on the release; still tell the broker, best effort.
+            self._release_token = None
+            self._release_step = None
+            self._release_deadline = None
+            self._clear_assignment()
+            self._go(Trigger.CLOSE_TIMEOUT)
+            self._send_leave(now, acts)
+            self._go(Trigger.LEAVE_SENT)
+        self._leave_seq = None
+        self._finish_leave_reason(True, acts)
