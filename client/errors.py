@@ -12,8 +12,27 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
     │   ├── KafkaConnectionError     connect failed, connection lost
     │   ├── RequestTimeoutError      no response within the request timeout
     │   └── NoBrokersAvailableError  every bootstrap server failed
-    ├── BrokerError                  the broker answered with an error code
-    │   └── (one subclass per error code the SDK reacts to; see kgroup.protocol.errors)
+    ├── BrokerError                  the broker answered with an error code (generic: other codes)
+    │   ├── RetriableBrokerError     Kafka marks the code retriable (generic: other retriable codes)
+    │   │   ├── NotCoordinatorError, CoordinatorNotAvailableError,
+    │   │   │   CoordinatorLoadInProgressError
+    │   │   ├── UnknownTopicOrPartitionError, UnknownTopicIdError, LeaderNotAvailableError,
+    │   │   │   NotLeaderOrFollowerError, FencedLeaderEpochError, UnknownLeaderEpochError
+    │   │   ├── BrokerRequestTimedOutError   the broker's own timeout (error 7)
+    │   │   └── UnstableOffsetCommitError
+    │   ├── UnknownMemberIdError, FencedMemberEpochError, StaleMemberEpochError,
+    │   │   UnreleasedInstanceIdError, FencedInstanceIdError, GroupMaxSizeReachedError,
+    │   │   UnsupportedAssignorError, InvalidRegularExpressionError, GroupIdNotFoundError,
+    │   │   RebalanceInProgressError, IllegalGenerationError, MemberIdRequiredError,
+    │   │   InconsistentGroupProtocolError, InvalidSessionTimeoutError, InvalidGroupIdError,
+    │   │   NonEmptyGroupError
+    │   ├── GroupAuthorizationFailedError, TopicAuthorizationFailedError,
+    │   │   ClusterAuthorizationFailedError
+    │   ├── InvalidRequestError, OffsetOutOfRangeError, OffsetMetadataTooLargeError,
+    │   │   TopicAlreadyExistsError, UnknownServerError
+    │   └── BrokerUnsupportedVersionError   error 35; also an UnsupportedVersionError
+    ├── AssignorError                an assignor could not compute an assignment
+    │   └── InvalidAssignmentError   an assignor's output breaks a rule (AssignmentViolation)
     └── HarnessError                 kgroup.testing could not start or drive a broker
         ├── JavaNotFoundError
         ├── JarResolutionError
@@ -21,24 +40,70 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
 
 :class:`BrokerError` keeps the broker's error ``code``, its protocol ``name``,
 whether Kafka marks it ``retriable``, and the broker's ``message`` if it sent one.
+Build one from a response's error code with :func:`kgroup.protocol.broker_error`,
+which picks the most specific class; the code-to-class table lives in
+``kgroup.protocol.errors``. Names that would collide with a transport error carry a
+``Broker`` prefix (``BrokerRequestTimedOutError`` is the broker's error code 7,
+``RequestTimeoutError`` is kgroup's own wait running out).
 """
 
 from __future__ import annotations
 
+import enum
+
 __all__ = [
+    "AssignmentViolation",
+    "AssignorError",
     "BrokerError",
+    "BrokerRequestTimedOutError",
     "BrokerStartError",
+    "BrokerUnsupportedVersionError",
+    "ClusterAuthorizationFailedError",
     "ConfigError",
+    "CoordinatorLoadInProgressError",
+    "CoordinatorNotAvailableError",
+    "FencedInstanceIdError",
+    "FencedLeaderEpochError",
+    "FencedMemberEpochError",
+    "GroupAuthorizationFailedError",
+    "GroupIdNotFoundError",
+    "GroupMaxSizeReachedError",
     "HarnessError",
+    "IllegalGenerationError",
+    "InconsistentGroupProtocolError",
+    "InvalidGroupIdError",
+    "InvalidRegularExpressionError",
+    "InvalidRequestError",
+    "InvalidSessionTimeoutError",
     "JarResolutionError",
     "JavaNotFoundError",
     "KafkaConnectionError",
     "KafkaProtocolError",
     "KgroupError",
+    "LeaderNotAvailableError",
     "MalformedResponseError",
+    "MemberIdRequiredError",
     "NoBrokersAvailableError",
+    "NonEmptyGroupError",
+    "NotCoordinatorError",
+    "NotLeaderOrFollowerError",
+    "OffsetMetadataTooLargeError",
+    "OffsetOutOfRangeError",
+    "RebalanceInProgressError",
     "RequestTimeoutError",
+    "RetriableBrokerError",
+    "StaleMemberEpochError",
+    "TopicAlreadyExistsError",
+    "TopicAuthorizationFailedError",
     "TransportError",
+    "UnknownLeaderEpochError",
+    "UnknownMemberIdError",
+    "UnknownServerError",
+    "UnknownTopicIdError",
+    "UnknownTopicOrPartitionError",
+    "UnreleasedInstanceIdError",
+    "UnstableOffsetCommitError",
+    "UnsupportedAssignorError",
     "UnsupportedVersionError",
 ]
 
@@ -101,6 +166,211 @@ class BrokerError(KgroupError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.code, self.name, self.retriable, self.message))
+
+
+class RetriableBrokerError(BrokerError):
+    """A broker error that Kafka marks retriable: the same request may succeed later."""
+
+
+class NotCoordinatorError(RetriableBrokerError):
+    """NOT_COORDINATOR: the broker is not the coordinator of the group; look it up again."""
+
+
+class CoordinatorNotAvailableError(RetriableBrokerError):
+    """COORDINATOR_NOT_AVAILABLE: the coordinator is unavailable; look it up again."""
+
+
+class CoordinatorLoadInProgressError(RetriableBrokerError):
+    """COORDINATOR_LOAD_IN_PROGRESS: the coordinator is loading the group; retry later."""
+
+
+class UnknownTopicOrPartitionError(RetriableBrokerError):
+    """UNKNOWN_TOPIC_OR_PARTITION: the broker does not know the topic or partition."""
+
+
+class UnknownTopicIdError(RetriableBrokerError):
+    """UNKNOWN_TOPIC_ID: the broker does not know the topic id."""
+
+
+class LeaderNotAvailableError(RetriableBrokerError):
+    """LEADER_NOT_AVAILABLE: a leader election is in progress."""
+
+
+class NotLeaderOrFollowerError(RetriableBrokerError):
+    """NOT_LEADER_OR_FOLLOWER: the broker does not lead (or replicate) the partition."""
+
+
+class FencedLeaderEpochError(RetriableBrokerError):
+    """FENCED_LEADER_EPOCH: the request's leader epoch is older than the broker's."""
+
+
+class UnknownLeaderEpochError(RetriableBrokerError):
+    """UNKNOWN_LEADER_EPOCH: the request's leader epoch is newer than the broker's."""
+
+
+class BrokerRequestTimedOutError(RetriableBrokerError):
+    """REQUEST_TIMED_OUT (error 7): the broker's own timeout for the request expired.
+
+    Not to be confused with :class:`RequestTimeoutError`, kgroup's own wait for a response."""
+
+
+class UnstableOffsetCommitError(RetriableBrokerError):
+    """UNSTABLE_OFFSET_COMMIT: a transactional commit for the partition is pending."""
+
+
+class UnknownMemberIdError(BrokerError):
+    """UNKNOWN_MEMBER_ID: the group does not know this member id."""
+
+
+class FencedMemberEpochError(BrokerError):
+    """FENCED_MEMBER_EPOCH: the member epoch is fenced; rejoin with epoch 0."""
+
+
+class StaleMemberEpochError(BrokerError):
+    """STALE_MEMBER_EPOCH: an offset request carried an outdated member epoch."""
+
+
+class UnreleasedInstanceIdError(BrokerError):
+    """UNRELEASED_INSTANCE_ID: another member still holds the static instance id."""
+
+
+class FencedInstanceIdError(BrokerError):
+    """FENCED_INSTANCE_ID: another member with the same static instance id replaced this one."""
+
+
+class GroupMaxSizeReachedError(BrokerError):
+    """GROUP_MAX_SIZE_REACHED: the group is full."""
+
+
+class UnsupportedAssignorError(BrokerError):
+    """UNSUPPORTED_ASSIGNOR: the broker has no server-side assignor by that name."""
+
+
+class InvalidRegularExpressionError(BrokerError):
+    """INVALID_REGULAR_EXPRESSION: the subscribed regular expression is invalid."""
+
+
+class GroupIdNotFoundError(BrokerError):
+    """GROUP_ID_NOT_FOUND: the group does not exist."""
+
+
+class RebalanceInProgressError(BrokerError):
+    """REBALANCE_IN_PROGRESS: the classic group is rebalancing; rejoin."""
+
+
+class IllegalGenerationError(BrokerError):
+    """ILLEGAL_GENERATION: the classic generation id is outdated."""
+
+
+class MemberIdRequiredError(BrokerError):
+    """MEMBER_ID_REQUIRED: rejoin with the member id the broker handed out."""
+
+
+class InconsistentGroupProtocolError(BrokerError):
+    """INCONSISTENT_GROUP_PROTOCOL: the member's protocols do not match the group's."""
+
+
+class InvalidSessionTimeoutError(BrokerError):
+    """INVALID_SESSION_TIMEOUT: the session timeout is outside the broker's bounds."""
+
+
+class InvalidGroupIdError(BrokerError):
+    """INVALID_GROUP_ID: the group id is not valid."""
+
+
+class NonEmptyGroupError(BrokerError):
+    """NON_EMPTY_GROUP: the operation needs an empty group."""
+
+
+class GroupAuthorizationFailedError(BrokerError):
+    """GROUP_AUTHORIZATION_FAILED: the principal may not use the group."""
+
+
+class TopicAuthorizationFailedError(BrokerError):
+    """TOPIC_AUTHORIZATION_FAILED: the principal may not use a topic."""
+
+
+class ClusterAuthorizationFailedError(BrokerError):
+    """CLUSTER_AUTHORIZATION_FAILED: the principal may not perform a cluster action."""
+
+
+class InvalidRequestError(BrokerError):
+    """INVALID_REQUEST: the broker rejected the request as malformed or inconsistent."""
+
+
+class OffsetOutOfRangeError(BrokerError):
+    """OFFSET_OUT_OF_RANGE: the offset is outside the partition's log."""
+
+
+class OffsetMetadataTooLargeError(BrokerError):
+    """OFFSET_METADATA_TOO_LARGE: the committed metadata string is too long."""
+
+
+class TopicAlreadyExistsError(BrokerError):
+    """TOPIC_ALREADY_EXISTS: a topic by that name exists already."""
+
+
+class UnknownServerError(BrokerError):
+    """UNKNOWN_SERVER_ERROR: the broker failed unexpectedly."""
+
+
+class BrokerUnsupportedVersionError(BrokerError, UnsupportedVersionError):
+    """UNSUPPORTED_VERSION (error 35): the broker does not support the request's version.
+
+    Also an :class:`UnsupportedVersionError`, so one ``except`` clause catches both
+    kgroup's own negotiation failing and the broker refusing a version.
+    """
+
+
+class AssignorError(KgroupError):
+    """An assignor could not compute an assignment (for example, a subscribed topic is unknown).
+
+    Attributes:
+        assignor: the name of the assignor.
+    """
+
+    def __init__(self, assignor: str, message: str) -> None:
+        self.assignor = assignor
+        super().__init__(f"assignor {assignor!r}: {message}")
+        self.detail = message
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.assignor, self.detail))
+
+
+class AssignmentViolation(enum.Enum):
+    """The kinds of rule an assignment can break (see :class:`InvalidAssignmentError`)."""
+
+    MISSING_PARTITION = "missing_partition"
+    """A partition of a subscribed topic is assigned to nobody."""
+    DUPLICATE_PARTITION = "duplicate_partition"
+    """A partition is assigned more than once."""
+    UNKNOWN_MEMBER = "unknown_member"
+    """The assignment names a member that is not in the group."""
+    UNSUBSCRIBED_TOPIC = "unsubscribed_topic"
+    """A member gets a partition of a topic it did not subscribe to."""
+    UNKNOWN_PARTITION = "unknown_partition"
+    """A partition that the cluster metadata does not know."""
+    DIRECT_TRANSFER = "direct_transfer"
+    """Cooperative: a partition owned by one member is handed to another in the same round."""
+
+
+class InvalidAssignmentError(AssignorError):
+    """An assignor's output breaks a rule; the leader must not send it in SyncGroup.
+
+    Attributes:
+        assignor: the name of the assignor that produced the assignment.
+        violation: which rule is broken.
+        detail: the specifics (member ids, partitions) in words.
+    """
+
+    def __init__(self, assignor: str, violation: AssignmentViolation, detail: str) -> None:
+        self.violation = violation
+        super().__init__(assignor, f"invalid assignment ({violation.name}): {detail}")
+        self.detail = detail
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.assignor, self.violation, self.detail))
 
 
 class HarnessError(KgroupError):

@@ -1,1 +1,67 @@
-"""kgroup.protocol."""
+"""The Kafka protocol layer: frames, headers, correlation ids, version negotiation, errors.
+
+Built on kio's generated codecs; pure code over bytes, no I/O and no anyio.
+
+- :mod:`~kgroup.protocol.apis`: the APIs kgroup uses and the versions it supports.
+- :mod:`~kgroup.protocol.framing`: size prefix, headers, encode/decode of whole frames.
+- :mod:`~kgroup.protocol.negotiation`: choosing versions from a broker's ApiVersions.
+- :mod:`~kgroup.protocol.errors`: broker error codes to :mod:`kgroup.errors` classes.
+"""
+
+from kgroup.protocol.apis import (
+    SUPPORTED_VERSIONS,
+    ApiKey,
+    VersionRange,
+    request_class,
+    request_module,
+    response_class,
+    response_module,
+)
+from kgroup.protocol.errors import ERROR_CLASSES, broker_error, raise_for_error
+from kgroup.protocol.framing import (
+    RequestFrame,
+    ResponseFrame,
+    decode_request,
+    decode_response,
+    decode_response_payload,
+    encode_request,
+    encode_response,
+    request_header_class,
+    response_header_class,
+)
+from kgroup.protocol.negotiation import (
+    NegotiatedVersions,
+    api_versions_request,
+    api_versions_retry_version,
+    broker_ranges,
+    negotiate,
+    pick_version,
+)
+
+__all__ = [
+    "ERROR_CLASSES",
+    "SUPPORTED_VERSIONS",
+    "ApiKey",
+    "NegotiatedVersions",
+    "RequestFrame",
+    "ResponseFrame",
+    "VersionRange",
+    "api_versions_request",
+    "api_versions_retry_version",
+    "broker_error",
+    "broker_ranges",
+    "decode_request",
+    "decode_response",
+    "decode_response_payload",
+    "encode_request",
+    "encode_response",
+    "negotiate",
+    "pick_version",
+    "raise_for_error",
+    "request_class",
+    "request_header_class",
+    "request_module",
+    "response_class",
+    "response_header_class",
+    "response_module",
+]

@@ -1,0 +1,159 @@
+"""The Kafka APIs kgroup speaks, and the versions of each that kgroup supports.
+
+Every range here is bounded above by what kio 0.6 generates and below by the
+first version that carries something kgroup relies on; the comment on each row
+says what that is. :mod:`kgroup.protocol.negotiation` intersects these ranges
+with a broker's.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType, ModuleType
+from typing import Final
+
+from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.static.constants import EntityType
+from kio.static.protocol import RequestPayload, ResponsePayload
+
+__all__ = [
+    "SUPPORTED_VERSIONS",
+    "ApiKey",
+    "VersionRange",
+    "request_class",
+    "request_module",
+    "response_class",
+    "response_module",
+]
+
+
+class ApiKey(enum.IntEnum):
+    """Kafka API keys of the requests kgroup sends (values are the wire keys)."""
+
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
+
+    @property
+    def api_name(self) -> str:
+        """The API's protocol name, as Kafka's schemas spell it (``ConsumerGroupHeartbeat``)."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRange:
+    """An inclusive range of API versions, ``min <= version <= max``."""
+
+    min: int
+    max: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min <= self.max:
+            raise ValueError(f"invalid version range {self.min}..{self.max}")
+
+    def __contains__(self, version: object) -> bool:
+        return isinstance(version, int) and self.min <= version <= self.max
+
+    def __str__(self) -> str:
+        return f"v{self.min}-v{self.max}"
+
+    def intersect(self, other: VersionRange) -> VersionRange | None:
+        """The versions in both ranges, or ``None`` when they do not overlap."""
+        low, high = max(self.min, other.min), min(self.max, other.max)
+        return VersionRange(low, high) if low <= high else None
+
+
+SUPPORTED_VERSIONS: Final[Mapping[ApiKey, VersionRange]] = MappingProxyType(
+    {
+        # v0 is the universal fallback when a broker rejects a newer ApiVersions.
+        ApiKey.API_VERSIONS: VersionRange(0, 4),
+        # v10 returns topic ids, which the new protocol names partitions by.
+        ApiKey.METADATA: VersionRange(10, 13),
+        # v4 batches coordinator keys; kgroup always sends the batched form.
+        ApiKey.FIND_COORDINATOR: VersionRange(4, 6),
+        # v1 (KIP-1082) lets the client pick its member id and adds regexes.
+        ApiKey.CONSUMER_GROUP_HEARTBEAT: VersionRange(0, 1),
+        ApiKey.CONSUMER_GROUP_DESCRIBE: VersionRange(0, 1),
+        # v5 carries group.instance.id (static membership, KIP-345) in the classic APIs.
+        ApiKey.JOIN_GROUP: VersionRange(5, 9),
+        ApiKey.SYNC_GROUP: VersionRange(3, 5),
+        ApiKey.HEARTBEAT: VersionRange(3, 4),
+        # v3 leaves with a batch of members, each with its instance id.
+        ApiKey.LEAVE_GROUP: VersionRange(3, 5),
+        # v7 carries the instance id; v9 the member epoch; v10 names topics by id.
+        ApiKey.OFFSET_COMMIT: VersionRange(7, 10),
+        # v8 batches groups; v9 carries member id and epoch; v10 names topics by id.
+        ApiKey.OFFSET_FETCH: VersionRange(8, 10),
+        # v6 is the first flexible version.
+        ApiKey.LIST_OFFSETS: VersionRange(6, 11),
+        # v4 reports group.instance.id of members.
+        ApiKey.DESCRIBE_GROUPS: VersionRange(4, 6),
+        # v4 filters by state.
+        ApiKey.LIST_GROUPS: VersionRange(4, 5),
+        # v5 reports partition counts and configs of created topics; tests use it.
+        ApiKey.CREATE_TOPICS: VersionRange(5, 7),
+    }
+)
+"""The version range kgroup supports for every API it uses."""
+
+
+def request_class(api_key: int, version: int) -> type[RequestPayload]:
+    """kio's request class of ``api_key`` at ``version``.
+
+    Raises:
+        KeyError: kio has no such API or version.
+    """
+    try:
+        return load_request_schema(api_key, version)
+    except Exception as exc:  # kio raises its own index errors and ImportErrors
+        raise KeyError(f"kio has no request for API key {api_key} v{version}") from exc
+
+
+def response_class(api_key: int, version: int) -> type[ResponsePayload]:
+    """kio's response class of ``api_key`` at ``version``.
+
+    Raises:
+        KeyError: kio has no such API or version.
+    """
+    try:
+        return load_response_schema(api_key, version)
+    except Exception as exc:
+        raise KeyError(f"kio has no response for API key {api_key} v{version}") from exc
+
+
+def request_module(api_key: int, version: int) -> ModuleType:
+    """kio's request module of ``api_key`` at ``version``: the request class and its nested types.
+
+    Raises:
+        KeyError: kio has no such API or version.
+    """
+    try:
+        return load_payload_module(api_key, version, EntityType.request)
+    except Exception as exc:
+        raise KeyError(f"kio has no request for API key {api_key} v{version}") from exc
+
+
+def response_module(api_key: int, version: int) -> ModuleType:
+    """kio's response module of ``api_key`` at ``version``.
+
+    Raises:
+        KeyError: kio has no such API or version.
+    """
+    try:
+        return load_payload_module(api_key, version, EntityType.response)
+    except Exception as exc:
+        raise KeyError(f"kio has no response for API key {api_key} v{version}") from exc

@@ -1,0 +1,268 @@
+"""Kafka frames: a 4-byte big-endian size, a header, and a kio-encoded payload.
+
+kio encodes headers and payloads; this module adds what kio leaves out: the
+size prefix, which header version goes with which payload, correlation ids,
+and turning undecodable bytes into :class:`~kgroup.errors.MalformedResponseError`.
+Pure functions over bytes; no I/O.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from typing import Final
+
+import kio.schema.request_header.v1.header as request_header_v1
+import kio.schema.request_header.v2.header as request_header_v2
+import kio.schema.response_header.v0.header as response_header_v0
+import kio.schema.response_header.v1.header as response_header_v1
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32
+from kio.static.protocol import (
+    Payload,
+    RequestHeader,
+    RequestPayload,
+    ResponseHeader,
+    ResponsePayload,
+)
+
+from kgroup.errors import KafkaProtocolError, MalformedResponseError
+from kgroup.protocol.apis import ApiKey, request_class, response_class
+
+__all__ = [
+    "MAX_FRAME_SIZE",
+    "SIZE_PREFIX",
+    "RequestFrame",
+    "ResponseFrame",
+    "api_label",
+    "decode_request",
+    "decode_response",
+    "decode_response_payload",
+    "encode_request",
+    "encode_response",
+    "frame_size",
+    "peek_correlation_id",
+    "request_header_class",
+    "response_header_class",
+]
+
+SIZE_PREFIX: Final = 4
+"""Bytes of the size prefix in front of every frame."""
+
+MAX_FRAME_SIZE: Final = 100 * 1024 * 1024
+"""Largest frame kgroup accepts (the broker's default socket.request.max.bytes)."""
+
+_SIZE = struct.Struct(">i")
+_ERROR_CODE = struct.Struct(">h")
+
+RequestHeaderClass = type[request_header_v1.RequestHeader] | type[request_header_v2.RequestHeader]
+ResponseHeaderClass = (
+    type[response_header_v0.ResponseHeader] | type[response_header_v1.ResponseHeader]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFrame:
+    """A decoded request: its header and its payload."""
+
+    header: RequestHeader
+    request: RequestPayload
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseFrame:
+    """A decoded response: its header and its payload."""
+
+    header: ResponseHeader
+    response: ResponsePayload
+
+
+def api_label(payload: Payload | type[Payload]) -> str:
+    """``Metadata v12``: the API name and version of a kio payload, for messages."""
+    key = int(payload.__api_key__)
+    try:
+        name = ApiKey(key).api_name
+    except ValueError:
+        name = f"api key {key}"
+    return f"{name} v{payload.__version__}"
+
+
+def request_header_class(request: RequestPayload | type[RequestPayload]) -> RequestHeaderClass:
+    """The request header for a request: v2 when its API version is flexible, else v1."""
+    if request.__flexible__:
+        return request_header_v2.RequestHeader
+    return request_header_v1.RequestHeader
+
+
+def response_header_class(
+    response: ResponsePayload | type[ResponsePayload],
+) -> ResponseHeaderClass:
+    """The response header for a response: v1 when flexible, else v0.
+
+    ApiVersions responses always use v0 (KIP-511): a client that does not yet
+    know which versions the broker speaks must be able to read the header.
+    """
+    if response.__flexible__ and int(response.__api_key__) != ApiKey.API_VERSIONS:
+        return response_header_v1.ResponseHeader
+    return response_header_v0.ResponseHeader
+
+
+def _with_size_prefix(body: bytes) -> bytes:
+    return _SIZE.pack(len(body)) + body
+
+
+def encode_request(request: RequestPayload, correlation_id: int, client_id: str | None) -> bytes:
+    """Encode a whole request frame: size prefix, header, payload."""
+    header_cls = request_header_class(request)
+    header = header_cls(
+        request_api_key=i16(request.__api_key__),
+        request_api_version=i16(request.__version__),
+        correlation_id=i32(correlation_id),
+        client_id=client_id,
+    )
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    entity_writer(header_cls)(buf, header)
+    entity_writer(type(request))(buf, request)
+    frame = buf.getbuffer()
+    _SIZE.pack_into(frame, 0, len(frame) - SIZE_PREFIX)
+    return bytes(frame)
+
+
+def encode_response(response: ResponsePayload, correlation_id: int) -> bytes:
+    """Encode a whole response frame (what a broker sends); used by tests and fakes."""
+    header_cls = response_header_class(response)
+    buf = io.BytesIO()
+    buf.write(b"\0\0\0\0")
+    entity_writer(header_cls)(buf, header_cls(correlation_id=i32(correlation_id)))
+    entity_writer(type(response))(buf, response)
+    frame = buf.getbuffer()
+    _SIZE.pack_into(frame, 0, len(frame) - SIZE_PREFIX)
+    return bytes(frame)
+
+
+def frame_size(prefix: bytes) -> int:
+    """The payload size announced by a 4-byte size prefix.
+
+    Raises:
+        KafkaProtocolError: the size is negative or above :data:`MAX_FRAME_SIZE`.
+    """
+    if len(prefix) != SIZE_PREFIX:
+        raise KafkaProtocolError(f"a size prefix has 4 bytes, got {len(prefix)}")
+    (size,) = _SIZE.unpack(prefix)
+    if not 0 <= size <= MAX_FRAME_SIZE:
+        raise KafkaProtocolError(f"frame size {size} outside 0..{MAX_FRAME_SIZE}")
+    return int(size)
+
+
+def peek_correlation_id(payload: bytes) -> int:
+    """The correlation id of a response payload (the bytes after the size prefix).
+
+    Every response header version starts with it, so it can be read before
+    knowing which request the response answers.
+
+    Raises:
+        KafkaProtocolError: fewer than four bytes.
+    """
+    if len(payload) < 4:
+        raise KafkaProtocolError(f"a response has at least 4 bytes, got {len(payload)}")
+    return int(_SIZE.unpack_from(payload)[0])
+
+
+def _split_frame(frame: bytes) -> bytes:
+    size = frame_size(frame[:SIZE_PREFIX])
+    if size != len(frame) - SIZE_PREFIX:
+        raise KafkaProtocolError(
+            f"size prefix says {size} bytes, frame has {len(frame) - SIZE_PREFIX}"
+        )
+    return frame[SIZE_PREFIX:]
+
+
+def decode_request(frame: bytes) -> RequestFrame:
+    """Decode a whole request frame (what a broker receives); used by tests and fakes.
+
+    Raises:
+        KafkaProtocolError: the bytes are not a complete request of a known API version.
+    """
+    payload = _split_frame(frame)
+    if len(payload) < 4:
+        raise KafkaProtocolError("a request starts with its API key and version")
+    api_key, version = struct.unpack_from(">hh", payload)
+    try:
+        cls = request_class(api_key, version)
+    except KeyError as exc:
+        raise KafkaProtocolError(str(exc)) from None
+    header_cls = request_header_class(cls)
+    try:
+        header, header_size = entity_reader(header_cls)(payload, 0)
+        request, body_size = entity_reader(cls)(payload, header_size)
+    except Exception as exc:  # kio's reader raises assorted errors on bad bytes
+        raise KafkaProtocolError(f"undecodable {api_label(cls)} request: {exc!r}") from exc
+    if header_size + body_size != len(payload):
+        raise KafkaProtocolError(f"{api_label(cls)} request has trailing bytes")
+    return RequestFrame(header=header, request=request)
+
+
+def _api_versions_fallback(payload: bytes, header_size: int) -> type[ResponsePayload] | None:
+    # A broker that does not support the ApiVersions version we sent answers in
+    # v0 with UNSUPPORTED_VERSION (KIP-511); the error code leads both layouts.
+    if len(payload) < header_size + 2:
+        return None
+    (code,) = _ERROR_CODE.unpack_from(payload, header_size)
+    if code == ErrorCode.unsupported_version:
+        return response_class(ApiKey.API_VERSIONS, 0)
+    return None
+
+
+def decode_response_payload(
+    payload: bytes, response_cls: type[ResponsePayload], correlation_id: int
+) -> ResponseFrame:
+    """Decode a response payload (the bytes after the size prefix) as ``response_cls``.
+
+    An ApiVersions response carrying UNSUPPORTED_VERSION is decoded as v0,
+    whatever version was asked for, because that is how brokers send it.
+
+    Raises:
+        MalformedResponseError: wrong correlation id, bytes that do not decode
+            as ``response_cls``, or bytes left over after it; the message names the
+            API and version.
+    """
+    label = api_label(response_cls)
+    header_cls = response_header_class(response_cls)
+    try:
+        header, header_size = entity_reader(header_cls)(payload, 0)
+    except Exception as exc:
+        raise MalformedResponseError(f"undecodable {label} response header: {exc!r}") from exc
+    if header.correlation_id != correlation_id:
+        raise MalformedResponseError(
+            f"{label} response has correlation id {header.correlation_id}, "
+            f"expected {correlation_id}"
+        )
+    if int(response_cls.__api_key__) == ApiKey.API_VERSIONS and response_cls.__version__ > 0:
+        response_cls = _api_versions_fallback(payload, header_size) or response_cls
+    try:
+        response, body_size = entity_reader(response_cls)(payload, header_size)
+    except Exception as exc:
+        raise MalformedResponseError(f"undecodable {label} response: {exc!r}") from exc
+    extra = len(payload) - header_size - body_size
+    if extra:
+        raise MalformedResponseError(f"{label} response has {extra} trailing bytes")
+    return ResponseFrame(header=header, response=response)
+
+
+def decode_response(
+    frame: bytes, response_cls: type[ResponsePayload], correlation_id: int
+) -> ResponseFrame:
+    """Decode a whole response frame (size prefix included); see :func:`decode_response_payload`.
+
+    Raises:
+        MalformedResponseError: as :func:`decode_response_payload`, or a size
+            prefix that does not match the frame.
+    """
+    try:
+        payload = _split_frame(frame)
+    except KafkaProtocolError as exc:
+        raise MalformedResponseError(f"{api_label(response_cls)} response: {exc}") from None
+    return decode_response_payload(payload, response_cls, correlation_id)

@@ -1,0 +1,444 @@
+"""The cluster client: bootstrap, pooled broker connections, metadata, coordinators."""
+
+from __future__ import annotations
+
+import logging
+import random as _random
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+import anyio.abc
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8
+from kio.static.protocol import RequestPayload, ResponsePayload
+
+from kgroup.errors import (
+    ConfigError,
+    KafkaConnectionError,
+    KgroupError,
+    NoBrokersAvailableError,
+    RequestTimeoutError,
+)
+from kgroup.protocol.apis import ApiKey
+from kgroup.protocol.errors import broker_error
+from kgroup.protocol.negotiation import NegotiatedVersions
+from kgroup.transport._tasks import OwnedTaskGroup
+from kgroup.transport.backoff import Backoff
+from kgroup.transport.connection import BrokerConnection
+from kgroup.transport.metadata import BrokerAddress, ClusterMetadata
+from kgroup.transport.security import Authenticator, SecurityConfig
+
+__all__ = ["KafkaClient", "RequestBuilder", "parse_bootstrap_servers"]
+
+log = logging.getLogger("kgroup.transport.client")
+
+RequestBuilder = Callable[[NegotiatedVersions], RequestPayload]
+"""Builds a request from the versions negotiated with the broker it will go to."""
+
+_COORDINATOR_MOVED = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available})
+_GROUP_KEY_TYPE = i8(0)
+
+
+def parse_bootstrap_servers(servers: str | Sequence[str]) -> list[tuple[str, int]]:
+    """``"a:9092,b:9093"`` (or a list of ``host:port``) as ``(host, port)`` pairs.
+
+    IPv6 hosts are written in brackets (``[::1]:9092``).
+
+    Raises:
+        ConfigError: empty, or an entry without a valid port.
+    """
+    entries = servers.split(",") if isinstance(servers, str) else list(servers)
+    result: list[tuple[str, int]] = []
+    for raw in entries:
+        entry = raw.strip()
+        if not entry:
+            continue
+        host, sep, port_text = entry.rpartition(":")
+        if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise ConfigError(f"bootstrap.servers entry {entry!r} is not host:port")
+        result.append((host.strip("[]"), int(port_text)))
+    if not result:
+        raise ConfigError("bootstrap.servers is empty")
+    return result
+
+
+class KafkaClient:
+    """Connections to a Kafka cluster, as an async context manager.
+
+    Entering bootstraps: the listed servers are tried in order until one
+    answers ApiVersions and Metadata (each failure is logged; if all fail,
+    :class:`~kgroup.errors.NoBrokersAvailableError` lists them). The client
+    owns a task group with one reader task per open connection; leaving closes
+    every connection.
+
+    Example::
+
+        async with KafkaClient("localhost:9092") as client:
+            meta = await client.metadata(["orders"])
+            coordinator = await client.coordinator("my-group")
+            response = await client.request(some_kio_request, node=coordinator.node_id)
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        *,
+        client_id: str | None = "kgroup",
+        request_timeout: float = 30.0,
+        connect_timeout: float = 10.0,
+        backoff: Backoff | None = None,
+        security: SecurityConfig | None = None,
+        authenticator: Authenticator | None = None,
+        random: Callable[[], float] = _random.random,
+    ) -> None:
+        """Raises ConfigError on bad servers or an unsupported security protocol."""
+        self.bootstrap_servers = parse_bootstrap_servers(bootstrap_servers)
+        self.client_id = client_id
+        self.request_timeout = request_timeout
+        self.connect_timeout = connect_timeout
+        self.backoff = backoff or Backoff()
+        self.security = security or SecurityConfig()
+        self.security.require_supported()
+        self._authenticator = authenticator
+        self._random = random
+        self._tasks = OwnedTaskGroup()
+        self._task_group: anyio.abc.TaskGroup | None = None
+        # Connections by node id; the bootstrap connection (node unknown) under -1.
+        self._connections: dict[int, BrokerConnection] = {}
+        self._connect_locks: dict[int, anyio.Lock] = {}
+        self._addresses: dict[int, BrokerAddress] = {}
+        self._metadata = ClusterMetadata()
+        self._coordinators: dict[str, BrokerAddress] = {}
+
+    async def __aenter__(self) -> Self:
+        if self._task_group is not None:
+            raise RuntimeError("a KafkaClient can be entered only once")
+        self._task_group = await self._tasks.enter()
+        try:
+            await self._bootstrap()
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every connection and stop their reader tasks. Idempotent."""
+        connections = list(self._connections.values())
+        self._connections.clear()
+        for conn in connections:
+            await conn.aclose()
+        # Not under a shield: the task group's cancel scope must be exited from
+        # the same nesting level it was entered at.
+        await self._tasks.leave()
+
+    # --- connections --------------------------------------------------------------
+
+    def _group(self) -> anyio.abc.TaskGroup:
+        if self._task_group is None:
+            raise RuntimeError("use KafkaClient as 'async with KafkaClient(...) as client'")
+        return self._task_group
+
+    async def _open(self, host: str, port: int, node_id: int | None) -> BrokerConnection:
+        return await BrokerConnection.open(
+            host,
+            port,
+            task_group=self._group(),
+            node_id=node_id,
+            client_id=self.client_id,
+            security=self.security,
+            connect_timeout=self.connect_timeout,
+            request_timeout=self.request_timeout,
+            authenticator=self._authenticator,
+        )
+
+    async def _bootstrap(self) -> None:
+        failures: list[str] = []
+        for host, port in self.bootstrap_servers:
+            try:
+                conn = await self._open(host, port, None)
+            except KgroupError as exc:
+                log.warning("bootstrap server %s:%d failed: %s", host, port, exc)
+                failures.append(f"{host}:{port}: {exc}")
+                continue
+            self._connections[-1] = conn
+            try:
+                await self.metadata(())
+            except KgroupError as exc:
+                log.warning("bootstrap server %s:%d failed: %s", host, port, exc)
+                failures.append(f"{host}:{port}: {exc}")
+                await conn.aclose()
+                self._connections.pop(-1, None)
+                continue
+            log.info("bootstrapped from %s:%d; brokers %s", host, port, sorted(self._addresses))
+            return
+        raise NoBrokersAvailableError("no bootstrap server could be used: " + "; ".join(failures))
+
+    def _live(self, node_id: int) -> BrokerConnection | None:
+        conn = self._connections.get(node_id)
+        if conn is not None and conn.closed:
+            del self._connections[node_id]
+            return None
+        return conn
+
+    async def connection(self, node_id: int) -> BrokerConnection:
+        """The pooled connection to broker ``node_id``, opened if needed.
+
+        Raises:
+            KafkaConnectionError: the node is unknown (even after refreshing
+                metadata) or cannot be reached.
+        """
+        conn = self._live(node_id)
+        if conn is not None:
+            return conn
+        if node_id < 0:
+            raise KafkaConnectionError("the bootstrap connection is closed")
+        lock = self._connect_locks.setdefault(node_id, anyio.Lock())
+        async with lock:
+            conn = self._live(node_id)
+            if conn is not None:
+                return conn
+            address = self._addresses.get(node_id)
+            if address is None:
+                await self.metadata(())
+                address = self._addresses.get(node_id)
+            if address is None:
+                raise KafkaConnectionError(f"node {node_id} is not in the cluster metadata")
+            conn = await self._open(address.host, address.port, node_id)
+            self._connections[node_id] = conn
+            return conn
+
+    def _candidates(self) -> list[int]:
+        # Prefer brokers we are already connected to, then the others in random
+        # order so that a dead broker is not everyone's first choice.
+        live = [n for n in list(self._connections) if self._live(n) is not None]
+        others = [n for n in self._addresses if n not in live]
+        _random.Random(self._random()).shuffle(others)
+        return live + others
+
+    async def _request_any(self, build: RequestBuilder, timeout: float | None) -> ResponsePayload:
+        failures: list[str] = []
+        for node_id in self._candidates():
+            try:
+                conn = self._live(node_id) or await self.connection(node_id)
+                return await conn.request(build(conn.versions), timeout=timeout)
+            except (KafkaConnectionError, RequestTimeoutError) as exc:
+                log.info("request to node %d failed, trying another broker: %s", node_id, exc)
+                failures.append(f"node {node_id}: {exc}")
+        # Every known broker failed: start over from the bootstrap list, as the
+        # cluster may have moved entirely.
+        for host, port in self.bootstrap_servers:
+            try:
+                conn = await self._open(host, port, None)
+            except KgroupError as exc:
+                log.info("bootstrap server %s:%d failed: %s", host, port, exc)
+                failures.append(f"{host}:{port}: {exc}")
+                continue
+            old = self._connections.pop(-1, None)
+            if old is not None:
+                await old.aclose()
+            self._connections[-1] = conn
+            try:
+                return await conn.request(build(conn.versions), timeout=timeout)
+            except (KafkaConnectionError, RequestTimeoutError) as exc:
+                failures.append(f"{host}:{port}: {exc}")
+        raise NoBrokersAvailableError("no broker could answer: " + "; ".join(failures))
+
+    # --- requests -----------------------------------------------------------------
+
+    async def request(
+        self,
+        request: RequestPayload | RequestBuilder,
+        *,
+        node: int | None = None,
+        timeout: float | None = None,
+    ) -> ResponsePayload:
+        """Send a request to broker ``node`` (any broker if None) and return its response.
+
+        ``request`` is a kio request, or a function building one from the
+        versions negotiated with the broker it goes to. Broker error codes in
+        the response are the caller's to inspect. With ``node`` None, a request
+        whose broker fails (connection lost, timeout) is resent to another one,
+        so use it for requests that are safe to repeat (Metadata, FindCoordinator ...).
+
+        Raises:
+            UnsupportedVersionError: the broker does not support the version.
+            KafkaConnectionError, RequestTimeoutError, MalformedResponseError: as
+                :meth:`BrokerConnection.request`.
+            NoBrokersAvailableError: ``node`` is None and no broker answered.
+        """
+        build: RequestBuilder = request if callable(request) else (lambda _versions: request)
+        if node is None:
+            return await self._request_any(build, timeout)
+        conn = await self.connection(node)
+        return await conn.request(build(conn.versions), timeout=timeout)
+
+    async def versions(self, node: int) -> NegotiatedVersions:
+        """The API versions negotiated with broker ``node`` (connecting if needed)."""
+        return (await self.connection(node)).versions
+
+    # --- metadata -----------------------------------------------------------------
+
+    @property
+    def cluster(self) -> ClusterMetadata:
+        """The latest metadata snapshot (updated by :meth:`metadata`)."""
+        return self._metadata
+
+    async def metadata(
+        self, topics: Iterable[str] | None = None, *, timeout: float | None = None
+    ) -> ClusterMetadata:
+        """Refresh metadata and return the updated snapshot.
+
+        ``topics``: the topics to describe; None for every topic, ``()`` for
+        brokers only. Topics are never auto-created.
+        """
+        names = None if topics is None else tuple(topics)
+
+        def build(versions: NegotiatedVersions) -> RequestPayload:
+            module = versions.request_module(ApiKey.METADATA)
+            fields: dict[str, Any] = {
+                "topics": None
+                if names is None
+                else tuple(module.MetadataRequestTopic(topic_id=None, name=n) for n in names),
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False,
+            }
+            if versions.version(ApiKey.METADATA) <= 10:
+                fields["include_cluster_authorized_operations"] = False
+            return versions.new_request(ApiKey.METADATA, **fields)
+
+        response = await self._request_any(build, timeout)
+        fresh = ClusterMetadata.from_response(response)
+        self._metadata = self._metadata.merge(fresh, all_topics=names is None)
+        self._addresses.update(fresh.brokers)
+        return self._metadata
+
+    # --- coordinators -------------------------------------------------------------
+
+    def mark_coordinator_stale(self, group_id: str) -> None:
+        """Forget the coordinator of ``group_id``; the next lookup asks the cluster."""
+        if self._coordinators.pop(group_id, None) is not None:
+            log.info("coordinator of group %r marked stale", group_id)
+
+    async def coordinator(
+        self, group_id: str, *, refresh: bool = False, timeout: float | None = None
+    ) -> BrokerAddress:
+        """The coordinator of ``group_id``, cached until marked stale or ``refresh``.
+
+        While the cluster answers COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR /
+        COORDINATOR_LOAD_IN_PROGRESS, or brokers cannot be reached, it retries
+        with backoff for up to ``timeout`` seconds (default: the request timeout).
+
+        Raises:
+            BrokerError: a non-retriable error (GROUP_AUTHORIZATION_FAILED ...), or
+                the last retriable one when ``timeout`` ran out.
+            NoBrokersAvailableError: no broker answered until ``timeout`` ran out.
+        """
+        if refresh:
+            self.mark_coordinator_stale(group_id)
+        cached = self._coordinators.get(group_id)
+        if cached is not None:
+            return cached
+
+        def build(versions: NegotiatedVersions) -> RequestPayload:
+            return versions.new_request(
+                ApiKey.FIND_COORDINATOR, key_type=_GROUP_KEY_TYPE, coordinator_keys=(group_id,)
+            )
+
+        deadline = anyio.current_time() + (self.request_timeout if timeout is None else timeout)
+        attempt = 0
+        while True:
+            try:
+                response: Any = await self._request_any(build, None)
+            except NoBrokersAvailableError:
+                if anyio.current_time() >= deadline:
+                    raise
+                await self._sleep(attempt, deadline)
+                attempt += 1
+                continue
+            entry = next((c for c in response.coordinators if c.key == group_id), None)
+            if entry is None:
+                raise broker_error(ErrorCode.invalid_request, "FindCoordinator skipped the group")
+            if entry.error_code == ErrorCode.none:
+                address = BrokerAddress(int(entry.node_id), entry.host, int(entry.port))
+                self._remember_address(address)
+                self._coordinators[group_id] = address
+                log.info("coordinator of group %r is %s", group_id, address)
+                return address
+            error = broker_error(entry.error_code, entry.error_message)
+            if not error.retriable or anyio.current_time() >= deadline:
+                raise error
+            log.debug("FindCoordinator for %r: %s; retrying", group_id, error)
+            await self._sleep(attempt, deadline)
+            attempt += 1
+
+    def _remember_address(self, address: BrokerAddress) -> None:
+        known = self._addresses.get(address.node_id)
+        if known is not None and (known.host, known.port) != (address.host, address.port):
+            # The node moved; a pooled connection goes to the old address.
+            conn = self._connections.pop(address.node_id, None)
+            if conn is not None:
+                self._group().start_soon(conn.aclose)
+        self._addresses[address.node_id] = address
+
+    async def _sleep(self, attempt: int, deadline: float) -> None:
+        delay = self.backoff.delay(attempt, self._random)
+        await anyio.sleep(max(0.0, min(delay, deadline - anyio.current_time())))
+
+    async def coordinator_request(
+        self,
+        group_id: str,
+        request: RequestPayload | RequestBuilder,
+        *,
+        timeout: float | None = None,
+    ) -> ResponsePayload:
+        """Send a request to the coordinator of ``group_id``, following it when it moves.
+
+        If the response's top-level error code is NOT_COORDINATOR or
+        COORDINATOR_NOT_AVAILABLE, or the coordinator cannot be connected to, the
+        coordinator is marked stale, looked up again and the request resent — at
+        once the first time, then with backoff — for up to ``timeout`` seconds
+        (default: the request timeout). After that the last response is returned.
+        A connection lost while the request was in flight is raised, not retried:
+        the broker may have acted on it.
+
+        Raises:
+            As :meth:`coordinator` and :meth:`BrokerConnection.request`.
+        """
+        build: RequestBuilder = request if callable(request) else (lambda _versions: request)
+        budget = self.request_timeout if timeout is None else timeout
+        deadline = anyio.current_time() + budget
+        attempt = 0
+        while True:
+            remaining = max(0.0, deadline - anyio.current_time())
+            address = await self.coordinator(group_id, timeout=remaining)
+            try:
+                conn = await self.connection(address.node_id)
+            except KafkaConnectionError as exc:
+                if anyio.current_time() >= deadline:
+                    raise
+                log.info("coordinator %s of group %r unreachable: %s", address, group_id, exc)
+                self.mark_coordinator_stale(group_id)
+                await self._sleep(attempt, deadline)
+                attempt += 1
+                continue
+            response = await conn.request(build(conn.versions))
+            code = getattr(response, "error_code", ErrorCode.none)
+            if code not in _COORDINATOR_MOVED or anyio.current_time() >= deadline:
+                return response
+            log.info(
+                "coordinator %s of group %r answered %s", address, group_id, ErrorCode(code).name
+            )
+            self.mark_coordinator_stale(group_id)
+            if attempt:
+                await self._sleep(attempt - 1, deadline)
+            attempt += 1

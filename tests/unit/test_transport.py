@@ -1,0 +1,622 @@
+"""Transport layer against scripted in-process brokers, on asyncio and trio."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+from anyio.abc import SocketAttribute
+from anyio.streams.buffered import BufferedByteReceiveStream
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
+from kio.schema.consumer_group_heartbeat.v1.response import ConsumerGroupHeartbeatResponse
+from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
+from kio.schema.find_coordinator.v6.response import Coordinator, FindCoordinatorResponse
+from kio.schema.metadata.v13 import response as metadata_v13
+from kio.schema.types import BrokerId, GroupId, TopicName
+from kio.static.primitive import i8, i16, i32, i32Timedelta
+from kio.static.protocol import ResponsePayload
+
+from kgroup.errors import (
+    ConfigError,
+    KafkaConnectionError,
+    MalformedResponseError,
+    NoBrokersAvailableError,
+    NotCoordinatorError,
+    RequestTimeoutError,
+    UnsupportedVersionError,
+)
+from kgroup.protocol import (
+    SUPPORTED_VERSIONS,
+    ApiKey,
+    RequestFrame,
+    decode_request,
+    encode_response,
+    response_module,
+)
+from kgroup.protocol.apis import VersionRange
+from kgroup.protocol.framing import frame_size
+from kgroup.transport import (
+    Backoff,
+    BrokerConnection,
+    ConnectionState,
+    KafkaClient,
+    SecurityConfig,
+    SecurityProtocol,
+    connect,
+    open_stream,
+    parse_bootstrap_servers,
+)
+from kgroup.types import TopicPartition
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    backend: str = request.param
+    return backend
+
+
+def _ms(value: int) -> i32Timedelta:
+    return i32Timedelta.parse(datetime.timedelta(milliseconds=value))
+
+
+FAST = Backoff(initial=0.001, maximum=0.01)
+
+
+# --- a scripted broker ----------------------------------------------------------------
+
+
+class FakeConnection:
+    """The server side of one client connection."""
+
+    def __init__(self, stream: anyio.abc.ByteStream) -> None:
+        self.stream = stream
+        self._lock = anyio.Lock()
+
+    async def reply(self, frame: RequestFrame, response: ResponsePayload) -> None:
+        await self.send_raw(encode_response(response, frame.header.correlation_id))
+
+    async def send_raw(self, data: bytes) -> None:
+        async with self._lock:
+            await self.stream.send(data)
+
+    async def close(self) -> None:
+        await self.stream.aclose()
+
+
+Handler = Callable[[FakeConnection, RequestFrame], Coroutine[Any, Any, None]]
+
+
+class FakeBroker:
+    """An in-process TCP server speaking just enough Kafka for one test.
+
+    It answers ApiVersions itself (refusing versions above ``api_versions_max`` the
+    way brokers do) and passes every other request to ``handler`` in a task of its
+    own, so the handler decides when, whether and in what order to answer.
+    """
+
+    def __init__(
+        self,
+        handler: Handler | None = None,
+        *,
+        node_id: int = 0,
+        api_versions_max: int = 4,
+        ranges: dict[int, VersionRange] | None = None,
+    ) -> None:
+        self.handler = handler
+        self.node_id = node_id
+        self.api_versions_max = api_versions_max
+        self.ranges = ranges or {int(k): v for k, v in SUPPORTED_VERSIONS.items()}
+        self.port = 0
+        self.api_versions_seen: list[int] = []
+        self.requests: list[RequestFrame] = []
+        self.cluster: list[FakeBroker] = [self]
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        self.port = listener.extra(SocketAttribute.local_port)
+        task_group.start_soon(listener.serve, self._serve)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def _serve(self, stream: anyio.abc.ByteStream) -> None:
+        conn = FakeConnection(stream)
+        reader = BufferedByteReceiveStream(stream)
+        async with anyio.create_task_group() as tasks:
+            try:
+                while True:
+                    prefix = await reader.receive_exactly(4)
+                    body = await reader.receive_exactly(frame_size(prefix))
+                    frame = decode_request(prefix + body)
+                    if int(frame.header.request_api_key) == ApiKey.API_VERSIONS:
+                        await self._api_versions(conn, frame)
+                        continue
+                    self.requests.append(frame)
+                    assert self.handler is not None, f"unexpected {frame.request}"
+                    tasks.start_soon(self.handler, conn, frame)
+            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError):
+                pass
+            except anyio.BrokenResourceError:
+                pass
+
+    async def _api_versions(self, conn: FakeConnection, frame: RequestFrame) -> None:
+        version = int(frame.header.request_api_version)
+        self.api_versions_seen.append(version)
+        if version > self.api_versions_max:
+            module = response_module(ApiKey.API_VERSIONS, 0)
+            entry = module.ApiVersion(
+                api_key=i16(18), min_version=i16(0), max_version=i16(self.api_versions_max)
+            )
+            response: Any = module.ApiVersionsResponse(
+                error_code=ErrorCode.unsupported_version, api_keys=(entry,)
+            )
+        else:
+            module = response_module(ApiKey.API_VERSIONS, version)
+            entries = tuple(
+                module.ApiVersion(api_key=i16(k), min_version=i16(r.min), max_version=i16(r.max))
+                for k, r in self.ranges.items()
+            )
+            fields: dict[str, Any] = {"error_code": ErrorCode.none, "api_keys": entries}
+            if version >= 1:
+                fields["throttle_time"] = _ms(0)
+            response = module.ApiVersionsResponse(**fields)
+        await conn.reply(frame, response)
+
+
+def metadata_response(
+    brokers: list[FakeBroker], topics: dict[str, tuple[uuid.UUID, int]] | None = None
+) -> metadata_v13.MetadataResponse:
+    """A Metadata v13 answer listing ``brokers`` and ``topics`` (name -> (id, partitions))."""
+    return metadata_v13.MetadataResponse(
+        throttle_time=_ms(0),
+        brokers=tuple(
+            metadata_v13.MetadataResponseBroker(
+                node_id=BrokerId(b.node_id), host="127.0.0.1", port=i32(b.port)
+            )
+            for b in brokers
+        ),
+        cluster_id="fake",
+        controller_id=BrokerId(brokers[0].node_id),
+        error_code=ErrorCode.none,
+        topics=tuple(
+            metadata_v13.MetadataResponseTopic(
+                error_code=ErrorCode.none,
+                name=TopicName(name),
+                topic_id=topic_id,
+                partitions=tuple(
+                    metadata_v13.MetadataResponsePartition(
+                        error_code=ErrorCode.none,
+                        partition_index=i32(p),
+                        leader_id=BrokerId(brokers[p % len(brokers)].node_id),
+                        replica_nodes=(BrokerId(brokers[0].node_id),),
+                    )
+                    for p in range(count)
+                ),
+            )
+            for name, (topic_id, count) in (topics or {}).items()
+        ),
+    )
+
+
+def find_coordinator_response(
+    key: str, broker: FakeBroker | None, error: ErrorCode = ErrorCode.none
+) -> FindCoordinatorResponse:
+    return FindCoordinatorResponse(
+        throttle_time=_ms(0),
+        coordinators=(
+            Coordinator(
+                key=key,
+                node_id=BrokerId(broker.node_id if broker else -1),
+                host="127.0.0.1" if broker else "",
+                port=i32(broker.port if broker else -1),
+                error_code=error,
+                error_message=None,
+            ),
+        ),
+    )
+
+
+def find_coordinator(key: str) -> FindCoordinatorRequest:
+    return FindCoordinatorRequest(key_type=i8(0), coordinator_keys=(key,))
+
+
+def heartbeat(member_epoch: int = 0) -> ConsumerGroupHeartbeatRequest:
+    return ConsumerGroupHeartbeatRequest(
+        group_id=GroupId("g"),
+        member_id="m",
+        member_epoch=i32(member_epoch),
+        rebalance_timeout=_ms(1000),
+        subscribed_topic_names=(TopicName("t"),),
+        topic_partitions=(),
+    )
+
+
+def heartbeat_response(error: ErrorCode, epoch: int) -> ConsumerGroupHeartbeatResponse:
+    return ConsumerGroupHeartbeatResponse(
+        throttle_time=_ms(0),
+        error_code=error,
+        member_id="m",
+        member_epoch=i32(epoch),
+        heartbeat_interval=_ms(100),
+    )
+
+
+@asynccontextmanager
+async def brokers(*fakes: FakeBroker) -> AsyncIterator[anyio.abc.TaskGroup]:
+    async with anyio.create_task_group() as task_group:
+        for fake in fakes:
+            await fake.start(task_group)
+            fake.cluster = list(fakes)
+        yield task_group
+        task_group.cancel_scope.cancel()
+
+
+async def answer_metadata(conn: FakeConnection, frame: RequestFrame, fake: FakeBroker) -> None:
+    await conn.reply(frame, metadata_response(fake.cluster))
+
+
+# --- connections ----------------------------------------------------------------------
+
+
+async def test_responses_out_of_order_reach_their_requests() -> None:
+    arrived: list[tuple[FakeConnection, RequestFrame]] = []
+    all_arrived = anyio.Event()
+
+    async def reverse_order(conn: FakeConnection, frame: RequestFrame) -> None:
+        arrived.append((conn, frame))
+        if len(arrived) == 3:
+            all_arrived.set()
+            for c, f in reversed(arrived):
+                key = f.request.coordinator_keys[0]  # type: ignore[union-attr]
+                await c.reply(f, find_coordinator_response(key, fake))
+
+    fake = FakeBroker(reverse_order)
+    results: dict[str, str] = {}
+    async with brokers(fake), connect("127.0.0.1", fake.port) as conn:
+
+        async def ask(key: str) -> None:
+            response: Any = await conn.request(find_coordinator(key))
+            results[key] = response.coordinators[0].key
+
+        async with anyio.create_task_group() as tg:
+            for key in ("a", "b", "c"):
+                tg.start_soon(ask, key)
+        assert all_arrived.is_set()
+    assert results == {"a": "a", "b": "b", "c": "c"}
+    sent_order = [f.request.coordinator_keys[0] for f in fake.requests]  # type: ignore[union-attr]
+    assert sorted(sent_order) == ["a", "b", "c"]
+
+
+async def test_many_concurrent_requests_share_one_connection() -> None:
+    async def echo(conn: FakeConnection, frame: RequestFrame) -> None:
+        key = frame.request.coordinator_keys[0]  # type: ignore[union-attr]
+        await conn.reply(frame, find_coordinator_response(key, fake))
+
+    fake = FakeBroker(echo)
+    keys = [f"group-{i}" for i in range(100)]
+    seen: list[str] = []
+    async with brokers(fake), connect("127.0.0.1", fake.port) as conn:
+
+        async def ask(key: str) -> None:
+            response: Any = await conn.request(find_coordinator(key))
+            assert response.coordinators[0].key == key
+            seen.append(key)
+
+        async with anyio.create_task_group() as tg:
+            for key in keys:
+                tg.start_soon(ask, key)
+        assert conn.in_flight == 0
+    assert sorted(seen) == sorted(keys)
+
+
+async def test_timeout_then_late_response_is_discarded() -> None:
+    release = anyio.Event()
+    late_sent = anyio.Event()
+
+    async def slow_then_fast(conn: FakeConnection, frame: RequestFrame) -> None:
+        key = frame.request.coordinator_keys[0]  # type: ignore[union-attr]
+        if key == "slow":
+            await release.wait()
+            await conn.reply(frame, find_coordinator_response(key, fake))
+            late_sent.set()
+        else:
+            await conn.reply(frame, find_coordinator_response(key, fake))
+
+    fake = FakeBroker(slow_then_fast)
+    async with brokers(fake), connect("127.0.0.1", fake.port) as conn:
+        with pytest.raises(RequestTimeoutError, match="FindCoordinator v6"):
+            await conn.request(find_coordinator("slow"), timeout=0.2)
+        release.set()
+        await late_sent.wait()
+        # The late answer is on the wire ahead of this one; it must be skipped.
+        response: Any = await conn.request(find_coordinator("fast"))
+        assert response.coordinators[0].key == "fast"
+        assert conn.state is ConnectionState.READY
+
+
+async def test_connection_drop_fails_every_in_flight_request() -> None:
+    arrived: list[RequestFrame] = []
+
+    async def drop_after_two(conn: FakeConnection, frame: RequestFrame) -> None:
+        arrived.append(frame)
+        if len(arrived) == 2:
+            await conn.close()
+
+    fake = FakeBroker(drop_after_two)
+    failures: list[BaseException] = []
+    async with brokers(fake), connect("127.0.0.1", fake.port) as conn:
+
+        async def ask(key: str) -> None:
+            try:
+                await conn.request(find_coordinator(key), timeout=10)
+            except KafkaConnectionError as exc:
+                failures.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask, "a")
+            tg.start_soon(ask, "b")
+        assert len(failures) == 2
+        assert conn.closed
+        with pytest.raises(KafkaConnectionError):
+            await conn.request(find_coordinator("c"))
+
+
+async def test_malformed_response_fails_only_its_request() -> None:
+    async def garbage_then_good(conn: FakeConnection, frame: RequestFrame) -> None:
+        key = frame.request.coordinator_keys[0]  # type: ignore[union-attr]
+        if key == "bad":
+            body = frame.header.correlation_id.to_bytes(4, "big", signed=True) + b"\0\xff\xff"
+            await conn.send_raw(len(body).to_bytes(4, "big") + body)
+        else:
+            await conn.reply(frame, find_coordinator_response(key, fake))
+
+    fake = FakeBroker(garbage_then_good)
+    async with brokers(fake), connect("127.0.0.1", fake.port) as conn:
+        with pytest.raises(MalformedResponseError, match="FindCoordinator v6"):
+            await conn.request(find_coordinator("bad"))
+        response: Any = await conn.request(find_coordinator("good"))
+        assert response.coordinators[0].key == "good"
+
+
+async def test_api_versions_handshake_falls_back_for_older_broker() -> None:
+    fake = FakeBroker(api_versions_max=2)
+    async with brokers(fake), connect("127.0.0.1", fake.port) as conn:
+        assert fake.api_versions_seen == [4, 2]
+        assert conn.versions.version(ApiKey.METADATA) == 13
+
+
+async def test_negotiated_versions_follow_the_broker() -> None:
+    ranges = {int(k): v for k, v in SUPPORTED_VERSIONS.items()}
+    ranges[ApiKey.METADATA] = VersionRange(0, 11)
+    del ranges[ApiKey.CONSUMER_GROUP_HEARTBEAT]
+    fake = FakeBroker(ranges=ranges)
+    async with brokers(fake), connect("127.0.0.1", fake.port) as conn:
+        assert conn.versions.version(ApiKey.METADATA) == 11
+        assert not conn.versions.supports(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+        with pytest.raises(UnsupportedVersionError, match="ConsumerGroupHeartbeat v1"):
+            await conn.request(heartbeat())
+    assert fake.requests == []  # refused before sending
+
+
+async def test_non_plaintext_security_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="SASL_SSL"):
+        await open_stream("127.0.0.1", 1, SecurityConfig(SecurityProtocol.SASL_SSL), timeout=1)
+    with pytest.raises(ConfigError, match="SSL"):
+        KafkaClient(
+            "127.0.0.1:1", security=SecurityConfig.from_config({"security.protocol": "ssl"})
+        )
+    with pytest.raises(ConfigError, match=r"security\.protocol"):
+        SecurityConfig.from_config({"security.protocol": "tls"})
+
+
+async def test_authenticator_runs_after_handshake() -> None:
+    fake = FakeBroker()
+    calls: list[int] = []
+
+    async def authenticator(conn: BrokerConnection) -> None:
+        calls.append(conn.versions.version(ApiKey.API_VERSIONS))
+
+    async with brokers(fake), connect("127.0.0.1", fake.port, authenticator=authenticator):
+        assert calls == [4]
+
+
+# --- the cluster client ---------------------------------------------------------------
+
+
+async def _dead_address() -> str:
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = listener.extra(SocketAttribute.local_port)
+    await listener.aclose()
+    return f"127.0.0.1:{port}"
+
+
+async def test_bootstrap_skips_a_dead_server(caplog: pytest.LogCaptureFixture) -> None:
+    async def handler(conn: FakeConnection, frame: RequestFrame) -> None:
+        await answer_metadata(conn, frame, fake)
+
+    fake = FakeBroker(handler, node_id=7)
+    dead = await _dead_address()
+    caplog.set_level(logging.WARNING, logger="kgroup.transport")
+    async with brokers(fake), KafkaClient(f"{dead},{fake.address}") as client:
+        assert set(client.cluster.brokers) == {7}
+    assert any(dead in r.getMessage() for r in caplog.records)
+
+
+async def test_bootstrap_with_every_server_dead_lists_each_failure() -> None:
+    first, second = await _dead_address(), await _dead_address()
+    with pytest.raises(NoBrokersAvailableError) as info:
+        async with KafkaClient([first, second], connect_timeout=2):
+            pass
+    assert first in str(info.value)
+    assert second in str(info.value)
+
+
+async def test_metadata_cache_maps_names_ids_partitions_and_leaders() -> None:
+    topic_id = uuid.uuid4()
+
+    async def handler(conn: FakeConnection, frame: RequestFrame) -> None:
+        topics = frame.request.topics  # type: ignore[union-attr]
+        described = {"orders": (topic_id, 3)} if topics else {}
+        await conn.reply(frame, metadata_response(fake.cluster, described))
+
+    fake = FakeBroker(handler, node_id=1)
+    other = FakeBroker(handler, node_id=2)
+    async with brokers(fake, other), KafkaClient(fake.address) as client:
+        meta = await client.metadata(["orders"])
+        assert meta.topic_id("orders") == topic_id
+        assert meta.topic_name(topic_id) == "orders"
+        assert meta.partition_count("orders") == 3
+        leader = meta.leader(TopicPartition("orders", 1))
+        assert leader is not None
+        assert leader.node_id == 2
+        assert leader.port == other.port
+        assert client.cluster is meta
+        # Refreshing brokers only keeps what is known about topics.
+        assert (await client.metadata(())).partition_count("orders") == 3
+
+
+async def test_coordinator_rediscovered_on_not_coordinator() -> None:
+    lookups: list[int] = []
+
+    async def handler(conn: FakeConnection, frame: RequestFrame, me: FakeBroker) -> None:
+        request: Any = frame.request
+        if int(frame.header.request_api_key) == ApiKey.METADATA:
+            await answer_metadata(conn, frame, me)
+        elif int(frame.header.request_api_key) == ApiKey.FIND_COORDINATOR:
+            lookups.append(1)
+            # First the group lives on node 1, then it has moved to node 2.
+            target = first if len(lookups) == 1 else second
+            await conn.reply(frame, find_coordinator_response(request.coordinator_keys[0], target))
+        elif me is first:
+            await conn.reply(frame, heartbeat_response(ErrorCode.not_coordinator, -1))
+        else:
+            await conn.reply(frame, heartbeat_response(ErrorCode.none, 5))
+
+    first = FakeBroker(lambda c, f: handler(c, f, first), node_id=1)
+    second = FakeBroker(lambda c, f: handler(c, f, second), node_id=2)
+    async with brokers(first, second), KafkaClient(first.address, backoff=FAST) as client:
+        assert (await client.coordinator("g")).node_id == 1
+        response: Any = await client.coordinator_request("g", heartbeat())
+        assert response.member_epoch == 5
+        assert (await client.coordinator("g")).node_id == 2
+    assert len(lookups) == 2
+    heartbeats = [
+        f
+        for f in first.requests
+        if int(f.header.request_api_key) == ApiKey.CONSUMER_GROUP_HEARTBEAT
+    ]
+    assert len(heartbeats) == 1
+
+
+async def test_coordinator_lookup_retries_coordinator_not_available() -> None:
+    answers = [ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress]
+
+    async def handler(conn: FakeConnection, frame: RequestFrame) -> None:
+        request: Any = frame.request
+        if int(frame.header.request_api_key) == ApiKey.METADATA:
+            await answer_metadata(conn, frame, fake)
+            return
+        key = request.coordinator_keys[0]
+        if answers:
+            await conn.reply(frame, find_coordinator_response(key, None, answers.pop(0)))
+        else:
+            await conn.reply(frame, find_coordinator_response(key, fake))
+
+    fake = FakeBroker(handler, node_id=3)
+    async with brokers(fake), KafkaClient(fake.address, backoff=FAST) as client:
+        assert (await client.coordinator("g")).node_id == 3
+    assert answers == []
+
+
+async def test_coordinator_lookup_gives_up_on_fatal_error_and_after_deadline() -> None:
+    async def handler(conn: FakeConnection, frame: RequestFrame) -> None:
+        request: Any = frame.request
+        if int(frame.header.request_api_key) == ApiKey.METADATA:
+            await answer_metadata(conn, frame, fake)
+            return
+        key = request.coordinator_keys[0]
+        error = ErrorCode.not_coordinator if key == "moving" else ErrorCode.invalid_group_id
+        await conn.reply(frame, find_coordinator_response(key, None, error))
+
+    fake = FakeBroker(handler)
+    async with brokers(fake), KafkaClient(fake.address, backoff=FAST) as client:
+        with pytest.raises(NotCoordinatorError):
+            await client.coordinator("moving", timeout=0.1)
+        with pytest.raises(Exception, match="INVALID_GROUP_ID"):
+            await client.coordinator("bad")
+
+
+async def test_mark_coordinator_stale_forces_a_new_lookup() -> None:
+    lookups: list[str] = []
+
+    async def handler(conn: FakeConnection, frame: RequestFrame) -> None:
+        request: Any = frame.request
+        if int(frame.header.request_api_key) == ApiKey.METADATA:
+            await answer_metadata(conn, frame, fake)
+            return
+        lookups.append(request.coordinator_keys[0])
+        await conn.reply(frame, find_coordinator_response(request.coordinator_keys[0], fake))
+
+    fake = FakeBroker(handler)
+    async with brokers(fake), KafkaClient(fake.address) as client:
+        await client.coordinator("g")
+        await client.coordinator("g")
+        assert lookups == ["g"]
+        client.mark_coordinator_stale("g")
+        await client.coordinator("g")
+        assert lookups == ["g", "g"]
+
+
+def test_parse_bootstrap_servers() -> None:
+    assert parse_bootstrap_servers("a:1, b:2,[::1]:3") == [("a", 1), ("b", 2), ("::1", 3)]
+    for bad in ("", "a", "a:x", "a:0", ":9"):
+        with pytest.raises(ConfigError):
+            parse_bootstrap_servers(bad)
+
+
+async def test_errors_in_the_body_propagate_unwrapped() -> None:
+    async def handler(conn: FakeConnection, frame: RequestFrame) -> None:
+        await answer_metadata(conn, frame, fake)
+
+    fake = FakeBroker(handler)
+    async with brokers(fake):
+        with pytest.raises(KeyError):
+            async with connect("127.0.0.1", fake.port):
+                raise KeyError("mine")
+        with pytest.raises(KeyError):
+            async with KafkaClient(fake.address):
+                raise KeyError("mine")
+
+
+async def test_cancelled_request_leaves_no_trace() -> None:
+    never_arrived = anyio.Event()
+
+    async def answer_only_fast(conn: FakeConnection, frame: RequestFrame) -> None:
+        key = frame.request.coordinator_keys[0]  # type: ignore[union-attr]
+        if key == "fast":
+            await conn.reply(frame, find_coordinator_response(key, fake))
+        else:
+            never_arrived.set()
+
+    fake = FakeBroker(answer_only_fast)
+    async with brokers(fake), connect("127.0.0.1", fake.port) as conn:
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(conn.request, find_coordinator("never"))
+                await never_arrived.wait()
+                assert conn.in_flight == 1
+                scope.cancel()
+        assert conn.in_flight == 0
+        response: Any = await conn.request(find_coordinator("fast"))
+        assert response.coordinators[0].key == "fast"
