@@ -1,0 +1,186 @@
+"""The librdkafka data plane in assign mode, against a real broker."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka import Producer
+
+from kgroup.config import ConsumerConfig
+from kgroup.dataplane import DataPlane, Record, validate_passthrough
+from kgroup.dataplane.librdkafka import DataPlaneError
+from kgroup.errors import ConfigError
+from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
+from kgroup.types import TopicPartition
+
+pytestmark = pytest.mark.integration
+
+
+def produce(bootstrap: str, topic: str, per_partition: int, partitions: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for p in range(partitions):
+        for i in range(per_partition):
+            producer.produce(topic, value=f"{p}:{i}".encode(), partition=p)
+    assert producer.flush(30) == 0
+
+
+def drain(plane: DataPlane, expected: int, timeout: float = 30.0) -> list[Record]:
+    records: list[Record] = []
+    deadline = time.monotonic() + timeout
+    while len(records) < expected and time.monotonic() < deadline:
+        records.extend(plane.consume(500, 0.5))
+    return records
+
+
+PlaneFactory = Callable[..., DataPlane]
+
+
+@pytest.fixture
+def plane_factory(
+    kafka_bootstrap_servers: str, make_group_id: MakeGroupId
+) -> Iterator[PlaneFactory]:
+    planes: list[DataPlane] = []
+
+    def make(reset: str = "earliest") -> DataPlane:
+        config = ConsumerConfig.from_dict(
+            {
+                "bootstrap.servers": kafka_bootstrap_servers,
+                "group.id": make_group_id(),
+                "auto.offset.reset": reset,
+            },
+            validate_passthrough=validate_passthrough,
+        )
+        plane = DataPlane(config)
+        planes.append(plane)
+        return plane
+
+    yield make
+    for plane in planes:
+        plane.close()
+
+
+def test_assigned_offsets_are_where_fetching_starts(
+    kafka_bootstrap_servers: str, make_topic: MakeTopic, plane_factory: PlaneFactory
+) -> None:
+    topic = make_topic(partitions=2)
+    produce(kafka_bootstrap_servers, topic, per_partition=10, partitions=2)
+    plane = plane_factory()
+    p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    plane.assign({p0: 4, p1: None})  # None: no committed offset -> earliest
+    records = drain(plane, expected=6 + 10)
+    values = sorted(m.value().decode() for m in records)
+    assert values == sorted([f"0:{i}" for i in range(4, 10)] + [f"1:{i}" for i in range(10)])
+    assert plane.positions([p0, p1]) == {p0: 10, p1: 10}
+
+
+def test_positions_only_cover_records_handed_out(
+    kafka_bootstrap_servers: str, make_topic: MakeTopic, plane_factory: PlaneFactory
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap_servers, topic, per_partition=5, partitions=1)
+    plane = plane_factory()
+    tp = TopicPartition(topic, 0)
+    plane.assign({tp: None})
+    # Nothing handed out yet: nothing to commit.
+    assert plane.positions([tp]) == {}
+    first = drain(plane, expected=1)
+    handed = max(m.offset() for m in first)
+    assert plane.positions([tp]) == {tp: handed + 1}
+
+
+def test_unassign_stops_fetching_and_reassign_resumes_at_given_offset(
+    kafka_bootstrap_servers: str, make_topic: MakeTopic, plane_factory: PlaneFactory
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap_servers, topic, per_partition=5, partitions=1)
+    plane = plane_factory()
+    tp = TopicPartition(topic, 0)
+    plane.assign({tp: 0})
+    assert len(drain(plane, expected=5)) == 5
+    plane.unassign([tp])
+    assert plane.assigned == frozenset()
+    assert plane.positions([tp]) == {}
+    produce(kafka_bootstrap_servers, topic, per_partition=2, partitions=1)
+    assert plane.consume(10, 0.5) == []
+    plane.assign({tp: 3})
+    values = [m.value().decode() for m in drain(plane, expected=4)]
+    assert values == ["0:3", "0:4", "0:0", "0:1"]
+
+
+def test_paused_partition_hands_out_nothing_until_resumed(
+    kafka_bootstrap_servers: str, make_topic: MakeTopic, plane_factory: PlaneFactory
+) -> None:
+    topic = make_topic(partitions=2)
+    produce(kafka_bootstrap_servers, topic, per_partition=3, partitions=2)
+    plane = plane_factory()
+    p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    plane.assign({p0: 0, p1: 0})
+    plane.pause([p0])
+    records = drain(plane, expected=3)
+    assert {m.partition() for m in records} == {1}
+    plane.resume([p0])
+    records = drain(plane, expected=3)
+    assert {m.partition() for m in records} == {0}
+
+
+def test_seek_moves_the_next_record(
+    kafka_bootstrap_servers: str, make_topic: MakeTopic, plane_factory: PlaneFactory
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap_servers, topic, per_partition=5, partitions=1)
+    plane = plane_factory()
+    tp = TopicPartition(topic, 0)
+    plane.assign({tp: 0})
+    assert len(drain(plane, expected=5)) == 5
+    plane.seek(tp, 2)
+    assert [m.offset() for m in drain(plane, expected=3)] == [2, 3, 4]
+
+
+def test_reset_error_refuses_a_partition_without_offset(
+    make_topic: MakeTopic, plane_factory: PlaneFactory
+) -> None:
+    topic = make_topic(partitions=1)
+    plane = plane_factory(reset="error")
+    with pytest.raises(DataPlaneError, match=r"auto\.offset\.reset=error"):
+        plane.assign({TopicPartition(topic, 0): None})
+    assert plane.assigned == frozenset()
+
+
+def test_out_of_range_offset_with_reset_error_surfaces_without_losing_records(
+    kafka_bootstrap_servers: str, make_topic: MakeTopic, plane_factory: PlaneFactory
+) -> None:
+    topic = make_topic(partitions=2)
+    produce(kafka_bootstrap_servers, topic, per_partition=3, partitions=2)
+    plane = plane_factory(reset="error")
+    plane.assign({TopicPartition(topic, 0): 0, TopicPartition(topic, 1): 1000})
+    seen: list[Record] = []
+    errors: list[DataPlaneError] = []
+    deadline = time.monotonic() + 30
+    while (not errors or len(seen) < 3) and time.monotonic() < deadline:
+        try:
+            seen.extend(plane.consume(100, 0.5))
+        except DataPlaneError as exc:
+            errors.append(exc)
+    assert errors, "the out-of-range partition never reported an error"
+    assert "fetch failed" in str(errors[0])
+    # Whenever the error surfaced, partition 0's records all arrived, once each.
+    assert sorted(m.offset() for m in seen if m.partition() == 0) == [0, 1, 2]
+
+
+def test_unknown_librdkafka_key_is_a_config_error_naming_it(kafka_bootstrap_servers: str) -> None:
+    with pytest.raises(ConfigError, match="fetch.wiat.max.ms"):
+        ConsumerConfig.from_dict(
+            {"bootstrap.servers": kafka_bootstrap_servers, "group.id": "g", "fetch.wiat.max.ms": 5},
+            validate_passthrough=validate_passthrough,
+        )
+
+
+def test_kgroup_managed_librdkafka_key_is_refused() -> None:
+    with pytest.raises(ConfigError, match="enable.auto.offset.store is managed by kgroup"):
+        validate_passthrough({"enable.auto.offset.store": "true"})
+
+
+def test_librdkafka_key_passes_through() -> None:
+    validate_passthrough({"fetch.wait.max.ms": "10", "queued.min.messages": "1000"})
