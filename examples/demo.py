@@ -19,7 +19,8 @@ import uuid
 
 import anyio
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from kgroup.config import ConsumerConfig
 from kgroup.dataplane import DataPlane
@@ -82,7 +83,7 @@ def read_back(bootstrap: str, topic: str, group: str) -> list[str]:
         values: list[str] = []
         deadline = time.monotonic() + 30
         while len(values) < RECORDS and time.monotonic() < deadline:
-            values.extend(m.value().decode() for m in plane.consume(100, 1.0))
+            values.extend((m.value() or b"").decode() for m in plane.consume(100, 1.0))
         return values
     finally:
         plane.close()

@@ -26,6 +26,18 @@ def produce(bootstrap: str, topic: str, per_partition: int, partitions: int) -> 
     assert producer.flush(30) == 0
 
 
+def value(record: Record) -> str:
+    raw = record.value()
+    assert raw is not None
+    return raw.decode()
+
+
+def offset(record: Record) -> int:
+    at = record.offset()
+    assert at is not None
+    return at
+
+
 def drain(plane: DataPlane, expected: int, timeout: float = 30.0) -> list[Record]:
     records: list[Record] = []
     deadline = time.monotonic() + timeout
@@ -70,7 +82,7 @@ def test_assigned_offsets_are_where_fetching_starts(
     p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
     plane.assign({p0: 4, p1: None})  # None: no committed offset -> earliest
     records = drain(plane, expected=6 + 10)
-    values = sorted(m.value().decode() for m in records)
+    values = sorted(value(m) for m in records)
     assert values == sorted([f"0:{i}" for i in range(4, 10)] + [f"1:{i}" for i in range(10)])
     assert plane.positions([p0, p1]) == {p0: 10, p1: 10}
 
@@ -86,7 +98,7 @@ def test_positions_only_cover_records_handed_out(
     # Nothing handed out yet: nothing to commit.
     assert plane.positions([tp]) == {}
     first = drain(plane, expected=1)
-    handed = max(m.offset() for m in first)
+    handed = max(offset(m) for m in first)
     assert plane.positions([tp]) == {tp: handed + 1}
 
 
@@ -105,7 +117,7 @@ def test_unassign_stops_fetching_and_reassign_resumes_at_given_offset(
     produce(kafka_bootstrap_servers, topic, per_partition=2, partitions=1)
     assert plane.consume(10, 0.5) == []
     plane.assign({tp: 3})
-    values = [m.value().decode() for m in drain(plane, expected=4)]
+    values = [value(m) for m in drain(plane, expected=4)]
     assert values == ["0:3", "0:4", "0:0", "0:1"]
 
 
@@ -135,7 +147,7 @@ def test_seek_moves_the_next_record(
     plane.assign({tp: 0})
     assert len(drain(plane, expected=5)) == 5
     plane.seek(tp, 2)
-    assert [m.offset() for m in drain(plane, expected=3)] == [2, 3, 4]
+    assert [offset(m) for m in drain(plane, expected=3)] == [2, 3, 4]
 
 
 def test_reset_error_refuses_a_partition_without_offset(
@@ -166,7 +178,7 @@ def test_out_of_range_offset_with_reset_error_surfaces_without_losing_records(
     assert errors, "the out-of-range partition never reported an error"
     assert "fetch failed" in str(errors[0])
     # Whenever the error surfaced, partition 0's records all arrived, once each.
-    assert sorted(m.offset() for m in seen if m.partition() == 0) == [0, 1, 2]
+    assert sorted(offset(m) for m in seen if m.partition() == 0) == [0, 1, 2]
 
 
 def test_unknown_librdkafka_key_is_a_config_error_naming_it(kafka_bootstrap_servers: str) -> None:
