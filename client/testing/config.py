@@ -90,9 +90,14 @@ def generate_cluster_id() -> str:
     """Return a fresh Kafka cluster id: a random UUID, base64url without padding (22 chars).
 
     This is the format ``kafka-storage random-uuid`` prints; generating it here
-    saves a JVM start.
+    saves a JVM start. Like Kafka's own generator it never returns an id that
+    starts with ``-``: the storage tool's argument parser would take it for an
+    option (one id in 64 would otherwise fail to format).
     """
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def pick_free_ports(count: int, host: str = "127.0.0.1") -> tuple[int, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import socket
 import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
@@ -310,3 +311,15 @@ class TestLifecycleGuards:
     def test_cluster_needs_a_node(self) -> None:
         with pytest.raises(ValueError, match="at least one node"):
             KafkaCluster(nodes=0)
+
+
+def test_cluster_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 0xF8 in the first byte encodes to "-" as the first base64url character:
+    # the storage tool would parse such an id as an option and refuse to format.
+    dashed = uuid.UUID(bytes=bytes([0xF8]) + bytes(15))
+    plain = uuid.UUID(bytes=bytes([0x10]) + bytes(15))
+    assert base64.urlsafe_b64encode(dashed.bytes).decode().startswith("-")
+    draws = iter([dashed, dashed, plain])
+    monkeypatch.setattr(uuid, "uuid4", lambda: next(draws))
+    cluster_id = generate_cluster_id()
+    assert cluster_id == base64.urlsafe_b64encode(plain.bytes).decode().rstrip("=")
