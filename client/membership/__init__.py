@@ -3,7 +3,10 @@
 Standard library and :mod:`kgroup.types` only: no I/O, no clock reads. The
 new-protocol (KIP-848) member is :class:`ConsumerMember`; feed it
 :mod:`~kgroup.membership.events` with the time, perform the
-:mod:`~kgroup.membership.actions` it returns.
+:mod:`~kgroup.membership.actions` it returns. The classic-protocol member is
+:class:`ClassicMember`; it takes the shared events plus
+:mod:`~kgroup.membership.classic_events` and returns the shared actions plus
+:mod:`~kgroup.membership.classic_actions`.
 """
 
 from kgroup.membership.actions import (
@@ -22,6 +25,47 @@ from kgroup.membership.actions import (
     SendHeartbeat,
     StartFetching,
     StopFetching,
+)
+from kgroup.membership.classic import NO_GENERATION, ClassicMember, ClassicMemberConfig
+from kgroup.membership.classic_actions import (
+    PROTOCOL_TYPE,
+    ClassicAction,
+    ClassicAssignorOnAssignment,
+    JoinGroupRequest,
+    JoinProtocol,
+    ReportAssignorError,
+    RunAssignor,
+    SendClassicHeartbeat,
+    SendJoinGroup,
+    SendLeaveGroup,
+    SendSyncGroup,
+    SyncGroupRequest,
+)
+from kgroup.membership.classic_events import (
+    AssignmentComputed,
+    AssignorFailed,
+    ClassicEvent,
+    ClassicHeartbeatResponseReceived,
+    CommitFailed,
+    JoinGroupResponse,
+    JoinGroupResponseReceived,
+    LeaveGroupResponseReceived,
+    RequestFailed,
+    SubscribedMetadataChanged,
+    SyncGroupResponse,
+    SyncGroupResponseReceived,
+)
+from kgroup.membership.classic_states import (
+    CLASSIC_TRANSITIONS,
+    ClassicState,
+    ClassicTrigger,
+    render_classic_mermaid,
+)
+from kgroup.membership.classic_types import (
+    GroupMember,
+    MemberAssignment,
+    MemberSubscription,
+    RebalanceProtocol,
 )
 from kgroup.membership.consumer import ConsumerMember, MemberConfig
 from kgroup.membership.events import (
@@ -50,41 +94,76 @@ from kgroup.membership.states import (
 )
 
 __all__ = [
+    "CLASSIC_TRANSITIONS",
+    "NO_GENERATION",
+    "PROTOCOL_TYPE",
     "TRANSITIONS",
     "Action",
+    "AssignmentComputed",
+    "AssignorFailed",
     "AssignorOnAssignment",
     "CallbackCompleted",
     "CallbackKind",
+    "ClassicAction",
+    "ClassicAssignorOnAssignment",
+    "ClassicEvent",
+    "ClassicHeartbeatResponseReceived",
+    "ClassicMember",
+    "ClassicMemberConfig",
+    "ClassicState",
+    "ClassicTrigger",
     "CloseRequested",
     "Closed",
     "CommitCompleted",
+    "CommitFailed",
     "CommitOffsets",
     "ConsumerMember",
     "CoordinatorRediscovered",
     "Event",
     "FailureKind",
+    "GroupMember",
     "HeartbeatFailed",
     "HeartbeatRequest",
     "HeartbeatResponse",
     "HeartbeatResponseReceived",
     "IllegalTransitionError",
+    "JoinGroupRequest",
+    "JoinGroupResponse",
+    "JoinGroupResponseReceived",
+    "JoinProtocol",
     "LeaveComplete",
+    "LeaveGroupResponseReceived",
+    "MemberAssignment",
     "MemberConfig",
     "MemberState",
+    "MemberSubscription",
     "MetadataUpdated",
     "PollCalled",
     "RaiseCallbackError",
+    "RebalanceProtocol",
     "RediscoverCoordinator",
+    "ReportAssignorError",
     "ReportError",
     "ReportFatalError",
+    "RequestFailed",
     "RequestMetadata",
+    "RunAssignor",
     "RunCallback",
+    "SendClassicHeartbeat",
     "SendHeartbeat",
+    "SendJoinGroup",
+    "SendLeaveGroup",
+    "SendSyncGroup",
     "StartFetching",
     "StopFetching",
+    "SubscribedMetadataChanged",
     "SubscriptionChanged",
+    "SyncGroupRequest",
+    "SyncGroupResponse",
+    "SyncGroupResponseReceived",
     "TimerTick",
     "Trigger",
     "Unsubscribe",
+    "render_classic_mermaid",
     "render_mermaid",
 ]

@@ -7,6 +7,7 @@ performs the actions in list order.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kgroup.membership.events import CallbackKind
@@ -96,12 +97,22 @@ class CommitOffsets:
     The runtime fills in the offsets, commits with ``member_epoch`` (retrying
     STALE_MEMBER_EPOCH) until ``deadline``, and answers with CommitCompleted
     carrying ``token``. The member stops waiting at ``deadline`` on its own.
+
+    The classic member sets ``member_epoch`` to its generation id (the same
+    OffsetCommit field, GenerationIdOrMemberEpoch) and fills ``member_id``
+    and ``instance_id``; it answers refusals with
+    :class:`~kgroup.membership.classic_events.CommitFailed`. ``offsets``,
+    when given, are explicit offsets for some of ``partitions`` (a commit
+    retried after a rebalance); the runtime fills in the others.
     """
 
     token: int
     partitions: frozenset[TopicPartition]
     member_epoch: int
     deadline: float
+    member_id: str | None = None
+    instance_id: str | None = None
+    offsets: Mapping[TopicPartition, int] | None = field(default=None, hash=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from kgroup.membership.actions import (
     StartFetching,
     StopFetching,
 )
+from kgroup.membership.backoff import backoff_delay_ms, default_jitter
 from kgroup.membership.errors import ERROR_CODES, Reaction, error_name, reaction_for
 from kgroup.membership.events import (
     CallbackCompleted,
@@ -71,11 +71,6 @@ _S = MemberState
 _IN_GROUP = frozenset({_S.JOINING, _S.RECONCILING, _S.ACKNOWLEDGING, _S.STABLE})
 # States that heartbeat on their own schedule (LEAVING sends its one leave inline).
 _HEARTBEATING = _IN_GROUP | {_S.PREPARE_LEAVING}
-
-
-def _default_jitter() -> float:
-    # Kafka's default: a random factor in [0.8, 1.2) on each backoff.
-    return random.uniform(0.8, 1.2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +180,7 @@ class ConsumerMember:
 
     def __init__(self, config: MemberConfig, *, jitter: Callable[[], float] | None = None) -> None:
         self._cfg = config
-        self._jitter = jitter or _default_jitter
+        self._jitter = jitter or default_jitter
         self._state = MemberState.UNSUBSCRIBED
         self._member_id = config.member_id
         self._epoch = JOIN_EPOCH
@@ -621,8 +616,12 @@ class ConsumerMember:
         self._back_off(now)
 
     def _back_off(self, now: float) -> None:
-        base = self._cfg.retry_backoff_ms * (2**self._backoff_attempts)
-        delay_ms = min(base * self._jitter(), float(self._cfg.retry_backoff_max_ms))
+        delay_ms = backoff_delay_ms(
+            self._backoff_attempts,
+            self._cfg.retry_backoff_ms,
+            self._cfg.retry_backoff_max_ms,
+            self._jitter(),
+        )
         self._backoff_attempts = min(self._backoff_attempts + 1, 32)
         self._backoff_until = now + delay_ms / 1000.0
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import TypeVar
 
 __all__ = [
     "DIAGRAM_BEGIN",
@@ -22,8 +23,13 @@ __all__ = [
     "Trigger",
     "next_state",
     "render_mermaid",
+    "render_table",
+    "replace_between",
     "replace_diagram",
 ]
+
+_St = TypeVar("_St", bound=enum.Enum)
+_Tr = TypeVar("_Tr", bound=enum.Enum)
 
 
 class MemberState(enum.Enum):
@@ -107,9 +113,13 @@ TRANSITIONS: Mapping[tuple[MemberState, Trigger], MemberState] = MappingProxyTyp
 
 
 class IllegalTransitionError(RuntimeError):
-    """Internal error: the member tried a transition that is not in :data:`TRANSITIONS`."""
+    """Internal error: a member tried a transition that is not in its transition table.
 
-    def __init__(self, state: MemberState, trigger: Trigger) -> None:
+    Raised by both machines (new-protocol and classic); ``state`` and
+    ``trigger`` are members of that machine's state and trigger enums.
+    """
+
+    def __init__(self, state: enum.Enum, trigger: enum.Enum) -> None:
         self.state = state
         self.trigger = trigger
         super().__init__(
@@ -136,19 +146,49 @@ def render_mermaid() -> str:
     Edges with the same endpoints are merged into one edge with a combined
     label; the output is deterministic (table order of states and triggers).
     """
-    order = {s: i for i, s in enumerate(MemberState)}
-    labels: dict[tuple[MemberState, MemberState], list[str]] = {}
+    return render_table(
+        TRANSITIONS,
+        initial=MemberState.UNSUBSCRIBED,
+        finals=(MemberState.FATAL,),
+        begin=DIAGRAM_BEGIN,
+        end=DIAGRAM_END,
+    )
+
+
+def render_table(
+    table: Mapping[tuple[_St, _Tr], _St],
+    *,
+    initial: _St,
+    finals: tuple[_St, ...],
+    begin: str,
+    end: str,
+) -> str:
+    """Any machine's transition ``table`` as a fenced Mermaid diagram between ``begin`` / ``end``.
+
+    Shared by the new-protocol and the classic member. States are ordered as
+    in their enum, edges with the same endpoints merged (labels joined by
+    "; "), so the output is deterministic.
+    """
+    order = {s: i for i, s in enumerate(type(initial))}
+    labels: dict[tuple[_St, _St], list[str]] = {}
     for (src, trigger), dst in sorted(
-        TRANSITIONS.items(), key=lambda kv: (order[kv[0][0]], order[kv[1]], kv[0][1].name)
+        table.items(), key=lambda kv: (order[kv[0][0]], order[kv[1]], kv[0][1].name)
     ):
-        labels.setdefault((src, dst), []).append(trigger.value)
-    lines = [DIAGRAM_BEGIN, "```mermaid", "stateDiagram-v2"]
-    lines.append(f"    [*] --> {MemberState.UNSUBSCRIBED.name}")
+        labels.setdefault((src, dst), []).append(str(trigger.value))
+    lines = [begin, "```mermaid", "stateDiagram-v2"]
+    lines.append(f"    [*] --> {initial.name}")
     for (src, dst), names in labels.items():
         lines.append(f"    {src.name} --> {dst.name}: {'; '.join(names)}")
-    lines.append(f"    {MemberState.FATAL.name} --> [*]")
-    lines += ["```", DIAGRAM_END]
+    lines += [f"    {final.name} --> [*]" for final in finals]
+    lines += ["```", end]
     return "\n".join(lines) + "\n"
+
+
+def replace_between(document: str, begin: str, end: str, rendered: str) -> str:
+    """``document`` with the text from ``begin`` through ``end`` (and its newline) replaced."""
+    start = document.index(begin)
+    stop = document.index(end) + len(end) + 1
+    return document[:start] + rendered + document[stop:]
 
 
 def replace_diagram(document: str) -> str:
@@ -156,6 +196,4 @@ def replace_diagram(document: str) -> str:
 
     ``docs/new-protocol.md`` says how to regenerate its diagram with it.
     """
-    start = document.index(DIAGRAM_BEGIN)
-    end = document.index(DIAGRAM_END) + len(DIAGRAM_END) + 1
-    return document[:start] + render_mermaid() + document[end:]
+    return replace_between(document, DIAGRAM_BEGIN, DIAGRAM_END, render_mermaid())
