@@ -3,8 +3,10 @@
 ``KGROUP_BROKER_BACKEND`` picks the backend:
 
 - ``process`` (default): :class:`~kgroup.testing.KafkaBroker`, a local JVM.
-- ``testcontainers``: :class:`ContainerBroker`, the ``apache/kafka`` image
-  (``KGROUP_KAFKA_IMAGE`` overrides the image) through testcontainers.
+- ``testcontainers``: :class:`~kgroup.testing.containers.ContainerBroker` (or
+  :class:`~kgroup.testing.containers.ContainerCluster`), the ``apache/kafka``
+  image (``KGROUP_KAFKA_IMAGE`` overrides the image) through testcontainers;
+  see :mod:`kgroup.testing.containers`.
 - ``external``: :class:`ExternalBroker` at ``KAFKA_BOOTSTRAP_SERVERS``; also
   chosen when ``KAFKA_BOOTSTRAP_SERVERS`` is set and no backend is named.
 """
@@ -12,24 +14,28 @@
 from __future__ import annotations
 
 import enum
-import importlib
 import logging
 import os
 import time
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Protocol, Self
 
 from kgroup.errors import BrokerStartError, HarnessError
-from kgroup.testing.config import FAST_TEST_DEFAULTS, generate_cluster_id, pick_free_ports
+from kgroup.testing.containers import (
+    ContainerBroker,
+    ContainerCluster,
+    container_environment,
+    default_image,
+)
 from kgroup.testing.process import KafkaBroker, KafkaCluster
 from kgroup.testing.readiness import wait_until_answers
-from kgroup.testing.runtime import DEFAULT_KAFKA_VERSION
 
 __all__ = [
     "Broker",
     "BrokerBackend",
     "ContainerBroker",
+    "ContainerCluster",
     "ExternalBroker",
     "backend_from_env",
     "broker_from_env",
@@ -186,198 +192,6 @@ class ExternalBroker:
         self.close()
 
 
-_CLIENT_PORT = 9092
-_CONTROLLER_PORT = 9093
-_BROKER_PORT = 9094
-
-
-def _env_key(key: str) -> str:
-    # The apache/kafka image turns KAFKA_FOO_BAR into foo.bar; a literal "_" is
-    # written "__" and a "-" is written "___".
-    return "KAFKA_" + key.replace("_", "__").replace("-", "___").replace(".", "_").upper()
-
-
-def container_environment(
-    host_port: int,
-    overrides: Mapping[str, str] | None = None,
-    *,
-    cluster_id: str | None = None,
-) -> dict[str, str]:
-    """Return the environment that configures an ``apache/kafka`` container for tests.
-
-    A single KRaft node in combined mode. Clients reach it on the host at
-    ``127.0.0.1:<host_port>`` (mapped to the container's 9092); the broker
-    talks to itself on a separate internal listener. Settings are
-    :data:`FAST_TEST_DEFAULTS` updated with ``overrides``, in the image's
-    ``KAFKA_*`` convention.
-    """
-    settings: dict[str, str] = {
-        "node.id": "1",
-        "process.roles": "broker,controller",
-        "listeners": (
-            f"PLAINTEXT://0.0.0.0:{_CLIENT_PORT},BROKER://0.0.0.0:{_BROKER_PORT},"
-            f"CONTROLLER://0.0.0.0:{_CONTROLLER_PORT}"
-        ),
-        "advertised.listeners": (
-            f"PLAINTEXT://127.0.0.1:{host_port},BROKER://localhost:{_BROKER_PORT}"
-        ),
-        "inter.broker.listener.name": "BROKER",
-        "controller.listener.names": "CONTROLLER",
-        "listener.security.protocol.map": (
-            "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,BROKER:PLAINTEXT"
-        ),
-        "controller.quorum.voters": f"1@localhost:{_CONTROLLER_PORT}",
-    }
-    settings.update(FAST_TEST_DEFAULTS)
-    if overrides:
-        settings.update({str(k): str(v) for k, v in overrides.items()})
-    env = {_env_key(k): v for k, v in settings.items()}
-    env["CLUSTER_ID"] = cluster_id or generate_cluster_id()
-    return env
-
-
-def _require_container_engine() -> None:
-    try:
-        docker = importlib.import_module("docker")
-    except ImportError as exc:
-        raise HarnessError(
-            "the testcontainers backend needs the `testcontainers` package "
-            "(pip install 'kgroup[test]')"
-        ) from exc
-    try:
-        client: Any = docker.from_env()
-        client.ping()
-    except Exception as exc:
-        raise HarnessError(
-            "the testcontainers backend needs a container engine (Docker, or Podman with "
-            f"DOCKER_HOST pointing at its socket), and none is reachable: {exc}"
-        ) from exc
-
-
-class ContainerBroker:
-    """A single-node broker in an ``apache/kafka`` container, through testcontainers.
-
-    The host port is chosen free and bound to the container's client port, so
-    the advertised address stays valid across :meth:`restart` (the container
-    and its storage are reused).
-
-    Args:
-        overrides: broker settings replacing :data:`FAST_TEST_DEFAULTS`.
-        image: default ``$KGROUP_KAFKA_IMAGE`` or ``apache/kafka:<DEFAULT_KAFKA_VERSION>``.
-        startup_timeout: seconds until the broker must answer.
-        stop_timeout: seconds a graceful stop may take.
-    """
-
-    node_id = 1
-
-    def __init__(
-        self,
-        overrides: Mapping[str, str] | None = None,
-        *,
-        image: str | None = None,
-        startup_timeout: float = 180.0,
-        stop_timeout: float = 30.0,
-    ) -> None:
-        self._overrides = dict(overrides or {})
-        self.image = (
-            image or os.environ.get("KGROUP_KAFKA_IMAGE") or f"apache/kafka:{DEFAULT_KAFKA_VERSION}"
-        )
-        self.startup_timeout = startup_timeout
-        self.stop_timeout = stop_timeout
-        self._port: int | None = None
-        self._container: Any = None
-
-    @property
-    def bootstrap_servers(self) -> str:
-        """``127.0.0.1:<host port>`` (known after start)."""
-        if self._port is None:
-            raise HarnessError("the container broker has no port before start()")
-        return f"127.0.0.1:{self._port}"
-
-    def start(self) -> Self:
-        """Create and start the container (or start it again); return once it answers.
-
-        Raises:
-            HarnessError: no testcontainers package or no reachable container engine.
-            BrokerStartError: the broker did not answer within ``startup_timeout``.
-        """
-        if self._container is None:
-            _require_container_engine()
-            container_module = importlib.import_module("testcontainers.core.container")
-            self._port = pick_free_ports(1)[0]
-            container: Any = container_module.DockerContainer(self.image)
-            container.with_bind_ports(_CLIENT_PORT, self._port)
-            for key, value in container_environment(self._port, self._overrides).items():
-                container.with_env(key, value)
-            _log.info("starting %s on %s", self.image, self.bootstrap_servers)
-            container.start()
-            self._container = container
-        else:
-            self._wrapped().start()
-        self._await_ready()
-        return self
-
-    def _wrapped(self) -> Any:
-        return self._container.get_wrapped_container()
-
-    def _check_alive(self) -> None:
-        wrapped = self._wrapped()
-        wrapped.reload()
-        if wrapped.status in {"exited", "dead"}:
-            logs = wrapped.logs(tail=40).decode("utf-8", "replace")
-            raise BrokerStartError(f"the Kafka container exited during start-up:\n{logs}")
-
-    def _await_ready(self) -> None:
-        try:
-            wait_until_answers(
-                self.bootstrap_servers,
-                deadline=time.monotonic() + self.startup_timeout,
-                expected_broker_ids=(1,),
-                check_alive=self._check_alive,
-            )
-        except TimeoutError as exc:
-            logs = self._wrapped().logs(tail=40).decode("utf-8", "replace")
-            raise BrokerStartError(
-                f"the Kafka container was not ready within {self.startup_timeout:.0f} s "
-                f"({exc}):\n{logs}"
-            ) from None
-
-    def stop(self, timeout: float | None = None) -> None:
-        """Stop the container gracefully; its storage stays for :meth:`restart`."""
-        if self._container is not None:
-            wait = self.stop_timeout if timeout is None else timeout
-            self._wrapped().stop(timeout=int(wait))
-
-    def kill(self) -> None:
-        """Kill the container (SIGKILL)."""
-        if self._container is not None:
-            self._wrapped().kill()
-
-    def restart(self) -> None:
-        """Stop the container and start it again; same storage, same host port."""
-        if self._container is None:
-            raise HarnessError("the container broker was never started; call start() first")
-        self.stop()
-        self.start()
-
-    def close(self) -> None:
-        """Stop and remove the container."""
-        if self._container is not None:
-            container, self._container = self._container, None
-            container.stop()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
 def broker_from_env(
     overrides: Mapping[str, str] | None = None,
     *,
@@ -389,24 +203,31 @@ def broker_from_env(
     """Return a broker (not yet started) of the backend the environment selects.
 
     ``backend`` overrides ``KGROUP_BROKER_BACKEND``. ``nodes > 1`` gives a
-    :class:`~kgroup.testing.KafkaCluster` and needs the process backend.
-    ``overrides`` and ``version`` do not apply to an external broker (a
-    warning is logged if given).
+    :class:`~kgroup.testing.KafkaCluster` (process backend) or a
+    :class:`~kgroup.testing.containers.ContainerCluster` (testcontainers). For
+    testcontainers the image is ``$KGROUP_KAFKA_IMAGE``, else
+    ``apache/kafka:<version>`` (default the pinned release). ``overrides`` and
+    ``version`` do not apply to an external broker (a warning is logged if given).
 
     Raises:
         HarnessError: unknown backend, or a combination the backend cannot do.
     """
     env = os.environ if environ is None else environ
     chosen = BrokerBackend(backend) if backend is not None else backend_from_env(env)
-    if nodes != 1 and chosen is not BrokerBackend.PROCESS:
-        raise HarnessError(f"a {nodes}-node cluster needs the process backend, not {chosen.value}")
     if chosen is BrokerBackend.EXTERNAL:
+        if nodes != 1:
+            raise HarnessError(
+                f"a {nodes}-node cluster needs the process backend or testcontainers, "
+                "not an external broker"
+            )
         if overrides:
             _log.warning("broker overrides are ignored for an external broker: %s", overrides)
         return ExternalBroker(env.get("KAFKA_BOOTSTRAP_SERVERS"))
     if chosen is BrokerBackend.TESTCONTAINERS:
-        image = env.get("KGROUP_KAFKA_IMAGE") or (f"apache/kafka:{version}" if version else None)
-        return ContainerBroker(overrides, image=image)
+        image = default_image(version, env)
+        if nodes == 1:
+            return ContainerBroker(overrides, image=image)
+        return ContainerCluster(nodes, overrides, image=image)
     if nodes == 1:
         return KafkaBroker(overrides, version=version)
     return KafkaCluster(nodes, overrides, version=version)
