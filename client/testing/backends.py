@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Protocol, Self
 
 from kgroup.errors import BrokerStartError, HarnessError
+from kgroup.testing._lifecycle import StartsOnEnter
 from kgroup.testing.containers import (
     ContainerBroker,
     ContainerCluster,
@@ -117,7 +118,7 @@ def backend_from_env(environ: Mapping[str, str] | None = None) -> BrokerBackend:
         ) from None
 
 
-class ExternalBroker:
+class ExternalBroker(StartsOnEnter):
     """A broker someone else runs, reached at ``bootstrap_servers``.
 
     :meth:`start` only waits until it answers; :meth:`stop`, :meth:`kill` and
@@ -179,17 +180,6 @@ class ExternalBroker:
 
     def close(self) -> None:
         """Do nothing: the broker keeps running."""
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def broker_from_env(

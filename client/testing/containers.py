@@ -32,10 +32,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
 from typing import Any, Self
 
 from kgroup.errors import BrokerStartError, HarnessError
+from kgroup.testing._lifecycle import StartsOnEnter
 from kgroup.testing.config import FAST_TEST_DEFAULTS, generate_cluster_id, pick_free_ports
 from kgroup.testing.process import DEFAULT_JVM_OPTIONS, NodeState
 from kgroup.testing.readiness import wait_until_answers
@@ -298,7 +298,7 @@ def _failure_report(wrapped: Any) -> str:
 # -- one node ------------------------------------------------------------------------------
 
 
-class ContainerBroker:
+class ContainerBroker(StartsOnEnter):
     """One Apache Kafka node (KRaft, broker and controller) in an ``apache/kafka`` container.
 
     Use it as a context manager, or call :meth:`start` and :meth:`close`::
@@ -470,17 +470,6 @@ class ContainerBroker:
             self._state = NodeState.CLOSED
             self._remove()
 
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     # -- steps, also driven by ContainerCluster ----------------------------------------
 
     def _wrapped(self) -> Any:
@@ -628,7 +617,7 @@ class ContainerBroker:
 # -- several nodes ---------------------------------------------------------------------------
 
 
-class ContainerCluster:
+class ContainerCluster(StartsOnEnter):
     """Several :class:`ContainerBroker` nodes forming one cluster on a private network.
 
     Every node runs broker and controller (node ids ``1..nodes``, a static
@@ -803,17 +792,6 @@ class ContainerCluster:
                 network.remove()
             except Exception as exc:
                 _log.warning("could not remove network %s: %s", network.name, exc)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         states = [n._state.value for n in self.nodes]

@@ -24,10 +24,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 from kgroup.errors import BrokerStartError, HarnessError
+from kgroup.testing._lifecycle import StartsOnEnter
 from kgroup.testing.config import (
     NodePorts,
     QuorumNode,
@@ -128,7 +128,7 @@ class _Quorum:
     voters: tuple[QuorumNode, ...] | None  # None: standalone (single node)
 
 
-class KafkaBroker:
+class KafkaBroker(StartsOnEnter):
     """One Apache Kafka node (KRaft, broker and controller) run as a local JVM.
 
     Use it as a context manager, or call :meth:`start` and :meth:`close`::
@@ -379,17 +379,6 @@ class KafkaBroker:
     def _removes_work_dir(self) -> bool:
         return self._owns_work_dir and not self._keep_work_dir
 
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     # -- steps, also driven by KafkaCluster ------------------------------------------
 
     def _prepare_runtime(self, libs: Path | None = None, java: JavaRuntime | None = None) -> None:
@@ -613,7 +602,7 @@ class KafkaBroker:
         self._state = NodeState.STOPPED
 
 
-class KafkaCluster:
+class KafkaCluster(StartsOnEnter):
     """Several :class:`KafkaBroker` nodes forming one cluster with a static controller quorum.
 
     Every node runs broker and controller; node ids are ``1..nodes``. The
@@ -825,17 +814,6 @@ class KafkaCluster:
     def pids(self) -> tuple[int | None, ...]:
         """Each node's JVM process id, or ``None`` where it does not run."""
         return tuple(node.pid for node in self.nodes)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<KafkaCluster {len(self.nodes)} nodes {[n.state.value for n in self.nodes]}>"
