@@ -4,6 +4,12 @@ The new consumer group protocol (KIP-848) natively, the classic protocol, and
 pluggable Python assignors, on asyncio, trio and plain threads.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from kgroup.config import ConsumerConfig
 from kgroup.errors import (
     BrokerError,
     ConfigError,
@@ -13,16 +19,50 @@ from kgroup.errors import (
     RequestTimeoutError,
     TransportError,
 )
+from kgroup.listener import RebalanceListener
 from kgroup.types import TopicIdPartition, TopicPartition
+
+if TYPE_CHECKING:
+    from kgroup._frontend import ConsumerClosedError, InvalidSubscriptionError
+    from kgroup.aio import AsyncConsumer
+    from kgroup.runtime import NotAssignedError
+    from kgroup.sync import Consumer
+
+# The consumers pull in anyio and confluent-kafka; loaded on first use so that
+# importing a lower layer (kgroup.protocol, kgroup.membership) stays light.
+_LAZY = {
+    "AsyncConsumer": "kgroup.aio",
+    "Consumer": "kgroup.sync",
+    "ConsumerClosedError": "kgroup._frontend",
+    "InvalidSubscriptionError": "kgroup._frontend",
+    "NotAssignedError": "kgroup.runtime",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kgroup' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncConsumer",
     "BrokerError",
     "ConfigError",
+    "Consumer",
+    "ConsumerClosedError",
+    "ConsumerConfig",
+    "InvalidSubscriptionError",
     "KafkaConnectionError",
     "KafkaProtocolError",
     "KgroupError",
+    "NotAssignedError",
+    "RebalanceListener",
     "RequestTimeoutError",
     "TopicIdPartition",
     "TopicPartition",

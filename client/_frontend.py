@@ -1,0 +1,120 @@
+"""What the blocking and the async consumer share: config checks, subscription parsing."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from kgroup.config import ConsumerConfig, GroupProtocol
+from kgroup.dataplane import Record, validate_passthrough
+from kgroup.errors import ConfigError, KgroupError
+from kgroup.types import TopicPartition
+
+__all__ = [
+    "POLL_EVENT_INTERVAL",
+    "SERVICE_SLICE",
+    "ConsumerClosedError",
+    "InvalidSubscriptionError",
+    "Subscription",
+    "build_config",
+    "commit_offsets_arg",
+    "parse_subscription",
+]
+
+log = logging.getLogger("kgroup.consumer")
+
+SERVICE_SLICE: Final = 0.1
+"""Longest wait for records (seconds) before the front end looks at its rebalance work again."""
+
+POLL_EVENT_INTERVAL: Final = 0.1
+"""Polls closer together than this (seconds) tell the member only once."""
+
+Subscription = str | re.Pattern[str] | Iterable[str | re.Pattern[str]]
+"""Topic names, or one regex: a ``re.Pattern`` or a string starting with ``^``."""
+
+
+class InvalidSubscriptionError(KgroupError, ValueError):
+    """The subscription mixes a regex with names, or has more than one regex."""
+
+
+class ConsumerClosedError(KgroupError):
+    """The consumer was closed; it cannot be used any more."""
+
+
+def build_config(conf: Mapping[str, Any]) -> ConsumerConfig:
+    """Validate the user's dict for a new-protocol consumer.
+
+    Raises:
+        ConfigError: naming the key; also for ``group.protocol`` classic / auto,
+            which this version does not implement yet.
+    """
+    config = ConsumerConfig.from_dict(conf, validate_passthrough=validate_passthrough)
+    if config.group_protocol is not GroupProtocol.CONSUMER:
+        raise ConfigError(
+            f"group.protocol={config.group_protocol.value} is not available yet: the classic "
+            "protocol (and the auto fallback to it) lands with the classic-protocol issue; "
+            "use group.protocol=consumer (the default) with a Kafka 4.x broker"
+        )
+    return config
+
+
+def parse_subscription(
+    topics: Subscription | None, pattern: str | re.Pattern[str] | None
+) -> tuple[frozenset[str], str | None]:
+    """Topic names and regex of a subscription.
+
+    A regex is given as ``pattern=``, as a compiled ``re.Pattern`` in place of
+    the topics, or (as with confluent-kafka) as a topic string starting with
+    ``^``. The broker evaluates it (RE2J syntax, full match on topic names).
+    """
+    names: set[str] = set()
+    regexes: list[str] = []
+    if pattern is not None:
+        regexes.append(pattern.pattern if isinstance(pattern, re.Pattern) else pattern)
+    if isinstance(topics, re.Pattern):
+        regexes.append(topics.pattern)
+    elif topics is not None:
+        items = [topics] if isinstance(topics, str) else list(topics)
+        for item in items:
+            if isinstance(item, re.Pattern):
+                regexes.append(item.pattern)
+            elif not isinstance(item, str) or not item:
+                raise InvalidSubscriptionError(f"topics must be non-empty strings, got {item!r}")
+            elif item.startswith("^"):
+                regexes.append(item)
+            else:
+                names.add(item)
+    if len(regexes) > 1:
+        raise InvalidSubscriptionError(
+            f"subscribe to at most one regex (combine them with |), got {regexes}"
+        )
+    if regexes and names:
+        raise InvalidSubscriptionError(
+            f"subscribe to topic names or to a regex, not both: {sorted(names)} and {regexes[0]!r}"
+        )
+    return frozenset(names), (regexes[0] if regexes else None)
+
+
+def commit_offsets_arg(
+    offsets: Mapping[TopicPartition, int] | None, message: Record | None
+) -> dict[TopicPartition, int] | None:
+    """The offsets a commit call asks for; ``message`` commits just past that record."""
+    if message is not None:
+        if offsets is not None:
+            raise ValueError("pass offsets or message, not both")
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        if topic is None or partition is None or offset is None:
+            raise ValueError("message has no topic, partition or offset")
+        return {TopicPartition(topic, partition): offset + 1}
+    if offsets is None:
+        return None
+    result = {}
+    for tp, offset in offsets.items():
+        if not isinstance(tp, TopicPartition):
+            raise TypeError(f"offsets keys must be kgroup.TopicPartition, got {tp!r}")
+        if offset < 0:
+            raise ValueError(f"offset of {tp} must be >= 0, got {offset}")
+        result[tp] = int(offset)
+    return result

@@ -1,0 +1,343 @@
+"""Committed offsets of a new-protocol member: OffsetFetch and OffsetCommit v9+.
+
+Both requests carry the member id and the member epoch, so the broker can
+refuse a member that is behind (STALE_MEMBER_EPOCH) or gone. This module
+retries what can succeed later and filters what must never be sent:
+
+- a commit only ever covers partitions the member owns *at send time*
+  (``owned()`` is asked before every attempt), so partitions revoked or lost
+  while a commit waits are dropped from it, never committed;
+- a commit failing with STALE_MEMBER_EPOCH is retried with the member's
+  current epoch (the epoch moved on while the request was in flight), for the
+  partitions still owned, until its deadline;
+- OffsetFetch (require_stable) retries STALE_MEMBER_EPOCH,
+  UNSTABLE_OFFSET_COMMIT and coordinator errors while the caller still wants
+  the answer.
+
+v10 of both APIs names topics by id; the version negotiated with the
+coordinator decides which naming is sent.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from kio.schema.errors import ErrorCode
+from kio.static.protocol import RequestPayload
+
+from kgroup.errors import (
+    BrokerError,
+    CoordinatorNotAvailableError,
+    KgroupError,
+    NotCoordinatorError,
+    RequestTimeoutError,
+    RetriableBrokerError,
+    StaleMemberEpochError,
+    TransportError,
+)
+from kgroup.protocol import ApiKey, NegotiatedVersions, broker_error
+from kgroup.transport import Backoff, KafkaClient
+from kgroup.types import TopicPartition
+
+__all__ = ["MemberView", "OffsetManager"]
+
+log = logging.getLogger("kgroup.offsets")
+
+_COORDINATOR_ERRORS = (
+    NotCoordinatorError,
+    CoordinatorNotAvailableError,
+)
+# Per-partition (OffsetCommit) and per-group (OffsetFetch) codes worth another attempt.
+_RETRY_CODES = frozenset(
+    {
+        ErrorCode.stale_member_epoch,
+        ErrorCode.unstable_offset_commit,
+        ErrorCode.not_coordinator,
+        ErrorCode.coordinator_not_available,
+        ErrorCode.coordinator_load_in_progress,
+        ErrorCode.request_timed_out,
+        ErrorCode.rebalance_in_progress,
+    }
+)
+
+_FENCED_CODES = frozenset({ErrorCode.unknown_member_id, ErrorCode.fenced_member_epoch})
+
+
+@dataclass(frozen=True, slots=True)
+class MemberView:
+    """How the offset manager reads the member's current identity and ownership.
+
+    Each is called before every attempt, so a retry uses the newest epoch and
+    the newest owned set.
+    """
+
+    member_id: Callable[[], str]
+    member_epoch: Callable[[], int]
+    owned: Callable[[], Collection[TopicPartition]]
+    instance_id: str | None = None
+
+
+class OffsetManager:
+    """Fetches and commits a group's offsets for one member, through ``client``."""
+
+    def __init__(
+        self,
+        client: KafkaClient,
+        group_id: str,
+        member: MemberView,
+        *,
+        backoff: Backoff,
+        request_timeout: float,
+    ) -> None:
+        self._client = client
+        self._group_id = group_id
+        self._member = member
+        self._backoff = backoff
+        self._request_timeout = request_timeout
+
+    # ------------------------------------------------------------------ commit
+
+    async def commit(
+        self, offsets: Mapping[TopicPartition, int], *, deadline: float
+    ) -> dict[TopicPartition, int]:
+        """Commit ``offsets`` (next offset to read, per partition) with the member epoch.
+
+        Returns the offsets committed: those of partitions still owned when
+        they were sent. Partitions not owned (never, or no longer) are left out
+        and logged, never committed.
+
+        Raises:
+            BrokerError: a partition failed with an error that retrying cannot fix
+                (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, authorization ...).
+            RequestTimeoutError: ``deadline`` passed before every owned partition
+                was committed (the last retriable error is its ``__cause__``).
+        """
+        remaining = dict(offsets)
+        done: dict[TopicPartition, int] = {}
+        attempt = 0
+        last_error: KgroupError | None = None
+        while True:
+            owned = set(self._member.owned())
+            epoch = self._member.member_epoch()
+            dropped = [tp for tp in remaining if tp not in owned]
+            if dropped:
+                log.info(
+                    "group %s: not committing %s: no longer owned by this member",
+                    self._group_id,
+                    sorted(dropped),
+                )
+                for tp in dropped:
+                    del remaining[tp]
+            if not remaining:
+                return done
+            if epoch > 0:
+                try:
+                    errors = await self._commit_once(remaining, epoch, deadline)
+                except (TransportError, RetriableBrokerError) as exc:
+                    last_error = exc
+                    errors = {}
+                else:
+                    for tp in list(remaining):
+                        if tp not in errors:
+                            done[tp] = remaining.pop(tp)
+                    if not remaining:
+                        return done
+                    fatal = [e for e in errors.values() if e.code not in _RETRY_CODES]
+                    if fatal:
+                        raise fatal[0]
+                    last_error = next(iter(errors.values()))
+                    if any(isinstance(e, _COORDINATOR_ERRORS) for e in errors.values()):
+                        self._client.mark_coordinator_stale(self._group_id)
+                    if any(isinstance(e, StaleMemberEpochError) for e in errors.values()):
+                        log.info(
+                            "group %s: commit with epoch %d was stale; retrying with the "
+                            "member's new epoch for partitions still owned",
+                            self._group_id,
+                            epoch,
+                        )
+            if anyio.current_time() >= deadline:
+                raise RequestTimeoutError(
+                    f"commit of {sorted(remaining)} did not complete in time"
+                ) from last_error
+            await self._sleep(attempt, deadline)
+            attempt += 1
+
+    async def _commit_once(
+        self, offsets: Mapping[TopicPartition, int], epoch: int, deadline: float
+    ) -> dict[TopicPartition, BrokerError]:
+        ids = await self._topic_ids({tp.topic for tp in offsets})
+        by_topic: dict[str, list[tuple[int, int]]] = {}
+        for tp, offset in sorted(offsets.items()):
+            by_topic.setdefault(tp.topic, []).append((tp.partition, offset))
+        member_id = self._member.member_id()
+
+        def build(versions: NegotiatedVersions) -> RequestPayload:
+            module: Any = versions.request_module(ApiKey.OFFSET_COMMIT)
+            by_id = versions.version(ApiKey.OFFSET_COMMIT) >= 10
+            topics = []
+            for topic, parts in by_topic.items():
+                partitions = tuple(
+                    module.OffsetCommitRequestPartition(
+                        partition_index=p, committed_offset=o, committed_metadata=None
+                    )
+                    for p, o in parts
+                )
+                if by_id:
+                    topics.append(
+                        module.OffsetCommitRequestTopic(topic_id=ids[topic], partitions=partitions)
+                    )
+                else:
+                    topics.append(
+                        module.OffsetCommitRequestTopic(name=topic, partitions=partitions)
+                    )
+            return versions.new_request(
+                ApiKey.OFFSET_COMMIT,
+                group_id=self._group_id,
+                generation_id_or_member_epoch=epoch,
+                member_id=member_id,
+                group_instance_id=self._member.instance_id,
+                topics=tuple(topics),
+            )
+
+        response: Any = await self._client.coordinator_request(
+            self._group_id, build, timeout=self._budget(deadline)
+        )
+        names = {v: k for k, v in ids.items()}
+        errors: dict[TopicPartition, BrokerError] = {}
+        for topic in response.topics:
+            name = getattr(topic, "name", None) or names.get(topic.topic_id)
+            if name is None:
+                continue
+            for part in topic.partitions:
+                if part.error_code != ErrorCode.none:
+                    errors[TopicPartition(name, int(part.partition_index))] = broker_error(
+                        part.error_code
+                    )
+        return errors
+
+    # ------------------------------------------------------------------- fetch
+
+    async def fetch(
+        self,
+        partitions: Collection[TopicPartition],
+        *,
+        deadline: float,
+        as_member: bool = True,
+        wanted: Callable[[], bool] = lambda: True,
+    ) -> dict[TopicPartition, int | None]:
+        """The committed offset of each partition (None: nothing committed).
+
+        With ``as_member`` the request carries the member id and epoch (the
+        broker then answers STALE_MEMBER_EPOCH to an outdated epoch, retried
+        with the newest one); without, it is a plain read. Retries
+        STALE_MEMBER_EPOCH, UNSTABLE_OFFSET_COMMIT, coordinator and transport
+        errors with backoff while ``wanted()`` and until ``deadline``.
+
+        Raises:
+            BrokerError: an error retrying cannot fix (authorization ...).
+            RequestTimeoutError: ``deadline`` passed.
+            anyio.get_cancelled_exc_class(): never; an unwanted fetch returns {}.
+        """
+        attempt = 0
+        last_error: KgroupError | None = None
+        while wanted():
+            epoch = self._member.member_epoch() if as_member else -1
+            if not as_member or epoch > 0:
+                try:
+                    result = await self._fetch_once(partitions, epoch, as_member, deadline)
+                except BrokerError as exc:
+                    # A fenced member's fetch fails until it rejoins; by then the
+                    # caller no longer wants it (``wanted``) or the new epoch works.
+                    fenced = exc.code in _FENCED_CODES and as_member
+                    if exc.code not in _RETRY_CODES and not exc.retriable and not fenced:
+                        raise
+                    if isinstance(exc, _COORDINATOR_ERRORS):
+                        self._client.mark_coordinator_stale(self._group_id)
+                    last_error = exc
+                except TransportError as exc:
+                    last_error = exc
+                else:
+                    return result
+            if anyio.current_time() >= deadline:
+                raise RequestTimeoutError(
+                    f"fetching committed offsets of {sorted(partitions)} did not complete in time"
+                ) from last_error
+            await self._sleep(attempt, deadline)
+            attempt += 1
+        return {}
+
+    async def _fetch_once(
+        self,
+        partitions: Collection[TopicPartition],
+        epoch: int,
+        as_member: bool,
+        deadline: float,
+    ) -> dict[TopicPartition, int | None]:
+        ids = await self._topic_ids({tp.topic for tp in partitions})
+        by_topic: dict[str, list[int]] = {}
+        for tp in sorted(partitions):
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        member_id = self._member.member_id() if as_member else None
+
+        def build(versions: NegotiatedVersions) -> RequestPayload:
+            module: Any = versions.request_module(ApiKey.OFFSET_FETCH)
+            by_id = versions.version(ApiKey.OFFSET_FETCH) >= 10
+            topics = tuple(
+                module.OffsetFetchRequestTopics(topic_id=ids[t], partition_indexes=tuple(p))
+                if by_id
+                else module.OffsetFetchRequestTopics(name=t, partition_indexes=tuple(p))
+                for t, p in by_topic.items()
+            )
+            group = module.OffsetFetchRequestGroup(
+                group_id=self._group_id, member_id=member_id, member_epoch=epoch, topics=topics
+            )
+            return versions.new_request(ApiKey.OFFSET_FETCH, groups=(group,), require_stable=True)
+
+        response: Any = await self._client.coordinator_request(
+            self._group_id, build, timeout=self._budget(deadline)
+        )
+        names = {v: k for k, v in ids.items()}
+        result: dict[TopicPartition, int | None] = {}
+        for group in response.groups:
+            if group.error_code != ErrorCode.none:
+                raise broker_error(group.error_code)
+            for topic in group.topics:
+                name = getattr(topic, "name", None) or names.get(topic.topic_id)
+                if name is None:
+                    continue
+                for part in topic.partitions:
+                    if part.error_code != ErrorCode.none:
+                        raise broker_error(part.error_code)
+                    offset = int(part.committed_offset)
+                    result[TopicPartition(name, int(part.partition_index))] = (
+                        offset if offset >= 0 else None
+                    )
+        for tp in partitions:
+            result.setdefault(tp, None)
+        return result
+
+    # ----------------------------------------------------------------- helpers
+
+    async def _topic_ids(self, topics: set[str]) -> dict[str, uuid.UUID]:
+        cluster = self._client.cluster
+        missing = [t for t in topics if t not in cluster.topics]
+        if missing:
+            cluster = await self._client.metadata(missing)
+        # A topic still unknown (deleted) keeps a nil id: v10 then fails it per
+        # partition, v9 does not need it.
+        return {
+            t: cluster.topics[t].topic_id if t in cluster.topics else uuid.UUID(int=0)
+            for t in topics
+        }
+
+    def _budget(self, deadline: float) -> float:
+        return max(0.001, min(self._request_timeout, deadline - anyio.current_time()))
+
+    async def _sleep(self, attempt: int, deadline: float) -> None:
+        delay = self._backoff.delay(attempt)
+        await anyio.sleep(max(0.0, min(delay, deadline - anyio.current_time())))

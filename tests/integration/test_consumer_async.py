@@ -1,0 +1,153 @@
+"""kgroup.AsyncConsumer on asyncio and trio against a real Kafka broker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+from consumer_helpers import EventLog, partitions_of, produce, text
+
+from kgroup import AsyncConsumer, Consumer, TopicPartition
+from kgroup.testing import KafkaBroker
+from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    backend: str = request.param
+    return backend
+
+
+def _conf(bootstrap: str, group: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        **extra,
+    }
+
+
+class AsyncRecorder:
+    """An async rebalance listener (coroutine methods) writing to an EventLog."""
+
+    def __init__(self, log: EventLog, member: str) -> None:
+        self.log = log
+        self.member = member
+
+    async def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
+        await anyio.sleep(0)
+        if partitions:
+            self.log.add(self.member, "assigned", partitions)
+
+    async def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+        await anyio.sleep(0)
+        if partitions:
+            self.log.add(self.member, "revoked", partitions)
+
+
+async def _drain(consumer: AsyncConsumer, want: int, timeout: float) -> list[str]:
+    values: list[str] = []
+    with anyio.move_on_after(timeout):
+        while len(values) < want:
+            values.extend(text(m) for m in await consumer.consume(500, 0.2))
+    return values
+
+
+async def test_async_member_consumes_commits_and_a_new_member_resumes(
+    anyio_backend: str,
+    kafka_broker: KafkaBroker,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = make_topic(partitions=4)
+    group = make_group_id()
+    first = produce(bootstrap, topic, 4, 200)
+    log = EventLog()
+    async with AsyncConsumer(_conf(bootstrap, group)) as consumer:
+        consumer.subscribe([topic], AsyncRecorder(log, "a"))
+        values = await _drain(consumer, len(first), 30)
+        assert set(values) == first
+        assert consumer.assignment() == partitions_of(topic, 4)
+        assert await consumer.commit() == {tp: 50 for tp in partitions_of(topic, 4)}
+        assert await consumer.committed(partitions_of(topic, 4)) == {
+            tp: 50 for tp in partitions_of(topic, 4)
+        }
+    assert [e.kind for e in log.of("a")] == ["assigned", "revoked"]
+
+    second = produce(bootstrap, topic, 4, 40, start=200)
+    async with AsyncConsumer(_conf(bootstrap, group)) as consumer:
+        consumer.subscribe([topic])
+        received = []
+        with anyio.fail_after(30):
+            async for message in consumer:
+                received.append(text(message))
+                if len(received) == len(second):
+                    break
+        assert set(received) == second
+
+
+async def test_async_members_split_the_topic_and_take_over_on_close(
+    anyio_backend: str,
+    kafka_broker: KafkaBroker,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = make_topic(partitions=4)
+    group = make_group_id()
+    everything = produce(bootstrap, topic, 4, 200)
+    conf = _conf(bootstrap, group, **{"auto.commit.interval.ms": 200})
+    log = EventLog()
+    values: dict[str, list[str]] = {"a": [], "b": []}
+    leave_b = anyio.Event()
+    all_partitions = partitions_of(topic, 4)
+    consumers: dict[str, AsyncConsumer] = {}
+
+    async def member(name: str, stop: anyio.Event) -> None:
+        async with AsyncConsumer(conf) as consumer:
+            consumers[name] = consumer
+            consumer.subscribe([topic], AsyncRecorder(log, name))
+            while not stop.is_set():
+                batch = await consumer.consume(100, 0.1)
+                values[name].extend(text(m) for m in batch)
+
+    def split() -> bool:
+        a, b = consumers["a"].assignment(), consumers["b"].assignment()
+        return bool(a) and bool(b) and not a & b and a | b == all_partitions
+
+    stop_a = anyio.Event()
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(member, "a", stop_a)
+            tg.start_soon(member, "b", leave_b)
+            while len(consumers) < 2 or not split():
+                await anyio.sleep(0.05)
+            leave_b.set()
+            while consumers["a"].assignment() != all_partitions:
+                await anyio.sleep(0.05)
+            everything |= produce(bootstrap, topic, 4, 100, start=200)
+            while not set(values["a"]) | set(values["b"]) >= everything:
+                await anyio.sleep(0.05)
+            stop_a.set()
+    assert set(values["a"]) | set(values["b"]) == everything
+    log.check_handover_order()
+
+
+def test_blocking_consumer_runs_its_loop_on_trio(
+    kafka_broker: KafkaBroker, make_topic: MakeTopic, make_group_id: MakeGroupId
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = make_topic(partitions=2)
+    expected = produce(bootstrap, topic, 2, 20)
+    with Consumer(_conf(bootstrap, make_group_id()), backend="trio") as consumer:
+        consumer.subscribe(topic)
+        got: list[str] = []
+        for message in consumer:
+            got.append(text(message))
+            if len(got) == len(expected):
+                break
+        assert set(got) == expected

@@ -1,0 +1,77 @@
+"""The consumer front ends' input checks, without a broker."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from kgroup import ConfigError, InvalidSubscriptionError, TopicPartition
+from kgroup._frontend import build_config, commit_offsets_arg, parse_subscription
+from kgroup.listener import listener_method
+from kgroup.membership import CallbackKind
+
+
+def test_names_subscription() -> None:
+    assert parse_subscription(["b", "a", "a"], None) == (frozenset({"a", "b"}), None)
+    assert parse_subscription("orders", None) == (frozenset({"orders"}), None)
+
+
+@pytest.mark.parametrize(
+    ("topics", "pattern"),
+    [
+        (None, "orders-.*"),
+        (re.compile("orders-.*"), None),
+        ("^orders-.*", None),
+        (["^orders-.*"], None),
+        (None, re.compile("orders-.*")),
+    ],
+)
+def test_regex_subscription_forms(topics: object, pattern: object) -> None:
+    names, regex = parse_subscription(topics, pattern)  # type: ignore[arg-type]
+    assert names == frozenset()
+    assert regex is not None
+    assert regex.endswith("orders-.*")
+
+
+def test_names_and_regex_do_not_mix() -> None:
+    with pytest.raises(InvalidSubscriptionError, match="not both"):
+        parse_subscription(["a", "^b.*"], None)
+    with pytest.raises(InvalidSubscriptionError, match="at most one regex"):
+        parse_subscription(["^a.*"], "b.*")
+    with pytest.raises(InvalidSubscriptionError, match="non-empty"):
+        parse_subscription([""], None)
+
+
+def test_group_protocols_other_than_consumer_are_not_available_yet() -> None:
+    base = {"bootstrap.servers": "localhost:9092", "group.id": "g"}
+    assert build_config(base).group_id == "g"
+    for protocol in ("classic", "auto"):
+        with pytest.raises(ConfigError, match="classic-protocol issue"):
+            build_config({**base, "group.protocol": protocol})
+
+
+def test_commit_arguments() -> None:
+    tp = TopicPartition("t", 0)
+    assert commit_offsets_arg(None, None) is None
+    assert commit_offsets_arg({tp: 5}, None) == {tp: 5}
+    with pytest.raises(ValueError, match=">= 0"):
+        commit_offsets_arg({tp: -1}, None)
+    with pytest.raises(TypeError, match="TopicPartition"):
+        commit_offsets_arg({("t", 0): 1}, None)  # type: ignore[dict-item]
+
+
+def test_listener_methods_are_optional_and_lost_falls_back_to_revoked() -> None:
+    calls: list[str] = []
+
+    class OnlyRevoked:
+        def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+            calls.append("revoked")
+
+    listener = OnlyRevoked()
+    assert listener_method(listener, CallbackKind.ASSIGNED) is None
+    method = listener_method(listener, CallbackKind.LOST)
+    assert method is not None
+    method(frozenset())
+    assert calls == ["revoked"]
+    assert listener_method(None, CallbackKind.REVOKED) is None

@@ -1,0 +1,214 @@
+"""kgroup.offsets against a scripted coordinator: epoch-aware retries and ownership filtering."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kgroup.errors import FencedMemberEpochError, RequestTimeoutError
+from kgroup.offsets import MemberView, OffsetManager
+from kgroup.protocol import SUPPORTED_VERSIONS, ApiKey, NegotiatedVersions, VersionRange, negotiate
+from kgroup.transport import Backoff, ClusterMetadata, TopicInfo
+from kgroup.types import TopicPartition
+
+pytestmark = pytest.mark.anyio
+
+TOPIC = "orders"
+TOPIC_ID = uuid.UUID("3f1e7d0a-0000-4000-8000-000000000002")
+P0, P1 = TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    backend: str = request.param
+    return backend
+
+
+def _versions(commit: int, fetch: int) -> NegotiatedVersions:
+    broker: dict[int, VersionRange] = {int(api): rng for api, rng in SUPPORTED_VERSIONS.items()}
+    versions = negotiate(broker)
+    chosen = dict(versions.chosen)
+    chosen[ApiKey.OFFSET_COMMIT] = commit
+    chosen[ApiKey.OFFSET_FETCH] = fetch
+    return NegotiatedVersions(broker=versions.broker, chosen=chosen)
+
+
+class ScriptedCoordinator:
+    """Answers OffsetCommit / OffsetFetch with scripted per-partition error codes."""
+
+    def __init__(self, versions: NegotiatedVersions, answers: list[dict[int, int]]) -> None:
+        self.versions = versions
+        self.answers = answers  # per call: partition -> error code (missing: success)
+        self.requests: list[Any] = []
+        self.cluster = ClusterMetadata(
+            topics={TOPIC: TopicInfo(name=TOPIC, topic_id=TOPIC_ID, partitions={})}
+        )
+        self.stale_marks = 0
+
+    async def metadata(self, topics: Any = None) -> ClusterMetadata:
+        return self.cluster
+
+    def mark_coordinator_stale(self, group_id: str) -> None:
+        self.stale_marks += 1
+
+    async def coordinator_request(
+        self, group_id: str, build: Callable[[NegotiatedVersions], Any], *, timeout: float
+    ) -> Any:
+        request = build(self.versions)
+        self.requests.append(request)
+        codes = self.answers.pop(0) if self.answers else {}
+        api = ApiKey(int(request.__api_key__))
+        module: Any = self.versions.response_module(api)
+        by_id = request.__version__ >= 10
+        if api is ApiKey.OFFSET_COMMIT:
+            topics = tuple(
+                module.OffsetCommitResponseTopic(
+                    **({"topic_id": t.topic_id} if by_id else {"name": t.name}),
+                    partitions=tuple(
+                        module.OffsetCommitResponsePartition(
+                            partition_index=p.partition_index,
+                            error_code=ErrorCode(codes.get(p.partition_index, 0)),
+                        )
+                        for p in t.partitions
+                    ),
+                )
+                for t in request.topics
+            )
+            return module.OffsetCommitResponse(throttle_time=datetime.timedelta(0), topics=topics)
+        group = request.groups[0]
+        return module.OffsetFetchResponse(
+            throttle_time=datetime.timedelta(0),
+            groups=(
+                module.OffsetFetchResponseGroup(
+                    group_id=group.group_id,
+                    error_code=ErrorCode(codes.get(-1, 0)),
+                    topics=tuple(
+                        module.OffsetFetchResponseTopics(
+                            **({"topic_id": t.topic_id} if by_id else {"name": t.name}),
+                            partitions=tuple(
+                                module.OffsetFetchResponsePartitions(
+                                    partition_index=p,
+                                    committed_offset=100 + p if p == 0 else -1,
+                                    metadata=None,
+                                    error_code=ErrorCode(codes.get(p, 0)),
+                                )
+                                for p in t.partition_indexes
+                            ),
+                        )
+                        for t in group.topics
+                    ),
+                ),
+            ),
+        )
+
+
+class Member:
+    def __init__(self, epoch: int, owned: set[TopicPartition]) -> None:
+        self.epoch = epoch
+        self.owned = owned
+
+    def view(self) -> MemberView:
+        return MemberView(
+            member_id=lambda: "m", member_epoch=lambda: self.epoch, owned=lambda: self.owned
+        )
+
+
+def _manager(coordinator: ScriptedCoordinator, member: Member) -> OffsetManager:
+    return OffsetManager(
+        coordinator,  # type: ignore[arg-type]
+        "g",
+        member.view(),
+        backoff=Backoff(initial=0.001, maximum=0.002),
+        request_timeout=1.0,
+    )
+
+
+def _sent_partitions(request: Any) -> set[int]:
+    return {p.partition_index for t in request.topics for p in t.partitions}
+
+
+@pytest.mark.parametrize(("commit_version", "by_id"), [(9, False), (10, True)])
+async def test_stale_epoch_commit_is_retried_with_the_new_epoch_for_owned_partitions_only(
+    anyio_backend: str, commit_version: int, by_id: bool
+) -> None:
+    member = Member(epoch=3, owned={P0, P1})
+    stale = int(ErrorCode.stale_member_epoch)
+    coordinator = ScriptedCoordinator(_versions(commit_version, 10), [{0: stale, 1: stale}])
+    manager = _manager(coordinator, member)
+
+    original = coordinator.coordinator_request
+
+    async def bump_then_answer(group_id: str, build: Any, *, timeout: float) -> Any:
+        response = await original(group_id, build, timeout=timeout)
+        if len(coordinator.requests) == 1:
+            # While the first attempt was in flight the epoch moved on and P1 was revoked.
+            member.epoch = 4
+            member.owned = {P0}
+        return response
+
+    coordinator.coordinator_request = bump_then_answer  # type: ignore[method-assign]
+    done = await manager.commit({P0: 10, P1: 20}, deadline=anyio.current_time() + 5)
+    assert done == {P0: 10}
+    first, second = coordinator.requests
+    assert (first.generation_id_or_member_epoch, _sent_partitions(first)) == (3, {0, 1})
+    assert (second.generation_id_or_member_epoch, _sent_partitions(second)) == (4, {0})
+    topic = second.topics[0]
+    assert (topic.topic_id if by_id else topic.name) == (TOPIC_ID if by_id else TOPIC)
+
+
+async def test_commit_of_partitions_not_owned_sends_nothing(anyio_backend: str) -> None:
+    coordinator = ScriptedCoordinator(_versions(10, 10), [])
+    manager = _manager(coordinator, Member(epoch=3, owned={P0}))
+    assert await manager.commit({P1: 5}, deadline=anyio.current_time() + 1) == {}
+    assert coordinator.requests == []
+
+
+async def test_commit_fails_typed_on_a_fencing_error(anyio_backend: str) -> None:
+    fenced = int(ErrorCode.fenced_member_epoch)
+    coordinator = ScriptedCoordinator(_versions(10, 10), [{0: fenced}])
+    manager = _manager(coordinator, Member(epoch=3, owned={P0}))
+    with pytest.raises(FencedMemberEpochError):
+        await manager.commit({P0: 5}, deadline=anyio.current_time() + 1)
+
+
+async def test_commit_gives_up_at_its_deadline(anyio_backend: str) -> None:
+    load = int(ErrorCode.coordinator_load_in_progress)
+    coordinator = ScriptedCoordinator(_versions(10, 10), [{0: load}] * 1000)
+    manager = _manager(coordinator, Member(epoch=3, owned={P0}))
+    with pytest.raises(RequestTimeoutError):
+        await manager.commit({P0: 5}, deadline=anyio.current_time() + 0.2)
+
+
+@pytest.mark.parametrize("fetch_version", [9, 10])
+async def test_fetch_retries_unstable_and_stale_then_reports_offsets(
+    anyio_backend: str, fetch_version: int
+) -> None:
+    answers = [{0: int(ErrorCode.unstable_offset_commit)}, {-1: int(ErrorCode.stale_member_epoch)}]
+    coordinator = ScriptedCoordinator(_versions(10, fetch_version), answers)
+    manager = _manager(coordinator, Member(epoch=3, owned={P0, P1}))
+    result = await manager.fetch([P0, P1], deadline=anyio.current_time() + 5)
+    assert result == {P0: 100, P1: None}
+    assert len(coordinator.requests) == 3
+    request = coordinator.requests[-1]
+    assert request.require_stable
+    assert (request.groups[0].member_id, request.groups[0].member_epoch) == ("m", 3)
+
+
+async def test_fetch_stops_when_no_longer_wanted(anyio_backend: str) -> None:
+    stale = int(ErrorCode.stale_member_epoch)
+    coordinator = ScriptedCoordinator(_versions(10, 10), [{-1: stale}] * 1000)
+    manager = _manager(coordinator, Member(epoch=3, owned={P0}))
+    calls = 0
+
+    def wanted() -> bool:
+        nonlocal calls
+        calls += 1
+        return calls < 3
+
+    assert await manager.fetch([P0], deadline=anyio.current_time() + 5, wanted=wanted) == {}
