@@ -6,7 +6,7 @@ talks to the broker with kgroup's own wire layer (API versions, topic ids, the
 group coordinator), reads the records back through kgroup's data plane, and
 stops the broker.
 
-    python examples/demo.py
+    python examples/wire_tour.py
 
 Set ``KAFKA_BOOTSTRAP_SERVERS`` to run it against a broker you already have.
 """
@@ -19,13 +19,11 @@ import uuid
 
 import anyio
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
 
 from kgroup.config import ConsumerConfig
 from kgroup.dataplane import DataPlane
 from kgroup.protocol import ApiKey
-from kgroup.testing import broker_from_env
+from kgroup.testing import broker_from_env, create_topic
 from kgroup.transport import KafkaClient
 from kgroup.types import TopicPartition
 
@@ -35,19 +33,6 @@ RECORDS = 30
 
 def say(text: str) -> None:
     print(f"[demo] {text}", flush=True)
-
-
-def create_topic(bootstrap: str, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS)])
-    futures[topic].result(timeout=30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        meta = admin.list_topics(topic, timeout=5).topics[topic]
-        if meta.error is None and len(meta.partitions) == PARTITIONS:
-            return
-        time.sleep(0.1)
-    raise SystemExit(f"topic {topic} did not become usable within 30 s")
 
 
 def produce(bootstrap: str, topic: str) -> None:
@@ -97,7 +82,7 @@ def main() -> int:
     with broker_from_env() as broker:
         bootstrap = broker.bootstrap_servers
         say(f"broker ready at {bootstrap} in {time.monotonic() - started:.1f} s")
-        create_topic(bootstrap, topic)
+        create_topic(bootstrap, topic, partitions=PARTITIONS)
         say(f"created topic {topic} with {PARTITIONS} partitions")
         produce(bootstrap, topic)
         say(f"produced {RECORDS} records")

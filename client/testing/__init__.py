@@ -43,6 +43,7 @@ from kgroup.testing.runtime import (
     kafka_version,
     resolve_kafka_libs,
 )
+from kgroup.testing.topics import create_topic, delete_topics
 
 __all__ = [
     "DEFAULT_JVM_OPTIONS",
@@ -67,6 +68,8 @@ __all__ = [
     "broker_from_env",
     "cache_root",
     "container_environment",
+    "create_topic",
+    "delete_topics",
     "find_java",
     "generate_cluster_id",
     "kafka_version",

@@ -28,18 +28,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import Iterator, Mapping
 from typing import Protocol
 
 import pytest
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
 
 from kgroup.errors import HarnessError
 from kgroup.testing.backends import Broker, BrokerBackend, backend_from_env, broker_from_env
+from kgroup.testing.topics import create_topic, delete_topics
 
 __all__ = [
     "MakeGroupId",
@@ -154,62 +151,6 @@ def kafka_bootstrap_servers(kafka_broker: Broker) -> str:
     return kafka_broker.bootstrap_servers
 
 
-def create_topic(
-    bootstrap_servers: str,
-    name: str,
-    *,
-    partitions: int = 1,
-    replication_factor: int = 1,
-    config: Mapping[str, str] | None = None,
-    timeout: float = 30.0,
-) -> None:
-    """Create topic ``name`` and return once metadata shows every partition with a leader.
-
-    Raises:
-        HarnessError: the broker refused the topic, or it was not ready in ``timeout`` s.
-    """
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    new = NewTopic(
-        name,
-        num_partitions=partitions,
-        replication_factor=replication_factor,
-        config=dict(config or {}),
-    )
-    futures = admin.create_topics([new], request_timeout=timeout)
-    try:
-        futures[name].result(timeout=timeout)
-    except KafkaException as exc:
-        raise HarnessError(f"could not create topic {name!r}: {exc}") from exc
-    deadline = time.monotonic() + timeout
-    problem = "no metadata yet"
-    while time.monotonic() < deadline:
-        try:
-            metadata = admin.list_topics(topic=name, timeout=5)
-        except KafkaException as exc:
-            problem = str(exc)
-        else:
-            topic = metadata.topics.get(name)
-            if topic is not None and topic.error is None:
-                leaders = [p.leader for p in topic.partitions.values() if p.error is None]
-                if len(leaders) == partitions and all(leader >= 0 for leader in leaders):
-                    return
-                problem = f"{len(leaders)}/{partitions} partitions with leaders {leaders}"
-            elif topic is not None:
-                problem = str(topic.error)
-        time.sleep(0.05)
-    raise HarnessError(f"topic {name!r} not ready within {timeout:.0f} s: {problem}")
-
-
-def _delete_topics(bootstrap_servers: str, names: list[str]) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    futures = admin.delete_topics(names, operation_timeout=10, request_timeout=10)
-    for name, future in futures.items():
-        try:
-            future.result(timeout=15)
-        except Exception as exc:  # cleanup must not fail the test
-            _log.warning("could not delete topic %s: %s", name, exc)
-
-
 @pytest.fixture
 def make_topic(kafka_broker: Broker, request: pytest.FixtureRequest) -> Iterator[MakeTopic]:
     """A factory of fresh topics on the session broker, deleted after the test."""
@@ -236,7 +177,7 @@ def make_topic(kafka_broker: Broker, request: pytest.FixtureRequest) -> Iterator
     yield factory
     if created:
         try:
-            _delete_topics(kafka_broker.bootstrap_servers, created)
+            delete_topics(kafka_broker.bootstrap_servers, created)
         except Exception as exc:  # a broker stopped by the test must not fail teardown
             _log.warning("could not delete topics %s: %s", created, exc)
 
