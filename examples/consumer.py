@@ -1,6 +1,6 @@
 """Consume a topic in a consumer group, with a rebalance listener that commits on revoke.
 
-    python examples/consumer.py BOOTSTRAP TOPIC [GROUP]
+    python examples/consumer.py BOOTSTRAP TOPIC [GROUP] [--max-records N]
 
 or with ``KAFKA_BOOTSTRAP_SERVERS`` / ``KAFKA_TOPIC`` / ``KAFKA_GROUP`` in the
 environment. Start it several times with the same group to watch partitions
@@ -50,6 +50,11 @@ class Listener:
 
 
 def main(argv: list[str]) -> int:
+    max_records = 0  # 0: until Ctrl-C
+    if "--max-records" in argv:
+        at = argv.index("--max-records")
+        max_records = int(argv[at + 1])
+        argv = argv[:at] + argv[at + 2 :]
     bootstrap = argv[1] if len(argv) > 1 else os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     topic = argv[2] if len(argv) > 2 else os.environ.get("KAFKA_TOPIC")
     group = argv[3] if len(argv) > 3 else os.environ.get("KAFKA_GROUP", "kgroup-example")
@@ -85,6 +90,8 @@ def main(argv: list[str]) -> int:
                     count += 1
                     if count % COMMIT_EVERY == 0:
                         consumer.commit_async(dict(listener.processed))
+                if max_records and count >= max_records:
+                    break
         except KeyboardInterrupt:
             pass
         if listener.processed:
