@@ -41,8 +41,8 @@ from kgroup.errors import (
     TransportError,
 )
 from kgroup.protocol import ApiKey, NegotiatedVersions, broker_error
-from kgroup.transport import Backoff, KafkaClient
-from kgroup.types import TopicPartition
+from kgroup.transport import KafkaClient
+from kgroup.types import Backoff, TopicPartition
 
 __all__ = ["MemberView", "OffsetManager"]
 

@@ -1,11 +1,20 @@
-"""Value types shared across kgroup's layers. All are frozen and hashable."""
+"""Value types shared across kgroup's layers. All are frozen and hashable.
+
+Standard library (and :mod:`kgroup.errors`) only: the sans-IO membership
+machines import this module, as do the transport and the runtime.
+"""
 
 from __future__ import annotations
 
+import math
+import random as _random
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["TopicIdPartition", "TopicPartition"]
+from kgroup.errors import ConfigError
+
+__all__ = ["Backoff", "TopicIdPartition", "TopicPartition"]
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -28,3 +37,71 @@ class TopicIdPartition:
 
     def __str__(self) -> str:
         return f"{self.topic_id}:{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """How long to wait before retry number ``attempt`` (0-based), in seconds.
+
+    Kafka's ``ExponentialBackoff``, the one retry policy of kgroup: the
+    transport's request retries, the offset manager, and both membership
+    machines' heartbeat / join retries use it. The delay is
+    ``initial * multiplier ** attempt``, capped at ``maximum``, then scaled by
+    a random factor in ``[1 - jitter, 1 + jitter)`` and capped at ``maximum``
+    again. The defaults are Kafka's: 100 ms doubling to 1 s, +-20 %. When
+    ``maximum`` is not above ``initial`` the delay is a constant ``initial``
+    without jitter, as in Kafka.
+
+    ``kgroup.transport.Backoff`` is the same class (re-exported).
+    """
+
+    initial: float = 0.1
+    maximum: float = 1.0
+    multiplier: float = 2.0
+    jitter: float = 0.2
+
+    def __post_init__(self) -> None:
+        if self.initial < 0 or self.maximum < 0:
+            raise ConfigError(f"backoff times must not be negative: {self}")
+        if self.multiplier < 1:
+            raise ConfigError(f"backoff multiplier must be at least 1: {self}")
+        if not 0 <= self.jitter < 1:
+            raise ConfigError(f"backoff jitter must be in [0, 1): {self}")
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, object]) -> Backoff:
+        """From Kafka's ``retry.backoff.ms`` and ``retry.backoff.max.ms`` (defaults 100, 1000).
+
+        Raises:
+            ConfigError: a value is not a non-negative integer.
+        """
+        values: list[float] = []
+        for key, default in (("retry.backoff.ms", 100), ("retry.backoff.max.ms", 1000)):
+            value = config.get(key, default)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"{key} must be a non-negative integer (ms), got {value!r}")
+            values.append(value / 1000)
+        return cls(initial=values[0], maximum=values[1])
+
+    @classmethod
+    def from_ms(cls, initial_ms: int, maximum_ms: int) -> Backoff:
+        """From ``retry.backoff.ms`` / ``retry.backoff.max.ms`` values already validated."""
+        return cls(initial=initial_ms / 1000, maximum=maximum_ms / 1000)
+
+    def delay(self, attempt: int, random: Callable[[], float] = _random.random) -> float:
+        """Seconds to wait before retry ``attempt`` (0 for the first retry).
+
+        ``random`` returns floats in ``[0, 1)``; pass a fixed one to get exact
+        values (``lambda: 0.5`` means no jitter).
+        """
+        if attempt < 0:
+            raise ValueError(f"attempt must be >= 0, got {attempt}")
+        if self.maximum <= self.initial or self.initial == 0:
+            return self.initial
+        # Cap the exponent rather than the product so huge attempts cannot overflow.
+        ceiling = (
+            math.log(self.maximum / self.initial, self.multiplier) if self.multiplier > 1 else 0
+        )
+        term = self.initial * self.multiplier ** min(attempt, ceiling)
+        factor = 1.0 + self.jitter * (2.0 * random() - 1.0)
+        return min(term * factor, self.maximum)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import random as _random
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -31,7 +32,6 @@ from kgroup.membership.actions import (
     StartFetching,
     StopFetching,
 )
-from kgroup.membership.backoff import backoff_delay_ms, default_jitter
 from kgroup.membership.classic_actions import (
     PROTOCOL_TYPE,
     ClassicAction,
@@ -89,7 +89,7 @@ from kgroup.membership.events import (
     TimerTick,
     Unsubscribe,
 )
-from kgroup.types import TopicPartition
+from kgroup.types import Backoff, TopicPartition
 
 __all__ = ["NO_GENERATION", "ClassicMember", "ClassicMemberConfig"]
 
@@ -224,8 +224,9 @@ class ClassicMember:
     - every state change follows
       :data:`~kgroup.membership.classic_states.CLASSIC_TRANSITIONS`.
 
-    ``jitter`` returns the random factor applied to each backoff (tests pass
-    ``lambda: 1.0``).
+    ``random`` is the random source of the retry backoff
+    (:meth:`kgroup.types.Backoff.delay`: floats in ``[0, 1)``; tests pass
+    ``lambda: 0.5``, no jitter).
     """
 
     def __init__(
@@ -233,7 +234,7 @@ class ClassicMember:
         config: ClassicMemberConfig,
         assignors: Mapping[str, Collection[RebalanceProtocol]],
         *,
-        jitter: Callable[[], float] | None = None,
+        random: Callable[[], float] | None = None,
     ) -> None:
         if not assignors:
             raise ValueError("at least one assignor is needed")
@@ -247,7 +248,8 @@ class ClassicMember:
             (name, frozenset(protocols)) for name, protocols in assignors.items()
         )
         self._supports = dict(self._assignors)
-        self._jitter = jitter or default_jitter
+        self._backoff = Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms)
+        self._random = random or _random.random
         self._state = _S.UNJOINED
         # Identity in the group.
         self._member_id = ""
@@ -1158,14 +1160,9 @@ class ClassicMember:
             self._back_off(now)
 
     def _back_off(self, now: float) -> None:
-        delay_ms = backoff_delay_ms(
-            self._backoff_attempts,
-            self._cfg.retry_backoff_ms,
-            self._cfg.retry_backoff_max_ms,
-            self._jitter(),
-        )
+        delay = self._backoff.delay(self._backoff_attempts, self._random)
         self._backoff_attempts = min(self._backoff_attempts + 1, 32)
-        self._backoff_until = now + delay_ms / 1000.0
+        self._backoff_until = now + delay
 
     def _reset_backoff(self) -> None:
         self._backoff_attempts = 0

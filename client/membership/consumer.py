@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import random as _random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,7 +38,6 @@ from kgroup.membership.actions import (
     StartFetching,
     StopFetching,
 )
-from kgroup.membership.backoff import backoff_delay_ms, default_jitter
 from kgroup.membership.errors import ERROR_CODES, Reaction, error_name, reaction_for
 from kgroup.membership.events import (
     CallbackCompleted,
@@ -57,7 +57,7 @@ from kgroup.membership.events import (
     Unsubscribe,
 )
 from kgroup.membership.states import MemberState, Trigger, next_state
-from kgroup.types import TopicIdPartition, TopicPartition
+from kgroup.types import Backoff, TopicIdPartition, TopicPartition
 
 __all__ = ["ConsumerMember", "MemberConfig"]
 
@@ -170,17 +170,24 @@ class ConsumerMember:
     - at most one heartbeat in flight (the leave heartbeat excepted);
     - revoked partitions stop fetching before the commit and the revoke
       callback, and before the acknowledgement;
-    - a lost assignment (fenced, stale, fatal) is never committed;
+    - a lost assignment (fenced, stale, fatal) is never committed, nor is a
+      partition that never fetched;
+    - a partition a newer target dropped never starts fetching, even if its
+      assigned callback completes afterwards (it is reported revoked instead);
+    - no heartbeat leaves out a partition the member still holds or may still
+      install (the broker would hand it to another member);
     - every state change follows :data:`kgroup.membership.states.TRANSITIONS`;
       anything else raises :class:`~kgroup.membership.states.IllegalTransitionError`.
 
-    ``jitter`` returns the random factor applied to each backoff (tests pass
-    ``lambda: 1.0``).
+    ``random`` is the random source of the heartbeat backoff
+    (:meth:`kgroup.types.Backoff.delay`: floats in ``[0, 1)``; tests pass
+    ``lambda: 0.5``, no jitter).
     """
 
-    def __init__(self, config: MemberConfig, *, jitter: Callable[[], float] | None = None) -> None:
+    def __init__(self, config: MemberConfig, *, random: Callable[[], float] | None = None) -> None:
         self._cfg = config
-        self._jitter = jitter or default_jitter
+        self._backoff = Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms)
+        self._random = random or _random.random
         self._state = MemberState.UNSUBSCRIBED
         self._member_id = config.member_id
         self._epoch = JOIN_EPOCH
@@ -192,10 +199,15 @@ class ConsumerMember:
         self._target_version = 0
         self._acked_target_version = -1
         self._owned: frozenset[TopicIdPartition] = frozenset()  # installed assignment
-        self._current: frozenset[TopicIdPartition] | None = None  # last reconciled (reported)
+        self._current: frozenset[TopicIdPartition] | None = None  # last reconciled
         self._ack_version = 0
         self._fetching: frozenset[TopicIdPartition] = frozenset()
+        # Installed, but their assigned callback has not succeeded yet.
         self._awaiting_assigned: frozenset[TopicIdPartition] = frozenset()
+        # Installed and never fetched since: nothing consumed, nothing to commit.
+        self._unstarted: frozenset[TopicIdPartition] = frozenset()
+        # TopicPartitions of the last heartbeat that carried them (see _reported).
+        self._last_reported: frozenset[TopicIdPartition] = frozenset()
         self._rec: _Reconciliation | None = None
         self._retry_on_poll = False
         self._last_hook_epoch: int | None = None
@@ -431,6 +443,7 @@ class ConsumerMember:
         self._current = None
         self._target = None
         self._acked_target_version = -1
+        self._last_reported = frozenset()  # the join carries []
         if trigger is Trigger.SUBSCRIBE or self._last_poll is None:
             self._last_poll = now
         self._heartbeat_asap = True
@@ -553,7 +566,7 @@ class ConsumerMember:
             # Same assignment: nothing to reconcile. An ACKNOWLEDGING member still sends its ack.
             if self._state is _S.RECONCILING:
                 self._resume_fetching(frozenset(), acts)
-                self._go(Trigger.TARGET_REACHED)
+                self._reach_target(acts)
             return
         if self._state is _S.RECONCILING and self._rec is not None:
             return  # superseded: picked up when the outstanding step completes
@@ -616,14 +629,9 @@ class ConsumerMember:
         self._back_off(now)
 
     def _back_off(self, now: float) -> None:
-        delay_ms = backoff_delay_ms(
-            self._backoff_attempts,
-            self._cfg.retry_backoff_ms,
-            self._cfg.retry_backoff_max_ms,
-            self._jitter(),
-        )
+        delay = self._backoff.delay(self._backoff_attempts, self._random)
         self._backoff_attempts = min(self._backoff_attempts + 1, 32)
-        self._backoff_until = now + delay_ms / 1000.0
+        self._backoff_until = now + delay
 
     def _needs_immediate_heartbeat(self) -> bool:
         if self._state is _S.ACKNOWLEDGING or self._heartbeat_asap or self._sent is None:
@@ -681,9 +689,7 @@ class ConsumerMember:
         sub = self._subscription or _Subscription((), None)
         regex = sub.regex or ""
         prev = self._sent
-        owned = self._current if self._current is not None else frozenset()
-        if joining:
-            owned = frozenset()
+        owned = frozenset() if joining else self._reported()
 
         names: tuple[str, ...] | None = sub.names
         regex_field: str | None = regex
@@ -701,6 +707,8 @@ class ConsumerMember:
         elif joining and regex_field == "":
             # A joining member has no regex to clear; leave the field null.
             regex_field = None
+        if partitions is not None:
+            self._last_reported = partitions
         self._sent = _SentFields(
             rebalance_timeout_ms=cfg.max_poll_interval_ms,
             names=sub.names,
@@ -736,10 +744,32 @@ class ConsumerMember:
     def _resume_fetching(self, revoked: frozenset[TopicIdPartition], acts: list[Action]) -> None:
         # Owned partitions paused for a revocation that no longer happens fetch again.
         should = self._owned - revoked - self._awaiting_assigned
-        resume = should - self._fetching
-        if resume:
-            self._fetching = self._fetching | resume
-            acts.append(StartFetching(self._names(resume)))
+        self._start(should - self._fetching, acts)
+
+    def _start(self, partitions: frozenset[TopicIdPartition], acts: list[Action]) -> None:
+        if partitions:
+            self._fetching = self._fetching | partitions
+            self._unstarted = self._unstarted - partitions
+            acts.append(StartFetching(self._names(partitions)))
+
+    def _reported(self) -> frozenset[TopicIdPartition]:
+        # What acks and full heartbeats tell the broker the member owns. The
+        # broker hands a partition to another member as soon as a heartbeat
+        # leaves it out, so this leaves out only what the member was asked to
+        # give up and has given up: every partition still installed (a revoke
+        # callback not yet completed included) and the whole latest target
+        # (partitions whose topic id is not resolved yet, or whose assigned
+        # callback is still to run, included). See docs/new-protocol.md.
+        return self._owned | (self._target or frozenset())
+
+    def _reach_target(self, acts: list[Action]) -> None:
+        # Target equals current. If the broker was last told about partitions
+        # the member no longer claims (unresolved ones the target dropped), it
+        # waits for their release: acknowledge instead of going STABLE silently.
+        if self._current is not None and self._reported() != self._last_reported:
+            self._complete(self._current, acts)
+        else:
+            self._go(Trigger.TARGET_REACHED)
 
     def _maybe_reconcile(self, now: float, acts: list[Action]) -> None:
         if self._state is not _S.RECONCILING or self._rec is not None or self._target is None:
@@ -753,7 +783,7 @@ class ConsumerMember:
         if not d.revoked and not added and self._current is not None:
             # Nothing to do locally (at most unresolved topics differ).
             if self._target == self._current:
-                self._go(Trigger.TARGET_REACHED)
+                self._reach_target(acts)
             elif (
                 res.resolved != self._current or self._target_version != self._acked_target_version
             ):
@@ -784,11 +814,14 @@ class ConsumerMember:
             self._fetching = self._fetching - d.revoked
             if stop:
                 acts.append(StopFetching(self._names(stop)))
-            if self._cfg.auto_commit and self._epoch > 0:
+            # Partitions that never fetched (their assigned callback completed
+            # after a newer target dropped them) have consumed nothing.
+            consumed = d.revoked - self._unstarted
+            if consumed and self._cfg.auto_commit and self._epoch > 0:
                 rec.token = self._token()
                 rec.deadline = self._poll_deadline(now)  # the rebalance timeout
                 acts.append(
-                    CommitOffsets(rec.token, self._names(d.revoked), self._epoch, rec.deadline)
+                    CommitOffsets(rec.token, self._names(consumed), self._epoch, rec.deadline)
                 )
                 return
         self._after_commit(rec, now, acts)
@@ -800,7 +833,7 @@ class ConsumerMember:
         self._rec = None
         if self._target == self._current and self._owned == self._current:
             self._resume_fetching(frozenset(), acts)
-            self._go(Trigger.TARGET_REACHED)
+            self._reach_target(acts)
             return
         self._maybe_reconcile(now, acts)
 
@@ -818,6 +851,7 @@ class ConsumerMember:
 
     def _install(self, rec: _Reconciliation, now: float, acts: list[Action]) -> None:
         self._owned = (self._owned - rec.revoked) | rec.added
+        self._unstarted = (self._unstarted & self._owned) | (rec.added - self._fetching)
         self._awaiting_assigned = rec.added
         # Forget names of topics no longer assigned (the cache serves revocation only).
         keep = {tip.topic_id for tip in self._owned}
@@ -833,12 +867,12 @@ class ConsumerMember:
         self._awaiting_assigned = frozenset()
         self._rec = None
         start = rec.added - self._fetching
-        if self._superseded(rec) and self._target is not None:
-            # Only what the newer target still assigns; the rest is revoked next.
-            start = start & self._target
-        if start:
-            self._fetching = self._fetching | start
-            acts.append(StartFetching(self._names(start)))
+        if self._superseded(rec):
+            # A newer target arrived while the callback ran: only what it still
+            # assigns starts; the rest never fetches and is revoked next (the
+            # listener was told it was assigned), without a commit.
+            start = start & (self._target or frozenset())
+        self._start(start, acts)
         if self._superseded(rec):
             self._restart(now, acts)
             return
@@ -862,6 +896,7 @@ class ConsumerMember:
                     self._retry_on_poll = True
                     return
                 self._owned = self._owned - rec.revoked
+                self._unstarted = self._unstarted & self._owned
                 if self._superseded(rec):
                     self._restart(now, acts)
                 else:
@@ -912,6 +947,7 @@ class ConsumerMember:
         self._target = None
         self._fetching = frozenset()
         self._awaiting_assigned = frozenset()
+        self._unstarted = frozenset()
         self._assigned_names = {}
 
     def _stop_all(self, acts: list[Action]) -> None:
@@ -986,12 +1022,13 @@ class ConsumerMember:
             return
         acts.append(StopFetching(owned))
         self._fetching = frozenset()
-        if self._epoch > 0 and self._cfg.auto_commit:
+        consumed = self._names(self._owned - self._unstarted)
+        if self._epoch > 0 and self._cfg.auto_commit and consumed:
             self._release_token = self._token()
             self._release_step = _Step.COMMIT
             self._release_deadline = self._poll_deadline(now)
             acts.append(
-                CommitOffsets(self._release_token, owned, self._epoch, self._release_deadline)
+                CommitOffsets(self._release_token, consumed, self._epoch, self._release_deadline)
             )
         else:
             self._release_revoke(acts)

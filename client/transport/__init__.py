@@ -4,7 +4,8 @@
   group coordinator lookup and rediscovery.
 - :class:`BrokerConnection` / :func:`connect`: one broker connection with
   correlation-id dispatch, timeouts and the ApiVersions handshake.
-- :class:`Backoff`: Kafka's exponential backoff with jitter.
+- :class:`Backoff`: Kafka's exponential backoff with jitter (:class:`kgroup.types.Backoff`,
+  re-exported).
 - :class:`SecurityConfig` / :func:`open_stream` / :data:`Authenticator`: the
   seam for TLS and SASL (only PLAINTEXT today).
 """

@@ -25,10 +25,10 @@ from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.errors import broker_error
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.transport._tasks import OwnedTaskGroup
-from kgroup.transport.backoff import Backoff
 from kgroup.transport.connection import BrokerConnection
 from kgroup.transport.metadata import BrokerAddress, ClusterMetadata
 from kgroup.transport.security import Authenticator, SecurityConfig
+from kgroup.types import Backoff
 
 __all__ = ["KafkaClient", "RequestBuilder", "parse_bootstrap_servers"]
 

@@ -120,7 +120,7 @@ class Harness:
         config.setdefault("session_timeout_ms", 10_000)
         config.setdefault("heartbeat_interval_ms", 1_000)
         self.m = ClassicMember(
-            ClassicMemberConfig(group_id="g", **config), assignors, jitter=lambda: 1.0
+            ClassicMemberConfig(group_id="g", **config), assignors, random=lambda: 0.5
         )
         self.now = 0.0
         self.join: SendJoinGroup | None = None

@@ -122,7 +122,7 @@ class World:
                 max_poll_interval_ms=30_000,
             ),
             assignors,
-            jitter=lambda: 1.0,
+            random=lambda: 0.5,
         )
         self.now = 0.0
         self.generation = 0

@@ -80,14 +80,14 @@ class Harness:
 
     def __init__(self, **config: Any) -> None:
         config.setdefault("max_poll_interval_ms", 60_000)
-        self.jitter_calls = 0
+        self.random_calls = 0
 
-        def jitter() -> float:
-            self.jitter_calls += 1
-            return 1.0
+        def random() -> float:
+            self.random_calls += 1
+            return 0.5  # Backoff.delay's random source: 0.5 is no jitter
 
         self.m = ConsumerMember(
-            MemberConfig(group_id="g", member_id=MEMBER_ID, **config), jitter=jitter
+            MemberConfig(group_id="g", member_id=MEMBER_ID, **config), random=random
         )
         self.now = 0.0
         self.in_flight: SendHeartbeat | None = None
@@ -435,7 +435,9 @@ def test_unresolved_topic_ids_reconcile_the_known_part_then_the_rest() -> None:
     ]
     acts = h.callback(CallbackKind.ASSIGNED)
     [ack] = heartbeats(acts)
-    assert ack.topic_partitions == tips({A: [0]})
+    # x-0 is claimed (not yet installed) so that the broker does not hand it over.
+    assert ack.topic_partitions == tips({A: [0], X: [0]})
+    assert h.m.assignment == tps("a-0")
     assert h.state() is S.RECONCILING  # the rest waits for metadata
     h.respond(1, None)
     acts = h.do(MetadataUpdated({X: "x"}))
@@ -580,7 +582,7 @@ def test_backoff_doubles_to_the_maximum_with_jitter() -> None:
         t = due
         assert len(heartbeats(h.tick(t))) == 1
     assert waits == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
-    assert h.jitter_calls == 6
+    assert h.random_calls == 6
     h.respond(1, None, at=t)  # success resets the backoff
     h.tick(t + 3.0)
     h.fail(at=t + 3.0)
@@ -588,7 +590,8 @@ def test_backoff_doubles_to_the_maximum_with_jitter() -> None:
 
 
 def test_jitter_scales_the_backoff() -> None:
-    m = ConsumerMember(MemberConfig(group_id="g", member_id=MEMBER_ID), jitter=lambda: 0.8)
+    # random() == 0.0 is the lowest jitter factor, 0.8.
+    m = ConsumerMember(MemberConfig(group_id="g", member_id=MEMBER_ID), random=lambda: 0.0)
     m.handle(SubscriptionChanged(frozenset({"a"})), 0.0)
     m.handle(HeartbeatFailed(1, FailureKind.DISCONNECTED), 1.0)
     assert m.next_deadline() == pytest.approx(1.08)
@@ -612,7 +615,7 @@ def test_coordinator_moved_rediscovers_and_retries_without_backoff(name: str) ->
     assert h.m.next_deadline() == pytest.approx(60.0)  # no heartbeat until rediscovered
     [hb] = heartbeats(h.do(CoordinatorRediscovered(), at=3.6))
     assert hb.topic_partitions == tips({A: [0]})  # full
-    assert h.jitter_calls == 0
+    assert h.random_calls == 0
 
 
 @pytest.mark.parametrize(
@@ -1201,6 +1204,286 @@ def test_target_adding_only_unknown_topics_is_acknowledged_at_once() -> None:
     assert only(acts, RunCallback) == []
     assert RequestMetadata(frozenset({X})) in acts
     [ack] = heartbeats(acts)  # ACKNOWLEDGING, and the ack goes out in the same call
-    assert ack.topic_partitions == tips({A: [0]})
+    assert ack.topic_partitions == tips({A: [0], X: [0]})  # x-0 claimed, not installed
+    assert h.m.assignment == tps("a-0")
     assert ack.member_epoch == 2
     assert h.state() is S.RECONCILING
+
+
+# ------------------------------------------- hand-over race (newer target vs. pending callback)
+
+
+def partitions_sent(h: Harness, since: int = 0) -> list[frozenset[TopicIdPartition]]:
+    """TopicPartitions of the non-leave heartbeats sent from index ``since`` that carried them."""
+    return [
+        a.request.topic_partitions
+        for a in h.sent[since:]
+        if not a.leave and a.request.topic_partitions is not None
+    ]
+
+
+def test_partially_resolved_ack_keeps_claiming_the_unresolved_partitions() -> None:
+    # The broker hands a partition over as soon as a heartbeat stops reporting it.
+    # Acknowledging only the resolved part would release x-0 while this member
+    # may still install it once its topic id resolves.
+    h = Harness()
+    h.subscribe("a", "x")
+    h.respond(1, {A: [0], X: [0]})
+    [ack] = heartbeats(h.callback(CallbackKind.ASSIGNED))
+    assert ack.topic_partitions == tips({A: [0], X: [0]})
+    assert h.m.assignment == tps("a-0")  # claimed, not installed
+    assert h.state() is S.RECONCILING
+
+
+def test_unresolved_partition_moved_away_is_released_at_once() -> None:
+    h = Harness()
+    h.subscribe("a", "x")
+    h.respond(1, {A: [0], X: [0]})
+    h.callback(CallbackKind.ASSIGNED)  # ack claims a-0 and x-0
+    acts = h.respond(2, {A: [0]})  # x-0 goes to another member
+    # Nothing to do locally, but the broker waits for the release: ack now.
+    [ack] = heartbeats(acts)
+    assert (ack.member_epoch, ack.topic_partitions) == (2, tips({A: [0]}))
+    assert only(acts, RunCallback) == []
+    assert only(acts, StartFetching) == []
+    assert h.state() is S.STABLE
+    # Metadata for x arriving late changes nothing.
+    h.respond(2, None)
+    assert h.do(MetadataUpdated({X: "x"})) == []
+
+
+def test_hand_over_race_newer_target_while_the_assigned_callback_is_pending() -> None:
+    # The real-broker race: x-0's id resolves late, its assigned callback is queued,
+    # and meanwhile the broker moves x-0 to another member.
+    h = Harness()  # auto-commit on: a revocation normally commits first
+    h.subscribe("a", "x")
+    h.respond(1, {A: [0], X: [0]})
+    h.callback(CallbackKind.ASSIGNED)
+    acts = h.do(MetadataUpdated({X: "x"}))
+    assert acts == [RunCallback(CallbackKind.ASSIGNED, h.callbacks[-1].token, tps("x-0"))]
+    newer_at = len(h.sent)
+    assert h.respond(2, {A: [0]}) == []  # answer to the ack: the newer target drops x-0
+    acts = h.callback(CallbackKind.ASSIGNED)
+    # Computed against the newer target: x-0 never starts fetching, is never
+    # committed (nothing was consumed), and is reported revoked to the listener.
+    assert acts == [RunCallback(CallbackKind.REVOKED, h.callbacks[-1].token, tps("x-0"))]
+    assert h.commits == []
+    acts = h.callback(CallbackKind.REVOKED)
+    assert only(acts, StartFetching) == []
+    assert h.m.assignment == tps("a-0")
+    assert h.state() is S.STABLE
+    # Never acknowledged as owned once the newer target was received.
+    assert partitions_sent(h, newer_at) == [tips({A: [0]})]
+    assert [(c.kind, c.partitions) for c in h.callbacks] == [
+        (CallbackKind.ASSIGNED, tps("a-0")),
+        (CallbackKind.ASSIGNED, tps("x-0")),
+        (CallbackKind.REVOKED, tps("x-0")),
+    ]
+
+
+def test_newer_target_during_assigned_callback_commits_only_what_was_fetched() -> None:
+    h = Harness()  # auto-commit
+    h.stable({A: [0]})
+    h.tick(3.0)
+    h.respond(2, {A: [0], B: [0, 1]})  # assigned callback for b-0, b-1 pending
+    h.tick(6.0)
+    h.respond(3, {B: [0]})  # a-0 (fetching) and b-1 (never fetched) are revoked
+    acts = h.callback(CallbackKind.ASSIGNED)
+    commit = h.commits[-1]
+    assert acts == [
+        StartFetching(tps("b-0")),
+        StopFetching(tps("a-0")),
+        CommitOffsets(commit.token, tps("a-0"), 3, commit.deadline),
+    ]
+    acts = h.commit_done()
+    assert acts == [RunCallback(CallbackKind.REVOKED, h.callbacks[-1].token, tps("a-0", "b-1"))]
+    [ack] = heartbeats(h.callback(CallbackKind.REVOKED))
+    assert ack.topic_partitions == tips({B: [0]})
+
+
+def test_full_heartbeat_mid_reconciliation_claims_partitions_being_assigned() -> None:
+    # After an error the next heartbeat is full. It must not drop b-0, whose
+    # assigned callback is running: the broker would treat it as released.
+    h = Harness()
+    h.stable({A: [0]})
+    h.tick(3.0)
+    h.respond(2, {A: [0], B: [0]})  # assigned callback for b-0 pending
+    h.tick(6.0)
+    h.fail(at=6.0)
+    [full] = heartbeats(h.tick(6.1))
+    assert full.topic_partitions == tips({A: [0], B: [0]})
+    assert full.subscribed_topic_names == ("a", "b")
+
+
+def test_newer_target_during_failed_assigned_callback_never_starts_the_dropped_partition() -> None:
+    h = Harness()
+    h.stable({A: [0]})
+    h.tick(3.0)
+    h.respond(2, {A: [0], B: [0]})
+    h.callback(CallbackKind.ASSIGNED, RuntimeError("listener bug"))
+    h.tick(6.0)
+    acts = h.respond(3, {A: [0]})
+    # b-0 was handed to the listener (which raised): revoked, never fetched or committed.
+    assert acts == [RunCallback(CallbackKind.REVOKED, h.callbacks[-1].token, tps("b-0"))]
+    assert h.commits == []
+    [ack] = heartbeats(h.callback(CallbackKind.REVOKED))
+    assert ack.topic_partitions == tips({A: [0]})
+    assert h.state() is S.STABLE
+
+
+def test_target_dropping_then_restoring_a_partition_during_its_assigned_callback() -> None:
+    h = Harness(auto_commit=False)
+    h.stable({A: [0]})
+    h.tick(3.0)
+    h.respond(2, {A: [0], B: [0]})
+    h.tick(6.0)
+    h.respond(3, {A: [0]})
+    h.tick(9.0)
+    h.respond(4, {A: [0], B: [0]})  # the latest target assigns b-0 again
+    acts = h.callback(CallbackKind.ASSIGNED)
+    assert acts[0] == StartFetching(tps("b-0"))
+    assert only(acts, RunCallback) == []
+    [ack] = heartbeats(acts)
+    assert ack.topic_partitions == tips({A: [0], B: [0]})
+
+
+# --------------------------------------------------------------------- lost ack
+
+
+def test_lost_ack_is_recovered_by_the_next_full_heartbeat() -> None:
+    h = Harness()
+    h.stable({A: [0]})
+    h.tick(3.0)
+    h.respond(2, {A: [0], B: [0]})
+    [ack] = heartbeats(h.callback(CallbackKind.ASSIGNED, at=3.5))
+    assert ack.topic_partitions == tips({A: [0], B: [0]})
+    assert h.state() is S.STABLE  # STABLE once the ack is built
+    h.fail(at=4.0)  # the ack (or its answer) is lost
+    [full] = heartbeats(h.tick(4.1))
+    # Full again: owned partitions with the epoch the member knows (the broker
+    # accepts the previous epoch when they are a subset of its assignment).
+    assert full.member_epoch == 2
+    assert full.topic_partitions == tips({A: [0], B: [0]})
+    assert full.rebalance_timeout_ms == 60_000
+    assert full.subscribed_topic_names == ("a", "b")
+    # The broker had bumped the epoch while the answer was lost: it answers the
+    # previous-epoch request with the new epoch and the full assignment.
+    acts = h.respond(3, {A: [0], B: [0]}, at=4.2)
+    assert acts == []
+    assert h.m.member_epoch == 3
+    assert h.state() is S.STABLE
+    assert [c.kind for c in h.callbacks] == [CallbackKind.ASSIGNED, CallbackKind.ASSIGNED]
+    # Back to eliding: the next interval heartbeat carries no partitions.
+    [hb] = heartbeats(h.tick(7.1))
+    assert hb == HeartbeatRequest(group_id="g", member_id=MEMBER_ID, member_epoch=3)
+
+
+def test_lost_ack_answered_with_a_newer_assignment_reconciles_it() -> None:
+    h = Harness(auto_commit=False)
+    h.stable({A: [0, 1]})
+    h.tick(3.0)
+    h.respond(2, {A: [1]})
+    h.callback(CallbackKind.REVOKED)  # ack {a-1} sent
+    h.fail(at=3.5)
+    [full] = heartbeats(h.tick(3.6))
+    assert (full.member_epoch, full.topic_partitions) == (2, tips({A: [1]}))
+    acts = h.respond(3, {A: [1], B: [0]})
+    assert acts == [RunCallback(CallbackKind.ASSIGNED, h.callbacks[-1].token, tps("b-0"))]
+    assert h.m.member_epoch == 3
+
+
+def test_lost_ack_refused_by_the_broker_fences_and_rejoins() -> None:
+    # The broker refuses a previous epoch whose partitions are not a subset of
+    # its assignment: FENCED_MEMBER_EPOCH, lose everything, rejoin.
+    h = Harness()
+    h.stable({A: [0]})
+    h.tick(3.0)
+    h.respond(2, {A: [0], B: [0]})
+    h.callback(CallbackKind.ASSIGNED)
+    h.fail(at=3.5)
+    h.tick(3.6)
+    acts = h.respond(error=merrors.ERROR_CODES["FENCED_MEMBER_EPOCH"])
+    assert acts == [
+        StopFetching(tps("a-0", "b-0")),
+        RunCallback(CallbackKind.LOST, h.callbacks[-1].token, tps("a-0", "b-0")),
+    ]
+    [join] = heartbeats(h.callback(CallbackKind.LOST))
+    assert (join.member_epoch, join.topic_partitions) == (0, frozenset())
+
+
+def test_lost_ack_of_a_partial_assignment_still_claims_the_unresolved_part() -> None:
+    h = Harness()
+    h.subscribe("a", "x")
+    h.respond(1, {A: [0], X: [0]})
+    h.callback(CallbackKind.ASSIGNED)
+    h.fail(at=0.5)
+    [full] = heartbeats(h.tick(0.6))
+    assert full.topic_partitions == tips({A: [0], X: [0]})
+
+
+# ------------------------------------------------------ aborted reconciliations
+
+
+@pytest.mark.parametrize("how", ["unsubscribe", "close", "poll expiry", "fatal"])
+def test_aborted_reconciliation_outcomes_are_ignored(how: str) -> None:
+    h = Harness(max_poll_interval_ms=10_000)
+    h.stable({A: [0]})
+    h.tick(3.0)
+    h.respond(2, {A: [0], B: [0]})  # assigned callback for b-0 pending
+    assigned = h.callbacks[-1]
+    if how == "unsubscribe":
+        h.do(Unsubscribe(), at=3.5)
+    elif how == "close":
+        h.do(CloseRequested(deadline=30.0), at=3.5)
+    elif how == "poll expiry":
+        h.tick(10.0)
+    else:
+        h.tick(6.0)
+        h.respond(error=merrors.ERROR_CODES["GROUP_AUTHORIZATION_FAILED"])
+    if how in {"unsubscribe", "close"}:
+        # Releasing: only a-0 fetched, so only a-0 is committed; b-0 never fetched.
+        assert h.state() is S.PREPARE_LEAVING
+        assert [c.partitions for c in h.commits] == [tps("a-0")]
+    else:
+        # Lost: everything installed (b-0 included) is reported lost, nothing committed.
+        assert h.state() in {S.STALE, S.FATAL}
+        assert h.m.assignment == frozenset()
+        assert h.commits == []
+        lost = h.callbacks[-1]
+        assert (lost.kind, lost.partitions) == (CallbackKind.LOST, tps("a-0", "b-0"))
+    # The aborted step's outcome arrives: nothing from the old reconciliation happens.
+    acts = h.do(CallbackCompleted(CallbackKind.ASSIGNED, assigned.token))
+    assert only(acts, StartFetching) == []
+    assert only(acts, SendHeartbeat) == []
+    assert only(acts, RunCallback) == []
+    assert only(acts, CommitOffsets) == []
+
+
+def test_aborted_commit_outcome_is_ignored() -> None:
+    h = Harness()
+    h.stable({A: [0, 1]})
+    h.tick(3.0)
+    h.respond(2, {A: [1]})  # commit before revoking a-0 pending
+    commit = h.commits[-1]
+    h.tick(6.0)
+    h.respond(error=merrors.ERROR_CODES["UNKNOWN_MEMBER_ID"])
+    assert h.state() is S.FENCED
+    assert h.do(CommitCompleted(commit.token)) == []
+    assert [c.kind for c in h.callbacks] == [CallbackKind.ASSIGNED, CallbackKind.LOST]
+
+
+def test_two_newer_targets_during_one_step_use_the_latest() -> None:
+    h = Harness(auto_commit=False)
+    h.stable({A: [0, 1]})
+    h.tick(3.0)
+    h.respond(2, {A: [1]})  # revoke callback for a-0 pending
+    h.tick(6.0)
+    h.respond(3, {A: [1], B: [0]})
+    h.tick(9.0)
+    h.respond(4, {A: [1], B: [1]})
+    acts = h.callback(CallbackKind.REVOKED)
+    assert acts == [RunCallback(CallbackKind.ASSIGNED, h.callbacks[-1].token, tps("b-1"))]
+    acts = h.callback(CallbackKind.ASSIGNED)
+    assert acts[0] == StartFetching(tps("b-1"))
+    [ack] = heartbeats(acts)
+    assert (ack.member_epoch, ack.topic_partitions) == (4, tips({A: [1], B: [1]}))

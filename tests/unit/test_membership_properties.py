@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -34,7 +35,7 @@ from kgroup.membership import (
     TimerTick,
     Unsubscribe,
 )
-from kgroup.types import TopicPartition
+from kgroup.types import TopicIdPartition, TopicPartition
 
 A = uuid.UUID(int=0xA)
 B = uuid.UUID(int=0xB)
@@ -62,7 +63,7 @@ class World:
                 auto_commit=auto_commit,
                 max_poll_interval_ms=20_000,
             ),
-            jitter=lambda: 1.0,
+            random=lambda: 0.5,
         )
         self.now = 0.0
         self.epoch = 0
@@ -73,10 +74,23 @@ class World:
         self.fetching: set[TopicPartition] = set()
         self.held: set[TopicPartition] = set()  # told assigned, not yet revoked or lost
         self.broker_target: set[TopicPartition] = set()
+        self.fetched: set[TopicPartition] = set()  # started since last told assigned
         self.closed = False
 
+    def latest_target(self) -> frozenset[TopicPartition]:
+        """The latest target the member received, by name (empty if none)."""
+        return names(self.m.target or frozenset())
+
     def handle(self, event: Event) -> None:
+        # The latest target received before an assigned callback completes: what
+        # it left out must never start fetching as a result (the hand-over race).
+        assigned_done = isinstance(event, CallbackCompleted) and event.kind is CallbackKind.ASSIGNED
+        before = self.latest_target()
         acts = self.m.handle(event, self.now)
+        if assigned_done:
+            for a in acts:
+                if isinstance(a, StartFetching):
+                    assert a.partitions <= before, "fetching what a newer target dropped"
         self.check(acts)
 
     def check(self, acts: list[Action]) -> None:
@@ -87,21 +101,29 @@ class World:
                 else:
                     assert not self.in_flight, "two heartbeats in flight"
                     self.in_flight.append(a.seq)
+                    reported = a.request.topic_partitions
+                    if reported is not None and a.request.member_epoch > 0:
+                        # The broker hands over whatever a heartbeat leaves out.
+                        assert self.held <= names(reported), "released a partition still held"
             elif isinstance(a, StopFetching):
                 self.fetching -= a.partitions
             elif isinstance(a, StartFetching):
                 assert a.partitions <= self.broker_target, "fetching a partition never assigned"
+                assert a.partitions <= self.latest_target(), "fetching outside the latest target"
                 assert a.partitions <= self.held, "fetching before the assigned callback"
                 self.fetching |= a.partitions
+                self.fetched |= a.partitions
             elif isinstance(a, CommitOffsets):
                 assert a.partitions <= self.held, "commit for a revoked or lost partition"
                 assert not (a.partitions & self.fetching), "commit while still fetching"
+                assert a.partitions <= self.fetched, "commit for a partition never fetched"
                 self.commits.append(a)
             elif isinstance(a, RunCallback):
                 if a.kind is not CallbackKind.ASSIGNED:
                     assert not (a.partitions & self.fetching), "revoked or lost while fetching"
                 if a.kind is CallbackKind.ASSIGNED:
                     self.held |= a.partitions
+                    self.fetched -= a.partitions
                 elif a.kind is CallbackKind.LOST:
                     self.held -= a.partitions
                 self.callbacks.append(a)
@@ -111,7 +133,14 @@ class World:
             # Out of the group nothing may fetch, and no old target may be used.
             assert not self.fetching
             self.broker_target = set()
+        if self.m.state is MemberState.UNSUBSCRIBED:
+            # Left (a revoke callback that raised while leaving still releases).
+            self.held.clear()
         assert self.fetching <= self.held
+
+
+def names(partitions: Iterable[TopicIdPartition]) -> frozenset[TopicPartition]:
+    return frozenset(TopicPartition(ALL_NAMES[t.topic_id], t.partition) for t in partitions)
 
 
 @st.composite

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import importlib.util
 import random
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import kgroup.transport.backoff
+import kgroup.types
 from kgroup.errors import ConfigError
+from kgroup.membership import (
+    ConsumerMember,
+    FailureKind,
+    HeartbeatFailed,
+    MemberConfig,
+    SubscriptionChanged,
+    TimerTick,
+)
 from kgroup.transport import Backoff
 
 
@@ -86,3 +97,25 @@ def test_same_random_source_same_delays(seed: int) -> None:
     first = [Backoff().delay(n, random.Random(seed).random) for n in range(6)]
     second = [Backoff().delay(n, random.Random(seed).random) for n in range(6)]
     assert first == second
+
+
+def test_one_backoff_shared_by_every_layer() -> None:
+    assert Backoff is kgroup.types.Backoff
+    assert kgroup.transport.backoff.Backoff is kgroup.types.Backoff
+    assert importlib.util.find_spec("kgroup.membership.backoff") is None
+
+
+def test_membership_machines_back_off_with_it() -> None:
+    # random() == 0.0: the lowest factor (0.8), also at the cap, as Kafka's ExponentialBackoff.
+    member = ConsumerMember(MemberConfig(group_id="g", member_id="m"), random=lambda: 0.0)
+    member.handle(SubscriptionChanged(frozenset({"t"})), 0.0)  # heartbeat 1 in flight
+    now, waits = 0.0, []
+    for seq in range(1, 8):
+        member.handle(HeartbeatFailed(seq, FailureKind.TIMEOUT), now)
+        due = member.next_deadline()
+        assert due is not None
+        waits.append(round(due - now, 6))
+        now = due
+        member.handle(TimerTick(), now)  # sends heartbeat seq + 1
+    assert waits == pytest.approx([Backoff().delay(n, lambda: 0.0) for n in range(7)])
+    assert waits == pytest.approx([0.08, 0.16, 0.32, 0.64, 0.8, 0.8, 0.8])
