@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from kgroup.config import ConsumerConfig
+from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.errors import (
     BrokerError,
     ConfigError,
@@ -57,6 +57,7 @@ __all__ = [
     "Consumer",
     "ConsumerClosedError",
     "ConsumerConfig",
+    "GroupProtocol",
     "InvalidSubscriptionError",
     "KafkaConnectionError",
     "KafkaProtocolError",

@@ -7,9 +7,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from kgroup.assignors import resolve_assignors
+from kgroup.classic_runtime import DEFAULT_ASSIGNMENT_STRATEGY
 from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.dataplane import Record, validate_passthrough
-from kgroup.errors import ConfigError, KgroupError
+from kgroup.errors import KgroupError
 from kgroup.types import TopicPartition
 
 __all__ = [
@@ -46,17 +48,16 @@ class ConsumerClosedError(KgroupError):
 def build_config(conf: Mapping[str, Any]) -> ConsumerConfig:
     """Validate the user's dict for a new-protocol consumer.
 
+    With ``group.protocol`` classic or auto, ``partition.assignment.strategy``
+    is resolved here too, so an unknown assignor fails at construction.
+
     Raises:
-        ConfigError: naming the key; also for ``group.protocol`` classic / auto,
-            which this version does not implement yet.
+        ConfigError: naming the key.
     """
     config = ConsumerConfig.from_dict(conf, validate_passthrough=validate_passthrough)
     if config.group_protocol is not GroupProtocol.CONSUMER:
-        raise ConfigError(
-            f"group.protocol={config.group_protocol.value} is not available yet: the classic "
-            "protocol (and the auto fallback to it) lands with the classic-protocol issue; "
-            "use group.protocol=consumer (the default) with a Kafka 4.x broker"
-        )
+        strategy: Any = config.partition_assignment_strategy or DEFAULT_ASSIGNMENT_STRATEGY
+        resolve_assignors(strategy)
     return config
 
 

@@ -28,7 +28,8 @@ from kgroup._frontend import (
     commit_offsets_arg,
     parse_subscription,
 )
-from kgroup.config import ConsumerConfig
+from kgroup.classic_runtime import choose_group_protocol, runtime_class
+from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.dataplane import DataPlane, Record
 from kgroup.listener import RebalanceListener, listener_method
 from kgroup.runtime import (
@@ -47,7 +48,10 @@ log = logging.getLogger("kgroup.consumer")
 
 
 class AsyncConsumer:
-    """A Kafka consumer group member on the new protocol (KIP-848), async API.
+    """A Kafka consumer group member, async API.
+
+    New protocol (KIP-848) by default; ``group.protocol`` ``classic`` or ``auto``
+    selects the classic protocol or the automatic choice (see :attr:`group_protocol`).
 
     Use it as ``async with AsyncConsumer(config) as consumer:`` (asyncio or
     trio); it connects on entry and leaves the group on exit. ``poll``,
@@ -60,7 +64,11 @@ class AsyncConsumer:
         self._config: ConsumerConfig = build_config(config)
         self._dataplane = DataPlane(self._config)
         self._wake: anyio.Event | None = None
-        self._runtime = Runtime(self._config, self._dataplane, wakeup=self._on_wakeup)
+        # group.protocol=auto is resolved on entry (it asks the cluster).
+        protocol = self._config.group_protocol
+        self._runtime: Runtime = runtime_class(
+            GroupProtocol.CONSUMER if protocol is GroupProtocol.AUTO else protocol
+        )(self._config, self._dataplane, wakeup=self._on_wakeup)
         self._tg: anyio.abc.TaskGroup | None = None
         self._closed = False
         self._last_poll_event = -math.inf
@@ -76,6 +84,12 @@ class AsyncConsumer:
     async def __aenter__(self) -> Self:
         if self._tg is not None or self._closed:
             raise RuntimeError("an AsyncConsumer can be entered only once")
+        if self._config.group_protocol is GroupProtocol.AUTO:
+            chosen = await choose_group_protocol(self._config)
+            if chosen is not self._runtime.group_protocol:
+                self._runtime = runtime_class(chosen)(
+                    self._config, self._dataplane, wakeup=self._on_wakeup
+                )
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
@@ -133,6 +147,14 @@ class AsyncConsumer:
             self._dataplane.close()
 
     # ------------------------------------------------------------- identity
+
+    @property
+    def group_protocol(self) -> GroupProtocol:
+        """The group protocol in use: CONSUMER or CLASSIC (``auto`` is resolved on entry).
+
+        With the classic protocol ``member_epoch`` is the generation id.
+        """
+        return self._runtime.group_protocol
 
     @property
     def member_id(self) -> str:

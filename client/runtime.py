@@ -41,18 +41,19 @@ from __future__ import annotations
 
 import collections
 import datetime
+import enum
 import logging
 import math
 import uuid
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 import anyio
 import anyio.abc
 from kio.static.protocol import RequestPayload
 
-from kgroup.config import ConsumerConfig
+from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.dataplane.librdkafka import DataPlane, DataPlaneError
 from kgroup.errors import (
     BrokerError,
@@ -68,6 +69,7 @@ from kgroup.membership import (
     AssignorOnAssignment,
     CallbackCompleted,
     CallbackKind,
+    ClassicEvent,
     Closed,
     CloseRequested,
     CommitCompleted,
@@ -99,14 +101,15 @@ from kgroup.membership import (
 )
 from kgroup.offsets import MemberView, OffsetManager
 from kgroup.protocol import ApiKey, NegotiatedVersions, broker_error
-from kgroup.transport import Backoff, KafkaClient
-from kgroup.types import TopicPartition
+from kgroup.transport import KafkaClient
+from kgroup.types import Backoff, TopicPartition
 
 __all__ = [
     "AppWork",
     "CallbackWork",
     "CommitCallback",
     "CommitResultWork",
+    "DrivenMember",
     "ErrorWork",
     "NotAssignedError",
     "RevocationCommitWork",
@@ -165,12 +168,37 @@ class _PendingCommit:
     deadline: float
 
 
+class DrivenMember(Protocol):
+    """What a runtime needs of the membership state machine it drives.
+
+    :class:`~kgroup.membership.ConsumerMember` has it; the classic runtime
+    (:mod:`kgroup.classic_runtime`) drives a classic member that reports its
+    generation id as ``member_epoch``.
+    """
+
+    @property
+    def member_id(self) -> str: ...
+    @property
+    def member_epoch(self) -> int: ...
+    @property
+    def assignment(self) -> frozenset[TopicPartition]: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def state(self) -> enum.Enum: ...
+    def handle(self, event: Any, now: float) -> Sequence[Any]: ...
+    def next_deadline(self) -> float | None: ...
+
+
 class Runtime:
     """Drives one :class:`~kgroup.membership.ConsumerMember` for one consumer.
 
     ``wakeup`` is called (on the event loop) whenever application work is
     queued or the runtime stops, so a front end waiting for either can wake.
     """
+
+    group_protocol: ClassVar[GroupProtocol] = GroupProtocol.CONSUMER
+    """The group protocol this runtime speaks."""
 
     def __init__(
         self,
@@ -181,19 +209,7 @@ class Runtime:
     ) -> None:
         self.config = config
         self.dataplane = dataplane
-        self.member = ConsumerMember(
-            MemberConfig(
-                group_id=config.group_id,
-                member_id=str(uuid.uuid4()),
-                instance_id=config.group_instance_id,
-                rack_id=config.client_rack,
-                server_assignor=config.group_remote_assignor,
-                max_poll_interval_ms=config.max_poll_interval_ms,
-                auto_commit=config.enable_auto_commit,
-                retry_backoff_ms=config.retry_backoff_ms,
-                retry_backoff_max_ms=config.retry_backoff_max_ms,
-            )
-        )
+        self.member: DrivenMember = self._create_member()
         self.listener: object | None = None
         self.app_work: collections.deque[AppWork] = collections.deque()
         """Work for the application's context; appended on the loop, drained by the app."""
@@ -204,7 +220,7 @@ class Runtime:
         # Events for the member. A deque and a wake-up event rather than a
         # memory stream: a receive cut short by the timer deadline could drop
         # an event already handed to it, and a lost event can stall the member.
-        self._events: collections.deque[Event] = collections.deque()
+        self._events: collections.deque[Event | ClassicEvent] = collections.deque()
         self._events_ready: anyio.Event | None = None
         # Subscription changes wait for the metadata of the named topics (see
         # _subscriptions), in the order the application made them.
@@ -232,6 +248,23 @@ class Runtime:
         self._deferred: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self._last_epoch = self.member.member_epoch
         self._last_assignment: frozenset[TopicPartition] = frozenset()
+
+    def _create_member(self) -> DrivenMember:
+        """The state machine this runtime drives (subclasses drive another protocol's)."""
+        config = self.config
+        return ConsumerMember(
+            MemberConfig(
+                group_id=config.group_id,
+                member_id=str(uuid.uuid4()),
+                instance_id=config.group_instance_id,
+                rack_id=config.client_rack,
+                server_assignor=config.group_remote_assignor,
+                max_poll_interval_ms=config.max_poll_interval_ms,
+                auto_commit=config.enable_auto_commit,
+                retry_backoff_ms=config.retry_backoff_ms,
+                retry_backoff_max_ms=config.retry_backoff_max_ms,
+            )
+        )
 
     # ------------------------------------------------------------------ views
 
@@ -269,6 +302,7 @@ class Runtime:
                         self.config.bootstrap_servers,
                         client_id=self.config.client_id,
                         request_timeout=self._request_timeout,
+                        connect_timeout=_connect_timeout(self.config),
                         backoff=self._backoff,
                     ) as client,
                     anyio.create_task_group() as tg,
@@ -343,13 +377,13 @@ class Runtime:
                         )
             self.submit(change)
 
-    def submit(self, event: Event) -> None:
+    def submit(self, event: Event | ClassicEvent) -> None:
         """Queue ``event`` for the member (loop thread; never blocks)."""
         self._events.append(event)
         if self._events_ready is not None:
             self._events_ready.set()
 
-    def _handle(self, event: Event) -> None:
+    def _handle(self, event: Event | ClassicEvent) -> None:
         actions = self.member.handle(event, anyio.current_time())
         for action in actions:
             self._perform(action)
@@ -713,6 +747,22 @@ class Runtime:
         """Stop :meth:`run` at once (after a close that did not finish in time)."""
         if self._scope is not None:
             self._scope.cancel()
+
+
+_DEFAULT_CONNECT_TIMEOUT = 10.0
+
+
+def _connect_timeout(config: ConsumerConfig) -> float:
+    """Seconds to open a connection (TCP and the ApiVersions handshake).
+
+    ``socket.connection.setup.timeout.ms`` (librdkafka's and the Java client's
+    key; the data plane gets it too) when set, else 10 s, and never longer than
+    ``request.timeout.ms``: a bootstrap server that never answers must fail
+    within the timeouts the application configured.
+    """
+    raw = config.passthrough.get("socket.connection.setup.timeout.ms", "").strip()
+    setup = int(raw) / 1000 if raw.isdigit() else _DEFAULT_CONNECT_TIMEOUT
+    return min(setup, config.request_timeout_ms / 1000)
 
 
 def _heartbeat_request(versions: NegotiatedVersions, request: HeartbeatRequest) -> RequestPayload:

@@ -36,7 +36,8 @@ from kgroup._frontend import (
     commit_offsets_arg,
     parse_subscription,
 )
-from kgroup.config import ConsumerConfig
+from kgroup.classic_runtime import choose_group_protocol, runtime_class
+from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.dataplane import DataPlane, Record
 from kgroup.listener import RebalanceListener, listener_method
 from kgroup.runtime import (
@@ -106,7 +107,10 @@ class _LoopThread:
 
 
 class Consumer:
-    """A Kafka consumer group member on the new protocol (KIP-848), blocking API.
+    """A Kafka consumer group member, blocking API.
+
+    New protocol (KIP-848) by default; ``group.protocol`` ``classic`` or ``auto``
+    selects the classic protocol or the automatic choice (see :attr:`group_protocol`).
 
     ``config`` is a dict of Kafka's dotted keys (``bootstrap.servers``,
     ``group.id``, ...); see ``docs/consumer.md``. Invalid config raises
@@ -123,10 +127,16 @@ class Consumer:
         self._config: ConsumerConfig = build_config(config)
         self._dataplane = DataPlane(self._config)
         self._wake = threading.Event()
-        self._runtime = Runtime(self._config, self._dataplane, wakeup=self._wake.set)
         try:
             self._loop = _LoopThread(backend, f"kgroup-{self._config.group_id}")
             self._portal: BlockingPortal = self._loop.portal
+            protocol = self._config.group_protocol
+            if protocol is GroupProtocol.AUTO:
+                # Asks the cluster (bounded by request.timeout.ms).
+                protocol = self._portal.call(choose_group_protocol, self._config)
+            self._runtime: Runtime = runtime_class(protocol)(
+                self._config, self._dataplane, wakeup=self._wake.set
+            )
             self._run, _ = self._portal.start_task(self._runtime.run)
         except BaseException:
             if hasattr(self, "_loop"):
@@ -149,6 +159,14 @@ class Consumer:
     def member_epoch(self) -> int:
         """The member epoch: 0 while joining, > 0 in the group, < 0 after leaving."""
         return self._runtime.member.member_epoch
+
+    @property
+    def group_protocol(self) -> GroupProtocol:
+        """The group protocol in use: CONSUMER or CLASSIC (``auto`` is resolved at construction).
+
+        With the classic protocol ``member_epoch`` is the generation id.
+        """
+        return self._runtime.group_protocol
 
     @property
     def group_instance_id(self) -> str | None:

@@ -387,8 +387,14 @@ def test_unreachable_bootstrap_server_is_a_clear_error_from_poll() -> None:
         ),
         ({"heartbeat.interval.ms": 1000}, "heartbeat.interval.ms cannot be used"),
         ({"no.such.key": "1"}, "no.such.key"),
-        ({"group.protocol": "classic"}, "classic-protocol issue"),
-        ({"group.protocol": "auto"}, "classic-protocol issue"),
+        (
+            {"group.protocol": "classic", "partition.assignment.strategy": "fancy"},
+            "unknown assignor 'fancy'",
+        ),
+        (
+            {"group.protocol": "classic", "group.remote.assignor": "uniform"},
+            "group.remote.assignor cannot be used with group.protocol=classic",
+        ),
     ],
 )
 def test_bad_config_fails_at_construction_naming_the_key(

@@ -43,12 +43,17 @@ def test_names_and_regex_do_not_mix() -> None:
         parse_subscription([""], None)
 
 
-def test_group_protocols_other_than_consumer_are_not_available_yet() -> None:
+def test_classic_and_auto_resolve_the_assignment_strategy_up_front() -> None:
     base = {"bootstrap.servers": "localhost:9092", "group.id": "g"}
     assert build_config(base).group_id == "g"
     for protocol in ("classic", "auto"):
-        with pytest.raises(ConfigError, match="classic-protocol issue"):
-            build_config({**base, "group.protocol": protocol})
+        config = build_config({**base, "group.protocol": protocol})
+        assert config.group_protocol.value == protocol
+        assert config.partition_assignment_strategy == ()  # range,cooperative-sticky
+        with pytest.raises(ConfigError, match="unknown assignor 'fancy'"):
+            build_config(
+                {**base, "group.protocol": protocol, "partition.assignment.strategy": "fancy"}
+            )
 
 
 def test_commit_arguments() -> None:
