@@ -1,0 +1,174 @@
+"""A kgroup Consumer in a process of its own, driven over stdin / stdout.
+
+Run as ``python member_process.py SPEC`` where SPEC is a JSON object::
+
+    {"conf": {...kgroup config...}, "topics": ["t"], "trace_commits": false}
+
+The process subscribes, then polls in a loop (``consume(500, 0.1)``) and
+reports on stdout, one JSON object per line, each with ``"t"`` (the sender's
+``time.monotonic()``; CLOCK_MONOTONIC, comparable across processes on Linux):
+
+- ``{"ev": "started", "pid": N}`` after subscribing;
+- ``{"ev": "epoch", "member_id": s, "epoch": n}`` whenever the member id or
+  epoch it sees between polls (or in a listener call) changed;
+- ``{"ev": "assigned" | "revoked" | "lost", "partitions": [[topic, p], ...],
+  "epoch": n}`` from the rebalance listener (assigned also when empty);
+- ``{"ev": "records", "records": [[topic, p, offset], ...]}`` per non-empty batch;
+- ``{"ev": "committed", "offsets": [[topic, p, offset], ...]}`` after a
+  ``commit`` command;
+- with ``trace_commits``: ``{"ev": "commit_attempt", "sent": t, "epoch": n,
+  "offsets": [...], "errors": {"topic:p": "ERROR_NAME"}, "failed": null | "ExcType"}``
+  for every OffsetCommit request the consumer sent (test instrumentation of
+  kgroup's private ``OffsetManager._commit_once``: the public API has no hook);
+- ``{"ev": "error", "type": "ExcName", "message": s}`` when poll / consume /
+  commit raised; the process then exits with status 2 (without leaving);
+- ``{"ev": "closed"}`` after ``close``; exit status 0.
+
+Commands on stdin, one per line: ``commit`` (synchronous commit of the
+positions), ``close`` (``close()`` then exit 0), ``exit`` (exit 0 at once,
+without leaving the group). End of input is ``close``: the process never
+outlives its parent's pipe.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import sys
+import threading
+import time
+from collections.abc import Collection, Mapping
+from typing import Any
+
+import kgroup
+from kgroup import TopicPartition
+
+_out_lock = threading.Lock()
+
+
+def emit(event: str, **fields: Any) -> None:
+    line = json.dumps({"ev": event, "t": time.monotonic(), **fields})
+    with _out_lock:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def _tps(partitions: Collection[TopicPartition]) -> list[list[Any]]:
+    return [[tp.topic, tp.partition] for tp in sorted(partitions)]
+
+
+def _offsets(offsets: Mapping[TopicPartition, int]) -> list[list[Any]]:
+    return [[tp.topic, tp.partition, o] for tp, o in sorted(offsets.items())]
+
+
+class _Listener:
+    def __init__(self, member: _Member) -> None:
+        self._member = member
+
+    def _report(self, kind: str, partitions: frozenset[TopicPartition]) -> None:
+        self._member.report_epoch()
+        emit(kind, partitions=_tps(partitions), epoch=self._member.consumer.member_epoch)
+
+    def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
+        self._report("assigned", partitions)
+
+    def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+        self._report("revoked", partitions)
+
+    def on_partitions_lost(self, partitions: frozenset[TopicPartition]) -> None:
+        self._report("lost", partitions)
+
+
+class _Member:
+    def __init__(self, conf: dict[str, Any], topics: list[str]) -> None:
+        self.consumer = kgroup.Consumer(conf)
+        self._seen: tuple[str, int] | None = None
+        self.consumer.subscribe(topics, _Listener(self))
+
+    def report_epoch(self) -> None:
+        now = (self.consumer.member_id, self.consumer.member_epoch)
+        if now != self._seen:
+            self._seen = now
+            emit("epoch", member_id=now[0], epoch=now[1])
+
+
+def _trace_commits() -> None:
+    from kgroup.offsets import OffsetManager  # noqa: PLC0415 - instrumentation only
+
+    original = OffsetManager._commit_once
+
+    async def traced(
+        self: OffsetManager, offsets: Mapping[TopicPartition, int], epoch: int, deadline: float
+    ) -> dict[TopicPartition, Any]:
+        sent = time.monotonic()
+        fields: dict[str, Any] = {"sent": sent, "epoch": epoch, "offsets": _offsets(offsets)}
+        try:
+            errors = await original(self, offsets, epoch, deadline)
+        except BaseException as exc:
+            emit("commit_attempt", errors={}, failed=type(exc).__name__, **fields)
+            raise
+        emit(
+            "commit_attempt",
+            errors={f"{tp.topic}:{tp.partition}": e.name for tp, e in errors.items()},
+            failed=None,
+            **fields,
+        )
+        return errors
+
+    OffsetManager._commit_once = traced  # type: ignore[method-assign]
+
+
+def _read_commands(commands: queue.Queue[str]) -> None:
+    for line in sys.stdin:
+        if line.strip():
+            commands.put(line.strip())
+    commands.put("close")
+
+
+def main(spec: dict[str, Any]) -> int:
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
+    )
+    if spec.get("trace_commits"):
+        _trace_commits()
+    commands: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_read_commands, args=(commands,), daemon=True).start()
+    member = _Member(dict(spec["conf"]), list(spec["topics"]))
+    consumer = member.consumer
+    emit("started", pid=os.getpid())
+    try:
+        while True:
+            try:
+                command = commands.get_nowait()
+            except queue.Empty:
+                command = None
+            if command == "close":
+                consumer.close(20)
+                member.report_epoch()
+                emit("closed")
+                return 0
+            if command == "exit":
+                return 0
+            if command == "commit":
+                emit("committed", offsets=_offsets(consumer.commit() or {}))
+            batch = consumer.consume(500, 0.1)
+            member.report_epoch()
+            if batch:
+                emit(
+                    "records",
+                    records=[[m.topic(), m.partition(), m.offset()] for m in batch],
+                )
+    except Exception as exc:
+        emit("error", type=type(exc).__name__, message=str(exc))
+        return 2
+
+
+if __name__ == "__main__":
+    status = main(json.loads(sys.argv[1]))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: after "exit" or an error the consumer's threads
+    # are still running, and leaving without closing it is the point.
+    os._exit(status)
