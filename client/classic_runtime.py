@@ -108,7 +108,7 @@ from kgroup.protocol.consumer_protocol import (
     encode_subscription,
     read_version,
 )
-from kgroup.runtime import DrivenMember, Runtime, _PendingCommit
+from kgroup.runtime import DrivenMember, Runtime, _connect_timeout, _PendingCommit
 from kgroup.transport import Backoff, ClusterMetadata, KafkaClient
 from kgroup.types import TopicPartition
 
@@ -703,10 +703,8 @@ async def choose_group_protocol(
                 config.bootstrap_servers,
                 client_id=config.client_id,
                 request_timeout=budget,
-                backoff=Backoff(
-                    initial=config.retry_backoff_ms / 1000,
-                    maximum=config.retry_backoff_max_ms / 1000,
-                ),
+                connect_timeout=_connect_timeout(config),
+                backoff=Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms),
             ) as client:
                 address = await client.coordinator(config.group_id)
                 conn = await client.connection(address.node_id)

@@ -192,6 +192,13 @@ class DataPlane:
             error = message.error()
             if error is None:
                 records.append(message)
+            elif message.topic() is None and not error.fatal():
+                # Not about a partition: librdkafka's own client-level chatter.
+                # It keeps a group.id (it refuses to start without one) and so
+                # looks the coordinator up by itself; group errors from that
+                # lookup are kgroup's business, reported typed by the membership
+                # layer, and must not surface here untyped.
+                log.debug("ignored librdkafka client-level error: %s", error.str())
             elif error.fatal() or not error.retriable():
                 if self._pending_error is None:
                     where = (

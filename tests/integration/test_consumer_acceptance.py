@@ -355,14 +355,6 @@ def test_missing_group_read_authorization_is_a_typed_fatal_error_from_poll(
         assert consumer.assignment() == frozenset()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "bug: the data plane's librdkafka consumer (created with the user's group.id) "
-        "looks the group coordinator up itself; when FindCoordinator is refused, its "
-        "error can reach poll first as an untyped DataPlaneError (about half the members)"
-    ),
-)
 def test_no_access_to_the_group_at_all_is_a_typed_fatal_error_from_the_first_failing_poll(
     authorizing_broker: KafkaBroker, make_group_id: MakeGroupId
 ) -> None:
