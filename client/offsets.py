@@ -80,6 +80,14 @@ class MemberView:
     member_epoch: Callable[[], int]
     owned: Callable[[], Collection[TopicPartition]]
     instance_id: str | None = None
+    tenure: Callable[[TopicPartition], int] = lambda _partition: 0
+    """How many times the partition has left the member's assignment so far.
+
+    A commit remembers each partition's tenure when it starts and drops the
+    partitions whose tenure changed before a retry: a partition lost and then
+    assigned again in between is owned again, but its offsets date from before
+    the loss, and another member may have committed past them meanwhile.
+    """
 
 
 class OffsetManager:
@@ -118,13 +126,16 @@ class OffsetManager:
                 was committed (the last retriable error is its ``__cause__``).
         """
         remaining = dict(offsets)
+        tenure = {tp: self._member.tenure(tp) for tp in remaining}
         done: dict[TopicPartition, int] = {}
         attempt = 0
         last_error: KgroupError | None = None
         while True:
             owned = set(self._member.owned())
             epoch = self._member.member_epoch()
-            dropped = [tp for tp in remaining if tp not in owned]
+            dropped = [
+                tp for tp in remaining if tp not in owned or self._member.tenure(tp) != tenure[tp]
+            ]
             if dropped:
                 log.info(
                     "group %s: not committing %s: no longer owned by this member",

@@ -248,6 +248,8 @@ class Runtime:
         self._deferred: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self._last_epoch = self.member.member_epoch
         self._last_assignment: frozenset[TopicPartition] = frozenset()
+        # Per partition: how often it left the installed assignment (see MemberView.tenure).
+        self._tenure: dict[TopicPartition, int] = {}
 
     def _create_member(self) -> DrivenMember:
         """The state machine this runtime drives (subclasses drive another protocol's)."""
@@ -317,6 +319,7 @@ class Runtime:
                             member_epoch=lambda: self.member.member_epoch,
                             owned=self.owned,
                             instance_id=self.config.group_instance_id,
+                            tenure=lambda tp: self._tenure.get(tp, 0),
                         ),
                         backoff=self._backoff,
                         request_timeout=self._request_timeout,
@@ -388,6 +391,8 @@ class Runtime:
         for action in actions:
             self._perform(action)
         epoch, assignment = self.member.member_epoch, self.member.assignment
+        for gone in self._last_assignment - assignment:
+            self._tenure[gone] = self._tenure.get(gone, 0) + 1
         if epoch != self._last_epoch or assignment != self._last_assignment:
             log.info(
                 "group %s member %s: epoch %d, state %s, assignment (%d) %s",

@@ -212,3 +212,43 @@ async def test_fetch_stops_when_no_longer_wanted(anyio_backend: str) -> None:
         return calls < 3
 
     assert await manager.fetch([P0], deadline=anyio.current_time() + 5, wanted=wanted) == {}
+
+
+async def test_retry_drops_a_partition_lost_and_reassigned_since_the_commit_began(
+    anyio_backend: str,
+) -> None:
+    # The member owns P0 and P1; the first attempt is stale. Before the retry
+    # P1 is lost (fenced) and assigned back: it is owned again, but the offset
+    # in hand predates the loss, and another member may have committed past it.
+    member = Member(epoch=3, owned={P0, P1})
+    tenure = {P0: 0, P1: 0}
+    view = MemberView(
+        member_id=lambda: "m",
+        member_epoch=lambda: member.epoch,
+        owned=lambda: member.owned,
+        tenure=lambda tp: tenure.get(tp, 0),
+    )
+    stale = int(ErrorCode.stale_member_epoch)
+    coordinator = ScriptedCoordinator(_versions(10, 10), [{0: stale, 1: stale}])
+    manager = OffsetManager(
+        coordinator,  # type: ignore[arg-type]
+        "g",
+        view,
+        backoff=Backoff(initial=0.001, maximum=0.002),
+        request_timeout=1.0,
+    )
+    original = coordinator.coordinator_request
+
+    async def lose_and_regain_p1(group_id: str, build: Any, *, timeout: float) -> Any:
+        response = await original(group_id, build, timeout=timeout)
+        if len(coordinator.requests) == 1:
+            member.epoch = 5
+            tenure[P1] += 1  # left the assignment once, and is back
+        return response
+
+    coordinator.coordinator_request = lose_and_regain_p1  # type: ignore[method-assign]
+    done = await manager.commit({P0: 10, P1: 20}, deadline=anyio.current_time() + 5)
+    assert done == {P0: 10}
+    first, second = coordinator.requests
+    assert _sent_partitions(first) == {0, 1}
+    assert (second.generation_id_or_member_epoch, _sent_partitions(second)) == (5, {0})
