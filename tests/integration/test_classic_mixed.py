@@ -1,9 +1,11 @@
 """Mixed classic groups: kgroup members with confluent-kafka and kafka-python members.
 
 All members of a group must advertise one common assignor name; each case
-starts its designated leader first, so kgroup, librdkafka and kafka-python
-each lead one group. Everyone converges to a complete, disjoint assignment
-and every record is consumed at least once.
+starts its designated leader first (the coordinator keeps the first member
+as leader), so kgroup, librdkafka and kafka-python each lead a
+cooperative-sticky group, and librdkafka also leads an eager (range) one.
+Everyone converges to a complete, disjoint assignment and every record is
+consumed at least once.
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ def _kafka_python(bootstrap: str, group: str, topic: str, strategy: str) -> _Pee
     ("leader", "strategy"),
     [
         ("kgroup", "cooperative-sticky"),
+        ("confluent", "cooperative-sticky"),
         ("confluent", "range"),
         ("kafka-python", "cooperative-sticky"),
     ],
