@@ -243,6 +243,9 @@ class Runtime:
         self._stopped_positions: dict[TopicPartition, int] = {}
         self._seek_overrides: dict[TopicPartition, int] = {}
         self._paused: set[TopicPartition] = set()
+        # Paused before they started fetching (from on_partitions_assigned, as
+        # Java and librdkafka allow): applied right after they are assigned.
+        self._pause_on_start: set[TopicPartition] = set()
         self._revocation_commits: dict[int, _PendingCommit] = {}
         self._raised: set[BaseException] = set()
         self._deferred: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
@@ -534,6 +537,7 @@ class Runtime:
             self._fetch_generation[tp] += 1
             self._stopped_positions.pop(tp, None)
             self._seek_overrides.pop(tp, None)
+        self._pause_on_start.difference_update(partitions)
         # Captured before unassigning: librdkafka forgets positions with the partition.
         self._stopped_positions.update(self.dataplane.positions(partitions))
         self.dataplane.unassign(partitions)
@@ -579,6 +583,13 @@ class Runtime:
         except DataPlaneError as exc:
             self._queue(ErrorWork(exc))
             return
+        held = self._pause_on_start & start.keys()
+        if held:
+            # Before the first consume() after the assignment: no record of
+            # these partitions has been handed out.
+            self.dataplane.pause(held)
+            self._paused.update(held)
+            self._pause_on_start.difference_update(held)
         log.info(
             "group %s member %s: fetching %s",
             self.group_id,
@@ -725,16 +736,18 @@ class Runtime:
             raise NotAssignedError(f"cannot seek {partition}: it is not assigned to this consumer")
 
     def pause(self, partitions: Collection[TopicPartition]) -> None:
-        """Stop handing out records of ``partitions``."""
+        """Stop handing out records of ``partitions`` (also before they start fetching)."""
         fetching = set(partitions) & self.dataplane.assigned
         self.dataplane.pause(fetching)
         self._paused.update(fetching)
+        self._pause_on_start.update((set(partitions) & self.owned()) - fetching)
 
     def resume(self, partitions: Collection[TopicPartition]) -> None:
         """Resume ``partitions`` paused with :meth:`pause`."""
         fetching = set(partitions) & self.dataplane.assigned
         self.dataplane.resume(fetching)
         self._paused.difference_update(fetching)
+        self._pause_on_start.difference_update(partitions)
 
     def request_close(self, timeout: float) -> None:
         """Start closing: release the assignment and leave within ``timeout`` seconds."""
