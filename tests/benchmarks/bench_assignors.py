@@ -1,13 +1,31 @@
-"""Benchmark: kgroup's sticky assignors vs kafka-python's, on 1,000 members x 10,000 partitions.
+"""Benchmark: kgroup's assignors vs kafka-python 3.x's, over a grid of group and topic sizes.
 
 Run standalone (not collected by pytest):
 
-    python tests/benchmarks/bench_assignors.py [--repeats N] [--peer-repeats N] [--no-write]
+    python tests/benchmarks/bench_assignors.py [--repeats N] [--peer-repeats N]
+        [--quick] [--no-write]
 
-Scenarios, all with identical subscriptions (100 topics x 100 partitions):
+Grid: 10 / 100 / 1,000 members over 100 / 1,000 / 10,000 partitions (topics of
+100 partitions each: 1, 10 and 100 topics), every member subscribed to every
+topic. Scenarios, on identical input for both clients:
 
 - fresh: nobody owns anything yet;
-- rebalance: every member reports its previous assignment and one member left.
+- join: a balanced group of N-1 members (each reporting the assignment the
+  same kgroup assignor gave it, generation 1) and one new member that owns
+  nothing;
+- leave (sticky assignors only): every member but one reports its previous
+  assignment of a balanced N-member group; one member has left.
+
+Assignors: range, roundrobin, sticky and cooperative-sticky, each against
+kafka-python's class of the same name (``RangePartitionAssignor``,
+``RoundRobinPartitionAssignor``, ``StickyPartitionAssignor``,
+``CooperativeStickyAssignor``), in the same process on the same input; and
+kgroup's new-protocol ``uniform`` as a reference (kafka-python has none).
+
+A kafka-python cell whose first run takes longer than a second runs only once
+(marked in the table); ``--quick`` skips kafka-python's sticky assignors where
+members x partitions >= 1,000,000 (development only: the committed section of
+docs/performance.md must come from a full run, and a quick run does not write it).
 
 Prints a table and a summary line with ratios, and rewrites its own section of
 docs/performance.md (between the bench:assignors markers).
@@ -16,17 +34,23 @@ docs/performance.md (between the bench:assignors markers).
 from __future__ import annotations
 
 import argparse
-import datetime
+import functools
 import os
-import platform
 import statistics
+import sys
 import time
 import uuid
-from collections.abc import Callable
-from importlib import metadata
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
+from kafka.coordinator.assignors.cooperative_sticky import (
+    CooperativeStickyAssignor as PeerCooperativeSticky,
+)
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.coordinator.assignors.sticky.sticky_assignor import (
     StickyAssignorUserData,
     StickyPartitionAssignor,
@@ -35,42 +59,65 @@ from kafka.coordinator.assignors.sticky.sticky_assignor import (
 from kgroup.assignors import (
     Cluster,
     CooperativeStickyAssignor,
+    GroupAssignment,
     GroupSubscription,
+    RangeAssignor,
+    RoundRobinAssignor,
     StickyAssignor,
     Subscription,
     UniformAssignor,
 )
 from kgroup.assignors.modern import AssignmentSpec, MemberSpec, TopicMetadata
-from kgroup.assignors.sticky import decode_sticky_user_data, encode_sticky_user_data
+from kgroup.assignors.sticky import encode_cooperative_user_data, encode_sticky_user_data
 
-MEMBERS = 1_000
-TOPICS = 100
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib
+
+MEMBER_COUNTS = (10, 100, 1_000)
+PARTITION_COUNTS = (100, 1_000, 10_000)
 PARTITIONS_PER_TOPIC = 100
-START = "<!-- bench:assignors:start -->"
-END = "<!-- bench:assignors:end -->"
-DOC = Path(__file__).resolve().parents[2] / "docs" / "performance.md"
+CLASSIC = ("range", "roundrobin", "sticky", "cooperative-sticky")
+STICKY = ("sticky", "cooperative-sticky")
+SLOW_PEER_SECONDS = 1.0
+QUICK_SKIP = 1_000_000  # --quick: skip kafka-python sticky cells with members x partitions >= this
+GENERATION = 1
+
+_KGROUP: dict[str, Callable[[], Any]] = {
+    "range": RangeAssignor,
+    "roundrobin": RoundRobinAssignor,
+    "sticky": StickyAssignor,
+    "cooperative-sticky": CooperativeStickyAssignor,
+}
+_PEER: dict[str, Callable[[], Any]] = {
+    "range": RangePartitionAssignor,
+    "roundrobin": RoundRobinPartitionAssignor,
+    "sticky": StickyPartitionAssignor,
+    "cooperative-sticky": PeerCooperativeSticky,
+}
 
 
-def timed(fn: Callable[[], object], repeats: int) -> list[float]:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return times
+@dataclass(frozen=True)
+class Result:
+    times: list[float]
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.times) * 1000
 
 
-def build_inputs() -> tuple[Cluster, list[str], list[str]]:
-    topics = [f"topic-{i:03d}" for i in range(TOPICS)]
-    members = [f"consumer-{i:04d}-{'x' * 8}" for i in range(MEMBERS)]
-    return Cluster(dict.fromkeys(topics, PARTITIONS_PER_TOPIC)), topics, members
+@dataclass
+class Cell:
+    members: int
+    partitions: int
+    # (assignor, scenario) -> result; assignor "kafka-python X" for the peer
+    results: dict[tuple[str, str], Result]
 
 
 class _PeerCluster:
-    """The two things kafka-python's sticky assignor asks of its cluster metadata."""
+    """What kafka-python's assignors ask of their cluster metadata."""
 
-    def __init__(self, counts: dict[str, int]) -> None:
-        self.counts = counts
+    def __init__(self, counts: Mapping[str, int]) -> None:
+        self.counts = dict(counts)
 
     def topics(self) -> set[str]:
         return set(self.counts)
@@ -79,202 +126,311 @@ class _PeerCluster:
         return set(range(self.counts[topic]))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--peer-repeats", type=int, default=1)
-    parser.add_argument("--no-write", action="store_true", help="do not update docs/performance.md")
-    args = parser.parse_args()
+def timed(fn: Callable[[], object], repeats: int, stop_after: float | None = None) -> list[float]:
+    """Run ``fn`` ``repeats`` times, or once if the first run takes over ``stop_after`` s."""
+    times: list[float] = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+        if stop_after is not None and times[0] > stop_after:
+            break
+    return times
 
-    cluster, topics, members = build_inputs()
-    fresh = GroupSubscription({m: Subscription(tuple(topics)) for m in members})
-    previous = StickyAssignor().assign(cluster, fresh)
-    leaver = members[len(members) // 2]
 
-    def owned(cooperative: bool) -> GroupSubscription:
-        subs = {}
-        for m in members:
-            if m == leaver:
+def _kgroup_subscriptions(
+    assignor: str,
+    topics: Sequence[str],
+    members: Sequence[str],
+    owned: GroupAssignment | None,
+) -> GroupSubscription:
+    subs: dict[str, Subscription] = {}
+    for m in members:
+        parts = owned.partitions(m) if owned is not None else ()
+        if owned is None or m not in owned.assignments:
+            subs[m] = Subscription(tuple(topics))
+        elif assignor == "sticky":
+            # eager: the previous assignment travels in the user data (Java layout)
+            subs[m] = Subscription(
+                tuple(topics), user_data=encode_sticky_user_data(parts, GENERATION)
+            )
+        elif assignor == "cooperative-sticky":
+            subs[m] = Subscription(
+                tuple(topics),
+                user_data=encode_cooperative_user_data(GENERATION),
+                owned_partitions=parts,
+                generation_id=GENERATION,
+            )
+        else:
+            # range / roundrobin do not look at ownership; report it as a v1+ member does
+            subs[m] = Subscription(tuple(topics), owned_partitions=parts, generation_id=GENERATION)
+    return GroupSubscription(subs)
+
+
+def _peer_members(
+    assignor: str, topics: Sequence[str], members: Sequence[str], owned: GroupAssignment | None
+) -> list[SimpleNamespace]:
+    """The same subscriptions as kafka-python's leader decodes them."""
+    out = []
+    for m in members:
+        parts = owned.partitions(m) if owned is not None else ()
+        by_topic: dict[str, list[int]] = {}
+        for tp in parts:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        has_owned = owned is not None and m in owned.assignments
+        user_data: object = None
+        owned_partitions: list[SimpleNamespace] = []
+        generation = -1
+        if has_owned and assignor == "sticky":
+            # kafka-python accepts its own decoded user data object (see its parse_member_metadata)
+            user_data = StickyAssignorUserData(list(by_topic.items()), GENERATION)
+        elif has_owned:
+            owned_partitions = [
+                SimpleNamespace(topic=t, partitions=ps) for t, ps in by_topic.items()
+            ]
+            generation = GENERATION
+        metadata = SimpleNamespace(
+            topics=list(topics),
+            user_data=user_data if assignor == "sticky" else b"",
+            owned_partitions=owned_partitions,
+            generation_id=generation,
+        )
+        out.append(SimpleNamespace(member_id=m, group_instance_id=None, metadata=metadata))
+    return out
+
+
+def _assign(make: Callable[[], Any], cluster: object, members: object) -> object:
+    """One run as a leader does it: a fresh assignor instance, then ``assign``."""
+    return make().assign(cluster, members)
+
+
+def _check(assignment: GroupAssignment, total: int) -> None:
+    seen = [tp for m in assignment for tp in assignment.partitions(m)]
+    if len(seen) != len(set(seen)) or len(seen) > total:
+        raise AssertionError("kgroup produced an assignment that is not exclusive")
+
+
+def run_cell(
+    n_members: int, n_partitions: int, args: argparse.Namespace, log: Callable[[str], None]
+) -> Cell:
+    topics = [f"topic-{i:03d}" for i in range(max(1, n_partitions // PARTITIONS_PER_TOPIC))]
+    counts = dict.fromkeys(topics, min(n_partitions, PARTITIONS_PER_TOPIC))
+    cluster = Cluster(counts)
+    peer_cluster = _PeerCluster(counts)
+    members = [f"consumer-{i:04d}-{'x' * 8}" for i in range(n_members)]
+    joiner, leaver = members[-1], members[n_members // 2]
+    others = members[:-1]
+    remaining = [m for m in members if m != leaver]
+    cell = Cell(n_members, n_partitions, {})
+
+    def record(name: str, scenario: str, times: list[float]) -> None:
+        cell.results[(name, scenario)] = Result(times)
+        runs = len(times)
+        log(
+            f"  {n_members:>5} x {n_partitions:>6} {name:<31} {scenario:<6} "
+            f"median {statistics.median(times) * 1000:10.1f} ms ({runs} run{'s' * (runs > 1)})"
+        )
+
+    for name in CLASSIC:
+        fresh_subs = GroupSubscription({m: Subscription(tuple(topics)) for m in members})
+        before_join = _KGROUP[name]().assign(
+            cluster, GroupSubscription({m: Subscription(tuple(topics)) for m in others})
+        )
+        scenarios: dict[str, tuple[list[str], GroupAssignment | None]] = {
+            "fresh": (members, None),
+            "join": (members, before_join),
+        }
+        if name in STICKY:
+            scenarios["leave"] = (remaining, _KGROUP[name]().assign(cluster, fresh_subs))
+        for scenario, (ms, owned) in scenarios.items():
+            subs = _kgroup_subscriptions(name, topics, ms, owned)
+            _check(_KGROUP[name]().assign(cluster, subs), n_partitions)
+            record(
+                f"kgroup {name}",
+                scenario,
+                timed(functools.partial(_assign, _KGROUP[name], cluster, subs), args.repeats),
+            )
+            if args.quick and name in STICKY and n_members * n_partitions >= QUICK_SKIP:
                 continue
-            parts = previous.partitions(m)
-            if cooperative:
-                subs[m] = Subscription(tuple(topics), owned_partitions=parts, generation_id=1)
-            else:
-                subs[m] = Subscription(tuple(topics), user_data=encode_sticky_user_data(parts, 1))
-        return GroupSubscription(subs)
-
-    eager_rebalance, coop_rebalance = owned(False), owned(True)
+            peer = _peer_members(name, topics, ms, owned)
+            record(
+                f"kafka-python {name}",
+                scenario,
+                timed(
+                    functools.partial(_assign, _PEER[name], peer_cluster, peer),
+                    args.peer_repeats,
+                    SLOW_PEER_SECONDS,
+                ),
+            )
+        if joiner in before_join.assignments:
+            raise AssertionError("the joiner was part of the balanced group")
 
     ids = {t: uuid.uuid5(uuid.NAMESPACE_DNS, t) for t in topics}
-    spec_fresh = AssignmentSpec(
-        {m: MemberSpec(frozenset(ids.values())) for m in members},
-        {topic_id: TopicMetadata(name, PARTITIONS_PER_TOPIC) for name, topic_id in ids.items()},
+    topic_meta = {topic_id: TopicMetadata(t, counts[t]) for t, topic_id in ids.items()}
+    sub_ids = frozenset(ids.values())
+    fresh_spec = AssignmentSpec({m: MemberSpec(sub_ids) for m in members}, topic_meta)
+    balanced = UniformAssignor().assign(
+        AssignmentSpec({m: MemberSpec(sub_ids) for m in others}, topic_meta)
     )
-    first = UniformAssignor().assign(spec_fresh)
-    spec_rebalance = AssignmentSpec(
+    join_spec = AssignmentSpec(
         {
-            m: MemberSpec(s.subscribed_topic_ids, first.members[m].partitions)
-            for m, s in spec_fresh.members.items()
-            if m != leaver
+            m: MemberSpec(sub_ids, balanced.members[m].partitions if m != joiner else {})
+            for m in members
         },
-        spec_fresh.topics,
+        topic_meta,
     )
-
-    rows: list[tuple[str, str, list[float]]] = []
-
-    def run(name: str, scenario: str, fn: Callable[[], object], repeats: int) -> float:
-        times = timed(fn, repeats)
-        rows.append((name, scenario, times))
-        print(
-            f"  {name:<34} {scenario:<10} median {statistics.median(times) * 1000:9.1f} ms",
-            flush=True,
+    full = UniformAssignor().assign(fresh_spec)
+    leave_spec = AssignmentSpec(
+        {m: MemberSpec(sub_ids, full.members[m].partitions) for m in remaining}, topic_meta
+    )
+    for scenario, spec in (("fresh", fresh_spec), ("join", join_spec), ("leave", leave_spec)):
+        record(
+            "kgroup uniform",
+            scenario,
+            timed(functools.partial(UniformAssignor().assign, spec), args.repeats),
         )
-        return statistics.median(times)
-
-    print(f"{MEMBERS} members x {TOPICS * PARTITIONS_PER_TOPIC} partitions", flush=True)
-    ours = {
-        "sticky fresh": run(
-            "kgroup sticky", "fresh", lambda: StickyAssignor().assign(cluster, fresh), args.repeats
-        ),
-        "sticky rebalance": run(
-            "kgroup sticky",
-            "rebalance",
-            lambda: StickyAssignor().assign(cluster, eager_rebalance),
-            args.repeats,
-        ),
-        "cooperative fresh": run(
-            "kgroup cooperative-sticky",
-            "fresh",
-            lambda: CooperativeStickyAssignor().assign(cluster, fresh),
-            args.repeats,
-        ),
-        "cooperative rebalance": run(
-            "kgroup cooperative-sticky",
-            "rebalance",
-            lambda: CooperativeStickyAssignor().assign(cluster, coop_rebalance),
-            args.repeats,
-        ),
-    }
-    run("kgroup uniform", "fresh", lambda: UniformAssignor().assign(spec_fresh), args.repeats)
-    run(
-        "kgroup uniform",
-        "rebalance",
-        lambda: UniformAssignor().assign(spec_rebalance),
-        args.repeats,
-    )
-
-    peer = _peer_runner(cluster, fresh, eager_rebalance)
-    peer_fresh = run("kafka-python sticky", "fresh", peer[0], args.peer_repeats)
-    peer_rebalance = run("kafka-python sticky", "rebalance", peer[1], args.peer_repeats)
-
-    ratios = {
-        "sticky fresh": peer_fresh / ours["sticky fresh"],
-        "sticky rebalance": peer_rebalance / ours["sticky rebalance"],
-        "cooperative-sticky fresh": peer_fresh / ours["cooperative fresh"],
-        "cooperative-sticky rebalance": peer_rebalance / ours["cooperative rebalance"],
-    }
-    summary = "summary: kafka-python sticky time / kgroup time = " + ", ".join(
-        f"{k} {v:.0f}x" for k, v in ratios.items()
-    )
-    table = _table(rows)
-    print()
-    print(table)
-    print(summary)
-    if not args.no_write:
-        _write_doc(table, summary, args)
+    return cell
 
 
-def _peer_runner(
-    cluster: Cluster, fresh: GroupSubscription, rebalance: GroupSubscription
-) -> tuple[Callable[[], object], Callable[[], object]]:
-    peer_cluster = _PeerCluster(dict(cluster.partition_counts))
-
-    def members(subs: GroupSubscription) -> list[SimpleNamespace]:
-        # kafka-python reads member_id and a decoded subscription (topics, user_data).
-        # Its user data is the Java layout behind a 2-byte version, so ours is
-        # re-encoded as its own StickyAssignorUserData (which it also accepts
-        # decoded): fed Java-layout bytes it would drop the previous assignment.
-        out = []
-        for m, s in subs.subscriptions.items():
-            user_data: object = None
-            if s.user_data:
-                previous = decode_sticky_user_data(s.user_data)
-                by_topic: dict[str, list[int]] = {}
-                for tp in previous.partitions:
-                    by_topic.setdefault(tp.topic, []).append(tp.partition)
-                user_data = StickyAssignorUserData(list(by_topic.items()), previous.generation)
-            metadata = SimpleNamespace(topics=list(s.topics), user_data=user_data)
-            out.append(SimpleNamespace(member_id=m, metadata=metadata))
-        return out
-
-    fresh_members, rebalance_members = members(fresh), members(rebalance)
-
-    def go(ms: list[SimpleNamespace]) -> Callable[[], object]:
-        return lambda: StickyPartitionAssignor().assign(peer_cluster, ms)
-
-    return go(fresh_members), go(rebalance_members)
+def _fmt(ms: float) -> str:
+    return f"{ms:,.1f}" if ms < 100 else f"{ms:,.0f}"
 
 
-def _table(rows: list[tuple[str, str, list[float]]]) -> str:
-    lines = [
-        "| assignor | scenario | runs | median (ms) | min (ms) |",
-        "|---|---|---:|---:|---:|",
-    ]
-    for name, scenario, times in rows:
-        lines.append(
-            f"| {name} | {scenario} | {len(times)} | {statistics.median(times) * 1000:.1f} "
-            f"| {min(times) * 1000:.1f} |"
-        )
+def _ratio(peer: Result, ours: Result) -> str:
+    ratio = peer.median_ms / ours.median_ms
+    return f"{ratio:.1f}x" if ratio < 10 else f"{ratio:,.0f}x"
+
+
+def table(cells: Sequence[Cell]) -> str:
+    head = ["members", "partitions", "scenario"]
+    for name in CLASSIC:
+        head += [f"{name} kgroup", f"{name} kafka-python (ratio)"]
+    head.append("uniform kgroup")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * 2 + "---|" + "---:|" * (len(head) - 3)]
+    for cell in cells:
+        for scenario in ("fresh", "join", "leave"):
+            row = [f"{cell.members:,}", f"{cell.partitions:,}", scenario]
+            for name in CLASSIC:
+                ours = cell.results.get((f"kgroup {name}", scenario))
+                peer = cell.results.get((f"kafka-python {name}", scenario))
+                row.append(_fmt(ours.median_ms) if ours else "")
+                if peer is None:
+                    row.append("skipped (--quick)" if ours and name in STICKY else "")
+                else:
+                    once = "¹" if len(peer.times) == 1 else ""
+                    ratio = f" ({_ratio(peer, ours)})" if ours else ""
+                    row.append(f"{_fmt(peer.median_ms)}{once}{ratio}")
+            uniform = cell.results.get(("kgroup uniform", scenario))
+            row.append(_fmt(uniform.median_ms) if uniform else "")
+            lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
-def _version(package: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "not installed"
+def summary(cells: Sequence[Cell]) -> str:
+    biggest = next(c for c in cells if c.members == 1_000 and c.partitions == 10_000)
+    parts: list[str] = []
+    for name in CLASSIC:
+        ratios = [
+            c.results[(f"kafka-python {name}", s)].median_ms
+            / c.results[(f"kgroup {name}", s)].median_ms
+            for c in cells
+            for s in ("fresh", "join", "leave")
+            if (f"kafka-python {name}", s) in c.results
+        ]
+        peer_key, ours_key = f"kafka-python {name}", f"kgroup {name}"
+        big = [
+            f"{s} {_ratio(biggest.results[(peer_key, s)], biggest.results[(ours_key, s)])}"
+            for s in ("fresh", "join")
+            if (peer_key, s) in biggest.results
+        ]
+        span = f"{min(ratios):.1f}x-{max(ratios):,.0f}x over the grid" if ratios else "no peer runs"
+        parts.append(f"{name} {span}" + (f" (1,000 x 10,000: {', '.join(big)})" if big else ""))
+    worst = max(
+        biggest.results[(f"kgroup {n}", s)].median_ms
+        for n in STICKY
+        for s in ("fresh", "join", "leave")
+    )
+    verdict = "met" if worst < 1000 else "NOT met"
+    return (
+        "summary: kafka-python time / kgroup time = "
+        + "; ".join(parts)
+        + f"; slowest kgroup sticky/cooperative-sticky run at 1,000 x 10,000: {worst:,.0f} ms "
+        f"(target well under 1 s: {verdict})"
+    )
 
 
-def _write_doc(table: str, summary: str, args: argparse.Namespace) -> None:
-    machine = platform.machine()  # what `uname -m` prints
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5, help="runs per kgroup cell")
+    parser.add_argument(
+        "--peer-repeats",
+        type=int,
+        default=3,
+        help=f"runs per kafka-python cell (one if the first takes over {SLOW_PEER_SECONDS:.0f} s)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="skip kafka-python's sticky assignors on the largest cells (never writes the doc)",
+    )
+    parser.add_argument("--no-write", action="store_true", help="do not update docs/performance.md")
+    args = parser.parse_args()
+
+    started = time.monotonic()
+    cells = [
+        run_cell(m, p, args, lambda line: print(line, flush=True))
+        for m in MEMBER_COUNTS
+        for p in PARTITION_COUNTS
+    ]
+    text_table, text_summary = table(cells), summary(cells)
+    print()
+    print(text_table)
+    print(text_summary)
+    print(f"took {time.monotonic() - started:.0f} s")
+    if args.quick or args.no_write:
+        return
     command = (
         f"python tests/benchmarks/bench_assignors.py --repeats {args.repeats} "
         f"--peer-repeats {args.peer_repeats}"
     )
-    section = "\n".join(
+    benchlib.write_section(
+        "assignors",
         [
-            START,
-            "## Assignors: 1,000 members x 10,000 partitions",
+            "## Assignors: 10 / 100 / 1,000 members over 100 / 1,000 / 10,000 partitions",
             "",
-            f"{MEMBERS} members, all subscribed to {TOPICS} topics of {PARTITIONS_PER_TOPIC} "
-            "partitions. *fresh*: nobody owns anything; *rebalance*: every member reports its "
-            "previous assignment and one member has left. kafka-python's pure-Python "
-            "`StickyPartitionAssignor` runs on the same input in the same process.",
+            "Every member subscribes to every topic; topics have 100 partitions each (1, 10 "
+            "and 100 topics). *fresh*: nobody owns anything. *join*: a balanced group of N-1 "
+            "members, each reporting what the same kgroup assignor gave it (generation 1: "
+            "sticky in its user data, cooperative-sticky as owned partitions), and one new "
+            "member owning nothing. *leave* (sticky assignors and uniform): N-1 members of a "
+            "balanced N-member group report their partitions. range and roundrobin do not "
+            "look at ownership, so for them *join* is N members computed from scratch. "
+            "kafka-python 3.x's pure-Python `RangePartitionAssignor`, "
+            "`RoundRobinPartitionAssignor`, `StickyPartitionAssignor` and "
+            "`CooperativeStickyAssignor` run in the same process on the same input, "
+            "interleaved with kgroup's. `uniform` is kgroup's copy of the broker's "
+            "new-protocol assignor (no kafka-python counterpart), as a reference. "
+            "Times are medians in milliseconds of the assignor's `assign` call alone; "
+            f"kgroup cells run {args.repeats} times, kafka-python cells {args.peer_repeats} "
+            f"times, or once (¹) when the first run took over {SLOW_PEER_SECONDS:.0f} s. "
+            "The ratio is kafka-python / kgroup.",
             "",
-            table,
+            "Target: sticky and cooperative-sticky at 1,000 members x 10,000 partitions well "
+            "under 1 s.",
             "",
-            summary,
+            text_table,
             "",
-            f"- machine: `{machine}`, {len(os.sched_getaffinity(0))} CPUs (nproc), Python "
-            f"{platform.python_version()}; load average when written "
-            f"{os.getloadavg()[0]:.1f} (other work on the machine inflates every figure)",
-            f"- versions: kgroup {_version('kgroup')}, kafka-python {_version('kafka-python')}",
-            f"- date: {now}",
+            text_summary,
+            "",
+            f"- {benchlib.machine_line()}",
+            f"- load average (1/5/15 min) when written: {benchlib.load_average()} "
+            f"(over {os.cpu_count()} CPUs; other work on the machine inflates every figure)",
+            f"- versions: kgroup {benchlib.version('kgroup')}, "
+            f"kafka-python {benchlib.version('kafka-python')}",
+            f"- date: {benchlib.now()}; the run took {time.monotonic() - started:.0f} s",
             f"- command: `{command}`",
-            END,
-        ]
+        ],
     )
-    text = DOC.read_text() if DOC.exists() else "# Performance\n\nWritten by the benchmarks.\n"
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        _, tail = rest.split(END, 1)
-        text = head + section + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    DOC.write_text(text)
-    print(f"updated {DOC}")
 
 
 if __name__ == "__main__":

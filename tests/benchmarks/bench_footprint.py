@@ -1,0 +1,178 @@
+"""Benchmark: memory and CPU of an idle group member, kgroup vs librdkafka vs the Java client.
+
+Run standalone (not collected by pytest), from the repository root:
+
+    python tests/benchmarks/bench_footprint.py [--seconds 60] [--members 3] [--no-write]
+
+Starts its own broker through ``kgroup.testing`` (heartbeat interval 0.5 s for
+every client). For each client kind, ``--members`` member processes (the peer
+harness of ``tests/peers``) join a group of their own on a 12-partition topic
+that receives no records; once every group is balanced, all members idle
+together for ``--seconds`` — heartbeating, and polling 100 ms at a time like
+an application waiting for records. Per process, from /proc: resident memory
+(VmRSS) at the end and CPU time (user + system) spent in the window.
+Prints a table and a summary line; rewrites the ``bench:footprint`` section
+of docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import benchlib
+from peers import DEFAULT_JVM_OPTIONS, Peer, PeerGroup, balanced
+
+KINDS = ("kgroup", "librdkafka", "java")
+PARTITIONS = 12
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all its threads), from /proc/PID/stat."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime (fields 14, 15)
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--members", type=int, default=3, help="member processes per kind")
+    parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--no-write", action="store_true", help="do not update docs/performance.md")
+    args = parser.parse_args()
+    kinds = [k for k in args.kinds.split(",") if k]
+
+    from kgroup.testing import KafkaBroker, create_topic  # noqa: PLC0415
+
+    rows: list[tuple[str, list[float], list[float]]] = []
+    with KafkaBroker() as broker, PeerGroup(broker.bootstrap_servers) as peers:
+        bootstrap = broker.bootstrap_servers
+        groups: dict[str, list[Peer]] = {}
+        for kind in kinds:
+            topic = f"bench-footprint-{kind}"
+            create_topic(bootstrap, topic, partitions=PARTITIONS)
+            group = f"bench-footprint-{kind}-{uuid.uuid4().hex[:6]}"
+            members = [
+                peers.start(kind, group, name=f"{kind}-{i}", topic=topic)
+                for i in range(args.members)
+            ]
+            groups[kind] = members
+        peers.wait(
+            lambda: all(balanced(ms, PARTITIONS) for ms in groups.values()),
+            90,
+            "every group balanced",
+        )
+        time.sleep(2.0)  # past the join's own work
+        start = {p.pid: cpu_seconds(p.pid) for ms in groups.values() for p in ms}
+        began = time.monotonic()
+        print(f"idling {args.seconds:.0f} s ...", flush=True)
+        time.sleep(args.seconds)
+        elapsed = time.monotonic() - began
+        for kind, members in groups.items():
+            for member in members:
+                assert member.alive(), f"{member.name} died:\n{member.stderr_tail()}"
+            cpu = [cpu_seconds(m.pid) - start[m.pid] for m in members]
+            rss = [rss_mib(m.pid) for m in members]
+            rows.append((kind, rss, cpu))
+            print(
+                f"  {kind:<10} RSS {statistics.median(rss):7.1f} MiB  "
+                f"CPU {statistics.median(cpu):6.2f} s / {elapsed:.0f} s",
+                flush=True,
+            )
+        for members in groups.values():
+            for member in members:
+                member.send("close")
+    table, summary = render(rows, elapsed)
+    print()
+    print(table)
+    print(summary)
+    if not args.no_write:
+        command = (
+            f"python tests/benchmarks/bench_footprint.py --seconds {args.seconds:g} "
+            f"--members {args.members}"
+        )
+        write(table, summary, command, args.members)
+
+
+def render(rows: list[tuple[str, list[float], list[float]]], elapsed: float) -> tuple[str, str]:
+    lines = [
+        "| client | processes | RSS MiB median (min-max) | CPU s in window median (min-max) "
+        "| CPU % of one core |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for kind, rss, cpu in rows:
+        lines.append(
+            f"| {kind} | {len(rss)} | {benchlib.spread(rss)} | {benchlib.spread(cpu)} "
+            f"| {statistics.median(cpu) / elapsed * 100:.2f} |"
+        )
+    med = {k: (statistics.median(r), statistics.median(c)) for k, r, c in rows}
+    parts = []
+    if "kgroup" in med:
+        for other in med:
+            if other != "kgroup":
+                parts.append(
+                    f"kgroup / {other}: RSS {med['kgroup'][0] / med[other][0]:.2f}x, "
+                    f"CPU {med['kgroup'][1] / max(med[other][1], 1e-9):.2f}x"
+                )
+    summary = f"summary (idle {elapsed:.0f} s, per process): " + "; ".join(parts)
+    return "\n".join(lines), summary
+
+
+def write(table: str, summary: str, command: str, members: int) -> None:
+    benchlib.write_section(
+        "footprint",
+        [
+            "## Footprint: an idle member's memory and CPU",
+            "",
+            f"Per client kind, {members} member processes in a group of their own on a "
+            f"{PARTITIONS}-partition topic with no records, all kinds idling in the same "
+            "window after their groups balanced: heartbeats every 0.5 s (the broker's "
+            "setting for every client) and a poll every 100 ms (the peer harness's loop). "
+            "RSS is VmRSS at the end of the window; CPU is user + system time of the whole "
+            "process (every thread) during the window. The kgroup and librdkafka members are "
+            "CPython processes running `tests/peers/python_peer.py` (interpreter and imports "
+            "included); the Java members run `tests/peers/java/Peer.java` with "
+            f"`{' '.join(DEFAULT_JVM_OPTIONS)}`.",
+            "",
+            table,
+            "",
+            summary,
+            "",
+            f"- {benchlib.machine_line()}",
+            f"- load average (1/5/15 min) when written: {benchlib.load_average()} — the "
+            "machine is shared with other test runs",
+            f"- versions: kgroup {benchlib.version('kgroup')}, confluent-kafka "
+            f"{benchlib.version('confluent-kafka')}, Java kafka-clients 4.4.0 on "
+            f"{java_version()}, Apache Kafka broker 4.4.0",
+            f"- date: {benchlib.now()}",
+            f"- command: `{command}`",
+        ],
+    )
+
+
+def java_version() -> str:
+    import subprocess  # noqa: PLC0415
+
+    result = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
+    first = (result.stderr or result.stdout).splitlines()
+    return first[0].strip() if first else "java (unknown version)"
+
+
+if __name__ == "__main__":
+    main()
