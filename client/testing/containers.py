@@ -35,9 +35,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
 
 from kgroup.errors import BrokerStartError, HarnessError
-from kgroup.testing._lifecycle import StartsOnEnter
+from kgroup.testing._lifecycle import NodeCluster, NodeState, StartsOnEnter
 from kgroup.testing.config import FAST_TEST_DEFAULTS, generate_cluster_id, pick_free_ports
-from kgroup.testing.process import DEFAULT_JVM_OPTIONS, NodeState
+from kgroup.testing.process import DEFAULT_JVM_OPTIONS
 from kgroup.testing.readiness import wait_until_answers
 from kgroup.testing.runtime import DEFAULT_KAFKA_VERSION
 
@@ -617,7 +617,7 @@ class ContainerBroker(StartsOnEnter):
 # -- several nodes ---------------------------------------------------------------------------
 
 
-class ContainerCluster(StartsOnEnter):
+class ContainerCluster(NodeCluster[ContainerBroker]):
     """Several :class:`ContainerBroker` nodes forming one cluster on a private network.
 
     Every node runs broker and controller (node ids ``1..nodes``, a static
@@ -679,18 +679,6 @@ class ContainerCluster(StartsOnEnter):
         """The KRaft cluster id."""
         return self._cluster_id
 
-    @property
-    def bootstrap_servers(self) -> str:
-        """Every node's ``127.0.0.1:<port>``, comma-joined (known after start)."""
-        return ",".join(node.bootstrap_servers for node in self.nodes)
-
-    def node(self, node_id: int) -> ContainerBroker:
-        """Return the node whose ``node.id`` is ``node_id``."""
-        for candidate in self.nodes:
-            if candidate.node_id == node_id:
-                return candidate
-        raise KeyError(f"no node {node_id} in this cluster (ids 1..{len(self.nodes)})")
-
     def start(self) -> Self:
         """Start every node; return once all answer and see each other.
 
@@ -711,15 +699,9 @@ class ContainerCluster(StartsOnEnter):
                 self._closed = True
                 self._teardown()
                 raise
+            self._await_membership(deadline)
         else:
-            # Launch all before waiting for any: a node cannot finish starting
-            # until a majority of the quorum runs.
-            stopped = [node for node in self.nodes if node.state is NodeState.STOPPED]
-            for node in stopped:
-                node._launch()
-            for node in stopped:
-                node._await_ready(deadline, self._check_all_alive)
-        self._await_membership(deadline)
+            self._start_stopped_nodes(deadline)
         return self
 
     def _first_start(self, deadline: float) -> None:
@@ -737,24 +719,6 @@ class ContainerCluster(StartsOnEnter):
         for node in self.nodes:
             node._await_ready(deadline, self._check_all_alive)
 
-    def _check_all_alive(self) -> None:
-        for node in self.nodes:
-            if node._state is NodeState.RUNNING:
-                node._check_alive()
-
-    def _await_membership(self, deadline: float) -> None:
-        try:
-            wait_until_answers(
-                self.bootstrap_servers,
-                deadline=deadline,
-                expected_broker_ids=[node.node_id for node in self.nodes],
-            )
-        except TimeoutError as exc:
-            tails = "\n".join(
-                f"--- node {node.node_id}:\n{node.log_tail(15)}" for node in self.nodes
-            )
-            raise BrokerStartError(f"the cluster did not form: {exc}\n{tails}") from None
-
     def stop(self, timeout: float | None = None) -> None:
         """Stop every node gracefully (storage kept)."""
         # Concurrently: a controlled shutdown of the last nodes waits for a
@@ -763,16 +727,6 @@ class ContainerCluster(StartsOnEnter):
             futures = [pool.submit(node.stop, timeout) for node in self.nodes]
         for future in futures:
             future.result()  # re-raise a node's failure here
-
-    def kill(self) -> None:
-        """Kill every node at once (SIGKILL)."""
-        for node in self.nodes:
-            node.kill()
-
-    def restart(self) -> None:
-        """Stop every node, then start them all again (same storage, same ports)."""
-        self.stop()
-        self.start()
 
     def close(self) -> None:
         """Remove every container and the network."""

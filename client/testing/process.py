@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import enum
 import functools
 import logging
 import os
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Self
 
 from kgroup.errors import BrokerStartError, HarnessError
-from kgroup.testing._lifecycle import StartsOnEnter
+from kgroup.testing._lifecycle import NodeCluster, NodeState, StartsOnEnter
 from kgroup.testing.config import (
     NodePorts,
     QuorumNode,
@@ -70,19 +69,6 @@ _PORT_IN_USE = b"Address already in use"
 _TAIL_LINES = 40
 _PORT_ATTEMPTS = 3
 _POLL = 0.05
-
-
-class NodeState(enum.Enum):
-    """Lifecycle of a :class:`KafkaBroker`."""
-
-    NEW = "new"
-    """Not started yet; no storage, no ports."""
-    RUNNING = "running"
-    """The JVM runs and answered the readiness check."""
-    STOPPED = "stopped"
-    """Stopped or killed; storage and ports are kept for :meth:`KafkaBroker.restart`."""
-    CLOSED = "closed"
-    """Stopped for good; its directories are removed unless kept."""
 
 
 class _PortConflictError(BrokerStartError):
@@ -602,7 +588,7 @@ class KafkaBroker(StartsOnEnter):
         self._state = NodeState.STOPPED
 
 
-class KafkaCluster(StartsOnEnter):
+class KafkaCluster(NodeCluster[KafkaBroker]):
     """Several :class:`KafkaBroker` nodes forming one cluster with a static controller quorum.
 
     Every node runs broker and controller; node ids are ``1..nodes``. The
@@ -659,11 +645,6 @@ class KafkaCluster(StartsOnEnter):
             node._make_work_dir = functools.partial(self._node_dir, node.node_id)
 
     @property
-    def bootstrap_servers(self) -> str:
-        """Every node's ``127.0.0.1:<port>``, comma-joined (known after start)."""
-        return ",".join(node.bootstrap_servers for node in self.nodes)
-
-    @property
     def cluster_id(self) -> str | None:
         """The KRaft cluster id (known after start)."""
         return self._cluster_id
@@ -680,13 +661,6 @@ class KafkaCluster(StartsOnEnter):
     def _node_dir(self, node_id: int) -> Path:
         return self.work_dir / f"node-{node_id}"
 
-    def node(self, node_id: int) -> KafkaBroker:
-        """Return the node whose ``node.id`` is ``node_id``."""
-        for candidate in self.nodes:
-            if candidate.node_id == node_id:
-                return candidate
-        raise KeyError(f"no node {node_id} in this cluster (ids 1..{len(self.nodes)})")
-
     def start(self) -> Self:
         """Start every node concurrently; return once all answer and see each other.
 
@@ -699,15 +673,7 @@ class KafkaCluster(StartsOnEnter):
         if self._closed:
             raise HarnessError("the cluster is closed; create a new one")
         if self._cluster_id is not None:
-            # Launch all before waiting for any: a node cannot finish starting
-            # until a majority of the quorum runs.
-            deadline = time.monotonic() + self.startup_timeout
-            stopped = [node for node in self.nodes if node.state is NodeState.STOPPED]
-            for node in stopped:
-                node._launch()
-            for node in stopped:
-                node._await_ready(deadline, self._check_all_alive)
-            self._await_membership(deadline)
+            self._start_stopped_nodes(time.monotonic() + self.startup_timeout)
             return self
         java = find_java()
         libs = resolve_kafka_libs(self.nodes[0].version)
@@ -749,26 +715,8 @@ class KafkaCluster(StartsOnEnter):
             node._await_ready(deadline, self._check_all_alive)
         self._await_membership(deadline)
 
-    def _check_all_alive(self) -> None:
-        for node in self.nodes:
-            # The raw state: the property would quietly mark a dead node
-            # stopped, and its exit would go unreported.
-            if node._state is NodeState.RUNNING:
-                node._check_alive()
-
-    def _await_membership(self, deadline: float) -> None:
-        try:
-            wait_until_answers(
-                self.bootstrap_servers,
-                deadline=deadline,
-                expected_broker_ids=[node.node_id for node in self.nodes],
-            )
-        except TimeoutError as exc:
-            tails = "\n".join(
-                f"--- node {node.node_id} ({node.log_path}):\n{node.log_tail(15)}"
-                for node in self.nodes
-            )
-            raise BrokerStartError(f"the cluster did not form: {exc}\n{tails}") from None
+    def _node_label(self, node: KafkaBroker) -> str:
+        return f"node {node.node_id} ({node.log_path})"
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop every node gracefully (SIGTERM to all at once, then wait)."""
@@ -779,16 +727,6 @@ class KafkaCluster(StartsOnEnter):
                     proc.send_signal(signal.SIGTERM)
         for node in self.nodes:
             node.stop(timeout)
-
-    def restart(self) -> None:
-        """Stop every node, then start them all again (same storage, same ports)."""
-        self.stop()
-        self.start()
-
-    def kill(self) -> None:
-        """Kill every node at once (SIGKILL)."""
-        for node in self.nodes:
-            node.kill()
 
     def close(self) -> None:
         """Stop every node for good and remove the work directory (unless kept or given).
