@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kgroup.assignors import resolve_assignors
 from kgroup.classic_runtime import DEFAULT_ASSIGNMENT_STRATEGY
@@ -14,10 +14,14 @@ from kgroup.dataplane import Record, validate_passthrough
 from kgroup.errors import KgroupError
 from kgroup.types import TopicPartition
 
+if TYPE_CHECKING:
+    from kgroup.runtime import Runtime
+
 __all__ = [
     "POLL_EVENT_INTERVAL",
     "SERVICE_SLICE",
     "ConsumerClosedError",
+    "ConsumerViews",
     "InvalidSubscriptionError",
     "Subscription",
     "build_config",
@@ -119,3 +123,38 @@ def commit_offsets_arg(
             raise ValueError(f"offset of {tp} must be >= 0, got {offset}")
         result[tp] = int(offset)
     return result
+
+
+class ConsumerViews:
+    """The read-only views ``Consumer`` and ``AsyncConsumer`` share."""
+
+    _config: ConsumerConfig
+    _runtime: Runtime
+
+    @property
+    def group_protocol(self) -> GroupProtocol:
+        """The group protocol in use: CONSUMER or CLASSIC (``auto`` is resolved before joining).
+
+        With the classic protocol ``member_epoch`` is the generation id.
+        """
+        return self._runtime.group_protocol
+
+    @property
+    def member_id(self) -> str:
+        """The member id (chosen by the client, kept for the consumer's life)."""
+        return self._runtime.member.member_id
+
+    @property
+    def member_epoch(self) -> int:
+        """The member epoch: 0 while joining, > 0 in the group, < 0 after leaving."""
+        return self._runtime.member.member_epoch
+
+    @property
+    def group_instance_id(self) -> str | None:
+        """``group.instance.id`` (static membership), or None."""
+        return self._config.group_instance_id
+
+    @property
+    def config(self) -> ConsumerConfig:
+        """The validated configuration."""
+        return self._config

@@ -31,6 +31,7 @@ from kgroup._frontend import (
     POLL_EVENT_INTERVAL,
     SERVICE_SLICE,
     ConsumerClosedError,
+    ConsumerViews,
     Subscription,
     build_config,
     commit_offsets_arg,
@@ -106,7 +107,7 @@ class _LoopThread:
         self._thread.join(timeout)
 
 
-class Consumer:
+class Consumer(ConsumerViews):
     """A Kafka consumer group member, blocking API.
 
     New protocol (KIP-848) by default; ``group.protocol`` ``classic`` or ``auto``
@@ -149,34 +150,6 @@ class Consumer:
         self._next_auto_commit = time.monotonic() + self._auto_commit_interval
 
     # ------------------------------------------------------------- identity
-
-    @property
-    def member_id(self) -> str:
-        """The member id (chosen by the client, kept for the consumer's life)."""
-        return self._runtime.member.member_id
-
-    @property
-    def member_epoch(self) -> int:
-        """The member epoch: 0 while joining, > 0 in the group, < 0 after leaving."""
-        return self._runtime.member.member_epoch
-
-    @property
-    def group_protocol(self) -> GroupProtocol:
-        """The group protocol in use: CONSUMER or CLASSIC (``auto`` is resolved at construction).
-
-        With the classic protocol ``member_epoch`` is the generation id.
-        """
-        return self._runtime.group_protocol
-
-    @property
-    def group_instance_id(self) -> str | None:
-        """``group.instance.id`` (static membership), or None."""
-        return self._config.group_instance_id
-
-    @property
-    def config(self) -> ConsumerConfig:
-        """The validated configuration."""
-        return self._config
 
     def assignment(self) -> frozenset[TopicPartition]:
         """The partitions currently assigned to this member."""
