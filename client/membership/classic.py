@@ -21,6 +21,7 @@ import random as _random
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
+from kgroup.membership._retry import RetryDelay
 from kgroup.membership.actions import (
     Closed,
     CommitOffsets,
@@ -248,8 +249,10 @@ class ClassicMember:
             (name, frozenset(protocols)) for name, protocols in assignors.items()
         )
         self._supports = dict(self._assignors)
-        self._backoff = Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms)
-        self._random = random or _random.random
+        self._retry = RetryDelay(
+            Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms),
+            random or _random.random,
+        )
         self._state = _S.UNJOINED
         # Identity in the group.
         self._member_id = ""
@@ -274,8 +277,6 @@ class ClassicMember:
         self._in_flight: dict[_Kind, _InFlight] = {}
         self._sync_request: SyncGroupRequest | None = None
         self._awaiting_coordinator = False
-        self._backoff_until: float | None = None
-        self._backoff_attempts = 0
         # Heartbeats and timers.
         self._next_heartbeat_at: float | None = None
         self._last_heartbeat_ok: float | None = None
@@ -367,14 +368,14 @@ class ClassicMember:
             if self._last_heartbeat_ok is not None:
                 candidates.append(self._session_deadline(self._last_heartbeat_ok))
             if _Kind.HEARTBEAT not in self._in_flight and self._next_heartbeat_at is not None:
-                candidates.append(max(self._next_heartbeat_at, self._backoff_until or 0.0))
+                candidates.append(max(self._next_heartbeat_at, self._retry.until or 0.0))
         if (
             self._state is _S.JOINING
             and _Kind.JOIN not in self._in_flight
             and not self._awaiting_coordinator
-            and self._backoff_until is not None
+            and self._retry.until is not None
         ):
-            candidates.append(self._backoff_until)
+            candidates.append(self._retry.until)
         return min(candidates) if candidates else None
 
     # -------------------------------------------------------------- dispatch
@@ -728,7 +729,7 @@ class ClassicMember:
                 acts,
             )
             return
-        self._reset_backoff()
+        self._retry.reset()
         self._generation = resp.generation_id
         self._member_id = resp.member_id
         self._protocol_name = name
@@ -815,7 +816,7 @@ class ClassicMember:
             self._mark_coordinator_unknown(acts)
             self._rejoin(_T.REJOIN, f"SyncGroup failed with {name}", now, acts)
         elif reaction is ClassicReaction.RETRY_WITH_BACKOFF:
-            self._back_off(now)
+            self._retry.failed(now)
             self._rejoin(_T.REJOIN, f"SyncGroup failed with {name}", now, acts)
         else:
             self._fatal(code, resp.error_message, acts)
@@ -832,7 +833,7 @@ class ClassicMember:
                 acts,
             )
             return
-        self._reset_backoff()
+        self._retry.reset()
         assignment = resp.assignment
         if assignment is None:
             log.warning(
@@ -1083,7 +1084,7 @@ class ClassicMember:
             return
         code = event.error_code
         if code == 0:
-            self._reset_backoff()
+            self._retry.reset()
             self._last_heartbeat_ok = now
             return
         reaction = classic_reaction_for(code)
@@ -1124,7 +1125,7 @@ class ClassicMember:
         if reaction is ClassicReaction.REDISCOVER:
             self._mark_coordinator_unknown(acts)
         elif reaction is ClassicReaction.RETRY_WITH_BACKOFF:
-            self._back_off(now)
+            self._retry.failed(now)
         else:
             self._fatal(code, message, acts)
 
@@ -1152,24 +1153,15 @@ class ClassicMember:
             event.detail,
         )
         if kind is _Kind.JOIN and current and self._state is _S.JOINING:
-            self._back_off(now)
+            self._retry.failed(now)
         elif kind is _Kind.SYNC and current and self._state is _S.SYNCING:
-            self._back_off(now)
+            self._retry.failed(now)
             self._rejoin(_T.REJOIN, "SyncGroup got no response", now, acts)
         elif kind is _Kind.HEARTBEAT and self._heartbeating():
-            self._back_off(now)
-
-    def _back_off(self, now: float) -> None:
-        delay = self._backoff.delay(self._backoff_attempts, self._random)
-        self._backoff_attempts = min(self._backoff_attempts + 1, 32)
-        self._backoff_until = now + delay
-
-    def _reset_backoff(self) -> None:
-        self._backoff_attempts = 0
-        self._backoff_until = None
+            self._retry.failed(now)
 
     def _mark_coordinator_unknown(self, acts: list[ClassicAction]) -> None:
-        self._reset_backoff()
+        self._retry.reset()
         if not self._awaiting_coordinator:
             self._awaiting_coordinator = True
             acts.append(RediscoverCoordinator())
@@ -1180,7 +1172,7 @@ class ClassicMember:
         """Send whatever request the state calls for and the rules allow."""
         if self._awaiting_coordinator:
             return
-        if self._backoff_until is not None and now < self._backoff_until:
+        if self._retry.holds(now):
             return
         if self._state is _S.JOINING and _Kind.JOIN not in self._in_flight:
             seq = self._send(_Kind.JOIN)

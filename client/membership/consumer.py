@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kgroup.membership import reconcile
+from kgroup.membership._retry import RetryDelay
 from kgroup.membership.actions import (
     Action,
     AssignorOnAssignment,
@@ -186,8 +187,10 @@ class ConsumerMember:
 
     def __init__(self, config: MemberConfig, *, random: Callable[[], float] | None = None) -> None:
         self._cfg = config
-        self._backoff = Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms)
-        self._random = random or _random.random
+        self._retry = RetryDelay(
+            Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms),
+            random or _random.random,
+        )
         self._state = MemberState.UNSUBSCRIBED
         self._member_id = config.member_id
         self._epoch = JOIN_EPOCH
@@ -229,8 +232,6 @@ class ConsumerMember:
         self._interval = config.heartbeat_interval_ms / 1000.0
         self._last_sent_at: float | None = None
         self._next_heartbeat_at: float | None = None
-        self._backoff_until: float | None = None
-        self._backoff_attempts = 0
         self._awaiting_coordinator = False
         self._heartbeat_asap = False
         # Poll timer, leaving, closing
@@ -517,8 +518,7 @@ class ConsumerMember:
             self._on_error(resp.error_code, resp.error_message, now, acts)
 
     def _on_success(self, resp: HeartbeatResponse, now: float, acts: list[Action]) -> None:
-        self._backoff_attempts = 0
-        self._backoff_until = None
+        self._retry.reset()
         if resp.heartbeat_interval_ms > 0:
             self._interval = resp.heartbeat_interval_ms / 1000.0
         sent_at = self._last_sent_at if self._last_sent_at is not None else now
@@ -587,18 +587,16 @@ class ConsumerMember:
         self._sent = None  # after any error the next heartbeat is a full one
         self._next_heartbeat_at = now
         if reaction is Reaction.REDISCOVER:
-            self._backoff_attempts = 0
-            self._backoff_until = None
+            self._retry.reset()
             self._awaiting_coordinator = True
             acts.append(RediscoverCoordinator())
         elif reaction is Reaction.RETRY_WITH_BACKOFF:
-            self._back_off(now)
+            self._retry.failed(now)
         elif reaction is Reaction.REPORT_AND_RETRY:
-            self._back_off(now)
+            self._retry.failed(now)
             acts.append(ReportError(code, name, message))
         elif reaction is Reaction.FENCED:
-            self._backoff_attempts = 0
-            self._backoff_until = None
+            self._retry.reset()
             self._fence(now, acts)
         else:
             self._fatal(code, name, message, reaction is Reaction.FATAL_UNSUPPORTED_VERSION, acts)
@@ -626,12 +624,7 @@ class ConsumerMember:
             event.kind.value,
             event.detail,
         )
-        self._back_off(now)
-
-    def _back_off(self, now: float) -> None:
-        delay = self._backoff.delay(self._backoff_attempts, self._random)
-        self._backoff_attempts = min(self._backoff_attempts + 1, 32)
-        self._backoff_until = now + delay
+        self._retry.failed(now)
 
     def _needs_immediate_heartbeat(self) -> bool:
         if self._state is _S.ACKNOWLEDGING or self._heartbeat_asap or self._sent is None:
@@ -645,7 +638,7 @@ class ConsumerMember:
             or self._awaiting_coordinator
         ):
             return None
-        backoff = self._backoff_until if self._backoff_until is not None else float("-inf")
+        backoff = self._retry.until if self._retry.until is not None else float("-inf")
         if self._needs_immediate_heartbeat() or self._next_heartbeat_at is None:
             return backoff if backoff != float("-inf") else None
         return max(backoff, self._next_heartbeat_at)
@@ -657,7 +650,7 @@ class ConsumerMember:
             or self._awaiting_coordinator
         ):
             return
-        if self._backoff_until is not None and now < self._backoff_until:
+        if self._retry.holds(now):
             return
         due = (
             self._needs_immediate_heartbeat()
