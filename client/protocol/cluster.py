@@ -1,7 +1,9 @@
 """What kgroup knows about the cluster: brokers, topics, partitions, leaders.
 
-Immutable snapshots built from Metadata responses; the client replaces its
-snapshot with a merged one on every refresh.
+Immutable snapshots: :func:`kgroup.protocol.requests.metadata.parse` builds one
+from a Metadata response, FindCoordinator answers a :class:`BrokerAddress`, and
+the transport's client replaces its snapshot with a merged one on every refresh.
+Plain values, no kio: they are what the rest of kgroup reads.
 """
 
 from __future__ import annotations
@@ -12,19 +14,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-from kio.static.constants import uuid_zero
-from kio.static.protocol import ResponsePayload
-
-from kgroup.errors import KafkaProtocolError
-from kgroup.protocol.apis import ApiKey
-from kgroup.protocol.errors import raise_for_error
 from kgroup.types import TopicPartition
 
-__all__ = ["BrokerAddress", "ClusterMetadata", "PartitionInfo", "TopicInfo"]
+__all__ = ["BrokerAddress", "ClusterMetadata", "PartitionInfo", "TopicInfo", "frozen_map"]
 
 
-def _frozen_map(data: Mapping[Any, Any] | None = None) -> Mapping[Any, Any]:
+def frozen_map(data: Mapping[Any, Any] | None = None) -> Mapping[Any, Any]:
     return MappingProxyType(dict(data or {}))
 
 
@@ -81,9 +76,9 @@ class ClusterMetadata:
         controller_id: the node id the broker reports as controller (-1 unknown).
     """
 
-    brokers: Mapping[int, BrokerAddress] = field(default_factory=_frozen_map)
-    topics: Mapping[str, TopicInfo] = field(default_factory=_frozen_map)
-    topic_errors: Mapping[str, int] = field(default_factory=_frozen_map)
+    brokers: Mapping[int, BrokerAddress] = field(default_factory=frozen_map)
+    topics: Mapping[str, TopicInfo] = field(default_factory=frozen_map)
+    topic_errors: Mapping[str, int] = field(default_factory=frozen_map)
     cluster_id: str | None = None
     controller_id: int = -1
 
@@ -110,56 +105,6 @@ class ClusterMetadata:
             return None
         return self.brokers.get(info.leader)
 
-    @classmethod
-    def from_response(cls, response: ResponsePayload) -> ClusterMetadata:
-        """Build a snapshot from a Metadata response (v10 or later).
-
-        Raises:
-            KafkaProtocolError: not a Metadata response.
-            BrokerError: the response's top-level error (v13+: REBOOTSTRAP_REQUIRED ...).
-        """
-        if int(response.__api_key__) != ApiKey.METADATA:
-            raise KafkaProtocolError(f"expected a Metadata response, got {type(response)}")
-        body: Any = response
-        raise_for_error(getattr(body, "error_code", ErrorCode.none))
-        brokers = {
-            int(b.node_id): BrokerAddress(int(b.node_id), b.host, int(b.port), b.rack)
-            for b in body.brokers
-        }
-        topics: dict[str, TopicInfo] = {}
-        errors: dict[str, int] = {}
-        for t in body.topics:
-            name = t.name
-            if name is None:
-                continue
-            if t.error_code != ErrorCode.none:
-                errors[name] = int(t.error_code)
-                continue
-            partitions = {
-                int(p.partition_index): PartitionInfo(
-                    partition=int(p.partition_index),
-                    leader=int(p.leader_id),
-                    leader_epoch=int(p.leader_epoch),
-                    replicas=tuple(int(n) for n in p.replica_nodes),
-                    isr=tuple(int(n) for n in p.isr_nodes),
-                    error_code=int(p.error_code),
-                )
-                for p in t.partitions
-            }
-            topics[name] = TopicInfo(
-                name=name,
-                topic_id=t.topic_id if t.topic_id is not None else uuid_zero,
-                partitions=_frozen_map(partitions),
-                is_internal=bool(t.is_internal),
-            )
-        return cls(
-            brokers=_frozen_map(brokers),
-            topics=_frozen_map(topics),
-            topic_errors=_frozen_map(errors),
-            cluster_id=body.cluster_id,
-            controller_id=int(body.controller_id),
-        )
-
     def merge(self, newer: ClusterMetadata, *, all_topics: bool) -> ClusterMetadata:
         """This snapshot updated by ``newer``.
 
@@ -177,8 +122,8 @@ class ClusterMetadata:
             errors.update(newer.topic_errors)
         return ClusterMetadata(
             brokers=newer.brokers,
-            topics=_frozen_map(topics),
-            topic_errors=_frozen_map(errors),
+            topics=frozen_map(topics),
+            topic_errors=frozen_map(errors),
             cluster_id=newer.cluster_id,
             controller_id=newer.controller_id,
         )
