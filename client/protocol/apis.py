@@ -145,12 +145,7 @@ def request_module(api_key: int, version: int) -> ModuleType:
     Raises:
         KeyError: kio has no such API or version.
     """
-    return _load(
-        "request",
-        api_key,
-        version,
-        lambda: load_payload_module(api_key, version, EntityType.request),
-    )
+    return _payload_module(EntityType.request, api_key, version)
 
 
 def response_module(api_key: int, version: int) -> ModuleType:
@@ -159,9 +154,8 @@ def response_module(api_key: int, version: int) -> ModuleType:
     Raises:
         KeyError: kio has no such API or version.
     """
-    return _load(
-        "response",
-        api_key,
-        version,
-        lambda: load_payload_module(api_key, version, EntityType.response),
-    )
+    return _payload_module(EntityType.response, api_key, version)
+
+
+def _payload_module(kind: EntityType, api_key: int, version: int) -> ModuleType:
+    return _load(kind.name, api_key, version, lambda: load_payload_module(api_key, version, kind))

@@ -590,3 +590,28 @@ def test_offset_fetch_parse_reads_offsets_and_raises_errors() -> None:
         offset_fetch.parse(_fetched(ErrorCode.none, ErrorCode.unstable_offset_commit), NAMES)
     with pytest.raises(BrokerError, match="STALE_MEMBER_EPOCH"):
         offset_fetch.parse(_fetched(ErrorCode.stale_member_epoch, ErrorCode.none), NAMES)
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        api_versions,
+        consumer_group_describe,
+        consumer_group_heartbeat,
+        find_coordinator,
+        heartbeat,
+        join_group,
+        leave_group,
+        metadata,
+        offset_commit,
+        offset_fetch,
+        sync_group,
+    ],
+)
+def test_each_module_accepts_exactly_the_versions_kgroup_negotiates(module: Any) -> None:
+    classes = module.narrow.classes
+    (api,) = {int(c.__api_key__) for c in classes}
+    supported = SUPPORTED_VERSIONS[ApiKey(api)]
+    assert sorted(int(c.__version__) for c in classes) == list(
+        range(supported.min, supported.max + 1)
+    )

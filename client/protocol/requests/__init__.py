@@ -8,7 +8,8 @@ Every module has the same shape:
   :class:`~kgroup.membership.JoinGroupRequest`, :class:`~kgroup.membership.SyncGroupRequest`)
   or from plain typed arguments;
 - ``Response``: the union of kio's response classes over the versions kgroup
-  negotiates, and ``narrow(payload) -> Response``, which checks that what the
+  negotiates, and ``narrow(payload) -> Response`` (a
+  :class:`~kgroup.protocol.requests._common.Narrow`), which checks that what the
   transport returned is one of them (:class:`~kgroup.errors.KafkaProtocolError`
   otherwise);
 - ``parse(response) -> <typed value>``: the fields kgroup needs, as plain values

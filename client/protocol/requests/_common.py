@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import typing
 import uuid
 from collections.abc import Iterable, Mapping
+from typing import Generic, TypeVar, cast
 
 from kio.static.protocol import ResponsePayload
 
@@ -11,7 +13,9 @@ from kgroup.errors import KafkaProtocolError
 from kgroup.protocol.apis import ApiKey
 from kgroup.types import TopicPartition
 
-__all__ = ["by_topic", "topic_name", "unexpected"]
+__all__ = ["Narrow", "by_topic", "topic_name", "unexpected"]
+
+_R = TypeVar("_R")
 
 
 def by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
@@ -38,3 +42,32 @@ def unexpected(payload: ResponsePayload, api: ApiKey) -> KafkaProtocolError:
         f"expected a {api.api_name} response, got {type(payload).__name__} "
         f"v{payload.__version__} of API key {payload.__api_key__}"
     )
+
+
+class Narrow(Generic[_R]):
+    """Checks that a response the transport returned is one of an API's response classes.
+
+    The transport types every response as kio's ``ResponsePayload``; each request
+    module has ``narrow = Narrow[Response](API, Response)``, where ``Response`` is
+    the union of the response classes of the versions kgroup negotiates, so that
+    ``parse(narrow(payload))`` reads typed fields.
+    """
+
+    def __init__(self, api: ApiKey, response_type: object) -> None:
+        self._api = api
+        # The classes of the union, checked with isinstance (works on a union too,
+        # but a tuple names them in messages and tests).
+        self.classes: tuple[type, ...] = typing.get_args(response_type) or (
+            cast(type, response_type),
+        )
+
+    def __call__(self, payload: ResponsePayload) -> _R:
+        """``payload`` as one of the API's responses.
+
+        Raises:
+            KafkaProtocolError: it is another API's response, or a version kgroup
+                does not negotiate.
+        """
+        if isinstance(payload, self.classes):
+            return cast(_R, payload)
+        raise unexpected(payload, self._api)

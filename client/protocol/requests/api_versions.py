@@ -9,7 +9,7 @@ UNSUPPORTED_VERSION; :func:`retry_version` says what to try next.
 from __future__ import annotations
 
 import re
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import kio.schema.api_versions.v0.response as v0
 import kio.schema.api_versions.v1.response as v1
@@ -17,11 +17,11 @@ import kio.schema.api_versions.v2.response as v2
 import kio.schema.api_versions.v3.response as v3
 import kio.schema.api_versions.v4.response as v4
 from kio.schema.errors import ErrorCode
-from kio.static.protocol import RequestPayload, ResponsePayload
+from kio.static.protocol import RequestPayload
 
 from kgroup.protocol import apis
 from kgroup.protocol.apis import SUPPORTED_VERSIONS, ApiKey, VersionRange
-from kgroup.protocol.requests._common import unexpected
+from kgroup.protocol.requests._common import Narrow
 
 __all__ = ["Response", "build", "narrow", "parse", "retry_version"]
 
@@ -32,13 +32,8 @@ Response: TypeAlias = (
     | v3.ApiVersionsResponse
     | v4.ApiVersionsResponse
 )
-_RESPONSES = (
-    v0.ApiVersionsResponse,
-    v1.ApiVersionsResponse,
-    v2.ApiVersionsResponse,
-    v3.ApiVersionsResponse,
-    v4.ApiVersionsResponse,
-)
+narrow: Final = Narrow[Response](ApiKey.API_VERSIONS, Response)
+"""``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 # What brokers accept as ClientSoftwareName / ClientSoftwareVersion (KIP-511).
 _SOFTWARE_FIELD = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
@@ -61,17 +56,6 @@ def build(
             raise ValueError(f"brokers reject {value!r} as client software name or version")
     request = cls(client_software_name=software_name, client_software_version=software_version)
     return request
-
-
-def narrow(payload: ResponsePayload) -> Response:
-    """``payload`` as an ApiVersions response.
-
-    Raises:
-        KafkaProtocolError: it is not an ApiVersions response.
-    """
-    if isinstance(payload, _RESPONSES):
-        return payload
-    raise unexpected(payload, ApiKey.API_VERSIONS)
 
 
 def parse(response: Response) -> dict[int, VersionRange]:

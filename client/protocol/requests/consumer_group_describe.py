@@ -5,22 +5,23 @@ UNSUPPORTED_VERSION per group; the request has no side effect)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 import kio.schema.consumer_group_describe.v0.response as v0
 import kio.schema.consumer_group_describe.v1.response as v1
-from kio.static.protocol import RequestPayload, ResponsePayload
+from kio.static.protocol import RequestPayload
 
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.negotiation import NegotiatedVersions
-from kgroup.protocol.requests._common import unexpected
+from kgroup.protocol.requests._common import Narrow
 
 __all__ = ["Response", "build", "narrow", "parse"]
 
 API = ApiKey.CONSUMER_GROUP_DESCRIBE
 
 Response: TypeAlias = v0.ConsumerGroupDescribeResponse | v1.ConsumerGroupDescribeResponse
-_RESPONSES = (v0.ConsumerGroupDescribeResponse, v1.ConsumerGroupDescribeResponse)
+narrow: Final = Narrow[Response](API, Response)
+"""``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 
 def build(versions: NegotiatedVersions, group_ids: Iterable[str]) -> RequestPayload:
@@ -28,17 +29,6 @@ def build(versions: NegotiatedVersions, group_ids: Iterable[str]) -> RequestPayl
     return versions.new_request(
         API, group_ids=tuple(group_ids), include_authorized_operations=False
     )
-
-
-def narrow(payload: ResponsePayload) -> Response:
-    """``payload`` as a ConsumerGroupDescribe response.
-
-    Raises:
-        KafkaProtocolError: it is not one.
-    """
-    if isinstance(payload, _RESPONSES):
-        return payload
-    raise unexpected(payload, API)
 
 
 def parse(response: Response) -> dict[str, int]:

@@ -8,23 +8,24 @@ into the request; :func:`parse` turns the response into the member's
 from __future__ import annotations
 
 import datetime
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import kio.schema.consumer_group_heartbeat.v0.response as v0
 import kio.schema.consumer_group_heartbeat.v1.response as v1
-from kio.static.protocol import RequestPayload, ResponsePayload
+from kio.static.protocol import RequestPayload
 
 from kgroup.membership import HeartbeatRequest, HeartbeatResponse
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.negotiation import NegotiatedVersions
-from kgroup.protocol.requests._common import unexpected
+from kgroup.protocol.requests._common import Narrow
 
 __all__ = ["Response", "build", "narrow", "parse"]
 
 API = ApiKey.CONSUMER_GROUP_HEARTBEAT
 
 Response: TypeAlias = v0.ConsumerGroupHeartbeatResponse | v1.ConsumerGroupHeartbeatResponse
-_RESPONSES = (v0.ConsumerGroupHeartbeatResponse, v1.ConsumerGroupHeartbeatResponse)
+narrow: Final = Narrow[Response](API, Response)
+"""``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 
 def build(versions: NegotiatedVersions, request: HeartbeatRequest) -> RequestPayload:
@@ -56,17 +57,6 @@ def build(versions: NegotiatedVersions, request: HeartbeatRequest) -> RequestPay
     if versions.version(API) >= 1:
         fields["subscribed_topic_regex"] = request.subscribed_topic_regex
     return versions.new_request(API, **fields)
-
-
-def narrow(payload: ResponsePayload) -> Response:
-    """``payload`` as a ConsumerGroupHeartbeat response.
-
-    Raises:
-        KafkaProtocolError: it is not one.
-    """
-    if isinstance(payload, _RESPONSES):
-        return payload
-    raise unexpected(payload, API)
 
 
 def parse(response: Response) -> HeartbeatResponse:

@@ -9,13 +9,13 @@ import kio.schema.find_coordinator.v5.response as v5
 import kio.schema.find_coordinator.v6.response as v6
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
-from kio.static.protocol import RequestPayload, ResponsePayload
+from kio.static.protocol import RequestPayload
 
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.cluster import BrokerAddress
 from kgroup.protocol.errors import broker_error
 from kgroup.protocol.negotiation import NegotiatedVersions
-from kgroup.protocol.requests._common import unexpected
+from kgroup.protocol.requests._common import Narrow
 
 __all__ = ["GROUP_KEY_TYPE", "Response", "build", "narrow", "parse"]
 
@@ -27,23 +27,13 @@ GROUP_KEY_TYPE: Final = i8(0)
 Response: TypeAlias = (
     v4.FindCoordinatorResponse | v5.FindCoordinatorResponse | v6.FindCoordinatorResponse
 )
-_RESPONSES = (v4.FindCoordinatorResponse, v5.FindCoordinatorResponse, v6.FindCoordinatorResponse)
+narrow: Final = Narrow[Response](API, Response)
+"""``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 
 def build(versions: NegotiatedVersions, group_id: str) -> RequestPayload:
     """The coordinator lookup of group ``group_id``."""
     return versions.new_request(API, key_type=GROUP_KEY_TYPE, coordinator_keys=(group_id,))
-
-
-def narrow(payload: ResponsePayload) -> Response:
-    """``payload`` as a FindCoordinator response.
-
-    Raises:
-        KafkaProtocolError: it is not one.
-    """
-    if isinstance(payload, _RESPONSES):
-        return payload
-    raise unexpected(payload, API)
 
 
 def parse(response: Response, group_id: str) -> BrokerAddress:

@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 import kio.schema.heartbeat.v3.response as v3
 import kio.schema.heartbeat.v4.response as v4
-from kio.static.protocol import RequestPayload, ResponsePayload
+from kio.static.protocol import RequestPayload
 
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.negotiation import NegotiatedVersions
-from kgroup.protocol.requests._common import unexpected
+from kgroup.protocol.requests._common import Narrow
 
 __all__ = ["Response", "build", "narrow", "parse"]
 
 API = ApiKey.HEARTBEAT
 
 Response: TypeAlias = v3.HeartbeatResponse | v4.HeartbeatResponse
-_RESPONSES = (v3.HeartbeatResponse, v4.HeartbeatResponse)
+narrow: Final = Narrow[Response](API, Response)
+"""``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 
 def build(
@@ -36,17 +37,6 @@ def build(
         member_id=member_id,
         group_instance_id=instance_id,
     )
-
-
-def narrow(payload: ResponsePayload) -> Response:
-    """``payload`` as a Heartbeat response.
-
-    Raises:
-        KafkaProtocolError: it is not one.
-    """
-    if isinstance(payload, _RESPONSES):
-        return payload
-    raise unexpected(payload, API)
 
 
 def parse(response: Response) -> int:

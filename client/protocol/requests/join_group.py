@@ -8,14 +8,14 @@ member's subscription, decoded here.
 from __future__ import annotations
 
 import datetime
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import kio.schema.join_group.v5.response as v5
 import kio.schema.join_group.v6.response as v6
 import kio.schema.join_group.v7.response as v7
 import kio.schema.join_group.v8.response as v8
 import kio.schema.join_group.v9.response as v9
-from kio.static.protocol import RequestPayload, ResponsePayload
+from kio.static.protocol import RequestPayload
 
 from kgroup.membership import GroupMember, JoinGroupRequest, JoinGroupResponse
 from kgroup.protocol.apis import ApiKey
@@ -26,7 +26,7 @@ from kgroup.protocol.classic_payload import (
     read_version,
 )
 from kgroup.protocol.negotiation import NegotiatedVersions
-from kgroup.protocol.requests._common import unexpected
+from kgroup.protocol.requests._common import Narrow
 
 __all__ = ["Response", "build", "narrow", "parse"]
 
@@ -39,13 +39,8 @@ Response: TypeAlias = (
     | v8.JoinGroupResponse
     | v9.JoinGroupResponse
 )
-_RESPONSES = (
-    v5.JoinGroupResponse,
-    v6.JoinGroupResponse,
-    v7.JoinGroupResponse,
-    v8.JoinGroupResponse,
-    v9.JoinGroupResponse,
-)
+narrow: Final = Narrow[Response](API, Response)
+"""``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 
 def build(versions: NegotiatedVersions, request: JoinGroupRequest) -> RequestPayload:
@@ -75,17 +70,6 @@ def build(versions: NegotiatedVersions, request: JoinGroupRequest) -> RequestPay
     if versions.version(API) >= 8:
         fields["reason"] = request.reason
     return versions.new_request(API, **fields)
-
-
-def narrow(payload: ResponsePayload) -> Response:
-    """``payload`` as a JoinGroup response.
-
-    Raises:
-        KafkaProtocolError: it is not one.
-    """
-    if isinstance(payload, _RESPONSES):
-        return payload
-    raise unexpected(payload, API)
 
 
 def parse(response: Response) -> JoinGroupResponse:

@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import kio.schema.leave_group.v3.response as v3
 import kio.schema.leave_group.v4.response as v4
 import kio.schema.leave_group.v5.response as v5
-from kio.static.protocol import RequestPayload, ResponsePayload
+from kio.static.protocol import RequestPayload
 
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.negotiation import NegotiatedVersions
-from kgroup.protocol.requests._common import unexpected
+from kgroup.protocol.requests._common import Narrow
 
 __all__ = ["Response", "build", "narrow", "parse"]
 
 API = ApiKey.LEAVE_GROUP
 
 Response: TypeAlias = v3.LeaveGroupResponse | v4.LeaveGroupResponse | v5.LeaveGroupResponse
-_RESPONSES = (v3.LeaveGroupResponse, v4.LeaveGroupResponse, v5.LeaveGroupResponse)
+narrow: Final = Narrow[Response](API, Response)
+"""``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 
 def build(
@@ -35,17 +36,6 @@ def build(
     if versions.version(API) >= 5:
         member["reason"] = reason
     return versions.new_request(API, group_id=group_id, members=(module.MemberIdentity(**member),))
-
-
-def narrow(payload: ResponsePayload) -> Response:
-    """``payload`` as a LeaveGroup response.
-
-    Raises:
-        KafkaProtocolError: it is not one.
-    """
-    if isinstance(payload, _RESPONSES):
-        return payload
-    raise unexpected(payload, API)
 
 
 def parse(response: Response) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import kio.schema.metadata.v10.response as v10
 import kio.schema.metadata.v11.response as v11
@@ -11,7 +11,7 @@ import kio.schema.metadata.v12.response as v12
 import kio.schema.metadata.v13.response as v13
 from kio.schema.errors import ErrorCode
 from kio.static.constants import uuid_zero
-from kio.static.protocol import RequestPayload, ResponsePayload
+from kio.static.protocol import RequestPayload
 
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.cluster import (
@@ -23,7 +23,7 @@ from kgroup.protocol.cluster import (
 )
 from kgroup.protocol.errors import raise_for_error
 from kgroup.protocol.negotiation import NegotiatedVersions
-from kgroup.protocol.requests._common import unexpected
+from kgroup.protocol.requests._common import Narrow
 
 __all__ = ["Response", "build", "narrow", "parse"]
 
@@ -32,12 +32,8 @@ API = ApiKey.METADATA
 Response: TypeAlias = (
     v10.MetadataResponse | v11.MetadataResponse | v12.MetadataResponse | v13.MetadataResponse
 )
-_RESPONSES = (
-    v10.MetadataResponse,
-    v11.MetadataResponse,
-    v12.MetadataResponse,
-    v13.MetadataResponse,
-)
+narrow: Final = Narrow[Response](API, Response)
+"""``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 
 def build(versions: NegotiatedVersions, topics: Sequence[str] | None) -> RequestPayload:
@@ -57,17 +53,6 @@ def build(versions: NegotiatedVersions, topics: Sequence[str] | None) -> Request
     if versions.version(API) <= 10:
         fields["include_cluster_authorized_operations"] = False
     return versions.new_request(API, **fields)
-
-
-def narrow(payload: ResponsePayload) -> Response:
-    """``payload`` as a Metadata response.
-
-    Raises:
-        KafkaProtocolError: it is not one.
-    """
-    if isinstance(payload, _RESPONSES):
-        return payload
-    raise unexpected(payload, API)
 
 
 def parse(response: Response) -> ClusterMetadata:

@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import kio.schema.offset_commit.v7.response as v7
 import kio.schema.offset_commit.v8.response as v8
 import kio.schema.offset_commit.v9.response as v9
 import kio.schema.offset_commit.v10.response as v10
 from kio.schema.errors import ErrorCode
-from kio.static.protocol import RequestPayload, ResponsePayload
+from kio.static.protocol import RequestPayload
 
 from kgroup.errors import BrokerError
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.errors import broker_error
 from kgroup.protocol.negotiation import NegotiatedVersions
-from kgroup.protocol.requests._common import by_topic, topic_name, unexpected
+from kgroup.protocol.requests._common import Narrow, by_topic, topic_name
 from kgroup.types import TopicPartition
 
 __all__ = ["Response", "build", "narrow", "parse"]
@@ -34,12 +34,8 @@ Response: TypeAlias = (
     | v9.OffsetCommitResponse
     | v10.OffsetCommitResponse
 )
-_RESPONSES = (
-    v7.OffsetCommitResponse,
-    v8.OffsetCommitResponse,
-    v9.OffsetCommitResponse,
-    v10.OffsetCommitResponse,
-)
+narrow: Final = Narrow[Response](API, Response)
+"""``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 
 def build(
@@ -79,17 +75,6 @@ def build(
         group_instance_id=instance_id,
         topics=tuple(topics),
     )
-
-
-def narrow(payload: ResponsePayload) -> Response:
-    """``payload`` as an OffsetCommit response.
-
-    Raises:
-        KafkaProtocolError: it is not one.
-    """
-    if isinstance(payload, _RESPONSES):
-        return payload
-    raise unexpected(payload, API)
 
 
 def parse(

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Mapping
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import kio.schema.offset_fetch.v8.response as v8
 import kio.schema.offset_fetch.v9.response as v9
 import kio.schema.offset_fetch.v10.response as v10
-from kio.static.protocol import RequestPayload, ResponsePayload
+from kio.static.protocol import RequestPayload
 
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.errors import raise_for_error
 from kgroup.protocol.negotiation import NegotiatedVersions
-from kgroup.protocol.requests._common import by_topic, topic_name, unexpected
+from kgroup.protocol.requests._common import Narrow, by_topic, topic_name
 from kgroup.types import TopicPartition
 
 __all__ = ["Response", "build", "narrow", "parse"]
@@ -26,7 +26,8 @@ __all__ = ["Response", "build", "narrow", "parse"]
 API = ApiKey.OFFSET_FETCH
 
 Response: TypeAlias = v8.OffsetFetchResponse | v9.OffsetFetchResponse | v10.OffsetFetchResponse
-_RESPONSES = (v8.OffsetFetchResponse, v9.OffsetFetchResponse, v10.OffsetFetchResponse)
+narrow: Final = Narrow[Response](API, Response)
+"""``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 
 def build(
@@ -57,17 +58,6 @@ def build(
     return versions.new_request(
         API, groups=(module.OffsetFetchRequestGroup(**group),), require_stable=True
     )
-
-
-def narrow(payload: ResponsePayload) -> Response:
-    """``payload`` as an OffsetFetch response.
-
-    Raises:
-        KafkaProtocolError: it is not one.
-    """
-    if isinstance(payload, _RESPONSES):
-        return payload
-    raise unexpected(payload, API)
 
 
 def parse(

@@ -5,25 +5,26 @@ Assignments travel encoded with :mod:`kgroup.protocol.classic_payload`.
 
 from __future__ import annotations
 
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import kio.schema.sync_group.v3.response as v3
 import kio.schema.sync_group.v4.response as v4
 import kio.schema.sync_group.v5.response as v5
-from kio.static.protocol import RequestPayload, ResponsePayload
+from kio.static.protocol import RequestPayload
 
 from kgroup.membership import MemberAssignment, SyncGroupRequest, SyncGroupResponse
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.classic_payload import decode_assignment, encode_assignment
 from kgroup.protocol.negotiation import NegotiatedVersions
-from kgroup.protocol.requests._common import unexpected
+from kgroup.protocol.requests._common import Narrow
 
 __all__ = ["Response", "build", "narrow", "parse"]
 
 API = ApiKey.SYNC_GROUP
 
 Response: TypeAlias = v3.SyncGroupResponse | v4.SyncGroupResponse | v5.SyncGroupResponse
-_RESPONSES = (v3.SyncGroupResponse, v4.SyncGroupResponse, v5.SyncGroupResponse)
+narrow: Final = Narrow[Response](API, Response)
+"""``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 
 def build(versions: NegotiatedVersions, request: SyncGroupRequest) -> RequestPayload:
@@ -48,17 +49,6 @@ def build(versions: NegotiatedVersions, request: SyncGroupRequest) -> RequestPay
         fields["protocol_type"] = request.protocol_type
         fields["protocol_name"] = request.protocol_name
     return versions.new_request(API, **fields)
-
-
-def narrow(payload: ResponsePayload) -> Response:
-    """``payload`` as a SyncGroup response.
-
-    Raises:
-        KafkaProtocolError: it is not one.
-    """
-    if isinstance(payload, _RESPONSES):
-        return payload
-    raise unexpected(payload, API)
 
 
 def parse(response: Response) -> SyncGroupResponse:
