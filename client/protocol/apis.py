@@ -12,7 +12,7 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType, ModuleType
-from typing import Final, TypeVar
+from typing import Final, Literal, TypeVar
 
 from kio.index import load_payload_module, load_request_schema, load_response_schema
 from kio.static.constants import EntityType
@@ -157,5 +157,7 @@ def response_module(api_key: int, version: int) -> ModuleType:
     return _payload_module(EntityType.response, api_key, version)
 
 
-def _payload_module(kind: EntityType, api_key: int, version: int) -> ModuleType:
+def _payload_module(
+    kind: Literal[EntityType.request, EntityType.response], api_key: int, version: int
+) -> ModuleType:
     return _load(kind.name, api_key, version, lambda: load_payload_module(api_key, version, kind))
