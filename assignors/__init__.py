@@ -7,7 +7,8 @@ Classic protocol (JoinGroup/SyncGroup, the leader assigns):
 :func:`resolve_assignors` for ``partition.assignment.strategy``;
 :func:`validate_assignment` for the leader's check before SyncGroup.
 
-New protocol (KIP-848, the broker assigns): :class:`PartitionAssignor`, and
+Consumer protocol (KIP-848, the broker assigns; module
+``kgroup.assignors.consumer_protocol``): :class:`PartitionAssignor`, and
 :class:`UniformAssignor` (``uniform``) and :class:`RangeServerAssignor`
 (``range``), which reproduce the broker's assignors for offline use.
 
@@ -25,7 +26,7 @@ from kgroup.assignors.classic import (
     RebalanceProtocol,
     Subscription,
 )
-from kgroup.assignors.modern import (
+from kgroup.assignors.consumer_protocol import (
     AssignmentSpec,
     MemberAssignment,
     MemberSpec,

@@ -1,4 +1,4 @@
-"""The new-protocol assignors against the outcomes the broker's own tests expect.
+"""The consumer-protocol (KIP-848) assignors against the outcomes the broker's own tests expect.
 
 Each case restates a scenario from Apache Kafka's group-coordinator assignor tests
 (UniformAssignor builders, RangeAssignor) and checks our result is the broker's.
