@@ -37,9 +37,9 @@ from typing import Any, Self
 from kgroup.errors import BrokerStartError, HarnessError
 from kgroup.testing._lifecycle import NodeCluster, NodeState, StartsOnEnter
 from kgroup.testing.config import FAST_TEST_DEFAULTS, generate_cluster_id, pick_free_ports
+from kgroup.testing.jvm import DEFAULT_KAFKA_VERSION
 from kgroup.testing.process import DEFAULT_JVM_OPTIONS
 from kgroup.testing.readiness import wait_until_answers
-from kgroup.testing.runtime import DEFAULT_KAFKA_VERSION
 
 __all__ = [
     "CLIENT_PORT",

@@ -35,14 +35,14 @@ from kgroup.testing.config import (
     pick_free_ports,
     render_properties,
 )
-from kgroup.testing.readiness import wait_until_answers
-from kgroup.testing.runtime import (
+from kgroup.testing.jvm import (
     JavaRuntime,
     find_java,
     kafka_version,
     read_resource,
     resolve_kafka_libs,
 )
+from kgroup.testing.readiness import wait_until_answers
 
 __all__ = [
     "DEFAULT_JVM_OPTIONS",

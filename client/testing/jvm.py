@@ -1,4 +1,4 @@
-"""What a broker JVM needs: a Java runtime and the Kafka jars, cached per version.
+"""The JVM side of a broker process: a Java runtime and the Kafka jars, cached per version.
 
 The jars come from Maven Central through the ``pom.xml`` shipped in
 ``kgroup/testing/resources``; ``mvn dependency:copy-dependencies`` copies the
@@ -39,7 +39,7 @@ __all__ = [
     "resolve_kafka_libs",
 ]
 
-_log = logging.getLogger("kgroup.testing.runtime")
+_log = logging.getLogger("kgroup.testing.jvm")
 
 DEFAULT_KAFKA_VERSION = "4.4.0"
 """The Apache Kafka release the harness runs unless told otherwise."""
