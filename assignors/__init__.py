@@ -18,7 +18,6 @@ See ``docs/assignors.md``.
 from kgroup.assignors.classic import (
     Assignment,
     Cluster,
-    ClusterMetadata,
     ConsumerPartitionAssignor,
     GroupAssignment,
     GroupMetadata,
@@ -51,7 +50,6 @@ __all__ = [
     "AssignmentViolation",
     "AssignorError",
     "Cluster",
-    "ClusterMetadata",
     "ConsumerPartitionAssignor",
     "CooperativeStickyAssignor",
     "GroupAssignment",
