@@ -5,7 +5,8 @@ Classic protocol (JoinGroup/SyncGroup, the leader assigns):
 (``range``), :class:`RoundRobinAssignor` (``roundrobin``), :class:`StickyAssignor`
 (``sticky``) and :class:`CooperativeStickyAssignor` (``cooperative-sticky``);
 :func:`resolve_assignors` for ``partition.assignment.strategy``;
-:func:`validate_assignment` for the leader's check before SyncGroup.
+:func:`validate_assignment` for the leader's check before SyncGroup;
+:func:`use_rack_aware` for whether rack-aware placement (KIP-881) applies.
 
 Consumer protocol (KIP-848, the broker assigns; module
 ``kgroup.assignors.consumer_protocol``): :class:`PartitionAssignor`, and
@@ -15,6 +16,7 @@ Consumer protocol (KIP-848, the broker assigns; module
 See ``docs/assignors.md``.
 """
 
+from kgroup.assignors._common import use_rack_aware
 from kgroup.assignors.classic import (
     Assignment,
     Cluster,
@@ -70,5 +72,6 @@ __all__ = [
     "TopicMetadata",
     "UniformAssignor",
     "resolve_assignors",
+    "use_rack_aware",
     "validate_assignment",
 ]

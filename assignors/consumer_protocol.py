@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
-from kgroup.assignors._java import (
+from kgroup.assignors.classic import GroupMetadata
+from kgroup.assignors.java_order import (
     grown_capacity,
     hash_order,
     java_string_hash,
@@ -36,7 +37,6 @@ from kgroup.assignors._java import (
     presized_capacity,
     uuid_order_key,
 )
-from kgroup.assignors.classic import GroupMetadata
 from kgroup.errors import AssignorError
 from kgroup.types import TopicIdPartition
 

@@ -23,7 +23,7 @@ from kgroup.assignors import (
     TopicMetadata,
     UniformAssignor,
 )
-from kgroup.assignors._java import java_string_hash, java_uuid_hash
+from kgroup.assignors.java_order import java_string_hash, java_uuid_hash
 from kgroup.types import TopicIdPartition
 
 

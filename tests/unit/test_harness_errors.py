@@ -82,7 +82,7 @@ class TestJars:
     def test_complete_cache_needs_no_maven(self, tmp_path: Path, empty_path: str) -> None:
         root = tmp_path / "kafka-4.4.0"
         (root / "libs").mkdir(parents=True)
-        (root / "complete").write_text(jvm._pom_digest() + "\n")
+        (root / "complete").write_text(jvm.pom_digest() + "\n")
         assert resolve_kafka_libs("4.4.0", cache_dir=tmp_path, environ={"PATH": empty_path}) == (
             root / "libs"
         )
