@@ -34,7 +34,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
 from kgroup.errors import MalformedResponseError
-from kgroup.membership.classic_types import MemberAssignment, MemberSubscription
+from kgroup.membership import MemberAssignment, MemberSubscription
 from kgroup.types import TopicPartition
 
 __all__ = [

@@ -10,33 +10,21 @@ time passed in::
 Like :class:`~kgroup.membership.consumer.ConsumerMember` it never sleeps,
 reads a clock or touches a socket; the runtime performs the actions in order
 and feeds back what happened. States change only through the table in
-:mod:`kgroup.membership.classic_states`.
+:mod:`kgroup.membership.classic.states`; the skeleton it shares with the
+new-protocol member is :class:`~kgroup.membership.common.member.MemberBase`.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-import random as _random
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from kgroup.membership._retry import RetryDelay
-from kgroup.membership.actions import (
-    Closed,
-    CommitOffsets,
-    LeaveComplete,
-    RaiseCallbackError,
-    RediscoverCoordinator,
-    ReportFatalError,
-    RunCallback,
-    StartFetching,
-    StopFetching,
-)
-from kgroup.membership.classic_actions import (
+from kgroup.membership.classic.actions import (
     PROTOCOL_TYPE,
-    ClassicAction,
     ClassicAssignorOnAssignment,
+    ClassicMemberAction,
     JoinGroupRequest,
     JoinProtocol,
     ReportAssignorError,
@@ -47,50 +35,49 @@ from kgroup.membership.classic_actions import (
     SendSyncGroup,
     SyncGroupRequest,
 )
-from kgroup.membership.classic_errors import (
-    CLASSIC_ERROR_CODES,
-    ClassicReaction,
-    classic_error_name,
-    classic_reaction_for,
-)
-from kgroup.membership.classic_events import (
+from kgroup.membership.classic.events import (
     AssignmentComputed,
     AssignorFailed,
-    ClassicEvent,
     ClassicHeartbeatResponseReceived,
+    ClassicMemberEvent,
     CommitFailed,
     JoinGroupResponse,
     JoinGroupResponseReceived,
     LeaveGroupResponseReceived,
-    RequestFailed,
     SubscribedMetadataChanged,
     SyncGroupResponse,
     SyncGroupResponseReceived,
 )
-from kgroup.membership.classic_states import (
+from kgroup.membership.classic.reactions import ClassicReaction, classic_reaction_for
+from kgroup.membership.classic.states import (
+    CLASSIC_MACHINE,
     IN_GROUP,
     ClassicState,
     ClassicTrigger,
-    next_classic_state,
 )
-from kgroup.membership.classic_types import (
-    MemberAssignment,
-    MemberSubscription,
-    RebalanceProtocol,
+from kgroup.membership.classic.types import ClassicAssignment, MemberSubscription
+from kgroup.membership.common.actions import (
+    Closed,
+    CommitOffsets,
+    LeaveComplete,
+    RaiseCallbackError,
+    RediscoverCoordinator,
+    ReportFatalError,
+    RunCallback,
+    StartFetching,
+    StopFetching,
 )
-from kgroup.membership.events import (
+from kgroup.membership.common.errors import ErrorCode, error_name
+from kgroup.membership.common.events import (
     CallbackCompleted,
     CallbackKind,
-    CloseRequested,
-    CommitCompleted,
-    CoordinatorRediscovered,
     FailureKind,
-    PollCalled,
+    RequestFailed,
     SubscriptionChanged,
-    TimerTick,
-    Unsubscribe,
 )
-from kgroup.types import Backoff, TopicPartition
+from kgroup.membership.common.lifecycle import LeaveReason, check_backoff, check_optional_ids
+from kgroup.membership.common.member import MemberBase
+from kgroup.types import Backoff, RebalanceProtocol, TopicPartition
 
 __all__ = ["NO_GENERATION", "ClassicMember", "ClassicMemberConfig"]
 
@@ -101,7 +88,8 @@ NO_GENERATION = -1
 
 _S = ClassicState
 _T = ClassicTrigger
-_E = CLASSIC_ERROR_CODES
+_E = ErrorCode
+_Action = ClassicMemberAction
 # States that heartbeat (given a generation and a member id): the Java client's
 # COMPLETING_REBALANCE and STABLE, plus the preparation of a rejoin, which in
 # Java runs while the heartbeat thread still sees STABLE.
@@ -143,16 +131,13 @@ class ClassicMemberConfig:
     def __post_init__(self) -> None:
         if not self.group_id:
             raise ValueError("group_id must be a non-empty string")
-        for name in ("instance_id", "rack_id"):
-            if getattr(self, name) == "":
-                raise ValueError(f"{name} must be None or a non-empty string")
+        check_optional_ids(self, ("instance_id", "rack_id"))
         for name in ("session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be lower than session_timeout_ms")
-        if not 0 < self.retry_backoff_ms <= self.retry_backoff_max_ms:
-            raise ValueError("need 0 < retry_backoff_ms <= retry_backoff_max_ms")
+        check_backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
 
 
 class _Kind(enum.Enum):
@@ -194,16 +179,13 @@ class _Op:
     revoked: frozenset[TopicPartition] = frozenset()
     assigned: frozenset[TopicPartition] = frozenset()
     added: frozenset[TopicPartition] = frozenset()
-    assignment: MemberAssignment | None = None
+    assignment: ClassicAssignment | None = None
     deadline: float | None = None
 
 
-class _LeaveReason(enum.Enum):
-    UNSUBSCRIBE = "unsubscribe"
-    CLOSE = "close"
-
-
-class ClassicMember:
+class ClassicMember(
+    MemberBase[ClassicState, ClassicTrigger, ClassicMemberEvent, ClassicMemberAction]
+):
     """A classic-protocol (JoinGroup / SyncGroup) consumer group member.
 
     ``assignors`` maps each assignor name this member supports, in preference
@@ -223,12 +205,18 @@ class ClassicMember:
       committed, and commits parked across a rebalance are retried only for
       partitions the member owns after it;
     - every state change follows
-      :data:`~kgroup.membership.classic_states.CLASSIC_TRANSITIONS`.
+      :data:`~kgroup.membership.classic.states.CLASSIC_TRANSITIONS`.
 
     ``random`` is the random source of the retry backoff
     (:meth:`kgroup.types.Backoff.delay`: floats in ``[0, 1)``; tests pass
     ``lambda: 0.5``, no jitter).
     """
+
+    _LOG = log
+    _POSITION = "generation"
+    _FATAL = _S.FATAL
+    _STALE = _S.STALE
+    _IN_GROUP = IN_GROUP
 
     def __init__(
         self,
@@ -244,18 +232,21 @@ class ClassicMember:
                 raise ValueError("assignor names must be non-empty")
             if not protocols:
                 raise ValueError(f"assignor {name!r} supports no rebalance protocol")
+        super().__init__(
+            group_id=config.group_id,
+            member_id="",
+            state=_S.UNJOINED,
+            transitions=CLASSIC_MACHINE,
+            max_poll_interval_ms=config.max_poll_interval_ms,
+            backoff=Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms),
+            random=random,
+        )
         self._cfg = config
         self._assignors: tuple[tuple[str, frozenset[RebalanceProtocol]], ...] = tuple(
             (name, frozenset(protocols)) for name, protocols in assignors.items()
         )
         self._supports = dict(self._assignors)
-        self._retry = RetryDelay(
-            Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms),
-            random or _random.random,
-        )
-        self._state = _S.UNJOINED
         # Identity in the group.
-        self._member_id = ""
         self._generation = NO_GENERATION
         self._protocol_name: str | None = None
         self._leader_id = ""
@@ -271,36 +262,17 @@ class ClassicMember:
         # reset) goes straight to JoinGroup; the preparation already ran.
         self._needs_prepare = True
         # Requests.
-        self._seq = 0
-        self._token = 0
         self._round = 0
         self._in_flight: dict[_Kind, _InFlight] = {}
         self._sync_request: SyncGroupRequest | None = None
-        self._awaiting_coordinator = False
         # Heartbeats and timers.
         self._next_heartbeat_at: float | None = None
         self._last_heartbeat_ok: float | None = None
-        self._last_poll: float | None = None
-        # Stale (poll timeout), leaving and closing.
+        # Stale (poll timeout) and leaving.
         self._stale_token: int | None = None
-        self._stale_polled = False
-        self._leave_reason: _LeaveReason | None = None
         self._leave_seq: int | None = None
-        self._rejoin_after_leave = False
-        self._closing = False
-        self._close_deadline: float | None = None
 
     # ------------------------------------------------------------------ views
-
-    @property
-    def state(self) -> ClassicState:
-        """The current state."""
-        return self._state
-
-    @property
-    def member_id(self) -> str:
-        """The member id the coordinator gave ("" before the first JoinGroup answer)."""
-        return self._member_id
 
     @property
     def generation_id(self) -> int:
@@ -335,35 +307,15 @@ class ClassicMember:
         """True once a close finished; the member then ignores every event."""
         return self._state is _S.CLOSED
 
-    # --------------------------------------------------------------- driving
+    # ------------------------------------------------------------------ hooks
 
-    def handle(self, event: ClassicEvent, now: float) -> list[ClassicAction]:
-        """React to ``event`` at monotonic time ``now`` (seconds); the actions, in order.
+    def _position(self) -> int:
+        return self._generation
 
-        Events the current state has no use for are ignored (see
-        ``docs/classic-protocol.md``); after :class:`Closed`, every event is.
-        """
-        acts: list[ClassicAction] = []
-        if self.closed:
-            return acts
-        self._process_timers(now, acts)
-        if not self.closed:
-            self._dispatch(event, now, acts)
-        if not self.closed:
-            self._pump(now, acts)
-        return acts
-
-    def next_deadline(self) -> float | None:
-        """When to deliver the next :class:`TimerTick` (monotonic seconds), or None."""
-        if self._state is _S.CLOSED:
-            return None
+    def _deadlines(self) -> list[float]:
         candidates: list[float] = []
-        if self._closing and self._close_deadline is not None:
-            candidates.append(self._close_deadline)
         if self._op is not None and self._op.deadline is not None:
             candidates.append(self._op.deadline)
-        if self._state in IN_GROUP and self._last_poll is not None:
-            candidates.append(self._poll_deadline())
         if self._heartbeating() and not self._awaiting_coordinator:
             if self._last_heartbeat_ok is not None:
                 candidates.append(self._session_deadline(self._last_heartbeat_ok))
@@ -376,18 +328,12 @@ class ClassicMember:
             and self._retry.until is not None
         ):
             candidates.append(self._retry.until)
-        return min(candidates) if candidates else None
+        return candidates
 
-    # -------------------------------------------------------------- dispatch
-
-    def _dispatch(self, event: ClassicEvent, now: float, acts: list[ClassicAction]) -> None:
+    def _dispatch_protocol(
+        self, event: ClassicMemberEvent, now: float, acts: list[_Action]
+    ) -> None:
         match event:
-            case SubscriptionChanged():
-                self._on_subscription(event, now, acts)
-            case Unsubscribe():
-                self._on_unsubscribe(now, acts)
-            case PollCalled():
-                self._on_poll(now, acts)
             case JoinGroupResponseReceived():
                 self._on_join_response(event, now, acts)
             case SyncGroupResponseReceived():
@@ -396,55 +342,25 @@ class ClassicMember:
                 self._on_heartbeat_response(event, now, acts)
             case LeaveGroupResponseReceived():
                 self._on_leave_outcome(event.seq, event.error_code, now, acts)
-            case RequestFailed():
-                self._on_request_failed(event, now, acts)
             case AssignmentComputed():
                 self._on_assignment_computed(event, acts)
             case AssignorFailed():
                 self._on_assignor_failed(event, acts)
             case SubscribedMetadataChanged():
                 self._on_metadata_changed(now, acts)
-            case CallbackCompleted():
-                self._on_callback(event, now, acts)
-            case CommitCompleted():
-                self._on_commit_done(event.token, event.error is None, now, acts)
             case CommitFailed():
                 self._on_commit_failed(event, now, acts)
-            case CloseRequested():
-                self._on_close(event.deadline, now, acts)
-            case TimerTick():
-                pass  # timers were processed before dispatch
-            case CoordinatorRediscovered():
-                if self._awaiting_coordinator:
-                    self._awaiting_coordinator = False
-                    # A new coordinator gets a full session before it is doubted.
-                    self._last_heartbeat_ok = now
 
-    def _go(self, trigger: ClassicTrigger) -> None:
-        new = next_classic_state(self._state, trigger)
-        if new is not self._state:
-            log.info(
-                "group %s member %s generation %d: %s -> %s (%s)",
-                self._cfg.group_id,
-                self._member_id or "-",
-                self._generation,
-                self._state.name,
-                new.name,
-                trigger.value,
-            )
-        self._state = new
+    def _on_coordinator_rediscovered(self, now: float) -> None:
+        if self._awaiting_coordinator:
+            self._awaiting_coordinator = False
+            # A new coordinator gets a full session before it is doubted.
+            self._last_heartbeat_ok = now
 
-    def _next_token(self) -> int:
-        self._token += 1
-        return self._token
-
-    def _next_seq(self) -> int:
-        self._seq += 1
-        return self._seq
-
-    def _poll_deadline(self) -> float:
-        assert self._last_poll is not None
-        return self._last_poll + self._cfg.max_poll_interval_ms / 1000.0
+    def _on_commit(
+        self, token: int, error: BaseException | None, now: float, acts: list[_Action]
+    ) -> None:
+        self._on_commit_done(token, error is None, now, acts)
 
     def _session_deadline(self, since: float) -> float:
         return since + self._cfg.session_timeout_ms / 1000.0
@@ -457,20 +373,12 @@ class ClassicMember:
 
     # ----------------------------------------------------------------- timers
 
-    def _process_timers(self, now: float, acts: list[ClassicAction]) -> None:
-        if self._closing and self._close_deadline is not None and now >= self._close_deadline:
-            self._close_timed_out(now, acts)
-            return
+    def _on_timers(self, now: float, acts: list[_Action]) -> None:
         op = self._op
         if op is not None and op.deadline is not None and now >= op.deadline:
-            log.warning(
-                "group %s member %s: commit before revocation did not finish within the "
-                "rebalance timeout; revoking anyway",
-                self._cfg.group_id,
-                self._member_id,
-            )
+            self._warn_commit_timed_out()
             self._on_commit_done(op.token, False, now, acts)
-        if self._state in IN_GROUP and self._last_poll is not None and now >= self._poll_deadline():
+        if self._state in IN_GROUP and self._life.poll_expired(now):
             self._poll_expired(now, acts)
             return
         if (
@@ -489,43 +397,33 @@ class ClassicMember:
 
     # ----------------------------------------------------------- subscription
 
-    def _on_subscription(
-        self, event: SubscriptionChanged, now: float, acts: list[ClassicAction]
-    ) -> None:
-        if not event.topics and event.pattern is None:
-            self._on_unsubscribe(now, acts)
-            return
-        if self._state is _S.FATAL or self._closing:
-            return
+    def _subscribe(self, event: SubscriptionChanged, now: float, acts: list[_Action]) -> None:
         # Classic subscriptions are topic names; the runtime resolves a pattern
         # against metadata and reports the matching names.
         topics = frozenset(event.topics)
         changed = topics != self._subscription
         self._subscription = topics
         if self._state is _S.UNJOINED:
-            self._last_poll = now
+            self._life.last_poll = now
             self._go(_T.SUBSCRIBE)
             self._prepare(now, acts)
         elif self._state is _S.LEAVING:
-            self._rejoin_after_leave = True
+            self._life.rejoin_after_leave = True
         elif self._state is _S.STABLE and changed:
             self._rejoin(_T.REJOIN, "subscription changed", now, acts)
         elif self._state in IN_GROUP and changed and not self._join_unsent():
             self._request_rejoin("subscription changed")
         # STALE keeps it for its rejoin.
 
-    def _on_unsubscribe(self, now: float, acts: list[ClassicAction]) -> None:
-        if self._state is _S.FATAL:
-            return
+    def _unsubscribe(self, now: float, acts: list[_Action]) -> None:
         self._subscription = None
-        self._rejoin_after_leave = False
         if self._state in IN_GROUP or self._state is _S.STALE:
-            self._start_release(_LeaveReason.UNSUBSCRIBE, now, acts)
-        elif self._state is _S.UNJOINED and not self._closing:
+            self._start_release(LeaveReason.UNSUBSCRIBE, now, acts)
+        elif self._state is _S.UNJOINED and not self._life.closing:
             acts.append(LeaveComplete())
         # LEAVING: already leaving; its end reports LeaveComplete or Closed.
 
-    def _on_metadata_changed(self, now: float, acts: list[ClassicAction]) -> None:
+    def _on_metadata_changed(self, now: float, acts: list[_Action]) -> None:
         # Only the leader watches partition counts (as in the Java client): its
         # rejoin makes every member rejoin, and the new assignment covers them.
         if not self.is_leader:
@@ -547,20 +445,8 @@ class ClassicMember:
 
     # ------------------------------------------------------------------- poll
 
-    def _on_poll(self, now: float, acts: list[ClassicAction]) -> None:
-        self._last_poll = now
-        if self._state is _S.STALE:
-            self._stale_polled = True
-            self._maybe_rejoin_stale(now, acts)
-
-    def _poll_expired(self, now: float, acts: list[ClassicAction]) -> None:
-        log.warning(
-            "group %s member %s: poll was not called within max.poll.interval.ms (%d ms); "
-            "leaving the group, it rejoins on the next poll",
-            self._cfg.group_id,
-            self._member_id,
-            self._cfg.max_poll_interval_ms,
-        )
+    def _poll_expired(self, now: float, acts: list[_Action]) -> None:
+        self._warn_poll_expired(self._cfg.max_poll_interval_ms)
         self._abort_op()
         lost = self._owned
         self._stop_fetching(lost, acts)
@@ -573,17 +459,17 @@ class ClassicMember:
         # forgets generation and member id, and the loss is reported.
         self._send_leave("consumer poll timeout has expired", acts)
         self._reset_generation(reset_member_id=True)
-        self._stale_polled = False
+        self._life.stale_polled = False
         if lost:
             self._stale_token = self._next_token()
             acts.append(RunCallback(CallbackKind.LOST, self._stale_token, lost))
         else:
             self._stale_token = None
 
-    def _maybe_rejoin_stale(self, now: float, acts: list[ClassicAction]) -> None:
-        if self._state is _S.STALE and self._stale_token is None and self._stale_polled:
+    def _maybe_rejoin_stale(self, now: float, acts: list[_Action]) -> None:
+        if self._state is _S.STALE and self._stale_token is None and self._life.stale_polled:
             if self._subscription is None:
-                self._start_release(_LeaveReason.UNSUBSCRIBE, now, acts)
+                self._start_release(LeaveReason.UNSUBSCRIBE, now, acts)
                 return
             self._go(_T.POLLED)
             self._prepare(now, acts)
@@ -591,13 +477,13 @@ class ClassicMember:
     # --------------------------------------------------------------- preparing
 
     def _rejoin(
-        self, trigger: ClassicTrigger, reason: str, now: float, acts: list[ClassicAction]
+        self, trigger: ClassicTrigger, reason: str, now: float, acts: list[_Action]
     ) -> None:
         self._rejoin_reason = reason
         self._go(trigger)
         self._prepare(now, acts)
 
-    def _prepare(self, now: float, acts: list[ClassicAction]) -> None:
+    def _prepare(self, now: float, acts: list[_Action]) -> None:
         """Enter PREPARING: what to give up before the next JoinGroup (Java's onJoinPrepare)."""
         self._abort_op()
         self._rejoin_pending = False
@@ -639,7 +525,7 @@ class ClassicMember:
             return
         self._prepare_revoke(self._op, acts)
 
-    def _prepare_revoke(self, op: _Op, acts: list[ClassicAction]) -> None:
+    def _prepare_revoke(self, op: _Op, acts: list[_Action]) -> None:
         # Eager: the revoke callback runs on every rebalance, even with nothing
         # owned (as Java's onJoinPrepare); cooperative only calls it for a
         # non-empty set, which _prepare already checked.
@@ -648,7 +534,7 @@ class ClassicMember:
         op.token = self._next_token()
         acts.append(RunCallback(CallbackKind.REVOKED, op.token, op.revoked))
 
-    def _prepared(self, now: float, acts: list[ClassicAction]) -> None:
+    def _prepared(self, now: float, acts: list[_Action]) -> None:
         self._op = None
         self._needs_prepare = False
         self._go(_T.PREPARED)
@@ -681,7 +567,7 @@ class ClassicMember:
         return current
 
     def _on_join_response(
-        self, event: JoinGroupResponseReceived, now: float, acts: list[ClassicAction]
+        self, event: JoinGroupResponseReceived, now: float, acts: list[_Action]
     ) -> None:
         sent = self._accept(_Kind.JOIN, event.seq)
         if sent is None or sent.round != self._round or self._state is not _S.JOINING:
@@ -692,7 +578,7 @@ class ClassicMember:
             self._on_joined(resp, now, acts)
             return
         reaction = classic_reaction_for(code)
-        name = classic_error_name(code)
+        name = error_name(code)
         log.info(
             "group %s member %s: JoinGroup failed with %s (%s)",
             self._cfg.group_id,
@@ -710,8 +596,8 @@ class ClassicMember:
         else:
             self._on_common_error(code, reaction, resp.error_message, now, acts)
 
-    def _on_joined(self, resp: JoinGroupResponse, now: float, acts: list[ClassicAction]) -> None:
-        inconsistent = _E["INCONSISTENT_GROUP_PROTOCOL"]
+    def _on_joined(self, resp: JoinGroupResponse, now: float, acts: list[_Action]) -> None:
+        inconsistent = _E.INCONSISTENT_GROUP_PROTOCOL
         if resp.protocol_type is not None and resp.protocol_type != PROTOCOL_TYPE:
             self._fatal(
                 inconsistent,
@@ -743,7 +629,7 @@ class ClassicMember:
             self._generation,
             self._protocol_name,
             "leader" if self.is_leader else "follower",
-            self.rebalance_protocol.value,
+            self.rebalance_protocol.name.lower(),
         )
         if self.is_leader:
             self._go(_T.JOINED_AS_LEADER)
@@ -752,7 +638,7 @@ class ClassicMember:
             self._go(_T.JOINED_AS_FOLLOWER)
             self._sync_request = self._sync(())
 
-    def _sync(self, assignments: tuple[tuple[str, MemberAssignment], ...]) -> SyncGroupRequest:
+    def _sync(self, assignments: tuple[tuple[str, ClassicAssignment], ...]) -> SyncGroupRequest:
         assert self._protocol_name is not None
         return SyncGroupRequest(
             group_id=self._cfg.group_id,
@@ -765,14 +651,14 @@ class ClassicMember:
 
     # ---------------------------------------------------------------- leading
 
-    def _on_assignment_computed(self, event: AssignmentComputed, acts: list[ClassicAction]) -> None:
+    def _on_assignment_computed(self, event: AssignmentComputed, acts: list[_Action]) -> None:
         if self._state is not _S.AWAITING_ASSIGNOR or event.generation_id != self._generation:
             return
         assignments = tuple(sorted(event.assignments.items(), key=lambda kv: kv[0]))
         self._go(_T.ASSIGNMENT_COMPUTED)
         self._sync_request = self._sync(assignments)
 
-    def _on_assignor_failed(self, event: AssignorFailed, acts: list[ClassicAction]) -> None:
+    def _on_assignor_failed(self, event: AssignorFailed, acts: list[_Action]) -> None:
         if self._state is not _S.AWAITING_ASSIGNOR or event.generation_id != self._generation:
             return
         name = self._protocol_name or "?"
@@ -789,7 +675,7 @@ class ClassicMember:
     # ---------------------------------------------------------------- syncing
 
     def _on_sync_response(
-        self, event: SyncGroupResponseReceived, now: float, acts: list[ClassicAction]
+        self, event: SyncGroupResponseReceived, now: float, acts: list[_Action]
     ) -> None:
         sent = self._accept(_Kind.SYNC, event.seq)
         if sent is None or sent.round != self._round or self._state is not _S.SYNCING:
@@ -800,7 +686,7 @@ class ClassicMember:
             self._on_synced(resp, now, acts)
             return
         reaction = classic_reaction_for(code)
-        name = classic_error_name(code)
+        name = error_name(code)
         log.info(
             "group %s member %s: SyncGroup failed with %s (%s)",
             self._cfg.group_id,
@@ -821,8 +707,8 @@ class ClassicMember:
         else:
             self._fatal(code, resp.error_message, acts)
 
-    def _on_synced(self, resp: SyncGroupResponse, now: float, acts: list[ClassicAction]) -> None:
-        inconsistent = _E["INCONSISTENT_GROUP_PROTOCOL"]
+    def _on_synced(self, resp: SyncGroupResponse, now: float, acts: list[_Action]) -> None:
+        inconsistent = _E.INCONSISTENT_GROUP_PROTOCOL
         if (resp.protocol_type is not None and resp.protocol_type != PROTOCOL_TYPE) or (
             resp.protocol_name is not None and resp.protocol_name != self._protocol_name
         ):
@@ -841,15 +727,13 @@ class ClassicMember:
                 self._cfg.group_id,
                 self._member_id,
             )
-            assignment = MemberAssignment()
+            assignment = ClassicAssignment()
         self._go(_T.SYNCED)
         self._reconcile(assignment, now, acts)
 
     # --------------------------------------------------------- reconciliation
 
-    def _reconcile(
-        self, assignment: MemberAssignment, now: float, acts: list[ClassicAction]
-    ) -> None:
+    def _reconcile(self, assignment: ClassicAssignment, now: float, acts: list[_Action]) -> None:
         """Apply a SyncGroup assignment (Java's onJoinComplete)."""
         assigned = assignment.partitions
         revoked = self._owned - assigned
@@ -877,13 +761,13 @@ class ClassicMember:
             return
         self._reconcile_assign(op, acts)
 
-    def _reconcile_revoke(self, op: _Op, acts: list[ClassicAction]) -> None:
+    def _reconcile_revoke(self, op: _Op, acts: list[_Action]) -> None:
         op.step = _Step.REVOKE
         op.deadline = None
         op.token = self._next_token()
         acts.append(RunCallback(CallbackKind.REVOKED, op.token, op.revoked))
 
-    def _reconcile_assign(self, op: _Op, acts: list[ClassicAction]) -> None:
+    def _reconcile_assign(self, op: _Op, acts: list[_Action]) -> None:
         # As Java's onJoinComplete: after the revocation, the assignor learns
         # the assignment, then the assigned callback runs, also with nothing added.
         assert self._protocol_name is not None
@@ -897,7 +781,7 @@ class ClassicMember:
         op.token = self._next_token()
         acts.append(RunCallback(CallbackKind.ASSIGNED, op.token, op.added))
 
-    def _reconciled(self, op: _Op, now: float, acts: list[ClassicAction]) -> None:
+    def _reconciled(self, op: _Op, now: float, acts: list[_Action]) -> None:
         self._op = None
         start = op.added - self._fetching
         if start:
@@ -920,14 +804,14 @@ class ClassicMember:
         op: _Op,
         partitions: frozenset[TopicPartition],
         now: float,
-        acts: list[ClassicAction],
+        acts: list[_Action],
     ) -> None:
         op.step = _Step.COMMIT
         op.token = self._next_token()
         # The rebalance timeout bounds the wait, as Java's joinPrepareTimer.
-        op.deadline = now + self._cfg.max_poll_interval_ms / 1000.0
-        if self._closing and self._close_deadline is not None:
-            op.deadline = min(op.deadline, self._close_deadline)
+        op.deadline = self._life.rebalance_deadline(now)
+        if self._life.closing and self._life.close_deadline is not None:
+            op.deadline = min(op.deadline, self._life.close_deadline)
         acts.append(self._commit_action(op.token, partitions, op.deadline))
 
     def _commit_action(
@@ -947,7 +831,7 @@ class ClassicMember:
             offsets=offsets,
         )
 
-    def _on_commit_done(self, token: int, ok: bool, now: float, acts: list[ClassicAction]) -> None:
+    def _on_commit_done(self, token: int, ok: bool, now: float, acts: list[_Action]) -> None:
         op = self._op
         if op is None or op.step is not _Step.COMMIT or op.token != token:
             return
@@ -964,12 +848,12 @@ class ClassicMember:
         else:
             self._release_callback(op, acts)
 
-    def _on_commit_failed(self, event: CommitFailed, now: float, acts: list[ClassicAction]) -> None:
+    def _on_commit_failed(self, event: CommitFailed, now: float, acts: list[_Action]) -> None:
         code = event.error_code
         parks = code in (
-            _E["REBALANCE_IN_PROGRESS"],
-            _E["ILLEGAL_GENERATION"],
-            _E["UNKNOWN_MEMBER_ID"],
+            _E.REBALANCE_IN_PROGRESS,
+            _E.ILLEGAL_GENERATION,
+            _E.UNKNOWN_MEMBER_ID,
         )
         # Only partitions the member still owns are parked: one lost since the
         # commit was sent may have been processed elsewhere, its offsets are stale.
@@ -985,15 +869,15 @@ class ClassicMember:
                 self._cfg.group_id,
                 self._member_id,
                 sorted(parked_now),
-                classic_error_name(code),
+                error_name(code),
             )
         if event.token is not None:
             self._on_commit_done(event.token, False, now, acts)
         same_generation = event.generation_id == self._generation
-        if code == _E["REBALANCE_IN_PROGRESS"]:
+        if code == _E.REBALANCE_IN_PROGRESS:
             if self._state is _S.STABLE:
                 self._rejoin(_T.REJOIN, "offset commit: the group is rebalancing", now, acts)
-        elif code in (_E["ILLEGAL_GENERATION"], _E["UNKNOWN_MEMBER_ID"]):
+        elif code in (_E.ILLEGAL_GENERATION, _E.UNKNOWN_MEMBER_ID):
             if not same_generation:
                 # Sent in an older generation: retry now if the member is stable
                 # again, otherwise after the next SyncGroup.
@@ -1002,11 +886,11 @@ class ClassicMember:
             elif self._state in IN_GROUP:
                 reaction = classic_reaction_for(code)
                 self._reset(reaction, now, acts)
-        elif code == _E["FENCED_INSTANCE_ID"] and same_generation and self._state in IN_GROUP:
+        elif code == _E.FENCED_INSTANCE_ID and same_generation and self._state in IN_GROUP:
             self._fatal(code, "offset commit: the group instance id was fenced", acts)
 
     def _flush_parked(
-        self, owned: frozenset[TopicPartition], now: float, acts: list[ClassicAction]
+        self, owned: frozenset[TopicPartition], now: float, acts: list[_Action]
     ) -> None:
         """Re-send parked commits for the partitions in ``owned``; forget the others."""
         parked, self._parked = self._parked, {}
@@ -1018,7 +902,7 @@ class ClassicMember:
             self._commit_action(
                 self._next_token(),
                 retry,
-                now + self._cfg.max_poll_interval_ms / 1000.0,
+                self._life.rebalance_deadline(now),
                 offsets or None,
             )
         )
@@ -1041,7 +925,7 @@ class ClassicMember:
 
     # -------------------------------------------------------------- callbacks
 
-    def _on_callback(self, event: CallbackCompleted, now: float, acts: list[ClassicAction]) -> None:
+    def _on_callback(self, event: CallbackCompleted, now: float, acts: list[_Action]) -> None:
         if event.error is not None:
             # As Java: a failing listener does not stop the rebalance; the
             # error surfaces from poll.
@@ -1077,7 +961,7 @@ class ClassicMember:
     # ------------------------------------------------------------- heartbeats
 
     def _on_heartbeat_response(
-        self, event: ClassicHeartbeatResponseReceived, now: float, acts: list[ClassicAction]
+        self, event: ClassicHeartbeatResponseReceived, now: float, acts: list[_Action]
     ) -> None:
         sent = self._accept(_Kind.HEARTBEAT, event.seq)
         if sent is None or not self._heartbeating():
@@ -1098,7 +982,7 @@ class ClassicMember:
             "group %s member %s: heartbeat failed with %s (%s)",
             self._cfg.group_id,
             self._member_id,
-            classic_error_name(code),
+            error_name(code),
             reaction.name,
         )
         if reaction is ClassicReaction.REBALANCING:
@@ -1120,7 +1004,7 @@ class ClassicMember:
         reaction: ClassicReaction,
         message: str | None,
         now: float,
-        acts: list[ClassicAction],
+        acts: list[_Action],
     ) -> None:
         if reaction is ClassicReaction.REDISCOVER:
             self._mark_coordinator_unknown(acts)
@@ -1129,9 +1013,7 @@ class ClassicMember:
         else:
             self._fatal(code, message, acts)
 
-    def _on_request_failed(
-        self, event: RequestFailed, now: float, acts: list[ClassicAction]
-    ) -> None:
+    def _on_request_failed(self, event: RequestFailed, now: float, acts: list[_Action]) -> None:
         if event.seq == self._leave_seq:
             self._on_leave_outcome(event.seq, None, now, acts)
             return
@@ -1142,7 +1024,7 @@ class ClassicMember:
         assert sent is not None
         current = sent.round == self._round
         if event.kind is FailureKind.UNSUPPORTED_VERSION and self._state in IN_GROUP:
-            self._fatal(_E["UNSUPPORTED_VERSION"], event.detail or None, acts)
+            self._fatal(_E.UNSUPPORTED_VERSION, event.detail or None, acts)
             return
         log.info(
             "group %s member %s: %s failed (%s) %s",
@@ -1160,7 +1042,7 @@ class ClassicMember:
         elif kind is _Kind.HEARTBEAT and self._heartbeating():
             self._retry.failed(now)
 
-    def _mark_coordinator_unknown(self, acts: list[ClassicAction]) -> None:
+    def _mark_coordinator_unknown(self, acts: list[_Action]) -> None:
         self._retry.reset()
         if not self._awaiting_coordinator:
             self._awaiting_coordinator = True
@@ -1168,7 +1050,7 @@ class ClassicMember:
 
     # ------------------------------------------------------------------ pump
 
-    def _pump(self, now: float, acts: list[ClassicAction]) -> None:
+    def _pump(self, now: float, acts: list[_Action]) -> None:
         """Send whatever request the state calls for and the rules allow."""
         if self._awaiting_coordinator:
             return
@@ -1221,7 +1103,7 @@ class ClassicMember:
         if reset_member_id:
             self._member_id = ""
 
-    def _reset(self, reaction: ClassicReaction, now: float, acts: list[ClassicAction]) -> None:
+    def _reset(self, reaction: ClassicReaction, now: float, acts: list[_Action]) -> None:
         """ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID: reset, and rejoin (losing the assignment)."""
         self._reset_generation(reset_member_id=reaction is ClassicReaction.RESET_MEMBER)
         if self._state is _S.PREPARING:
@@ -1230,7 +1112,7 @@ class ClassicMember:
             return
         self._rejoin(_T.RESET, f"generation reset ({reaction.name})", now, acts)
 
-    def _enter_fatal(self, acts: list[ClassicAction]) -> None:
+    def _enter_fatal(self, acts: list[_Action]) -> None:
         self._abort_op()
         lost = self._owned
         self._stop_fetching(lost, acts)
@@ -1241,8 +1123,8 @@ class ClassicMember:
         if lost:
             acts.append(RunCallback(CallbackKind.LOST, self._next_token(), lost))
 
-    def _fatal(self, code: int, message: str | None, acts: list[ClassicAction]) -> None:
-        name = classic_error_name(code)
+    def _fatal(self, code: int, message: str | None, acts: list[_Action]) -> None:
+        name = error_name(code)
         log.error(
             "group %s member %s: fatal error %s: %s",
             self._cfg.group_id,
@@ -1250,7 +1132,7 @@ class ClassicMember:
             name,
             message,
         )
-        was_closing = self._closing
+        was_closing = self._life.closing
         self._enter_fatal(acts)
         acts.append(ReportFatalError(code, name, message))
         if was_closing:
@@ -1258,13 +1140,13 @@ class ClassicMember:
 
     # ---------------------------------------------------------------- leaving
 
-    def _start_release(self, reason: _LeaveReason, now: float, acts: list[ClassicAction]) -> None:
+    def _start_release(self, reason: LeaveReason, now: float, acts: list[_Action]) -> None:
         """Give the assignment up before leaving (Java's onLeavePrepare), then leave."""
         self._abort_op()
         self._stale_token = None
         self._rejoin_pending = False
         self._round += 1
-        self._leave_reason = reason
+        self._life.leave_reason = reason
         self._go(_T.LEAVE)
         owned = self._owned
         self._parked = {}
@@ -1279,20 +1161,21 @@ class ClassicMember:
             return
         self._release_callback(op, acts)
 
-    def _release_callback(self, op: _Op, acts: list[ClassicAction]) -> None:
+    def _release_callback(self, op: _Op, acts: list[_Action]) -> None:
         kind = CallbackKind.REVOKED if self._has_generation() else CallbackKind.LOST
         op.step = _Step.REVOKE if kind is CallbackKind.REVOKED else _Step.LOST
         op.deadline = None
         op.token = self._next_token()
         acts.append(RunCallback(kind, op.token, op.revoked))
 
-    def _leave_after_release(self, now: float, acts: list[ClassicAction]) -> None:
-        self._send_leave(f"the consumer is {'closing' if self._closing else 'unsubscribing'}", acts)
+    def _leave_after_release(self, now: float, acts: list[_Action]) -> None:
+        closing = self._life.closing
+        self._send_leave(f"the consumer is {'closing' if closing else 'unsubscribing'}", acts)
         self._reset_generation(reset_member_id=True)
         if self._leave_seq is None:
             self._finish_leave(False, now, acts)
 
-    def _send_leave(self, reason: str, acts: list[ClassicAction]) -> None:
+    def _send_leave(self, reason: str, acts: list[_Action]) -> None:
         # KIP-345: static members never send LeaveGroup; their membership ends
         # with the session timeout, so a quick bounce causes no rebalance.
         if (
@@ -1308,7 +1191,7 @@ class ClassicMember:
         )
 
     def _on_leave_outcome(
-        self, seq: int, code: int | None, now: float, acts: list[ClassicAction]
+        self, seq: int, code: int | None, now: float, acts: list[_Action]
     ) -> None:
         if seq != self._leave_seq:
             return
@@ -1317,47 +1200,34 @@ class ClassicMember:
             log.info(
                 "group %s: LeaveGroup answered with %s",
                 self._cfg.group_id,
-                classic_error_name(code),
+                error_name(code),
             )
         if self._state is _S.LEAVING and self._op is None:
             self._finish_leave(False, now, acts)
 
-    def _finish_leave(self, timed_out: bool, now: float, acts: list[ClassicAction]) -> None:
-        reason = self._leave_reason
-        self._leave_reason = None
-        if self._closing:
+    def _finish_leave(self, timed_out: bool, now: float, acts: list[_Action]) -> None:
+        reason = self._life.take_leave_reason()
+        if self._life.closing:
             self._finish_close(timed_out, acts)
             return
         self._go(_T.LEFT)
-        if reason is _LeaveReason.UNSUBSCRIBE:
+        if reason is LeaveReason.UNSUBSCRIBE:
             acts.append(LeaveComplete())
-        if self._rejoin_after_leave and self._subscription is not None:
-            self._rejoin_after_leave = False
+        if self._life.rejoin_after_leave and self._subscription is not None:
+            self._life.rejoin_after_leave = False
             self._go(_T.SUBSCRIBE)
             self._prepare(now, acts)
 
     # ---------------------------------------------------------------- closing
 
-    def _on_close(self, deadline: float, now: float, acts: list[ClassicAction]) -> None:
-        if self._closing:
-            return
-        self._closing = True
-        self._close_deadline = deadline
-        self._rejoin_after_leave = False
+    def _close(self, now: float, acts: list[_Action]) -> None:
         if self._state in IN_GROUP or self._state is _S.STALE:
-            self._start_release(_LeaveReason.CLOSE, now, acts)
+            self._start_release(LeaveReason.CLOSE, now, acts)
         elif self._state in (_S.UNJOINED, _S.FATAL):
             self._finish_close(False, acts)
         # LEAVING: the leave under way ends in Closed.
-        if self._state is not _S.CLOSED and now >= deadline:
-            self._close_timed_out(now, acts)
 
-    def _close_timed_out(self, now: float, acts: list[ClassicAction]) -> None:
-        log.warning(
-            "group %s member %s: close deadline reached before the leave completed",
-            self._cfg.group_id,
-            self._member_id or "-",
-        )
+    def _close_timed_out(self, now: float, acts: list[_Action]) -> None:
         if self._state is _S.LEAVING and self._op is not None:
             # Give up on the release; still tell the broker, best effort.
             self._op = None
@@ -1366,7 +1236,7 @@ class ClassicMember:
             self._reset_generation(reset_member_id=True)
         self._finish_close(True, acts)
 
-    def _finish_close(self, timed_out: bool, acts: list[ClassicAction]) -> None:
+    def _finish_close(self, timed_out: bool, acts: list[_Action]) -> None:
         self._op = None
         self._leave_seq = None
         self._go(_T.CLOSE)
@@ -1374,9 +1244,7 @@ class ClassicMember:
 
     # ---------------------------------------------------------------- helpers
 
-    def _stop_fetching(
-        self, partitions: frozenset[TopicPartition], acts: list[ClassicAction]
-    ) -> None:
+    def _stop_fetching(self, partitions: frozenset[TopicPartition], acts: list[_Action]) -> None:
         stop = partitions & self._fetching
         if stop:
             self._fetching = self._fetching - stop
