@@ -75,9 +75,14 @@ from kgroup.membership.common.events import (
     RequestFailed,
     SubscriptionChanged,
 )
-from kgroup.membership.common.lifecycle import LeaveReason, check_backoff, check_optional_ids
+from kgroup.membership.common.lifecycle import (
+    LeaveReason,
+    Step,
+    check_backoff,
+    check_optional_ids,
+)
 from kgroup.membership.common.member import MemberBase
-from kgroup.types import Backoff, RebalanceProtocol, TopicPartition
+from kgroup.types import RebalanceProtocol, TopicPartition
 
 __all__ = ["NO_GENERATION", "ClassicMember", "ClassicMemberConfig"]
 
@@ -162,19 +167,12 @@ class _Flow(enum.Enum):
     RELEASE = "release"
 
 
-class _Step(enum.Enum):
-    COMMIT = "commit"
-    REVOKE = "revoke callback"
-    LOST = "lost callback"
-    ASSIGN = "assign callback"
-
-
 @dataclass(slots=True)
 class _Op:
     """The one outside operation (commit or callback) a flow waits for."""
 
     flow: _Flow
-    step: _Step
+    step: Step
     token: int
     revoked: frozenset[TopicPartition] = frozenset()
     assigned: frozenset[TopicPartition] = frozenset()
@@ -207,9 +205,8 @@ class ClassicMember(
     - every state change follows
       :data:`~kgroup.membership.classic.states.CLASSIC_TRANSITIONS`.
 
-    ``random`` is the random source of the retry backoff
-    (:meth:`kgroup.types.Backoff.delay`: floats in ``[0, 1)``; tests pass
-    ``lambda: 0.5``, no jitter).
+    ``random`` is the source of the backoff's jitter, as for every member
+    (:class:`~kgroup.membership.common.member.MemberBase`).
     """
 
     _LOG = log
@@ -232,15 +229,7 @@ class ClassicMember(
                 raise ValueError("assignor names must be non-empty")
             if not protocols:
                 raise ValueError(f"assignor {name!r} supports no rebalance protocol")
-        super().__init__(
-            group_id=config.group_id,
-            member_id="",
-            state=_S.UNJOINED,
-            transitions=CLASSIC_MACHINE,
-            max_poll_interval_ms=config.max_poll_interval_ms,
-            backoff=Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms),
-            random=random,
-        )
+        super().__init__(config, CLASSIC_MACHINE, member_id="", random=random)
         self._cfg = config
         self._assignors: tuple[tuple[str, frozenset[RebalanceProtocol]], ...] = tuple(
             (name, frozenset(protocols)) for name, protocols in assignors.items()
@@ -312,21 +301,15 @@ class ClassicMember(
     def _position(self) -> int:
         return self._generation
 
-    def _deadlines(self) -> list[float]:
-        candidates: list[float] = []
-        if self._op is not None and self._op.deadline is not None:
-            candidates.append(self._op.deadline)
+    def _deadlines(self) -> list[float | None]:
+        candidates = [None if self._op is None else self._op.deadline]
         if self._heartbeating() and not self._awaiting_coordinator:
             if self._last_heartbeat_ok is not None:
                 candidates.append(self._session_deadline(self._last_heartbeat_ok))
             if _Kind.HEARTBEAT not in self._in_flight and self._next_heartbeat_at is not None:
                 candidates.append(max(self._next_heartbeat_at, self._retry.until or 0.0))
-        if (
-            self._state is _S.JOINING
-            and _Kind.JOIN not in self._in_flight
-            and not self._awaiting_coordinator
-            and self._retry.until is not None
-        ):
+        joining = self._state is _S.JOINING and _Kind.JOIN not in self._in_flight
+        if joining and not self._awaiting_coordinator:
             candidates.append(self._retry.until)
         return candidates
 
@@ -505,7 +488,7 @@ class ClassicMember(
                 self._stop_fetching(owned, acts)
                 self._drop_parked(owned)
                 self._owned = frozenset()
-                self._op = _Op(_Flow.PREPARE, _Step.LOST, self._next_token(), revoked=owned)
+                self._op = _Op(_Flow.PREPARE, Step.LOST, self._next_token(), revoked=owned)
                 acts.append(RunCallback(CallbackKind.LOST, self._op.token, owned))
                 return
             self._prepared(now, acts)
@@ -519,20 +502,17 @@ class ClassicMember(
                 self._prepared(now, acts)
                 return
         self._stop_fetching(revoked, acts)
-        self._op = _Op(_Flow.PREPARE, _Step.COMMIT, 0, revoked=revoked)
+        self._op = _Op(_Flow.PREPARE, Step.COMMIT, 0, revoked=revoked)
         if revoked and self._cfg.auto_commit:
             self._commit_before_revoke(self._op, revoked, now, acts)
             return
-        self._prepare_revoke(self._op, acts)
+        self._revoke(self._op, acts)
 
-    def _prepare_revoke(self, op: _Op, acts: list[_Action]) -> None:
+    def _revoke(self, op: _Op, acts: list[_Action]) -> None:
         # Eager: the revoke callback runs on every rebalance, even with nothing
         # owned (as Java's onJoinPrepare); cooperative only calls it for a
         # non-empty set, which _prepare already checked.
-        op.step = _Step.REVOKE
-        op.deadline = None
-        op.token = self._next_token()
-        acts.append(RunCallback(CallbackKind.REVOKED, op.token, op.revoked))
+        acts.append(self._callback(op, CallbackKind.REVOKED, op.revoked))
 
     def _prepared(self, now: float, acts: list[_Action]) -> None:
         self._op = None
@@ -566,26 +546,35 @@ class ClassicMember(
         del self._in_flight[kind]
         return current
 
+    def _answers_round(self, kind: _Kind, seq: int, state: ClassicState) -> bool:
+        """Whether ``seq`` answers this round's ``kind`` request, in ``state`` still."""
+        sent = self._accept(kind, seq)
+        return sent is not None and sent.round == self._round and self._state is state
+
+    def _round_failed(self, kind: _Kind, code: int) -> ClassicReaction:
+        reaction = classic_reaction_for(code)
+        log.info(
+            "group %s member %s: %s failed with %s (%s)",
+            self._cfg.group_id,
+            self._member_id or "-",
+            kind.value,
+            error_name(code),
+            reaction.name,
+        )
+        return reaction
+
     def _on_join_response(
         self, event: JoinGroupResponseReceived, now: float, acts: list[_Action]
     ) -> None:
-        sent = self._accept(_Kind.JOIN, event.seq)
-        if sent is None or sent.round != self._round or self._state is not _S.JOINING:
-            return
-        resp = event.response
+        if self._answers_round(_Kind.JOIN, event.seq, _S.JOINING):
+            if event.response.error_code:
+                self._on_join_error(event.response, now, acts)
+            else:
+                self._on_joined(event.response, now, acts)
+
+    def _on_join_error(self, resp: JoinGroupResponse, now: float, acts: list[_Action]) -> None:
         code = resp.error_code
-        if code == 0:
-            self._on_joined(resp, now, acts)
-            return
-        reaction = classic_reaction_for(code)
-        name = error_name(code)
-        log.info(
-            "group %s member %s: JoinGroup failed with %s (%s)",
-            self._cfg.group_id,
-            self._member_id or "-",
-            name,
-            reaction.name,
-        )
+        reaction = self._round_failed(_Kind.JOIN, code)
         if reaction is ClassicReaction.MEMBER_ID_REQUIRED:
             self._member_id = resp.member_id
             self._go(_T.MEMBER_ID_REQUIRED)  # sent again at once by _pump
@@ -677,23 +666,16 @@ class ClassicMember(
     def _on_sync_response(
         self, event: SyncGroupResponseReceived, now: float, acts: list[_Action]
     ) -> None:
-        sent = self._accept(_Kind.SYNC, event.seq)
-        if sent is None or sent.round != self._round or self._state is not _S.SYNCING:
-            return
-        resp = event.response
+        if self._answers_round(_Kind.SYNC, event.seq, _S.SYNCING):
+            if event.response.error_code:
+                self._on_sync_error(event.response, now, acts)
+            else:
+                self._on_synced(event.response, now, acts)
+
+    def _on_sync_error(self, resp: SyncGroupResponse, now: float, acts: list[_Action]) -> None:
         code = resp.error_code
-        if code == 0:
-            self._on_synced(resp, now, acts)
-            return
-        reaction = classic_reaction_for(code)
+        reaction = self._round_failed(_Kind.SYNC, code)
         name = error_name(code)
-        log.info(
-            "group %s member %s: SyncGroup failed with %s (%s)",
-            self._cfg.group_id,
-            self._member_id,
-            name,
-            reaction.name,
-        )
         if reaction is ClassicReaction.REBALANCING:
             self._rejoin(_T.REJOIN, "SyncGroup: the group began another rebalance", now, acts)
         elif reaction in (ClassicReaction.RESET_GENERATION, ClassicReaction.RESET_MEMBER):
@@ -749,7 +731,7 @@ class ClassicMember(
         )
         self._needs_prepare = True
         self._flush_parked(assigned, now, acts)
-        op = _Op(_Flow.RECONCILE, _Step.COMMIT, 0, revoked=revoked, assigned=assigned, added=added)
+        op = _Op(_Flow.RECONCILE, Step.COMMIT, 0, revoked=revoked, assigned=assigned, added=added)
         op.assignment = assignment
         self._op = op
         if revoked:
@@ -757,15 +739,9 @@ class ClassicMember(
             if self._cfg.auto_commit:
                 self._commit_before_revoke(op, revoked, now, acts)
                 return
-            self._reconcile_revoke(op, acts)
+            self._revoke(op, acts)
             return
         self._reconcile_assign(op, acts)
-
-    def _reconcile_revoke(self, op: _Op, acts: list[_Action]) -> None:
-        op.step = _Step.REVOKE
-        op.deadline = None
-        op.token = self._next_token()
-        acts.append(RunCallback(CallbackKind.REVOKED, op.token, op.revoked))
 
     def _reconcile_assign(self, op: _Op, acts: list[_Action]) -> None:
         # As Java's onJoinComplete: after the revocation, the assignor learns
@@ -776,10 +752,7 @@ class ClassicMember(
             ClassicAssignorOnAssignment(self._protocol_name, self._generation, op.assignment)
         )
         self._owned = op.assigned
-        op.step = _Step.ASSIGN
-        op.deadline = None
-        op.token = self._next_token()
-        acts.append(RunCallback(CallbackKind.ASSIGNED, op.token, op.added))
+        acts.append(self._callback(op, CallbackKind.ASSIGNED, op.added))
 
     def _reconciled(self, op: _Op, now: float, acts: list[_Action]) -> None:
         self._op = None
@@ -806,7 +779,7 @@ class ClassicMember(
         now: float,
         acts: list[_Action],
     ) -> None:
-        op.step = _Step.COMMIT
+        op.step = Step.COMMIT
         op.token = self._next_token()
         # The rebalance timeout bounds the wait, as Java's joinPrepareTimer.
         op.deadline = self._life.rebalance_deadline(now)
@@ -833,7 +806,7 @@ class ClassicMember(
 
     def _on_commit_done(self, token: int, ok: bool, now: float, acts: list[_Action]) -> None:
         op = self._op
-        if op is None or op.step is not _Step.COMMIT or op.token != token:
+        if op is None or op.step is not Step.COMMIT or op.token != token:
             return
         if not ok:
             log.warning(
@@ -841,10 +814,8 @@ class ClassicMember(
                 self._cfg.group_id,
                 self._member_id,
             )
-        if op.flow is _Flow.PREPARE:
-            self._prepare_revoke(op, acts)
-        elif op.flow is _Flow.RECONCILE:
-            self._reconcile_revoke(op, acts)
+        if op.flow is _Flow.PREPARE or op.flow is _Flow.RECONCILE:
+            self._revoke(op, acts)
         else:
             self._release_callback(op, acts)
 
@@ -916,7 +887,7 @@ class ClassicMember(
         """
         op = self._op
         self._op = None
-        if op is not None and op.step in (_Step.REVOKE, _Step.LOST):
+        if op is not None and op.step in (Step.REVOKE, Step.LOST):
             self._owned = self._owned - op.revoked
 
     def _drop_parked(self, partitions: Iterable[TopicPartition]) -> None:
@@ -935,14 +906,14 @@ class ClassicMember(
             self._maybe_rejoin_stale(now, acts)
             return
         op = self._op
-        if op is None or op.step is _Step.COMMIT or op.token != event.token:
+        if op is None or op.step is Step.COMMIT or op.token != event.token:
             return
         if op.flow is _Flow.PREPARE:
             self._owned = self._owned - op.revoked
             self._drop_parked_not_owned_on_revoke(op.revoked)
             self._prepared(now, acts)
         elif op.flow is _Flow.RECONCILE:
-            if op.step is _Step.REVOKE:
+            if op.step is Step.REVOKE:
                 self._owned = self._owned - op.revoked
                 self._reconcile_assign(op, acts)
             else:
@@ -1154,7 +1125,7 @@ class ClassicMember(
             self._leave_after_release(now, acts)
             return
         self._stop_fetching(owned, acts)
-        op = _Op(_Flow.RELEASE, _Step.COMMIT, 0, revoked=owned)
+        op = _Op(_Flow.RELEASE, Step.COMMIT, 0, revoked=owned)
         self._op = op
         if self._has_generation() and self._cfg.auto_commit:
             self._commit_before_revoke(op, owned, now, acts)
@@ -1163,10 +1134,7 @@ class ClassicMember(
 
     def _release_callback(self, op: _Op, acts: list[_Action]) -> None:
         kind = CallbackKind.REVOKED if self._has_generation() else CallbackKind.LOST
-        op.step = _Step.REVOKE if kind is CallbackKind.REVOKED else _Step.LOST
-        op.deadline = None
-        op.token = self._next_token()
-        acts.append(RunCallback(kind, op.token, op.revoked))
+        acts.append(self._callback(op, kind, op.revoked))
 
     def _leave_after_release(self, now: float, acts: list[_Action]) -> None:
         closing = self._life.closing

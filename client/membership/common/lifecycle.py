@@ -8,8 +8,30 @@ protocol does at those moments stays in its member.
 from __future__ import annotations
 
 import enum
+from typing import Protocol
 
-__all__ = ["LeaveReason", "Lifecycle", "check_backoff", "check_optional_ids"]
+__all__ = [
+    "LeaveReason",
+    "Lifecycle",
+    "MemberSettings",
+    "Step",
+    "Waiting",
+    "check_backoff",
+    "check_optional_ids",
+]
+
+
+class MemberSettings(Protocol):
+    """The configuration every member has (both members' config classes have it)."""
+
+    @property
+    def group_id(self) -> str: ...
+    @property
+    def max_poll_interval_ms(self) -> int: ...
+    @property
+    def retry_backoff_ms(self) -> int: ...
+    @property
+    def retry_backoff_max_ms(self) -> int: ...
 
 
 class LeaveReason(enum.Enum):
@@ -17,6 +39,23 @@ class LeaveReason(enum.Enum):
 
     UNSUBSCRIBE = "unsubscribe"
     CLOSE = "close"
+
+
+class Step(enum.Enum):
+    """The outside operation a member's rebalance step waits for."""
+
+    COMMIT = "commit"
+    REVOKE = "revoke callback"
+    LOST = "lost callback"
+    ASSIGN = "assign callback"
+
+
+class Waiting(Protocol):
+    """A step in progress: what it waits for, the token that answers it, and until when."""
+
+    step: Step
+    token: int
+    deadline: float | None
 
 
 class Lifecycle:

@@ -16,8 +16,10 @@ import random as _random
 from collections.abc import Callable
 from typing import ClassVar, Generic, TypeVar
 
+from kgroup.membership.common.actions import RunCallback
 from kgroup.membership.common.events import (
     CallbackCompleted,
+    CallbackKind,
     CloseRequested,
     CommitCompleted,
     CoordinatorRediscovered,
@@ -27,10 +29,10 @@ from kgroup.membership.common.events import (
     TimerTick,
     Unsubscribe,
 )
-from kgroup.membership.common.lifecycle import Lifecycle
+from kgroup.membership.common.lifecycle import Lifecycle, MemberSettings, Step, Waiting
 from kgroup.membership.common.retry import RetryDelay
 from kgroup.membership.common.transitions import TransitionTable
-from kgroup.types import Backoff
+from kgroup.types import Backoff, TopicPartition
 
 __all__ = ["MemberBase"]
 
@@ -39,6 +41,12 @@ _Tr = TypeVar("_Tr", bound=enum.Enum)
 _Ev = TypeVar("_Ev")
 _Ac = TypeVar("_Ac")
 
+_STEP_OF = {
+    CallbackKind.REVOKED: Step.REVOKE,
+    CallbackKind.ASSIGNED: Step.ASSIGN,
+    CallbackKind.LOST: Step.LOST,
+}
+
 
 class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
     """What every member does the same way; ``_Ev`` / ``_Ac`` are its event and action unions.
@@ -46,6 +54,10 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
     Per-protocol class attributes: ``_LOG`` (its logger), ``_POSITION`` (what
     its :meth:`_position` counts, for the log), ``_FATAL`` and ``_STALE`` (its
     states of those names) and ``_IN_GROUP`` (the states the poll timer runs in).
+
+    ``random`` is the random source of the retry backoff
+    (:meth:`kgroup.types.Backoff.delay`: floats in ``[0, 1)``; tests pass
+    ``lambda: 0.5``, no jitter).
     """
 
     _LOG: ClassVar[logging.Logger]
@@ -56,20 +68,18 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
 
     def __init__(
         self,
-        *,
-        group_id: str,
-        member_id: str,
-        state: _St,
+        config: MemberSettings,
         transitions: TransitionTable[_St, _Tr],
-        max_poll_interval_ms: int,
-        backoff: Backoff,
+        *,
+        member_id: str,
         random: Callable[[], float] | None,
     ) -> None:
-        self._group_id = group_id
+        self._group_id = config.group_id
         self._member_id = member_id
-        self._state = state
+        self._state = transitions.initial
         self._transitions = transitions
-        self._life = Lifecycle(max_poll_interval_ms)
+        self._life = Lifecycle(config.max_poll_interval_ms)
+        backoff = Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms)
         self._retry = RetryDelay(backoff, random or _random.random)
         self._awaiting_coordinator = False
         self._seq = 0
@@ -117,14 +127,12 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
         """When to deliver the next ``TimerTick`` (monotonic seconds), or None."""
         if self.closed:
             return None
-        candidates = self._deadlines()
         life = self._life
-        if life.closing and life.close_deadline is not None:
-            candidates.append(life.close_deadline)
-        poll_deadline = life.poll_deadline()
-        if self._state in self._IN_GROUP and poll_deadline is not None:
-            candidates.append(poll_deadline)
-        return min(candidates) if candidates else None
+        candidates = self._deadlines()
+        candidates.append(life.close_deadline if life.closing else None)
+        candidates.append(life.poll_deadline() if self._state in self._IN_GROUP else None)
+        present = [deadline for deadline in candidates if deadline is not None]
+        return min(present) if present else None
 
     def _dispatch(self, event: _Ev, now: float, acts: list[_Ac]) -> None:
         match event:
@@ -189,6 +197,15 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
         self._seq += 1
         return self._seq
 
+    def _callback(
+        self, op: Waiting, kind: CallbackKind, partitions: frozenset[TopicPartition]
+    ) -> RunCallback:
+        """Make ``op`` wait for the ``kind`` callback on ``partitions``; returns the request."""
+        op.step = _STEP_OF[kind]
+        op.deadline = None
+        op.token = self._next_token()
+        return RunCallback(kind, op.token, partitions)
+
     def _close_deadline_reached(self, now: float, acts: list[_Ac]) -> None:
         self._LOG.warning(
             "group %s member %s: close deadline reached before the leave completed",
@@ -227,8 +244,8 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
         """The member epoch or generation id, for the log."""
 
     @abc.abstractmethod
-    def _deadlines(self) -> list[float]:
-        """The protocol's own deadlines (beyond close and poll timer)."""
+    def _deadlines(self) -> list[float | None]:
+        """The protocol's own deadlines (beyond close and poll timer); None for one not set."""
 
     @abc.abstractmethod
     def _on_timers(self, now: float, acts: list[_Ac]) -> None:

@@ -14,7 +14,6 @@ with the classic member is :class:`~kgroup.membership.common.member.MemberBase`.
 
 from __future__ import annotations
 
-import enum
 import logging
 import uuid
 from collections.abc import Callable
@@ -39,7 +38,12 @@ from kgroup.membership.common.events import (
     RequestFailed,
     SubscriptionChanged,
 )
-from kgroup.membership.common.lifecycle import LeaveReason, check_backoff, check_optional_ids
+from kgroup.membership.common.lifecycle import (
+    LeaveReason,
+    Step,
+    check_backoff,
+    check_optional_ids,
+)
 from kgroup.membership.common.member import MemberBase
 from kgroup.membership.consumer import reconcile
 from kgroup.membership.consumer.actions import (
@@ -59,7 +63,7 @@ from kgroup.membership.consumer.events import (
 from kgroup.membership.consumer.heartbeat import SentFields, SubscribedTopics, build_request
 from kgroup.membership.consumer.reactions import Reaction, reaction_for
 from kgroup.membership.consumer.states import IN_GROUP, MACHINE, MemberState, Trigger
-from kgroup.types import Backoff, TopicIdPartition, TopicPartition
+from kgroup.types import TopicIdPartition, TopicPartition
 
 __all__ = ["ConsumerMember", "MemberConfig"]
 
@@ -119,12 +123,6 @@ class MemberConfig:
         check_backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
 
 
-class _Step(enum.Enum):
-    COMMIT = "commit"
-    REVOKE = "revoke callback"
-    ASSIGN = "assign callback"
-
-
 @dataclass(slots=True)
 class _Reconciliation:
     """One reconciliation in progress, waiting for one outside operation."""
@@ -133,7 +131,7 @@ class _Reconciliation:
     resolved: frozenset[TopicIdPartition]
     revoked: frozenset[TopicIdPartition]
     added: frozenset[TopicIdPartition]
-    step: _Step
+    step: Step
     token: int
     deadline: float | None = None
 
@@ -155,9 +153,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
     - every state change follows :data:`kgroup.membership.consumer.states.TRANSITIONS`;
       anything else raises :class:`~kgroup.membership.common.IllegalTransitionError`.
 
-    ``random`` is the random source of the heartbeat backoff
-    (:meth:`kgroup.types.Backoff.delay`: floats in ``[0, 1)``; tests pass
-    ``lambda: 0.5``, no jitter).
+    ``random``: see :class:`~kgroup.membership.common.member.MemberBase`.
     """
 
     _LOG = log
@@ -167,15 +163,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
     _IN_GROUP = IN_GROUP
 
     def __init__(self, config: MemberConfig, *, random: Callable[[], float] | None = None) -> None:
-        super().__init__(
-            group_id=config.group_id,
-            member_id=config.member_id,
-            state=_S.UNSUBSCRIBED,
-            transitions=MACHINE,
-            max_poll_interval_ms=config.max_poll_interval_ms,
-            backoff=Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms),
-            random=random,
-        )
+        super().__init__(config, MACHINE, member_id=config.member_id, random=random)
         self._cfg = config
         self._epoch = JOIN_EPOCH
         self._subscription: SubscribedTopics | None = None
@@ -201,7 +189,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         # Outside operations the member waits for, by token.
         self._lost_token: int | None = None  # FENCED / STALE
         self._release_token: int | None = None  # PREPARE_LEAVING commit or callback
-        self._release_step: _Step | None = None
+        self._release_step: Step | None = None
         self._release_deadline: float | None = None
         self._stale_released = False
         # Heartbeats
@@ -243,16 +231,9 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
     def _position(self) -> int:
         return self._epoch
 
-    def _deadlines(self) -> list[float]:
-        candidates: list[float] = []
-        if self._rec is not None and self._rec.deadline is not None:
-            candidates.append(self._rec.deadline)
-        if self._release_deadline is not None:
-            candidates.append(self._release_deadline)
-        due = self._heartbeat_due_at()
-        if due is not None:
-            candidates.append(due)
-        return candidates
+    def _deadlines(self) -> list[float | None]:
+        rec_deadline = None if self._rec is None else self._rec.deadline
+        return [rec_deadline, self._release_deadline, self._heartbeat_due_at()]
 
     def _dispatch_protocol(
         self, event: ConsumerMemberEvent, now: float, acts: list[_Action]
@@ -367,25 +348,36 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
 
     # -------------------------------------------------------------- heartbeat
 
+    def _accept(self, seq: int, now: float, acts: list[_Action]) -> bool:
+        """Whether ``seq`` is the heartbeat in flight (no longer in flight now).
+
+        An outcome of the leave heartbeat ends the leave instead.
+        """
+        if seq == self._leave_seq:
+            self._leave_seq = None
+            self._leave_done(False, now, acts)
+            return False
+        if seq != self._in_flight:
+            return False
+        self._in_flight = None
+        return True
+
+    def _current_session(self) -> bool:
+        # A response to a heartbeat sent before a fence or leave is of no use.
+        return self._in_flight_session == self._session and self._state in _HEARTBEATING
+
     def _on_response(
         self, event: HeartbeatResponseReceived, now: float, acts: list[_Action]
     ) -> None:
         resp = event.response
-        if event.seq == self._leave_seq:
-            if resp.error_code:
-                log.info(
-                    "group %s member %s: leave heartbeat answered with %s",
-                    self._cfg.group_id,
-                    self._member_id,
-                    error_name(resp.error_code),
-                )
-            self._leave_seq = None
-            self._leave_done(False, now, acts)
-            return
-        if event.seq != self._in_flight:
-            return
-        self._in_flight = None
-        if self._in_flight_session != self._session or self._state not in _HEARTBEATING:
+        if event.seq == self._leave_seq and resp.error_code:
+            log.info(
+                "group %s member %s: leave heartbeat answered with %s",
+                self._cfg.group_id,
+                self._member_id,
+                error_name(resp.error_code),
+            )
+        if not self._accept(event.seq, now, acts) or not self._current_session():
             return
         if resp.error_code == 0:
             self._on_success(resp, now, acts)
@@ -477,16 +469,11 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             self._fatal(code, name, message, reaction is Reaction.FATAL_UNSUPPORTED_VERSION, acts)
 
     def _on_request_failed(self, event: RequestFailed, now: float, acts: list[_Action]) -> None:
-        if event.seq == self._leave_seq:
-            self._leave_seq = None
-            self._leave_done(False, now, acts)
+        if not self._accept(event.seq, now, acts):
             return
-        if event.seq != self._in_flight:
-            return
-        self._in_flight = None
         self._sent = None
         self._next_heartbeat_at = now
-        if self._in_flight_session != self._session or self._state not in _HEARTBEATING:
+        if not self._current_session():
             return
         if event.kind is FailureKind.UNSUPPORTED_VERSION:
             code = ErrorCode.UNSUPPORTED_VERSION.value
@@ -640,7 +627,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             resolved=res.resolved,
             revoked=d.revoked,
             added=added,
-            step=_Step.COMMIT,
+            step=Step.COMMIT,
             token=0,
         )
         self._rec = rec
@@ -678,9 +665,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             self._restart(now, acts)
             return
         if rec.revoked:
-            rec.step = _Step.REVOKE
-            rec.token = self._next_token()
-            acts.append(RunCallback(CallbackKind.REVOKED, rec.token, self._names(rec.revoked)))
+            acts.append(self._callback(rec, CallbackKind.REVOKED, self._names(rec.revoked)))
             return
         self._install(rec, now, acts)
 
@@ -692,9 +677,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         keep = {tip.topic_id for tip in self._owned}
         self._assigned_names = {k: v for k, v in self._assigned_names.items() if k in keep}
         if rec.added or self._current is None:
-            rec.step = _Step.ASSIGN
-            rec.token = self._next_token()
-            acts.append(RunCallback(CallbackKind.ASSIGNED, rec.token, self._names(rec.added)))
+            acts.append(self._callback(rec, CallbackKind.ASSIGNED, self._names(rec.added)))
             return
         self._after_assigned(rec, now, acts)
 
@@ -723,8 +706,8 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         if event.error is not None:
             acts.append(RaiseCallbackError(event.kind, event.error))
         rec = self._rec
-        if rec is not None and event.token == rec.token and rec.step is not _Step.COMMIT:
-            if rec.step is _Step.REVOKE:
+        if rec is not None and event.token == rec.token and rec.step is not Step.COMMIT:
+            if rec.step is Step.REVOKE:
                 if event.error is not None:
                     # No ack; the broker fences us if this never succeeds. Retry on poll.
                     self._rec = None
@@ -749,7 +732,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             elif self._state is _S.STALE:
                 self._stale_released = True
                 self._maybe_rejoin_stale(now, acts)
-        elif event.token == self._release_token and self._release_step is not _Step.COMMIT:
+        elif event.token == self._release_token and self._release_step is not Step.COMMIT:
             self._release_token = None
             self._release_step = None
             self._finish_release(now, acts)
@@ -765,9 +748,9 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
                 error,
             )
         rec = self._rec
-        if rec is not None and rec.step is _Step.COMMIT and token == rec.token:
+        if rec is not None and rec.step is Step.COMMIT and token == rec.token:
             self._after_commit(rec, now, acts)
-        elif self._release_step is _Step.COMMIT and token == self._release_token:
+        elif self._release_step is Step.COMMIT and token == self._release_token:
             self._release_deadline = None
             self._release_revoke(acts)
 
@@ -860,7 +843,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         consumed = self._names(self._owned - self._unstarted)
         if self._epoch > 0 and self._cfg.auto_commit and consumed:
             self._release_token = self._next_token()
-            self._release_step = _Step.COMMIT
+            self._release_step = Step.COMMIT
             self._release_deadline = self._life.rebalance_deadline(now)
             acts.append(
                 CommitOffsets(self._release_token, consumed, self._epoch, self._release_deadline)
@@ -872,7 +855,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         owned = self._names(self._owned)
         kind = CallbackKind.REVOKED if self._epoch > 0 else CallbackKind.LOST
         self._release_token = self._next_token()
-        self._release_step = _Step.REVOKE
+        self._release_step = Step.REVOKE
         acts.append(RunCallback(kind, self._release_token, owned))
 
     def _finish_release(self, now: float, acts: list[_Action]) -> None:
