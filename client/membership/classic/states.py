@@ -107,23 +107,20 @@ def _table() -> dict[tuple[ClassicState, ClassicTrigger], ClassicState]:
     return t
 
 
-CLASSIC_DIAGRAM_BEGIN = (
-    "<!-- BEGIN GENERATED: classic member state diagram (kgroup.membership.classic.states) -->"
-)
-CLASSIC_DIAGRAM_END = "<!-- END GENERATED: classic member state diagram -->"
-
 CLASSIC_MACHINE: TransitionTable[ClassicState, ClassicTrigger] = TransitionTable(
     _table(),
     initial=ClassicState.UNJOINED,
     finals=(ClassicState.CLOSED,),
-    begin=CLASSIC_DIAGRAM_BEGIN,
-    end=CLASSIC_DIAGRAM_END,
+    diagram="classic member state diagram",
+    module=__name__,
 )
 """The table with its lookup and its diagram for ``docs/classic-protocol.md``."""
 
 CLASSIC_TRANSITIONS: Mapping[tuple[ClassicState, ClassicTrigger], ClassicState] = (
     CLASSIC_MACHINE.table
 )
+CLASSIC_DIAGRAM_BEGIN = CLASSIC_MACHINE.begin
+CLASSIC_DIAGRAM_END = CLASSIC_MACHINE.end
 next_classic_state = CLASSIC_MACHINE.next
 render_classic_mermaid = CLASSIC_MACHINE.render_mermaid
 replace_classic_diagram = CLASSIC_MACHINE.replace_diagram

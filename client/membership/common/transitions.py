@@ -41,8 +41,9 @@ class IllegalTransitionError(RuntimeError):
 class TransitionTable(Generic[_St, _Tr]):
     """One machine's legal transitions, and the diagram of them between two doc markers.
 
-    ``initial`` is where the machine starts, ``finals`` where it ends;
-    ``begin`` / ``end`` are the markers around the generated diagram in the docs.
+    ``initial`` is where the machine starts, ``finals`` where it ends. In the
+    docs the generated diagram stands between two HTML comments naming it
+    ``diagram`` (``begin`` names the module that draws it, ``module``).
     """
 
     def __init__(
@@ -51,14 +52,14 @@ class TransitionTable(Generic[_St, _Tr]):
         *,
         initial: _St,
         finals: tuple[_St, ...],
-        begin: str,
-        end: str,
+        diagram: str,
+        module: str,
     ) -> None:
         self.table: Mapping[tuple[_St, _Tr], _St] = MappingProxyType(dict(table))
         self.initial = initial
         self.finals = finals
-        self.begin = begin
-        self.end = end
+        self.begin = f"<!-- BEGIN GENERATED: {diagram} ({module}) -->"
+        self.end = f"<!-- END GENERATED: {diagram} -->"
 
     def next(self, state: _St, trigger: _Tr) -> _St:
         """The state ``trigger`` leads to from ``state``; raises :class:`IllegalTransitionError`."""

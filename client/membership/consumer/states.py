@@ -107,21 +107,18 @@ def _table() -> dict[tuple[MemberState, Trigger], MemberState]:
     return t
 
 
-DIAGRAM_BEGIN = (
-    "<!-- BEGIN GENERATED: membership state diagram (kgroup.membership.consumer.states) -->"
-)
-DIAGRAM_END = "<!-- END GENERATED: membership state diagram -->"
-
 MACHINE: TransitionTable[MemberState, Trigger] = TransitionTable(
     _table(),
     initial=MemberState.UNSUBSCRIBED,
     finals=(MemberState.FATAL,),
-    begin=DIAGRAM_BEGIN,
-    end=DIAGRAM_END,
+    diagram="membership state diagram",
+    module=__name__,
 )
 """The table with its lookup and its diagram for ``docs/new-protocol.md``."""
 
 TRANSITIONS: Mapping[tuple[MemberState, Trigger], MemberState] = MACHINE.table
+DIAGRAM_BEGIN = MACHINE.begin
+DIAGRAM_END = MACHINE.end
 next_state = MACHINE.next
 render_mermaid = MACHINE.render_mermaid
 replace_diagram = MACHINE.replace_diagram
