@@ -1,0 +1,69 @@
+"""Helpers of the runtime tests (fixtures are in conftest.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+
+from kgroup import AsyncConsumer
+from kgroup.dataplane import Record
+from kgroup.testing.fake import FakeBroker
+from kgroup.types import TopicPartition
+
+DEADLINE = 5.0
+"""Seconds any one condition may take; the scenarios need a fraction of that."""
+
+
+def consumer_config(broker: FakeBroker, group_id: str, **extra: Any) -> dict[str, Any]:
+    """A consumer config with short retry and request timeouts, for fast tests."""
+    return {
+        "bootstrap.servers": broker.bootstrap_servers,
+        "group.id": group_id,
+        "retry.backoff.ms": 10,
+        "retry.backoff.max.ms": 50,
+        "request.timeout.ms": 2_000,
+        **extra,
+    }
+
+
+def tps(topic: str, *partitions: int) -> frozenset[TopicPartition]:
+    return frozenset(TopicPartition(topic, p) for p in partitions)
+
+
+class Recorder:
+    """A rebalance listener that records every callback, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, frozenset[TopicPartition]]] = []
+
+    def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
+        self.events.append(("assigned", partitions))
+
+    def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+        self.events.append(("revoked", partitions))
+
+    def on_partitions_lost(self, partitions: frozenset[TopicPartition]) -> None:
+        self.events.append(("lost", partitions))
+
+    def of(self, kind: str) -> list[frozenset[TopicPartition]]:
+        return [partitions for k, partitions in self.events if k == kind]
+
+
+async def drive(
+    *consumers: AsyncConsumer,
+    until: Callable[[], bool],
+    timeout: float = DEADLINE,
+    sink: Mapping[AsyncConsumer, list[Record]] | None = None,
+) -> None:
+    """Poll every consumer in turn (as their applications would) until ``until()`` holds.
+
+    Records go to ``sink[consumer]`` when given. Raises TimeoutError at ``timeout``.
+    """
+    with anyio.fail_after(timeout):
+        while not until():
+            for consumer in consumers:
+                batch = await consumer.consume(100, 0.01)
+                if sink is not None:
+                    sink[consumer].extend(batch)
