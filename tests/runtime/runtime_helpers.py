@@ -67,3 +67,63 @@ async def drive(
                 batch = await consumer.consume(100, 0.01)
                 if sink is not None:
                     sink[consumer].extend(batch)
+
+
+class SharedLog:
+    """One timeline of several consumers' callbacks: (consumer name, kind, partitions)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, frozenset[TopicPartition]]] = []
+
+    def listener(self, name: str) -> NamedRecorder:
+        return NamedRecorder(self, name)
+
+    def index(self, name: str, kind: str, partition: TopicPartition) -> int:
+        """Position of the first ``kind`` callback of ``name`` that included ``partition``."""
+        return next(
+            i
+            for i, (who, what, parts) in enumerate(self.events)
+            if who == name and what == kind and partition in parts
+        )
+
+    def of(self, name: str, kind: str) -> list[frozenset[TopicPartition]]:
+        return [p for who, what, p in self.events if who == name and what == kind]
+
+
+class NamedRecorder(Recorder):
+    """A :class:`Recorder` that also writes to a :class:`SharedLog`."""
+
+    def __init__(self, shared: SharedLog, name: str) -> None:
+        super().__init__()
+        self._shared = shared
+        self._name = name
+
+    def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
+        super().on_partitions_assigned(partitions)
+        self._shared.events.append((self._name, "assigned", partitions))
+
+    def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+        super().on_partitions_revoked(partitions)
+        self._shared.events.append((self._name, "revoked", partitions))
+
+    def on_partitions_lost(self, partitions: frozenset[TopicPartition]) -> None:
+        super().on_partitions_lost(partitions)
+        self._shared.events.append((self._name, "lost", partitions))
+
+
+def produce_each(broker: FakeBroker, topic: str, partitions: int, count: int) -> None:
+    """``count`` records in every partition, valued ``<partition>-<n>``."""
+    for p in range(partitions):
+        for n in range(count):
+            broker.produce(topic, p, f"{p}-{n}".encode())
+
+
+def next_offsets(records: list[Record]) -> dict[TopicPartition, int]:
+    """Per partition, the offset after the last of ``records`` (what to commit)."""
+    result: dict[TopicPartition, int] = {}
+    for r in records:
+        topic, partition, offset = r.topic(), r.partition(), r.offset()
+        assert topic is not None and partition is not None and offset is not None
+        tp = TopicPartition(topic, partition)
+        result[tp] = max(result.get(tp, 0), offset + 1)
+    return result

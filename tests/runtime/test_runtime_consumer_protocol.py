@@ -1,16 +1,38 @@
-"""The KIP-848 consumer protocol end to end through the fake broker, asyncio and trio."""
+"""The KIP-848 consumer protocol end to end through the fake broker, asyncio and trio.
+
+The real AsyncConsumer, runtime and ConsumerMember run against
+kgroup.testing.fake's broker and data plane; no JVM.
+"""
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import pytest
-from runtime_helpers import Recorder, consumer_config, drive, tps
+from kio.schema.errors import ErrorCode
+from runtime_helpers import (
+    Recorder,
+    SharedLog,
+    consumer_config,
+    drive,
+    next_offsets,
+    produce_each,
+    tps,
+)
 
 from kgroup import AsyncConsumer
 from kgroup.dataplane import Record
-from kgroup.testing.fake import FakeBroker
+from kgroup.protocol import ApiKey
+from kgroup.testing.fake import FakeBroker, SeenRequest
 from kgroup.types import TopicPartition
 
 pytestmark = pytest.mark.anyio
+
+
+def _member_heartbeat(seen: SeenRequest) -> bool:
+    """A heartbeat of a member already in the group (not a join or a leave)."""
+    epoch: int = seen.request.member_epoch
+    return epoch > 0
 
 
 async def test_join_and_consume(broker: FakeBroker, group_id: str) -> None:
@@ -39,3 +61,135 @@ async def test_join_and_consume(broker: FakeBroker, group_id: str) -> None:
         group = broker.consumer_group(group_id)
         assert group is not None
         assert group.member_epoch(consumer.member_id) == consumer.member_epoch > 0
+
+
+async def test_second_member_gets_partitions_only_after_the_first_revoked_them(
+    broker: FakeBroker, group_id: str
+) -> None:
+    broker.create_topic("orders", 4)
+    everything = tps("orders", 0, 1, 2, 3)
+    log = SharedLog()
+    config = consumer_config(broker, group_id)
+    async with (
+        AsyncConsumer(config, dataplane=broker.dataplane()) as first,
+        AsyncConsumer(config, dataplane=broker.dataplane()) as second,
+    ):
+        first.subscribe(["orders"], listener=log.listener("first"))
+        await drive(first, until=lambda: first.assignment() == everything)
+        second.subscribe(["orders"], listener=log.listener("second"))
+        await drive(
+            first,
+            second,
+            until=lambda: first.assignment() | second.assignment() == everything
+            and len(first.assignment()) == len(second.assignment()) == 2,
+        )
+
+        moved = second.assignment()
+        assert not first.assignment() & moved
+        assert log.of("first", "assigned") == [everything]
+        assert log.of("first", "revoked") == [moved]
+        assert frozenset().union(*log.of("second", "assigned")) == moved
+        # Revocation before reassignment: the second member was told about each
+        # moved partition only after the first member had let it go.
+        for tp in moved:
+            assert log.index("first", "revoked", tp) < log.index("second", "assigned", tp)
+        group = broker.consumer_group(group_id)
+        assert group is not None
+        assert first.member_epoch == second.member_epoch == group.assignment_epoch
+
+
+async def test_commit_in_revoke_callback_is_kept_and_read_by_the_next_owner(
+    broker: FakeBroker, group_id: str
+) -> None:
+    broker.create_topic("orders", 2)
+    produce_each(broker, "orders", 2, 5)
+    config = consumer_config(broker, group_id)
+    got: dict[AsyncConsumer, list[Record]] = defaultdict(list)
+    committed_in_callback: list[dict[TopicPartition, int]] = []
+
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as first:
+
+        class CommitOnRevoke:
+            async def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+                # The application commits what it processed of the revoked partitions.
+                done = next_offsets(got[first])
+                mine = {tp: done[tp] for tp in partitions if tp in done}
+                committed_in_callback.append(await first.commit(mine))
+
+        first.subscribe(["orders"], listener=CommitOnRevoke())
+        await drive(first, until=lambda: len(got[first]) == 10, sink=got)
+
+        async with AsyncConsumer(config, dataplane=broker.dataplane()) as second:
+            second.subscribe(["orders"])
+            await drive(
+                first,
+                second,
+                until=lambda: len(second.assignment()) == 1 and len(first.assignment()) == 1,
+                sink=got,
+            )
+            (moved,) = second.assignment()
+            assert committed_in_callback == [{moved: 5}]
+            assert broker.committed(group_id) == {moved: 5}
+            # Visible through OffsetFetch, and the new owner starts there: it
+            # reads nothing the first member had processed.
+            assert await second.committed([moved]) == {moved: 5}
+            broker.produce("orders", moved.partition, b"after")
+            await drive(first, second, until=lambda: len(got[second]) == 1, sink=got)
+            assert [(r.partition(), r.offset(), r.value()) for r in got[second]] == [
+                (moved.partition, 5, b"after")
+            ]
+
+
+async def test_fenced_member_loses_its_partitions_and_rejoins(
+    broker: FakeBroker, group_id: str
+) -> None:
+    broker.create_topic("orders", 2)
+    everything = tps("orders", 0, 1)
+    listener = Recorder()
+    async with AsyncConsumer(
+        consumer_config(broker, group_id), dataplane=broker.dataplane()
+    ) as consumer:
+        consumer.subscribe(["orders"], listener=listener)
+        await drive(consumer, until=lambda: consumer.assignment() == everything)
+        member_id, epoch = consumer.member_id, consumer.member_epoch
+
+        fence = broker.intercept(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            lambda _seen: ErrorCode.fenced_member_epoch,
+            when=_member_heartbeat,
+        )
+        await drive(consumer, until=lambda: len(listener.of("assigned")) == 2)
+
+        assert len(fence.calls) == 1
+        assert listener.events == [
+            ("assigned", everything),
+            ("lost", everything),
+            ("assigned", everything),
+        ]
+        # Same member id (KIP-1082), a new epoch after joining again with epoch 0.
+        assert consumer.member_id == member_id
+        assert consumer.member_epoch > epoch
+        joins = [
+            r
+            for r in broker.requests_of(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+            if r.request.member_epoch == 0
+        ]
+        assert [r.request.member_id for r in joins] == [member_id, member_id]
+
+
+async def test_close_revokes_and_leaves_the_group(broker: FakeBroker, group_id: str) -> None:
+    broker.create_topic("orders", 2)
+    listener = Recorder()
+    async with AsyncConsumer(
+        consumer_config(broker, group_id), dataplane=broker.dataplane()
+    ) as consumer:
+        consumer.subscribe(["orders"], listener=listener)
+        await drive(consumer, until=lambda: consumer.assignment() == tps("orders", 0, 1))
+        member_id = consumer.member_id
+
+    assert listener.events == [("assigned", tps("orders", 0, 1)), ("revoked", tps("orders", 0, 1))]
+    last = broker.requests_of(ApiKey.CONSUMER_GROUP_HEARTBEAT)[-1]
+    assert (last.request.member_id, last.request.member_epoch) == (member_id, -1)
+    group = broker.consumer_group(group_id)
+    assert group is not None
+    assert group.members == {}
