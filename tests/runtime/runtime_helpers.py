@@ -123,7 +123,9 @@ def next_offsets(records: list[Record]) -> dict[TopicPartition, int]:
     result: dict[TopicPartition, int] = {}
     for r in records:
         topic, partition, offset = r.topic(), r.partition(), r.offset()
-        assert topic is not None and partition is not None and offset is not None
+        assert topic is not None
+        assert partition is not None
+        assert offset is not None
         tp = TopicPartition(topic, partition)
         result[tp] = max(result.get(tp, 0), offset + 1)
     return result

@@ -80,8 +80,10 @@ async def test_second_member_gets_partitions_only_after_the_first_revoked_them(
         await drive(
             first,
             second,
-            until=lambda: first.assignment() | second.assignment() == everything
-            and len(first.assignment()) == len(second.assignment()) == 2,
+            until=lambda: (
+                first.assignment() | second.assignment() == everything
+                and len(first.assignment()) == len(second.assignment()) == 2
+            ),
         )
 
         moved = second.assignment()

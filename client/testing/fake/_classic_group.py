@@ -137,9 +137,7 @@ class ClassicGroup:
     def join(self, request: JoinInput, now: float, waiter: Pending[JoinResult]) -> None:
         """Handle a JoinGroup; ``waiter`` is resolved now or when the rebalance completes."""
         member_id = request.member_id
-        if not request.protocols or (
-            self.members and request.protocol_type != self.protocol_type
-        ):
+        if not request.protocols or (self.members and request.protocol_type != self.protocol_type):
             waiter.resolve(JoinResult(ErrorCode.inconsistent_group_protocol, member_id))
             return
         if self.members and not self._candidates() & {n for n, _ in request.protocols}:
@@ -149,12 +147,13 @@ class ClassicGroup:
             static = self._by_instance(request.instance_id)
             if static is not None:
                 # The static member is back: its old id is replaced by a new one.
-                member = self.members.pop(static.member_id)
-                member.member_id = f"{request.client_id}-{uuid.uuid4()}"
-                self.members[member.member_id] = member
-                if self.leader == static.member_id:
-                    self.leader = member.member_id
-                member_id = member.member_id
+                old_id = static.member_id
+                del self.members[old_id]
+                static.member_id = f"{request.client_id}-{uuid.uuid4()}"
+                self.members[static.member_id] = static
+                if self.leader == old_id:
+                    self.leader = static.member_id
+                member_id = static.member_id
             else:
                 fresh = f"{request.client_id}-{uuid.uuid4()}"
                 self.pending_ids.add(fresh)
@@ -164,8 +163,8 @@ class ClassicGroup:
             waiter.resolve(JoinResult(ErrorCode.unknown_member_id, member_id))
             return
         self.pending_ids.discard(member_id)
-        member = self.members.get(member_id)
-        if member is None:
+        known = self.members.get(member_id)
+        if known is None:
             member = ClassicMember(
                 member_id=member_id,
                 instance_id=request.instance_id,
@@ -175,6 +174,8 @@ class ClassicGroup:
                 protocols=request.protocols,
             )
             self.members[member_id] = member
+        else:
+            member = known
         member.protocols = request.protocols
         member.session_timeout_ms = request.session_timeout_ms
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
@@ -256,6 +257,7 @@ class ClassicGroup:
 
     def sync(
         self,
+        *,
         member_id: str,
         instance_id: str | None,
         generation_id: int,

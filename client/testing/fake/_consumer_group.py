@@ -143,7 +143,8 @@ class ConsumerGroup:
             return HeartbeatOutcome(ErrorCode.invalid_request, "MemberId can't be empty.")
         if request.assignor is not None and request.assignor not in _ASSIGNORS:
             return HeartbeatOutcome(
-                ErrorCode.unsupported_assignor, f"ServerAssignor {request.assignor} is not supported"
+                ErrorCode.unsupported_assignor,
+                f"ServerAssignor {request.assignor} is not supported",
             )
         epoch = request.member_epoch
         if epoch == -1:
@@ -282,8 +283,7 @@ class ConsumerGroup:
         if self.assignment_epoch >= self.epoch:
             return
         subscribed = {
-            m.member_id: topics.matching(m.subscribed_names, m.regex)
-            for m in self.members.values()
+            m.member_id: topics.matching(m.subscribed_names, m.regex) for m in self.members.values()
         }
         spec = AssignmentSpec(
             members={

@@ -260,9 +260,9 @@ class FakeBroker:
         """Serve from an event loop in a background thread while the block runs."""
         with (
             anyio.from_thread.start_blocking_portal(backend) as portal,
-            portal.wrap_async_context_manager(self) as broker,
+            portal.wrap_async_context_manager(self),
         ):
-            yield broker
+            yield self
 
     async def _listen(self, node: _Node) -> None:
         assert node.listener is not None
@@ -629,7 +629,9 @@ class FakeBroker:
         if seen.version not in ours:
             # KIP-511: answer in v0 with our range so the client can retry.
             m = response_module(ApiKey.API_VERSIONS, 0)
-            entry = m.ApiVersion(api_key=ApiKey.API_VERSIONS, min_version=ours.min, max_version=ours.max)
+            entry = m.ApiVersion(
+                api_key=ApiKey.API_VERSIONS, min_version=ours.min, max_version=ours.max
+            )
             return m.ApiVersionsResponse(
                 error_code=ErrorCode.unsupported_version, api_keys=(entry,)
             )
@@ -659,9 +661,9 @@ class FakeBroker:
             else:
                 found = []
                 for asked in wanted:
-                    by_id = self._topics.by_id.get(asked.topic_id) if asked.topic_id else None
-                    topic = by_id or self._topics.by_name.get(asked.name or "")
-                    found.append(topic if topic is not None else (asked.name or ""))
+                    known = self._topics.by_id.get(asked.topic_id) if asked.topic_id else None
+                    known = known or self._topics.by_name.get(asked.name or "")
+                    found.append(known if known is not None else (asked.name or ""))
         topics = []
         for topic in found:
             if isinstance(topic, str):
@@ -735,7 +737,10 @@ class FakeBroker:
                 )
             )
         return make(
-            m, "FindCoordinatorResponse", throttle_time=timedelta_ms(0), coordinators=tuple(coordinators)
+            m,
+            "FindCoordinatorResponse",
+            throttle_time=timedelta_ms(0),
+            coordinators=tuple(coordinators),
         )
 
     # ------------------------------------------------------ consumer protocol
@@ -749,9 +754,10 @@ class FakeBroker:
                     ErrorCode.unsupported_version,
                     "The new consumer group protocol is not enabled.",
                 )
-            if request.group_id in self._classic_groups and self._classic_groups[
-                request.group_id
-            ].members:
+            if (
+                request.group_id in self._classic_groups
+                and self._classic_groups[request.group_id].members
+            ):
                 return self._error_response(
                     seen,
                     ErrorCode.group_id_not_found,
@@ -949,12 +955,12 @@ class FakeBroker:
             if group is None:
                 return self._error_response(seen, ErrorCode.unknown_member_id)
             group.sync(
-                request.member_id,
-                request.group_instance_id,
-                int(request.generation_id),
-                {a.member_id: bytes(a.assignment) for a in request.assignments},
-                self._now(),
-                waiter,
+                member_id=request.member_id,
+                instance_id=request.group_instance_id,
+                generation_id=int(request.generation_id),
+                assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
+                now=self._now(),
+                waiter=waiter,
             )
         self._changed()
         await event.wait()
@@ -1019,7 +1025,9 @@ class FakeBroker:
 
     # ---------------------------------------------------------------- offsets
 
-    def _commit_error(self, group_id: str, member_id: str, instance_id: str | None, epoch: int) -> ErrorCode:
+    def _commit_error(
+        self, group_id: str, member_id: str, instance_id: str | None, epoch: int
+    ) -> ErrorCode:
         # Caller holds the lock.
         consumer_group = self._consumer_groups.get(group_id)
         if consumer_group is not None and consumer_group.members:
@@ -1104,14 +1112,22 @@ class FakeBroker:
                     error = self._fetch_member_error(group_id, asked.member_id, asked.member_epoch)
                 if error is not ErrorCode.none:
                     groups.append(
-                        make(m, "OffsetFetchResponseGroup", group_id=group_id, topics=(), error_code=error)
+                        make(
+                            m,
+                            "OffsetFetchResponseGroup",
+                            group_id=group_id,
+                            topics=(),
+                            error_code=error,
+                        )
                     )
                     continue
                 stored = self._offsets.get(group_id, {})
                 wanted: list[tuple[Any, FakeTopic | None, tuple[int, ...]]] = []
                 if asked.topics is None:
                     for tp in sorted(stored):
-                        wanted.append((tp.topic, self._topics.by_name.get(tp.topic), (tp.partition,)))
+                        wanted.append(
+                            (tp.topic, self._topics.by_name.get(tp.topic), (tp.partition,))
+                        )
                 else:
                     for t in asked.topics:
                         found = (
@@ -1143,7 +1159,9 @@ class FakeBroker:
                             m,
                             "OffsetFetchResponseTopics",
                             name=found.name if found else getattr(asked_topic, "name", ""),
-                            topic_id=found.topic_id if found else getattr(asked_topic, "topic_id", None),
+                            topic_id=found.topic_id
+                            if found
+                            else getattr(asked_topic, "topic_id", None),
                             partitions=partitions,
                         )
                     )
@@ -1171,7 +1189,9 @@ class FakeBroker:
 
     # ----------------------------------------------------------------- errors
 
-    def _error_response(self, seen: SeenRequest, code: ErrorCode, message: str | None = None) -> Any:
+    def _error_response(
+        self, seen: SeenRequest, code: ErrorCode, message: str | None = None
+    ) -> Any:
         """A response of ``seen``'s API and version carrying ``code`` wherever it has room."""
         m = self._module(seen)
         request = seen.request
@@ -1285,7 +1305,11 @@ class FakeBroker:
                 throttle_time=zero,
                 groups=tuple(
                     make(
-                        m, "OffsetFetchResponseGroup", group_id=g.group_id, topics=(), error_code=code
+                        m,
+                        "OffsetFetchResponseGroup",
+                        group_id=g.group_id,
+                        topics=(),
+                        error_code=code,
                     )
                     for g in request.groups
                 ),
