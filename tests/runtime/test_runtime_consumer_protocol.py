@@ -23,7 +23,7 @@ from runtime_helpers import (
 from kgroup import AsyncConsumer
 from kgroup.dataplane import Record
 from kgroup.protocol import ApiKey
-from kgroup.testing.fake import FakeBroker, SeenRequest
+from kgroup.testing.fake import FakeBroker, SeenRequest, Verdict
 from kgroup.types import TopicPartition
 
 pytestmark = pytest.mark.anyio
@@ -195,3 +195,79 @@ async def test_close_revokes_and_leaves_the_group(broker: FakeBroker, group_id: 
     group = broker.consumer_group(group_id)
     assert group is not None
     assert group.members == {}
+
+
+async def test_coordinator_move_is_followed_without_a_rebalance(
+    anyio_backend: str, group_id: str
+) -> None:
+    async with FakeBroker(nodes=2) as broker:
+        broker.create_topic("orders", 2)
+        listener = Recorder()
+        got: list[Record] = []
+        async with AsyncConsumer(
+            consumer_config(broker, group_id), dataplane=broker.dataplane()
+        ) as consumer:
+            consumer.subscribe(["orders"], listener=listener)
+            await drive(consumer, until=lambda: consumer.assignment() == tps("orders", 0, 1))
+            epoch = consumer.member_epoch
+            before = len(broker.requests)
+
+            broker.set_coordinator(group_id, 1)
+            await broker.wait_until(
+                lambda: any(
+                    r.api_key == ApiKey.CONSUMER_GROUP_HEARTBEAT and r.node_id == 1
+                    for r in broker.requests[before:]
+                )
+            )
+            after = broker.requests[before:]
+            kinds = [(r.api_key, r.node_id) for r in after]
+            # The old coordinator was asked once more (and answered NOT_COORDINATOR),
+            # then the client looked the coordinator up and went to node 1.
+            assert (ApiKey.CONSUMER_GROUP_HEARTBEAT, 0) in kinds
+            first_on_new = kinds.index((ApiKey.CONSUMER_GROUP_HEARTBEAT, 1))
+            assert ApiKey.FIND_COORDINATOR in [k for k, _ in kinds[:first_on_new]]
+
+            broker.produce("orders", 0, b"after the move")
+            await drive(consumer, until=lambda: len(got) == 1, sink={consumer: got})
+            assert await consumer.commit() == {TopicPartition("orders", 0): 1}
+            assert broker.committed(group_id) == {TopicPartition("orders", 0): 1}
+            assert broker.requests_of(ApiKey.OFFSET_COMMIT, node=0) == []
+            assert consumer.member_epoch == epoch
+            assert listener.events == [("assigned", tps("orders", 0, 1))]
+
+
+async def test_unanswered_heartbeat_times_out_and_the_member_recovers(
+    broker: FakeBroker, group_id: str
+) -> None:
+    broker.create_topic("orders", 2)
+    listener = Recorder()
+    config = consumer_config(broker, group_id, **{"request.timeout.ms": 300})
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+        consumer.subscribe(["orders"], listener=listener)
+        await drive(consumer, until=lambda: consumer.assignment() == tps("orders", 0, 1))
+        epoch = consumer.member_epoch
+
+        stall = broker.intercept(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT, lambda _seen: Verdict.NO_ANSWER, when=_member_heartbeat
+        )
+
+        def answered_after_stall() -> list[SeenRequest]:
+            if not stall.calls:
+                return []
+            return [
+                r
+                for r in broker.requests_of(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+                if r.at > stall.calls[0].at
+            ]
+
+        await broker.wait_until(lambda: len(answered_after_stall()) >= 2)
+        (stalled,) = stall.calls
+        retry = answered_after_stall()[0]
+        # One heartbeat in flight at a time: the retry waited for the timeout.
+        assert retry.at - stalled.at >= 0.3
+        assert retry.request.member_epoch == epoch
+        group = broker.consumer_group(group_id)
+        assert group is not None
+        assert group.member_epoch(consumer.member_id) == consumer.member_epoch == epoch
+        await consumer.consume(100, 0.05)  # runs any rebalance work queued meanwhile
+        assert listener.events == [("assigned", tps("orders", 0, 1))]
