@@ -50,6 +50,22 @@ class Recorder:
     def of(self, kind: str) -> list[frozenset[TopicPartition]]:
         return [partitions for k, partitions in self.events if k == kind]
 
+    def owned(self) -> frozenset[TopicPartition]:
+        """What the application was told it owns: assigned minus revoked and lost."""
+        owned: frozenset[TopicPartition] = frozenset()
+        for kind, partitions in self.events:
+            owned = owned | partitions if kind == "assigned" else owned - partitions
+        return owned
+
+
+def told(consumer: AsyncConsumer, listener: Recorder, expected: int | None = None) -> bool:
+    """The listener's callbacks have caught up with the consumer's assignment
+    (of ``expected`` partitions, if given): callbacks run in a later poll."""
+    assignment = consumer.assignment()
+    if expected is not None and len(assignment) != expected:
+        return False
+    return listener.owned() == assignment
+
 
 async def drive(
     *consumers: AsyncConsumer,

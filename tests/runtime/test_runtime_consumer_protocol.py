@@ -17,6 +17,7 @@ from runtime_helpers import (
     drive,
     next_offsets,
     produce_each,
+    told,
     tps,
 )
 
@@ -74,17 +75,12 @@ async def test_second_member_gets_partitions_only_after_the_first_revoked_them(
         AsyncConsumer(config, dataplane=broker.dataplane()) as first,
         AsyncConsumer(config, dataplane=broker.dataplane()) as second,
     ):
-        first.subscribe(["orders"], listener=log.listener("first"))
-        await drive(first, until=lambda: first.assignment() == everything)
-        second.subscribe(["orders"], listener=log.listener("second"))
-        await drive(
-            first,
-            second,
-            until=lambda: (
-                first.assignment() | second.assignment() == everything
-                and len(first.assignment()) == len(second.assignment()) == 2
-            ),
-        )
+        one, two = log.listener("first"), log.listener("second")
+        first.subscribe(["orders"], listener=one)
+        await drive(first, until=lambda: told(first, one, 4))
+        second.subscribe(["orders"], listener=two)
+        await drive(first, second, until=lambda: told(first, one, 2) and told(second, two, 2))
+        assert first.assignment() | second.assignment() == everything
 
         moved = second.assignment()
         assert not first.assignment() & moved
@@ -152,7 +148,7 @@ async def test_fenced_member_loses_its_partitions_and_rejoins(
         consumer_config(broker, group_id), dataplane=broker.dataplane()
     ) as consumer:
         consumer.subscribe(["orders"], listener=listener)
-        await drive(consumer, until=lambda: consumer.assignment() == everything)
+        await drive(consumer, until=lambda: told(consumer, listener, 2))
         member_id, epoch = consumer.member_id, consumer.member_epoch
 
         fence = broker.intercept(
@@ -186,7 +182,7 @@ async def test_close_revokes_and_leaves_the_group(broker: FakeBroker, group_id: 
         consumer_config(broker, group_id), dataplane=broker.dataplane()
     ) as consumer:
         consumer.subscribe(["orders"], listener=listener)
-        await drive(consumer, until=lambda: consumer.assignment() == tps("orders", 0, 1))
+        await drive(consumer, until=lambda: told(consumer, listener, 2))
         member_id = consumer.member_id
 
     assert listener.events == [("assigned", tps("orders", 0, 1)), ("revoked", tps("orders", 0, 1))]
@@ -208,7 +204,7 @@ async def test_coordinator_move_is_followed_without_a_rebalance(
             consumer_config(broker, group_id), dataplane=broker.dataplane()
         ) as consumer:
             consumer.subscribe(["orders"], listener=listener)
-            await drive(consumer, until=lambda: consumer.assignment() == tps("orders", 0, 1))
+            await drive(consumer, until=lambda: told(consumer, listener, 2))
             epoch = consumer.member_epoch
             before = len(broker.requests)
 
@@ -244,7 +240,7 @@ async def test_unanswered_heartbeat_times_out_and_the_member_recovers(
     config = consumer_config(broker, group_id, **{"request.timeout.ms": 300})
     async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
         consumer.subscribe(["orders"], listener=listener)
-        await drive(consumer, until=lambda: consumer.assignment() == tps("orders", 0, 1))
+        await drive(consumer, until=lambda: told(consumer, listener, 2))
         epoch = consumer.member_epoch
 
         stall = broker.intercept(
