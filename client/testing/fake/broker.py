@@ -474,8 +474,10 @@ class FakeBroker:
     def _changed(self) -> None:
         with self._lock:
             self._changed_cond.notify_all()
+        # Every waiter shares the current event; the next waiter makes a new one.
         if self._loop_thread == threading.get_ident() and self._changed_event is not None:
             self._changed_event.set()
+            self._changed_event = None
 
     async def wait_until(self, condition: Callable[[], bool], timeout: float = 5.0) -> None:
         """Wait (on the broker's loop) until ``condition()`` holds; re-checked on every change.
@@ -485,7 +487,9 @@ class FakeBroker:
         """
         with anyio.fail_after(timeout):
             while True:
-                event = self._changed_event = anyio.Event()
+                if self._changed_event is None:
+                    self._changed_event = anyio.Event()
+                event = self._changed_event
                 with self._lock:
                     if condition():
                         return
@@ -544,31 +548,36 @@ class FakeBroker:
         with self._lock:
             self._seen.append(seen)
         self._changed()
-        outcome = await self._intercepted(seen)
-        if outcome is Verdict.DROP:
+        try:
+            response = await self._respond(seen)
+        except Exception as exc:
+            # A bug in the model or in a test's handler: remembered and raised
+            # when the broker stops, so that it fails the test instead of
+            # hiding behind the client's retries.
+            log.exception("fake broker failed answering %s", seen)
+            self.failures.append(exc)
+            response = Verdict.DROP
+        if response is Verdict.DROP:
             await conn.stream.aclose()
             return
-        if outcome is Verdict.NO_ANSWER:
+        if response is Verdict.NO_ANSWER:
             return
-        if outcome is None or outcome is Verdict.PASS:
-            try:
-                response = await self._answer(seen)
-            except Exception as exc:
-                # A bug in the model: remembered and raised when the broker
-                # stops, so that it fails the test instead of hiding as a retry.
-                log.exception("fake broker failed answering %s", seen)
-                self.failures.append(exc)
-                await conn.stream.aclose()
-                return
-        elif isinstance(outcome, int):
-            response = self._error_response(seen, ErrorCode(outcome))
-        else:
-            response = outcome
         try:
             await conn.send(encode_response(response, seen.correlation_id))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             return
         self._changed()
+
+    async def _respond(self, seen: SeenRequest) -> Any:
+        """The response to send, or DROP / NO_ANSWER."""
+        outcome = await self._intercepted(seen)
+        if outcome is Verdict.DROP or outcome is Verdict.NO_ANSWER:
+            return outcome
+        if outcome is None or outcome is Verdict.PASS:
+            return await self._answer(seen)
+        if isinstance(outcome, int):
+            return self._error_response(seen, ErrorCode(outcome))
+        return outcome
 
     async def _intercepted(self, seen: SeenRequest) -> HandlerResult:
         index = 0
