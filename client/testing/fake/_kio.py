@@ -1,4 +1,4 @@
-"""Building kio responses of whatever version a request came in.
+"""Requests as the fake broker sees them, and kio responses of whatever version they came in.
 
 Fields differ between versions of one API (``throttle_time`` appears, names
 become topic ids ...). :func:`make` takes the union of the fields the fake
@@ -10,10 +10,30 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-__all__ = ["make", "millis", "timedelta_ms"]
+__all__ = ["SeenRequest", "make", "millis", "timedelta_ms"]
+
+
+@dataclass(frozen=True, slots=True)
+class SeenRequest:
+    """One request the broker received, as interception handlers and assertions see it.
+
+    ``request`` is the decoded kio request of version ``version``; it is typed
+    ``Any`` because its fields depend on that version.
+    """
+
+    node_id: int
+    connection_id: int
+    api_key: int
+    version: int
+    correlation_id: int
+    client_id: str | None
+    request: Any = field(compare=False)
+    at: float
+    """When it arrived, on :func:`time.monotonic`'s clock."""
 
 
 def make(module: ModuleType, name: str, /, **fields: Any) -> Any:

@@ -18,7 +18,6 @@ import inspect
 import itertools
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -31,24 +30,19 @@ import anyio.from_thread
 from anyio.abc import SocketAttribute
 from anyio.streams.buffered import BufferedByteReceiveStream
 from kio.schema.errors import ErrorCode
-from kio.static.constants import uuid_zero
 
 from kgroup.config import AutoOffsetReset
 from kgroup.errors import KafkaProtocolError, KgroupError
-from kgroup.protocol import SUPPORTED_VERSIONS, ApiKey, VersionRange, response_module
+from kgroup.protocol import SUPPORTED_VERSIONS, ApiKey, VersionRange
 from kgroup.protocol.framing import RequestFrame, decode_request, encode_response, frame_size
-from kgroup.testing.fake._classic_group import (
-    ClassicGroup,
-    JoinInput,
-    JoinResult,
-    Pending,
-    SyncResult,
-)
-from kgroup.testing.fake._consumer_group import ConsumerGroup, HeartbeatInput
-from kgroup.testing.fake._kio import make, millis, timedelta_ms
-from kgroup.testing.fake._topics import FakeTopic, Topics
+from kgroup.testing.fake._classic_group import ClassicGroup
+from kgroup.testing.fake._cluster import Cluster, Node, now
+from kgroup.testing.fake._consumer_group import ConsumerGroup
+from kgroup.testing.fake._errors import error_response
+from kgroup.testing.fake._kio import SeenRequest
+from kgroup.testing.fake._topics import FakeTopic
 from kgroup.testing.fake.dataplane import FakeDataPlane, RecordLog
-from kgroup.types import TopicIdPartition, TopicPartition
+from kgroup.types import TopicPartition
 
 __all__ = [
     "FakeBroker",
@@ -74,7 +68,6 @@ _IMPLEMENTED = (
     ApiKey.OFFSET_COMMIT,
     ApiKey.OFFSET_FETCH,
 )
-_CONSUMER_PROTOCOL_APIS = (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)
 _HOST = "127.0.0.1"
 
 
@@ -87,25 +80,6 @@ class Verdict(enum.Enum):
     """Close the connection without answering (the client sees a disconnect)."""
     NO_ANSWER = "no-answer"
     """Never answer; the connection stays open (the client times out)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SeenRequest:
-    """One request the broker received, as interception handlers and assertions see it.
-
-    ``request`` is the decoded kio request of version ``version``; it is typed
-    ``Any`` because its fields depend on that version.
-    """
-
-    node_id: int
-    connection_id: int
-    api_key: int
-    version: int
-    correlation_id: int
-    client_id: str | None
-    request: Any = field(compare=False)
-    at: float
-    """When it arrived, on :func:`time.monotonic`'s clock."""
 
 
 HandlerResult: TypeAlias = Verdict | ErrorCode | int | Any | None
@@ -158,13 +132,6 @@ class _Connection:
             await self.stream.send(data)
 
 
-@dataclass(slots=True)
-class _Node:
-    node_id: int
-    port: int = 0
-    listener: anyio.abc.Listener[Any] | None = None
-
-
 class FakeBroker:
     """An in-process fake Kafka cluster for runtime tests (never for integration claims).
 
@@ -176,6 +143,8 @@ class FakeBroker:
     ``session_timeout_ms`` (the broker-side settings of the new protocol).
     ``versions`` overrides the advertised version ranges per API (default:
     kgroup's own ranges); the fake answers every version kio has.
+    ``sweep_interval`` is how often (seconds) the coordinator's timers
+    (session and rebalance timeouts) are checked.
 
     Thread-safety: the model is guarded by a lock, so the test's thread may
     read views and create topics while the broker's loop thread serves.
@@ -192,25 +161,22 @@ class FakeBroker:
     ) -> None:
         if nodes < 1:
             raise KgroupError(f"a fake cluster needs at least one node, got {nodes}")
-        self.heartbeat_interval_ms = heartbeat_interval_ms
-        self.session_timeout_ms = session_timeout_ms
         self.records = RecordLog()
         """The records of every partition; data planes from :meth:`dataplane` read them."""
-        self._nodes = [_Node(n) for n in range(nodes)]
-        self._versions = {api: SUPPORTED_VERSIONS[api] for api in _IMPLEMENTED}
-        self._versions.update(versions or {})
+        advertised = {api: SUPPORTED_VERSIONS[api] for api in _IMPLEMENTED}
+        advertised.update(versions or {})
+        self._cluster = Cluster(
+            nodes=nodes,
+            versions=advertised,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            session_timeout_ms=session_timeout_ms,
+            on_change=self._changed,
+        )
         self._sweep_interval = sweep_interval
-        self._lock = threading.RLock()
+        self._lock = self._cluster.lock
         self._changed_cond = threading.Condition(self._lock)
         self._changed_event: anyio.Event | None = None
         self._loop_thread: int | None = None
-        self._topics = Topics()
-        self._consumer_groups: dict[str, ConsumerGroup] = {}
-        self._classic_groups: dict[str, ClassicGroup] = {}
-        self._offsets: dict[str, dict[TopicPartition, int]] = {}
-        self._coordinators: dict[str, int] = {}
-        self._consumer_protocol = True
-        self._hide_consumer_protocol = False
         self._interceptions: list[Interception] = []
         self._seen: list[SeenRequest] = []
         self._connections: dict[int, _Connection] = {}
@@ -229,7 +195,7 @@ class FakeBroker:
         await tg.__aenter__()
         self._tg = tg
         try:
-            for node in self._nodes:
+            for node in self._cluster.nodes:
                 listener = await anyio.create_tcp_listener(local_host=_HOST, local_port=0)
                 node.listener = listener
                 node.port = listener.extra(SocketAttribute.local_port)
@@ -266,7 +232,7 @@ class FakeBroker:
         ):
             yield self
 
-    async def _listen(self, node: _Node) -> None:
+    async def _listen(self, node: Node) -> None:
         assert node.listener is not None
         async with node.listener:
             await node.listener.serve(lambda stream: self._serve(node.node_id, stream))
@@ -276,18 +242,10 @@ class FakeBroker:
         # short period: the broker's internal clock, not test synchronisation.
         while True:
             await anyio.sleep(self._sweep_interval)
-            now = self._now()
-            with self._lock:
-                changed = False
-                for consumer_group in self._consumer_groups.values():
-                    for member_id in consumer_group.expire(now):
-                        log.info("group %s: member %s expired", consumer_group.group_id, member_id)
-                        changed = True
-                for classic_group in self._classic_groups.values():
-                    for member_id in classic_group.expire(now):
-                        log.info("group %s: member %s expired", classic_group.group_id, member_id)
-                        changed = True
-            if changed:
+            gone = self._cluster.expire()
+            for group_id, member_id in gone:
+                log.info("group %s: member %s expired", group_id, member_id)
+            if gone:
                 self._changed()
 
     # --------------------------------------------------------------- cluster
@@ -295,28 +253,23 @@ class FakeBroker:
     @property
     def node_ids(self) -> list[int]:
         """The node ids, 0 .. nodes - 1."""
-        return [n.node_id for n in self._nodes]
+        return [n.node_id for n in self._cluster.nodes]
 
     def address(self, node: int = 0) -> str:
         """``127.0.0.1:<port>`` of ``node`` (only once entered)."""
-        return f"{_HOST}:{self._node(node).port}"
+        return f"{_HOST}:{self._cluster.node(node).port}"
 
     @property
     def bootstrap_servers(self) -> str:
         """Every node's address, comma-separated."""
-        return ",".join(self.address(n.node_id) for n in self._nodes)
-
-    def _node(self, node: int) -> _Node:
-        if not 0 <= node < len(self._nodes):
-            raise KgroupError(f"the fake cluster has nodes 0..{len(self._nodes) - 1}, not {node}")
-        return self._nodes[node]
+        return ",".join(self.address(n.node_id) for n in self._cluster.nodes)
 
     def create_topic(self, name: str, partitions: int = 1) -> uuid.UUID:
         """Create topic ``name`` (or grow it to ``partitions``); returns its id."""
         with self._lock:
-            topic = self._topics.create(name, partitions)
+            topic = self._cluster.topics.create(name, partitions)
             self.records.create(name, partitions)
-            for group in self._consumer_groups.values():
+            for group in self._cluster.consumer_groups.values():
                 group.topics_changed(name)
         self._changed()
         return topic.topic_id
@@ -324,7 +277,7 @@ class FakeBroker:
     def topic(self, name: str) -> FakeTopic:
         """Topic ``name``. Raises KgroupError if it does not exist."""
         with self._lock:
-            found = self._topics.by_name.get(name)
+            found = self._cluster.topics.by_name.get(name)
         if found is None:
             raise KgroupError(f"the fake cluster has no topic {name!r}; create it first")
         return found
@@ -384,15 +337,14 @@ class FakeBroker:
 
     def set_coordinator(self, group_id: str, node: int) -> None:
         """Make ``node`` the coordinator of ``group_id``; the others answer NOT_COORDINATOR."""
-        self._node(node)
+        self._cluster.node(node)
         with self._lock:
-            self._coordinators[group_id] = node
+            self._cluster.coordinators[group_id] = node
         self._changed()
 
     def coordinator(self, group_id: str) -> int:
         """The node coordinating ``group_id`` (node 0 unless moved)."""
-        with self._lock:
-            return self._coordinators.get(group_id, 0)
+        return self._cluster.coordinator(group_id)
 
     def disable_consumer_protocol(self, *, hide_api: bool = False) -> None:
         """Answer ConsumerGroupHeartbeat / ConsumerGroupDescribe with UNSUPPORTED_VERSION.
@@ -402,14 +354,14 @@ class FakeBroker:
         out of ApiVersions (an older broker).
         """
         with self._lock:
-            self._consumer_protocol = False
-            self._hide_consumer_protocol = hide_api
+            self._cluster.consumer_protocol = False
+            self._cluster.hide_consumer_protocol = hide_api
 
     def enable_consumer_protocol(self) -> None:
         """Undo :meth:`disable_consumer_protocol`."""
         with self._lock:
-            self._consumer_protocol = True
-            self._hide_consumer_protocol = False
+            self._cluster.consumer_protocol = True
+            self._cluster.hide_consumer_protocol = False
 
     def remove_member(self, group_id: str, member_id: str) -> None:
         """Remove a member from a group of either protocol, as if its session expired.
@@ -418,12 +370,12 @@ class FakeBroker:
         heartbeat; a classic member on its next Heartbeat / SyncGroup.
         """
         with self._lock:
-            consumer_group = self._consumer_groups.get(group_id)
+            consumer_group = self._cluster.consumer_groups.get(group_id)
             if consumer_group is not None and member_id in consumer_group.members:
                 consumer_group.remove(member_id)
-            classic_group = self._classic_groups.get(group_id)
+            classic_group = self._cluster.classic_groups.get(group_id)
             if classic_group is not None and member_id in classic_group.members:
-                classic_group.remove(member_id, self._now())
+                classic_group.remove(member_id, now())
         self._changed()
 
     async def disconnect(self, node: int | None = None) -> None:
@@ -437,17 +389,17 @@ class FakeBroker:
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         """The consumer-protocol group ``group_id`` (the live model object), if any."""
         with self._lock:
-            return self._consumer_groups.get(group_id)
+            return self._cluster.consumer_groups.get(group_id)
 
     def classic_group(self, group_id: str) -> ClassicGroup | None:
         """The classic group ``group_id`` (the live model object), if any."""
         with self._lock:
-            return self._classic_groups.get(group_id)
+            return self._cluster.classic_groups.get(group_id)
 
     def committed(self, group_id: str) -> dict[TopicPartition, int]:
         """The offsets committed for ``group_id``."""
         with self._lock:
-            return dict(self._offsets.get(group_id, {}))
+            return dict(self._cluster.offsets.get(group_id, {}))
 
     def assignment(self, group_id: str, member_id: str) -> frozenset[TopicPartition]:
         """What the coordinator currently gives ``member_id`` (either protocol's group).
@@ -456,20 +408,17 @@ class FakeBroker:
         so only consumer-protocol groups are covered; classic ones return empty.
         """
         with self._lock:
-            group = self._consumer_groups.get(group_id)
+            group = self._cluster.consumer_groups.get(group_id)
             member = None if group is None else group.members.get(member_id)
             if member is None:
                 return frozenset()
             return frozenset(
-                named for tp in member.assigned if (named := self._topics.name_of(tp)) is not None
+                named
+                for tp in member.assigned
+                if (named := self._cluster.topics.name_of(tp)) is not None
             )
 
     # ---------------------------------------------------------------- waiting
-
-    def _now(self) -> float:
-        # The model's clock: monotonic, so that a test thread (running_in_thread)
-        # and the broker's loop agree without asking the loop.
-        return time.monotonic()
 
     def _changed(self) -> None:
         with self._lock:
@@ -543,7 +492,7 @@ class FakeBroker:
             correlation_id=int(header.correlation_id),
             client_id=header.client_id,
             request=frame.request,
-            at=self._now(),
+            at=now(),
         )
         with self._lock:
             self._seen.append(seen)
@@ -574,9 +523,9 @@ class FakeBroker:
         if outcome is Verdict.DROP or outcome is Verdict.NO_ANSWER:
             return outcome
         if outcome is None or outcome is Verdict.PASS:
-            return await self._answer(seen)
+            return await self._cluster.answer(seen)
         if isinstance(outcome, int):
-            return self._error_response(seen, ErrorCode(outcome))
+            return error_response(seen, ErrorCode(outcome))
         return outcome
 
     async def _intercepted(self, seen: SeenRequest) -> HandlerResult:
@@ -600,745 +549,3 @@ class FakeBroker:
                 result = await result
             if result is not None and result is not Verdict.PASS:
                 return result
-
-    # ------------------------------------------------------------------ model
-
-    async def _answer(self, seen: SeenRequest) -> Any:
-        api = seen.api_key
-        if api == ApiKey.API_VERSIONS:
-            return self._api_versions(seen)
-        if api == ApiKey.METADATA:
-            return self._metadata(seen)
-        if api == ApiKey.FIND_COORDINATOR:
-            return self._find_coordinator(seen)
-        if api == ApiKey.CONSUMER_GROUP_DESCRIBE:
-            return self._consumer_group_describe(seen)
-        if api == ApiKey.OFFSET_FETCH:
-            return self._offset_fetch(seen)
-        group_id: str = seen.request.group_id
-        if self.coordinator(group_id) != seen.node_id:
-            return self._error_response(seen, ErrorCode.not_coordinator)
-        if api == ApiKey.CONSUMER_GROUP_HEARTBEAT:
-            return self._consumer_group_heartbeat(seen)
-        if api == ApiKey.JOIN_GROUP:
-            return await self._join_group(seen)
-        if api == ApiKey.SYNC_GROUP:
-            return await self._sync_group(seen)
-        if api == ApiKey.HEARTBEAT:
-            return self._heartbeat(seen)
-        if api == ApiKey.LEAVE_GROUP:
-            return self._leave_group(seen)
-        if api == ApiKey.OFFSET_COMMIT:
-            return self._offset_commit(seen)
-        raise KafkaProtocolError(f"the fake broker does not implement API key {api}")
-
-    def _module(self, seen: SeenRequest) -> Any:
-        return response_module(seen.api_key, seen.version)
-
-    def _api_versions(self, seen: SeenRequest) -> Any:
-        ours = self._versions[ApiKey.API_VERSIONS]
-        if seen.version not in ours:
-            # KIP-511: answer in v0 with our range so the client can retry.
-            m = response_module(ApiKey.API_VERSIONS, 0)
-            entry = m.ApiVersion(
-                api_key=ApiKey.API_VERSIONS, min_version=ours.min, max_version=ours.max
-            )
-            return m.ApiVersionsResponse(
-                error_code=ErrorCode.unsupported_version, api_keys=(entry,)
-            )
-        m = self._module(seen)
-        with self._lock:
-            hidden = _CONSUMER_PROTOCOL_APIS if self._hide_consumer_protocol else ()
-        entries = tuple(
-            m.ApiVersion(api_key=int(api), min_version=r.min, max_version=r.max)
-            for api, r in self._versions.items()
-            if api not in hidden
-        )
-        return make(
-            m,
-            "ApiVersionsResponse",
-            error_code=ErrorCode.none,
-            api_keys=entries,
-            throttle_time=timedelta_ms(0),
-        )
-
-    def _metadata(self, seen: SeenRequest) -> Any:
-        m = self._module(seen)
-        count = len(self._nodes)
-        with self._lock:
-            wanted = seen.request.topics
-            if wanted is None:
-                found: list[FakeTopic | str] = list(self._topics.by_name.values())
-            else:
-                found = []
-                for asked in wanted:
-                    known = self._topics.by_id.get(asked.topic_id) if asked.topic_id else None
-                    known = known or self._topics.by_name.get(asked.name or "")
-                    found.append(known if known is not None else (asked.name or ""))
-        topics = []
-        for topic in found:
-            if isinstance(topic, str):
-                topics.append(
-                    make(
-                        m,
-                        "MetadataResponseTopic",
-                        error_code=ErrorCode.unknown_topic_or_partition,
-                        name=topic,
-                        topic_id=uuid_zero,
-                        is_internal=False,
-                        partitions=(),
-                    )
-                )
-                continue
-            partitions = tuple(
-                make(
-                    m,
-                    "MetadataResponsePartition",
-                    error_code=ErrorCode.none,
-                    partition_index=p,
-                    leader_id=p % count,
-                    leader_epoch=0,
-                    replica_nodes=(p % count,),
-                    isr_nodes=(p % count,),
-                    offline_replicas=(),
-                )
-                for p in range(topic.partitions)
-            )
-            topics.append(
-                make(
-                    m,
-                    "MetadataResponseTopic",
-                    error_code=ErrorCode.none,
-                    name=topic.name,
-                    topic_id=topic.topic_id,
-                    is_internal=False,
-                    partitions=partitions,
-                )
-            )
-        brokers = tuple(
-            make(m, "MetadataResponseBroker", node_id=n.node_id, host=_HOST, port=n.port, rack=None)
-            for n in self._nodes
-        )
-        return make(
-            m,
-            "MetadataResponse",
-            throttle_time=timedelta_ms(0),
-            brokers=brokers,
-            cluster_id="kgroup-fake",
-            controller_id=0,
-            topics=tuple(topics),
-            error_code=ErrorCode.none,
-        )
-
-    def _find_coordinator(self, seen: SeenRequest) -> Any:
-        m = self._module(seen)
-        coordinators = []
-        for key in seen.request.coordinator_keys:
-            node = self._node(self.coordinator(key))
-            coordinators.append(
-                make(
-                    m,
-                    "Coordinator",
-                    key=key,
-                    node_id=node.node_id,
-                    host=_HOST,
-                    port=node.port,
-                    error_code=ErrorCode.none,
-                    error_message=None,
-                )
-            )
-        return make(
-            m,
-            "FindCoordinatorResponse",
-            throttle_time=timedelta_ms(0),
-            coordinators=tuple(coordinators),
-        )
-
-    # ------------------------------------------------------ consumer protocol
-
-    def _consumer_group_heartbeat(self, seen: SeenRequest) -> Any:
-        request = seen.request
-        with self._lock:
-            if not self._consumer_protocol:
-                return self._error_response(
-                    seen,
-                    ErrorCode.unsupported_version,
-                    "The new consumer group protocol is not enabled.",
-                )
-            if (
-                request.group_id in self._classic_groups
-                and self._classic_groups[request.group_id].members
-            ):
-                return self._error_response(
-                    seen,
-                    ErrorCode.group_id_not_found,
-                    "the fake broker does not convert classic groups",
-                )
-            group = self._consumer_groups.get(request.group_id)
-            if group is None:
-                if request.member_epoch != 0:
-                    return self._error_response(seen, ErrorCode.unknown_member_id)
-                group = ConsumerGroup(request.group_id, self.session_timeout_ms)
-                self._consumer_groups[request.group_id] = group
-            rebalance = millis(request.rebalance_timeout)
-            outcome = group.heartbeat(
-                HeartbeatInput(
-                    member_id=request.member_id,
-                    member_epoch=int(request.member_epoch),
-                    instance_id=request.instance_id,
-                    rack_id=request.rack_id,
-                    client_id=seen.client_id or "",
-                    rebalance_timeout_ms=rebalance if rebalance >= 0 else None,
-                    subscribed_names=None
-                    if request.subscribed_topic_names is None
-                    else tuple(request.subscribed_topic_names),
-                    regex=getattr(request, "subscribed_topic_regex", None),
-                    assignor=request.server_assignor,
-                    owned=None
-                    if request.topic_partitions is None
-                    else frozenset(
-                        TopicIdPartition(t.topic_id, int(p))
-                        for t in request.topic_partitions
-                        for p in t.partitions
-                    ),
-                ),
-                self._topics,
-                self._now(),
-            )
-        if outcome.error is not ErrorCode.none:
-            return self._error_response(seen, outcome.error, outcome.message)
-        m = self._module(seen)
-        assignment = None
-        if outcome.assignment is not None:
-            by_topic: dict[uuid.UUID, list[int]] = {}
-            for tp in sorted(outcome.assignment):
-                by_topic.setdefault(tp.topic_id, []).append(tp.partition)
-            assignment = m.Assignment(
-                topic_partitions=tuple(
-                    m.TopicPartitions(topic_id=t, partitions=tuple(ps))
-                    for t, ps in by_topic.items()
-                )
-            )
-        return m.ConsumerGroupHeartbeatResponse(
-            throttle_time=timedelta_ms(0),
-            error_code=ErrorCode.none,
-            error_message=None,
-            member_id=request.member_id,
-            member_epoch=outcome.member_epoch,
-            heartbeat_interval=timedelta_ms(self.heartbeat_interval_ms),
-            assignment=assignment,
-        )
-
-    def _consumer_group_describe(self, seen: SeenRequest) -> Any:
-        m = self._module(seen)
-        groups = []
-        with self._lock:
-            for group_id in seen.request.group_ids:
-                error: ErrorCode | None = None
-                if not self._consumer_protocol:
-                    error = ErrorCode.unsupported_version
-                elif self.coordinator(group_id) != seen.node_id:
-                    error = ErrorCode.not_coordinator
-                elif group_id not in self._consumer_groups:
-                    error = ErrorCode.group_id_not_found
-                if error is not None:
-                    groups.append(_described_error(m, group_id, error))
-                    continue
-                groups.append(self._described(m, self._consumer_groups[group_id]))
-        return make(
-            m, "ConsumerGroupDescribeResponse", throttle_time=timedelta_ms(0), groups=tuple(groups)
-        )
-
-    def _described(self, m: Any, group: ConsumerGroup) -> Any:
-        def assignment(partitions: frozenset[TopicIdPartition]) -> Any:
-            by_topic: dict[uuid.UUID, list[int]] = {}
-            for tp in sorted(partitions):
-                by_topic.setdefault(tp.topic_id, []).append(tp.partition)
-            return m.Assignment(
-                topic_partitions=tuple(
-                    m.TopicPartitions(
-                        topic_id=t,
-                        topic_name=self._topics.by_id[t].name if t in self._topics.by_id else "",
-                        partitions=tuple(ps),
-                    )
-                    for t, ps in by_topic.items()
-                )
-            )
-
-        members = tuple(
-            make(
-                m,
-                "Member",
-                member_id=member.member_id,
-                instance_id=member.instance_id,
-                rack_id=member.rack_id,
-                member_epoch=member.epoch,
-                client_id=member.client_id,
-                client_host="/" + _HOST,
-                subscribed_topic_names=member.subscribed_names,
-                subscribed_topic_regex=member.regex,
-                assignment=assignment(member.assigned),
-                target_assignment=assignment(group.target.get(member.member_id, frozenset())),
-            )
-            for member in group.members.values()
-        )
-        return make(
-            m,
-            "DescribedGroup",
-            error_code=ErrorCode.none,
-            error_message=None,
-            group_id=group.group_id,
-            group_state=group.state,
-            group_epoch=group.epoch,
-            assignment_epoch=group.assignment_epoch,
-            assignor_name="uniform",
-            members=members,
-            authorized_operations=-(2**31),
-        )
-
-    # -------------------------------------------------------- classic protocol
-
-    def _classic(self, group_id: str) -> ClassicGroup | None:
-        # Caller holds the lock. None: the id belongs to a consumer-protocol group.
-        consumer_group = self._consumer_groups.get(group_id)
-        if consumer_group is not None and consumer_group.members:
-            return None
-        group = self._classic_groups.get(group_id)
-        if group is None:
-            group = self._classic_groups[group_id] = ClassicGroup(group_id)
-        return group
-
-    async def _join_group(self, seen: SeenRequest) -> Any:
-        request = seen.request
-        event = anyio.Event()
-        waiter: Pending[JoinResult] = Pending(event.set)
-        with self._lock:
-            group = self._classic(request.group_id)
-            if group is None:
-                return self._error_response(seen, ErrorCode.inconsistent_group_protocol)
-            group.join(
-                JoinInput(
-                    member_id=request.member_id,
-                    instance_id=request.group_instance_id,
-                    client_id=seen.client_id or "consumer",
-                    session_timeout_ms=millis(request.session_timeout),
-                    rebalance_timeout_ms=millis(request.rebalance_timeout),
-                    protocol_type=request.protocol_type,
-                    protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
-                ),
-                self._now(),
-                waiter,
-            )
-        self._changed()
-        await event.wait()
-        result = waiter.result
-        assert result is not None
-        m = self._module(seen)
-        return make(
-            m,
-            "JoinGroupResponse",
-            throttle_time=timedelta_ms(0),
-            error_code=result.error,
-            generation_id=result.generation_id,
-            protocol_type=result.protocol_type,
-            protocol_name=result.protocol_name,
-            leader=result.leader,
-            skip_assignment=False,
-            member_id=result.member_id,
-            members=tuple(
-                make(
-                    m,
-                    "JoinGroupResponseMember",
-                    member_id=member_id,
-                    group_instance_id=instance_id,
-                    metadata=metadata,
-                )
-                for member_id, instance_id, metadata in result.members
-            ),
-        )
-
-    async def _sync_group(self, seen: SeenRequest) -> Any:
-        request = seen.request
-        event = anyio.Event()
-        waiter: Pending[SyncResult] = Pending(event.set)
-        with self._lock:
-            group = self._classic_groups.get(request.group_id)
-            if group is None:
-                return self._error_response(seen, ErrorCode.unknown_member_id)
-            group.sync(
-                member_id=request.member_id,
-                instance_id=request.group_instance_id,
-                generation_id=int(request.generation_id),
-                assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
-                now=self._now(),
-                waiter=waiter,
-            )
-        self._changed()
-        await event.wait()
-        result = waiter.result
-        assert result is not None
-        return make(
-            self._module(seen),
-            "SyncGroupResponse",
-            throttle_time=timedelta_ms(0),
-            error_code=result.error,
-            protocol_type=result.protocol_type,
-            protocol_name=result.protocol_name,
-            assignment=result.assignment,
-        )
-
-    def _heartbeat(self, seen: SeenRequest) -> Any:
-        request = seen.request
-        with self._lock:
-            group = self._classic_groups.get(request.group_id)
-            code = (
-                ErrorCode.unknown_member_id
-                if group is None
-                else group.heartbeat(
-                    request.member_id,
-                    request.group_instance_id,
-                    int(request.generation_id),
-                    self._now(),
-                )
-            )
-        return make(
-            self._module(seen), "HeartbeatResponse", throttle_time=timedelta_ms(0), error_code=code
-        )
-
-    def _leave_group(self, seen: SeenRequest) -> Any:
-        m = self._module(seen)
-        request = seen.request
-        results = []
-        with self._lock:
-            group = self._classic_groups.get(request.group_id)
-            for identity in request.members:
-                code = (
-                    ErrorCode.unknown_member_id
-                    if group is None
-                    else group.leave(identity.member_id, identity.group_instance_id, self._now())
-                )
-                results.append(
-                    make(
-                        m,
-                        "MemberResponse",
-                        member_id=identity.member_id,
-                        group_instance_id=identity.group_instance_id,
-                        error_code=code,
-                    )
-                )
-        return make(
-            m,
-            "LeaveGroupResponse",
-            throttle_time=timedelta_ms(0),
-            error_code=ErrorCode.none,
-            members=tuple(results),
-        )
-
-    # ---------------------------------------------------------------- offsets
-
-    def _commit_error(
-        self, group_id: str, member_id: str, instance_id: str | None, epoch: int
-    ) -> ErrorCode:
-        # Caller holds the lock.
-        consumer_group = self._consumer_groups.get(group_id)
-        if consumer_group is not None and consumer_group.members:
-            if epoch < 0 and not member_id:
-                return ErrorCode.unknown_member_id
-            current = consumer_group.member_epoch(member_id)
-            if current is None:
-                return ErrorCode.unknown_member_id
-            if epoch > current:
-                return ErrorCode.fenced_member_epoch
-            if epoch < current:
-                return ErrorCode.stale_member_epoch
-            return ErrorCode.none
-        classic_group = self._classic_groups.get(group_id)
-        if classic_group is not None and classic_group.members:
-            return classic_group.check_commit(member_id, instance_id, epoch)
-        # An empty or unknown group takes commits from outside (epoch -1) only.
-        return ErrorCode.none if epoch < 0 else ErrorCode.illegal_generation
-
-    def _offset_commit(self, seen: SeenRequest) -> Any:
-        m = self._module(seen)
-        request = seen.request
-        by_id = seen.version >= 10
-        topics = []
-        with self._lock:
-            code = self._commit_error(
-                request.group_id,
-                request.member_id,
-                request.group_instance_id,
-                int(request.generation_id_or_member_epoch),
-            )
-            stored = self._offsets.setdefault(request.group_id, {})
-            for topic in request.topics:
-                found = (
-                    self._topics.by_id.get(topic.topic_id)
-                    if by_id
-                    else self._topics.by_name.get(topic.name)
-                )
-                partitions = []
-                for part in topic.partitions:
-                    index = int(part.partition_index)
-                    error = code
-                    if error is ErrorCode.none and (found is None or index >= found.partitions):
-                        error = (
-                            ErrorCode.unknown_topic_id
-                            if by_id
-                            else ErrorCode.unknown_topic_or_partition
-                        )
-                    if error is ErrorCode.none and found is not None:
-                        stored[TopicPartition(found.name, index)] = int(part.committed_offset)
-                    partitions.append(
-                        make(
-                            m,
-                            "OffsetCommitResponsePartition",
-                            partition_index=index,
-                            error_code=error,
-                        )
-                    )
-                topics.append(
-                    make(
-                        m,
-                        "OffsetCommitResponseTopic",
-                        name=getattr(topic, "name", None),
-                        topic_id=getattr(topic, "topic_id", None),
-                        partitions=tuple(partitions),
-                    )
-                )
-        self._changed()
-        return make(m, "OffsetCommitResponse", throttle_time=timedelta_ms(0), topics=tuple(topics))
-
-    def _offset_fetch(self, seen: SeenRequest) -> Any:
-        m = self._module(seen)
-        by_id = seen.version >= 10
-        groups = []
-        with self._lock:
-            for asked in seen.request.groups:
-                group_id = asked.group_id
-                error = ErrorCode.none
-                if self.coordinator(group_id) != seen.node_id:
-                    error = ErrorCode.not_coordinator
-                elif asked.member_id is not None:
-                    error = self._fetch_member_error(group_id, asked.member_id, asked.member_epoch)
-                if error is not ErrorCode.none:
-                    groups.append(
-                        make(
-                            m,
-                            "OffsetFetchResponseGroup",
-                            group_id=group_id,
-                            topics=(),
-                            error_code=error,
-                        )
-                    )
-                    continue
-                stored = self._offsets.get(group_id, {})
-                wanted: list[tuple[Any, FakeTopic | None, tuple[int, ...]]] = []
-                if asked.topics is None:
-                    for tp in sorted(stored):
-                        wanted.append(
-                            (tp.topic, self._topics.by_name.get(tp.topic), (tp.partition,))
-                        )
-                else:
-                    for t in asked.topics:
-                        found = (
-                            self._topics.by_id.get(t.topic_id)
-                            if by_id
-                            else self._topics.by_name.get(t.name)
-                        )
-                        wanted.append((t, found, tuple(int(p) for p in t.partition_indexes)))
-                topics = []
-                for asked_topic, found, indexes in wanted:
-                    partitions = tuple(
-                        make(
-                            m,
-                            "OffsetFetchResponsePartitions",
-                            partition_index=p,
-                            committed_offset=-1
-                            if found is None
-                            else stored.get(TopicPartition(found.name, p), -1),
-                            committed_leader_epoch=-1,
-                            metadata="",
-                            error_code=ErrorCode.unknown_topic_id
-                            if found is None and by_id
-                            else ErrorCode.none,
-                        )
-                        for p in indexes
-                    )
-                    topics.append(
-                        make(
-                            m,
-                            "OffsetFetchResponseTopics",
-                            name=found.name if found else getattr(asked_topic, "name", ""),
-                            topic_id=found.topic_id
-                            if found
-                            else getattr(asked_topic, "topic_id", None),
-                            partitions=partitions,
-                        )
-                    )
-                groups.append(
-                    make(
-                        m,
-                        "OffsetFetchResponseGroup",
-                        group_id=group_id,
-                        topics=tuple(topics),
-                        error_code=ErrorCode.none,
-                    )
-                )
-        return make(m, "OffsetFetchResponse", throttle_time=timedelta_ms(0), groups=tuple(groups))
-
-    def _fetch_member_error(self, group_id: str, member_id: str, epoch: int) -> ErrorCode:
-        consumer_group = self._consumer_groups.get(group_id)
-        if consumer_group is None or not consumer_group.members:
-            return ErrorCode.none  # classic groups do not check OffsetFetch's member
-        current = consumer_group.member_epoch(member_id)
-        if current is None:
-            return ErrorCode.unknown_member_id
-        if epoch != current:
-            return ErrorCode.stale_member_epoch
-        return ErrorCode.none
-
-    # ----------------------------------------------------------------- errors
-
-    def _error_response(
-        self, seen: SeenRequest, code: ErrorCode, message: str | None = None
-    ) -> Any:
-        """A response of ``seen``'s API and version carrying ``code`` wherever it has room."""
-        m = self._module(seen)
-        request = seen.request
-        api = seen.api_key
-        zero = timedelta_ms(0)
-        if api == ApiKey.API_VERSIONS:
-            return make(m, "ApiVersionsResponse", error_code=code, api_keys=(), throttle_time=zero)
-        if api == ApiKey.METADATA:
-            return make(
-                m,
-                "MetadataResponse",
-                throttle_time=zero,
-                brokers=(),
-                cluster_id=None,
-                controller_id=-1,
-                topics=(),
-                error_code=code,
-            )
-        if api == ApiKey.FIND_COORDINATOR:
-            return make(
-                m,
-                "FindCoordinatorResponse",
-                throttle_time=zero,
-                coordinators=tuple(
-                    make(
-                        m,
-                        "Coordinator",
-                        key=key,
-                        node_id=-1,
-                        host="",
-                        port=-1,
-                        error_code=code,
-                        error_message=message,
-                    )
-                    for key in request.coordinator_keys
-                ),
-            )
-        if api == ApiKey.CONSUMER_GROUP_HEARTBEAT:
-            return m.ConsumerGroupHeartbeatResponse(
-                throttle_time=zero,
-                error_code=code,
-                error_message=message,
-                member_id=request.member_id,
-                member_epoch=-1,
-                heartbeat_interval=timedelta_ms(0),
-                assignment=None,
-            )
-        if api == ApiKey.CONSUMER_GROUP_DESCRIBE:
-            return make(
-                m,
-                "ConsumerGroupDescribeResponse",
-                throttle_time=zero,
-                groups=tuple(_described_error(m, g, code) for g in request.group_ids),
-            )
-        if api == ApiKey.JOIN_GROUP:
-            return make(
-                m,
-                "JoinGroupResponse",
-                throttle_time=zero,
-                error_code=code,
-                generation_id=-1,
-                protocol_type=None,
-                protocol_name=None,
-                leader="",
-                skip_assignment=False,
-                member_id=request.member_id,
-                members=(),
-            )
-        if api == ApiKey.SYNC_GROUP:
-            return make(
-                m,
-                "SyncGroupResponse",
-                throttle_time=zero,
-                error_code=code,
-                protocol_type=None,
-                protocol_name=None,
-                assignment=b"",
-            )
-        if api == ApiKey.HEARTBEAT:
-            return make(m, "HeartbeatResponse", throttle_time=zero, error_code=code)
-        if api == ApiKey.LEAVE_GROUP:
-            return make(m, "LeaveGroupResponse", throttle_time=zero, error_code=code, members=())
-        if api == ApiKey.OFFSET_COMMIT:
-            return make(
-                m,
-                "OffsetCommitResponse",
-                throttle_time=zero,
-                topics=tuple(
-                    make(
-                        m,
-                        "OffsetCommitResponseTopic",
-                        name=getattr(t, "name", None),
-                        topic_id=getattr(t, "topic_id", None),
-                        partitions=tuple(
-                            make(
-                                m,
-                                "OffsetCommitResponsePartition",
-                                partition_index=p.partition_index,
-                                error_code=code,
-                            )
-                            for p in t.partitions
-                        ),
-                    )
-                    for t in request.topics
-                ),
-            )
-        if api == ApiKey.OFFSET_FETCH:
-            return make(
-                m,
-                "OffsetFetchResponse",
-                throttle_time=zero,
-                groups=tuple(
-                    make(
-                        m,
-                        "OffsetFetchResponseGroup",
-                        group_id=g.group_id,
-                        topics=(),
-                        error_code=code,
-                    )
-                    for g in request.groups
-                ),
-            )
-        raise KafkaProtocolError(f"the fake broker cannot answer API key {api}")
-
-
-def _described_error(m: Any, group_id: str, code: ErrorCode) -> Any:
-    return make(
-        m,
-        "DescribedGroup",
-        error_code=code,
-        error_message=None,
-        group_id=group_id,
-        group_state="",
-        group_epoch=-1,
-        assignment_epoch=-1,
-        assignor_name="",
-        members=(),
-        authorized_operations=-(2**31),
-    )
