@@ -44,6 +44,13 @@ def test_blocking_consumer_joins_consumes_commits_and_leaves(backend: str) -> No
         config = consumer_config(broker, "blocking")
         with Consumer(config, backend=backend, dataplane=broker.dataplane()) as consumer:
             consumer.subscribe(["orders"], listener=listener)
+
+            def joined() -> bool:
+                group = broker.consumer_group("blocking")
+                return group is not None and consumer.member_id in group.members
+
+            # The member joins in the background, before any poll.
+            broker.wait_for(joined, DEADLINE)
             poll_until(consumer, lambda: len(got) == 2, got)
             assert sorted((r.partition(), r.value()) for r in got) == [(0, b"a"), (1, b"b")]
             assert consumer.commit() == {
