@@ -2,7 +2,7 @@
 
 Every test runs on asyncio and trio. Waiting is on conditions with deadlines:
 either the broker's state (``broker.wait_until``, woken by every request it
-handles) or the consumers' own (``runtime_helpers.drive``: the application
+handles) or the consumers' own (``helpers.drive``: the application
 polls, which is where callbacks run, until the condition holds).
 """
 

@@ -10,13 +10,14 @@ import time
 from collections.abc import Callable
 
 import pytest
-from runtime_helpers import DEADLINE, Recorder, consumer_config, tps
 
 from kgroup import Consumer
 from kgroup.dataplane import Record
 from kgroup.protocol import ApiKey
 from kgroup.testing.fake import FakeBroker
 from kgroup.types import TopicPartition
+
+from .helpers import DEADLINE, Recorder, consumer_config, tps
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 from kio.schema.errors import ErrorCode
-from runtime_helpers import SharedLog, consumer_config, drive, told, tps
 
 from kgroup import AsyncConsumer
 from kgroup.config import GroupProtocol
 from kgroup.dataplane import Record
 from kgroup.protocol import ApiKey
 from kgroup.testing.fake import ClassicState, FakeBroker
+
+from .helpers import SharedLog, consumer_config, drive, told, tps
 
 pytestmark = pytest.mark.anyio
 

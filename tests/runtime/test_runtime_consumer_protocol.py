@@ -10,7 +10,14 @@ from collections import defaultdict
 
 import pytest
 from kio.schema.errors import ErrorCode
-from runtime_helpers import (
+
+from kgroup import AsyncConsumer
+from kgroup.dataplane import Record
+from kgroup.protocol import ApiKey
+from kgroup.testing.fake import FakeBroker, SeenRequest, Verdict
+from kgroup.types import TopicPartition
+
+from .helpers import (
     Recorder,
     SharedLog,
     consumer_config,
@@ -20,12 +27,6 @@ from runtime_helpers import (
     told,
     tps,
 )
-
-from kgroup import AsyncConsumer
-from kgroup.dataplane import Record
-from kgroup.protocol import ApiKey
-from kgroup.testing.fake import FakeBroker, SeenRequest, Verdict
-from kgroup.types import TopicPartition
 
 pytestmark = pytest.mark.anyio
 
