@@ -65,7 +65,7 @@ def pyspark_jars_dir() -> Path:
 
 def _cache_root() -> Path:
     # The same cache as kgroup.testing's broker jars.
-    from kgroup.testing.runtime import cache_root  # noqa: PLC0415
+    from kgroup.testing import cache_root  # noqa: PLC0415
 
     return cache_root()
 
