@@ -495,7 +495,12 @@ def summary(
 
 def compute_tables(events: DataFrame, clock_skew_s: float = 0.0) -> dict[str, DataFrame]:
     """Every table of the report, lazily, from parsed events (see :mod:`kgroup.report.job`
-    for the version that materialises intermediate tables)."""
+    for the version that materialises intermediate tables).
+
+    The session needs ``spark.sql.constraintPropagation.enabled=false`` (as
+    :func:`kgroup.report.job.build_session` sets): with it, Spark's optimizer
+    does not finish planning the rebalance tables.
+    """
     intervals = ownership(events)
     member_rb = member_rebalances(events)
     doubles = double_ownership(intervals, clock_skew_s)

@@ -130,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
                 f"{module} is not installed; kgroup report needs the report extra: "
                 "pip install 'kgroup[report]'"
             )
+    from pyspark.sql import SparkSession  # noqa: PLC0415
+
     from kgroup.report.job import build_session, run_report, summaries_text  # noqa: PLC0415
     from kgroup.report.source import FileSource, KafkaSource  # noqa: PLC0415
 
@@ -138,6 +140,9 @@ def run(args: argparse.Namespace) -> int:
         source = KafkaSource(args.bootstrap_servers, args.topic, dict(args.kafka_option))
     else:
         source = FileSource(tuple(args.input))
+    # A session already running in this process (an application embedding the
+    # command, a test) is used as it is and left running.
+    owned = SparkSession.getActiveSession() is None
     spark = build_session(
         args.master,
         kafka=isinstance(source, KafkaSource),
@@ -149,7 +154,8 @@ def run(args: argparse.Namespace) -> int:
             spark, source, args.out, clock_skew_s=args.clock_skew, html=not args.no_html
         )
     finally:
-        spark.stop()
+        if owned:
+            spark.stop()
     for line in summaries_text(result.groups):
         print(line)
     if result.malformed:

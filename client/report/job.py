@@ -111,6 +111,9 @@ def build_session(
 ) -> SparkSession:
     """A SparkSession for the report (Spark's UI off, UTC, the Kafka connector if asked).
 
+    Sessions made elsewhere need ``spark.sql.constraintPropagation.enabled=false``
+    to plan the report's queries in reasonable time.
+
     ``driver_memory`` and the jars only take effect when this starts Spark's JVM
     (not when a session already runs in this process).
     """
@@ -120,6 +123,10 @@ def build_session(
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        # Catalyst's constraint propagation explodes on the report's plans
+        # (windows over windows, as in rebalances(member_rebalances(...))):
+        # planning never finishes and the driver runs out of memory.
+        .config("spark.sql.constraintPropagation.enabled", "false")
     )
     if driver_memory:
         builder = builder.config("spark.driver.memory", driver_memory)

@@ -99,12 +99,25 @@ def valid_event() -> Column:
     A line that is not JSON parses to all nulls; a field of the wrong type
     parses to null. Either way a field the kind requires is null, and the row
     is counted as malformed rather than misread.
+
+    Built as bit masks (one bit per field: which are present, which the row's
+    kind requires) so that the expression stays small: a disjunction over
+    every kind and field makes Spark's optimizer work very hard on the plans
+    built on top of it.
     """
-    condition: Column | None = None
-    for kind, names in REQUIRED_FIELDS.items():
-        clause = F.col("kind") == kind
-        for name in names:
-            clause = clause & F.col(name).isNotNull()
-        condition = clause if condition is None else condition | clause
-    assert condition is not None
-    return F.coalesce(condition & (F.col("v") <= SCHEMA_VERSION), F.lit(False))
+    names = EVENT_SCHEMA.fieldNames()
+    bit = {name: 1 << i for i, name in enumerate(names)}
+    present = F.lit(0).cast("long")
+    for name in names:
+        present = present + F.when(F.col(name).isNotNull(), F.lit(bit[name])).otherwise(F.lit(0))
+    masks = F.create_map(
+        *[
+            item
+            for kind, required in REQUIRED_FIELDS.items()
+            for item in (F.lit(kind), F.lit(sum(bit[n] for n in required)).cast("long"))
+        ]
+    )
+    mask = masks[F.col("kind")]
+    return F.coalesce(
+        (present.bitwiseAND(mask) == mask) & (F.col("v") <= SCHEMA_VERSION), F.lit(False)
+    )
