@@ -179,9 +179,12 @@ def run_report(
     everything = spark.read.parquet(str(tables_dir / "events"))
     # Partition values come back as strings ("true" / "false").
     valid = F.col("valid").cast("boolean")
-    malformed = everything.filter(~valid).count()
+    counts = {
+        row["valid"]: row["count"]
+        for row in everything.groupBy(valid.alias("valid")).count().collect()
+    }
+    malformed, event_count = counts.get(False, 0), counts.get(True, 0)
     events = everything.filter(valid).drop("valid", "raw")
-    event_count = events.count()
     if event_count == 0:
         raise ReportInputError(
             f"no telemetry events in {source.describe()}"
@@ -271,20 +274,23 @@ def _rows(df: DataFrame) -> list[dict[str, Any]]:
 def _log_histogram(
     values: DataFrame, column: str, *, low: float = 1e-4, high: float = 1e4, per_decade: int = 4
 ) -> dict[str, Any]:
-    """Counts of positive values in logarithmic bins, computed by Spark."""
+    """Counts of positive values in logarithmic bins (bin -1: zero or negative), by Spark."""
     bins = round(math.log10(high / low) * per_decade)
     x = F.col(column)
-    index = F.least(
-        F.greatest(F.floor((F.log10(x) - math.log10(low)) * per_decade), F.lit(0)),
-        F.lit(bins - 1),
+    index = F.when(x <= 0, F.lit(-1)).otherwise(
+        F.least(
+            F.greatest(F.floor((F.log10(x) - math.log10(low)) * per_decade), F.lit(0)),
+            F.lit(bins - 1),
+        )
     )
-    counted = (
-        values.filter(x > 0).select(index.cast("int").alias("bin")).groupBy("bin").count().collect()
-    )
+    counted = values.filter(x.isNotNull()).groupBy(index.cast("int").alias("bin")).count().collect()
     counts = [0] * bins
+    non_positive = 0
     for row in counted:
-        counts[row["bin"]] += row["count"]
-    non_positive = values.filter(x <= 0).count()
+        if row["bin"] < 0:
+            non_positive = row["count"]
+        else:
+            counts[row["bin"]] += row["count"]
     edges = [low * 10 ** (i / per_decade) for i in range(bins + 1)]
     return {"edges": edges, "counts": counts, "non_positive": non_positive}
 
@@ -352,6 +358,7 @@ def _html_data(tables: Mapping[str, DataFrame], group: GroupSummary) -> dict[str
         .orderBy("start")
         .limit(_GANTT_INTERVALS)
     )
+    double_rows = _rows(doubles.orderBy(F.desc("overlap_s")).limit(_TOP_ROWS))
     member_rows = _rows(
         members_df.orderBy("first_seen", "member_id").limit(
             max(_HEATMAP_MEMBERS, _TIMELINE_MEMBERS)
@@ -368,12 +375,10 @@ def _html_data(tables: Mapping[str, DataFrame], group: GroupSummary) -> dict[str
     return {
         "group": group,
         "gantt": gantt,
-        "gantt_doubles": _rows(
-            doubles.join(chosen, ["topic", "partition"]).select(
-                "topic", "partition", "start", "end"
-            )
-        ),
-        "doubles": _rows(doubles.orderBy(F.desc("overlap_s")).limit(_TOP_ROWS)),
+        # The Gantt shows partitions with double ownership first, so the
+        # longest overlaps are on it (the plot skips the others).
+        "gantt_doubles": double_rows,
+        "doubles": double_rows,
         "members": member_rows[:_TIMELINE_MEMBERS],
         "member_total": group.members,
         "heatmap": heatmap,

@@ -11,41 +11,59 @@ import io
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from matplotlib import image as mpimg
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kgroup.report import analysis
 from kgroup.report.cli import EXIT_DOUBLE_OWNERSHIP, main
-from kgroup.report.job import TABLES, ReportResult, run_report
+from kgroup.report.job import TABLES
 from kgroup.report.source import FileSource, parse, read_lines
 from kgroup.report.synth import SynthResult
 
 
-def events_of(spark: SparkSession, telemetry: Path) -> tuple[int, object]:
+def events_of(spark: SparkSession, telemetry: Path) -> tuple[int, DataFrame]:
     parsed = parse(read_lines(spark, FileSource((str(telemetry),))))
     return parsed.filter(~F.col("valid")).count(), parsed.filter("valid").drop("valid")
 
 
+@dataclass(frozen=True)
+class Run:
+    code: int
+    out: Path
+
+    def table(self, spark: SparkSession, name: str) -> DataFrame:
+        return spark.read.parquet(str(self.out / "tables" / name))
+
+    @property
+    def html(self) -> Path:
+        return self.out / "report.html"
+
+
 @pytest.fixture(scope="module")
-def injected_report(
+def injected_run(
     spark: SparkSession,
     injected_fleet: tuple[Path, SynthResult],
     tmp_path_factory: pytest.TempPathFactory,
-) -> ReportResult:
+) -> Run:
+    """``kgroup report`` over the injected fleet, as a user runs it (in-process, on the
+    tests' session, which the command must leave running)."""
     telemetry, _ = injected_fleet
-    return run_report(spark, FileSource((str(telemetry),)), tmp_path_factory.mktemp("report"))
+    out = tmp_path_factory.mktemp("report")
+    code = main(["--input", str(telemetry), "--out", str(out), "--fail-on-double-ownership"])
+    return Run(code, out)
 
 
 def test_injected_double_ownership_is_flagged_with_partition_members_and_interval(
-    spark: SparkSession, injected_fleet: tuple[Path, SynthResult], injected_report: ReportResult
+    spark: SparkSession, injected_fleet: tuple[Path, SynthResult], injected_run: Run
 ) -> None:
     _, synth = injected_fleet
     assert synth.injected, "the generator injected nothing"
-    found = spark.read.parquet(str(injected_report.tables["double_ownership"])).collect()
+    found = injected_run.table(spark, "double_ownership").collect()
     flagged = sorted(
         (
             r["topic"],
@@ -64,21 +82,25 @@ def test_injected_double_ownership_is_flagged_with_partition_members_and_interva
     for (*_, start, end), (*_, true_start, true_end) in zip(flagged, truth, strict=True):
         assert start == pytest.approx(true_start, abs=1e-6)
         assert end == pytest.approx(true_end, abs=1e-6)
-    assert injected_report.double_ownership == len(synth.injected)
-    (group,) = injected_report.groups
-    assert group.double_ownership == len(synth.injected)
+    (summary,) = injected_run.table(spark, "summary").collect()
+    assert summary["double_ownership"] == len(synth.injected)
 
 
-def test_the_report_writes_every_table(injected_report: ReportResult) -> None:
-    assert set(injected_report.tables) == set(TABLES)
-    for path in injected_report.tables.values():
-        assert list(path.glob("**/*.parquet")), path
-    assert injected_report.malformed == 0
-    (group,) = injected_report.groups
-    assert group.partitions == 24
-    assert group.rebalances > 0
-    assert group.unowned_gaps > 0
-    assert group.fencings > 0
+def test_cli_exits_non_zero_on_double_ownership_and_leaves_the_session_running(
+    spark: SparkSession, injected_run: Run
+) -> None:
+    assert injected_run.code == EXIT_DOUBLE_OWNERSHIP
+    assert spark.range(1).count() == 1
+
+
+def test_the_report_writes_every_table(spark: SparkSession, injected_run: Run) -> None:
+    for name in TABLES:
+        assert list((injected_run.out / "tables" / name).glob("**/*.parquet")), name
+    (summary,) = injected_run.table(spark, "summary").collect()
+    assert summary["partitions"] == 24
+    assert summary["rebalances"] > 0
+    assert summary["unowned_gaps"] > 0
+    assert summary["fencings"] > 0
 
 
 def test_a_clean_fleet_has_no_double_ownership(
@@ -89,40 +111,19 @@ def test_a_clean_fleet_has_no_double_ownership(
     assert synth.churn, "no churn: the check would be vacuous"
     malformed, events = events_of(spark, telemetry)
     assert malformed == 0
-    intervals = analysis.ownership(events)  # type: ignore[arg-type]
+    intervals = analysis.ownership(events)
     assert intervals.select("topic", "partition").distinct().count() == 24
     # Partitions did change hands, and nobody overlapped.
     assert analysis.handovers(intervals).count() > 0
     assert analysis.double_ownership(intervals).count() == 0
 
 
-def test_cli_fails_on_double_ownership_when_asked(
-    spark: SparkSession, injected_fleet: tuple[Path, SynthResult], tmp_path: Path
-) -> None:
-    telemetry, _ = injected_fleet
-    code = main(
-        [
-            "--input",
-            str(telemetry),
-            "--out",
-            str(tmp_path),
-            "--no-html",
-            "--fail-on-double-ownership",
-        ]
-    )
-    assert code == EXIT_DOUBLE_OWNERSHIP
-    assert not (tmp_path / "report.html").exists()
-    # The session belonged to the tests: the command must have left it running.
-    assert spark.range(1).count() == 1
-
-
 def embedded_pngs(page: str) -> list[bytes]:
     return [base64.b64decode(b) for b in re.findall(r'src="data:image/png;base64,([^"]+)"', page)]
 
 
-def test_html_plots_are_non_empty_images(injected_report: ReportResult) -> None:
-    assert injected_report.html is not None
-    page = injected_report.html.read_text()
+def test_html_plots_are_non_empty_images(injected_run: Run) -> None:
+    page = injected_run.html.read_text()
     assert "DOUBLE OWNERSHIP" in page
     pngs = embedded_pngs(page)
     # Per group: ownership heatmap, Gantt, membership, two histograms.
@@ -140,15 +141,14 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium: apt-get install chromium")
 def test_html_opens_in_headless_chromium_with_every_plot_rendered(
-    injected_report: ReportResult, tmp_path: Path
+    injected_run: Run, tmp_path: Path
 ) -> None:
-    assert injected_report.html is not None
     assert CHROMIUM is not None
     # After load, a script writes each image's decoded size into the title,
     # which --dump-dom prints: the browser itself says whether it drew them.
     probe = tmp_path / "probe.html"
     probe.write_text(
-        injected_report.html.read_text().replace(
+        injected_run.html.read_text().replace(
             "</body>",
             "<script>window.addEventListener('load', () => { document.title = 'sizes:' + "
             "[...document.images].map(i => i.complete ? i.naturalWidth + 'x' + i.naturalHeight"
@@ -174,7 +174,7 @@ def test_html_opens_in_headless_chromium_with_every_plot_rendered(
             *browser,
             f"--screenshot={shot}",
             "--window-size=1300,2400",
-            injected_report.html.as_uri(),
+            injected_run.html.as_uri(),
         ],
         capture_output=True,
         timeout=120,
