@@ -18,6 +18,7 @@ import importlib.util
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from kgroup.errors import KgroupError
 from kgroup.report.errors import SparkMissingError
@@ -115,6 +116,10 @@ def _check_args(args: argparse.Namespace) -> str | None:
         return "--kafka-option is only used with --topic"
     if args.clock_skew < 0:
         return "--clock-skew must not be negative"
+    for path in args.input or ():
+        # Globs and remote file systems (s3a://, hdfs://) are Spark's to resolve.
+        if not any(ch in path for ch in "*?[") and "://" not in path and not Path(path).exists():
+            return f"input {path} does not exist"
     return None
 
 
