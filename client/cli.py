@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.metadata
 import json
 import logging
 import os
@@ -33,7 +34,14 @@ from pathlib import Path
 from kgroup.demo import DemoFailedError, run_demo
 from kgroup.errors import HarnessError, KgroupError
 
-__all__ = ["BrokerRecord", "NodeRecord", "build_parser", "main", "state_dir"]
+__all__ = [
+    "BrokerRecord",
+    "NodeRecord",
+    "build_parser",
+    "distribution_version",
+    "main",
+    "state_dir",
+]
 
 _log = logging.getLogger("kgroup.cli")
 
@@ -345,10 +353,22 @@ def _add_demo_command(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     demo.set_defaults(func=_demo)
 
 
+def distribution_version() -> str:
+    """The installed kgroup distribution's version, or a note that it is not installed."""
+    try:
+        return importlib.metadata.version("kgroup")
+    except importlib.metadata.PackageNotFoundError:
+        # Run from a source tree without `pip install`: there is no metadata to read.
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the parser of the ``kgroup`` command; each subcommand sets ``func``."""
     parser = argparse.ArgumentParser(prog="kgroup", description="kgroup command-line tools")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {distribution_version()}"
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_broker_commands(subparsers)
     _add_demo_command(subparsers)
