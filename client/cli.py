@@ -2,17 +2,21 @@
 
 Subcommands so far::
 
-    kgroup broker up [--nodes N] [--override key=value ...] [--version V]
-    kgroup broker status
-    kgroup broker down
+    kgroup --version
+    kgroup broker up [--name NAME] [--nodes N] [--override key=value ...] [--version V]
+    kgroup broker status [--name NAME]
+    kgroup broker down [--name NAME] [--timeout S]
+    kgroup topics create|produce NAME ...    (see kgroup.cli_topics)
+    kgroup demo
 
 ``broker up`` starts a Kafka broker (or cluster) from :mod:`kgroup.testing`
 in the background, detached from this process, and prints only its bootstrap
 servers on stdout (progress goes to stderr), so ``export
 KAFKA_BOOTSTRAP_SERVERS=$(kgroup broker up)`` works. Its pids, ports and
-directories are recorded in ``broker.json`` in the state directory
-(``$KGROUP_STATE_DIR``, else ``$XDG_STATE_HOME/kgroup``, else
-``~/.local/state/kgroup``).
+directories are recorded in ``broker.json`` in a state directory of the
+working directory's own, or of ``--name`` (see :func:`broker_state_dir`), so
+brokers of two projects never meet; ``down`` stops it with a controlled
+shutdown and only if its pids still run that broker.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kgroup.demo import DemoFailedError, run_demo
+from kgroup.cli_topics import add_topics_commands
 from kgroup.errors import ConfigError, HarnessError, KgroupError
 from kgroup.testing._lifecycle import StopHow, StopOutcome
 
@@ -533,6 +537,9 @@ def _add_broker_commands(subparsers: argparse._SubParsersAction[argparse.Argumen
 
 
 def _demo(args: argparse.Namespace) -> int:
+    # The consumer stack takes most of a second to import; other commands skip it.
+    from kgroup.demo import DemoFailedError, run_demo  # noqa: PLC0415
+
     if not args.verbose:
         # The demo narrates the rebalance itself; the members' own INFO logs
         # (every epoch and assignment change) are there with --verbose. The
@@ -589,6 +596,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {distribution_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_broker_commands(subparsers)
+    add_topics_commands(subparsers, recorded_bootstrap_servers, broker_name)
     _add_demo_command(subparsers)
     return parser
 
