@@ -74,7 +74,7 @@ class StopOutcome:
             return f"stopped {self.what} pid {self.pid} (clean shutdown in {self.seconds:.1f} s)"
         if self.how is StopHow.FORCED:
             return (
-                f"{self.what} pid {self.pid} did not shut down within {self.timeout:.0f} s "
+                f"{self.what} pid {self.pid} did not shut down within {self.timeout:g} s "
                 "of SIGTERM; killed it (SIGKILL)"
             )
         if self.how is StopHow.KILLED:
