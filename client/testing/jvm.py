@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -193,9 +193,10 @@ def resolve_kafka_libs(
 
     The first call for a version runs Maven (``mvn`` on ``PATH``) and shows
     one progress line on ``progress`` (standard error by default): ``kgroup:
-    resolving Apache Kafka 4.4.0 jars from Maven Central ... done in 9.8 s (44
+    fetching Apache Kafka 4.4.0 jars from Maven Central ... done in 9.8 s (44
     jars)``. Maven's own output goes to ``kafka-<version>/maven.log`` in the
-    cache (its tail is in the error if it fails). Later calls return
+    cache; only if Maven fails is its tail shown on ``progress`` (and its
+    ``[ERROR]`` lines put in the exception). Later calls return
     the cached directory at once. The cache lives under ``cache_dir`` (default
     :func:`cache_root`) in ``kafka-<version>/libs`` and counts as complete only
     once its marker file exists; a change of the shipped ``pom.xml``
@@ -294,6 +295,13 @@ class _ProgressLine:
         self._stream.flush()
 
 
+def _show_tail(progress: TextIO, tail: Sequence[str], log_path: Path) -> None:
+    """After a failure: the end of Maven's captured output, for context."""
+    progress.write(f"kgroup: the last {len(tail)} lines of Maven's output ({log_path}):\n")
+    progress.write("".join(f"  {text}\n" for text in tail))
+    progress.flush()
+
+
 def _is_terminal(stream: TextIO) -> bool:
     try:
         return stream.isatty()
@@ -336,7 +344,7 @@ def _run_maven(
             f"-Dkafka.version={version}",
         ]
         _log.debug("resolving Kafka %s jars with Maven: %s", version, " ".join(cmd))
-        title = f"resolving Apache Kafka {version} jars from Maven Central"
+        title = f"fetching Apache Kafka {version} jars from Maven Central"
         with _ProgressLine(progress, title) as line:
             tail: collections.deque[str] = collections.deque(maxlen=_MAVEN_TAIL_LINES)
             log_path = root / "maven.log"
@@ -385,12 +393,14 @@ def _run_maven(
             took = time.monotonic() - started
             if timed_out.is_set():
                 line.finish(f"timed out after {took:.1f} s")
+                _show_tail(progress, tail, log_path)
                 raise JarResolutionError(
                     f"Maven did not resolve Kafka {version} within {timeout:.0f} s "
                     f"(full output in {log_path}). Last output:\n" + "\n".join(tail)
                 )
             if code != 0:
                 line.finish(f"failed after {took:.1f} s")
+                _show_tail(progress, tail, log_path)
                 errors = [text for text in tail if "[ERROR]" in text]
                 raise JarResolutionError(
                     f"Maven failed (exit {code}) to resolve Apache Kafka {version} jars. "
@@ -400,6 +410,7 @@ def _run_maven(
             jars = sorted(staging.glob("*.jar")) if staging.is_dir() else []
             if not any(j.name.startswith("kafka_2.13-") for j in jars):
                 line.finish(f"failed after {took:.1f} s")
+                _show_tail(progress, tail, log_path)
                 raise JarResolutionError(
                     f"Maven succeeded but copied no kafka_2.13 jar into {staging} "
                     f"(full output in {log_path}). Last output:\n" + "\n".join(tail)

@@ -112,7 +112,7 @@ class TestMavenProgress:
             "kafka_2.13-9.9.9.jar",
         ]
         assert re.fullmatch(
-            r"kgroup: resolving Apache Kafka 9\.9\.9 jars from Maven Central \.\.\. "
+            r"kgroup: fetching Apache Kafka 9\.9\.9 jars from Maven Central \.\.\. "
             r"done in \d+\.\d s \(2 jars\)\n",
             progress.getvalue(),
         ), progress.getvalue()
@@ -139,7 +139,7 @@ class TestMavenProgress:
         assert text.endswith(" jars)\n")
         # Every rewrite starts over at the beginning of the line.
         assert all(
-            part.startswith("kgroup: resolving Apache Kafka 9.9.9") for part in text.split("\r")[1:]
+            part.startswith("kgroup: fetching Apache Kafka 9.9.9") for part in text.split("\r")[1:]
         )
 
     def test_a_failure_ends_the_line_and_quotes_mavens_errors(self, tmp_path: Path) -> None:
@@ -149,11 +149,19 @@ class TestMavenProgress:
             resolve_kafka_libs(
                 "9.9.9", cache_dir=tmp_path, progress=progress, environ=maven_env(tmp_path / "bin")
             )
+        # The line ends in the failure, then the end of Maven's output is shown.
+        first, *rest = progress.getvalue().splitlines()
         assert re.fullmatch(
-            r"kgroup: resolving Apache Kafka 9\.9\.9 jars from Maven Central \.\.\. "
-            r"failed after \d+\.\d s\n",
-            progress.getvalue(),
-        ), progress.getvalue()
+            r"kgroup: fetching Apache Kafka 9\.9\.9 jars from Maven Central \.\.\. "
+            r"failed after \d+\.\d s",
+            first,
+        ), first
+        assert rest[0].startswith("kgroup: the last 3 lines of Maven's output (")
+        assert rest[1:] == [
+            "  [INFO] Scanning for projects...",
+            "  [ERROR] Failed to execute goal: Could not resolve dependencies",
+            "  [ERROR] -> [Help 1]",
+        ]
         message = str(raised.value)
         assert "[ERROR] Failed to execute goal: Could not resolve dependencies" in message
         assert "Scanning for projects" not in message  # the errors, not the chatter
