@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from kio.schema.errors import ErrorCode
-from kio.static.protocol import RequestPayload
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from kgroup.errors import (
     BrokerError,
@@ -41,10 +41,10 @@ from kgroup.errors import (
     TransportError,
 )
 from kgroup.protocol import ApiKey, NegotiatedVersions, broker_error
-from kgroup.transport import KafkaClient
+from kgroup.transport import ClusterMetadata
 from kgroup.types import Backoff, TopicPartition
 
-__all__ = ["MemberView", "OffsetManager"]
+__all__ = ["CoordinatorClient", "MemberView", "OffsetManager"]
 
 log = logging.getLogger("kgroup.offsets")
 
@@ -66,6 +66,27 @@ _RETRY_CODES = frozenset(
 )
 
 _FENCED_CODES = frozenset({ErrorCode.unknown_member_id, ErrorCode.fenced_member_epoch})
+
+
+class CoordinatorClient(Protocol):
+    """The part of :class:`~kgroup.transport.KafkaClient` the offset manager uses."""
+
+    @property
+    def cluster(self) -> ClusterMetadata: ...
+
+    async def metadata(
+        self, topics: Iterable[str] | None = None, *, timeout: float | None = None
+    ) -> ClusterMetadata: ...
+
+    def mark_coordinator_stale(self, group_id: str) -> None: ...
+
+    async def coordinator_request(
+        self,
+        group_id: str,
+        request: RequestPayload | Callable[[NegotiatedVersions], RequestPayload],
+        *,
+        timeout: float | None = None,
+    ) -> ResponsePayload: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +116,7 @@ class OffsetManager:
 
     def __init__(
         self,
-        client: KafkaClient,
+        client: CoordinatorClient,
         group_id: str,
         member: MemberView,
         *,

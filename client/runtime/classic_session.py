@@ -1,11 +1,11 @@
-"""The anyio driver of a classic-protocol consumer, and the choice of protocol for ``auto``.
+"""The classic protocol's session: a ClassicMember and its group requests.
 
-:class:`ClassicRuntime` drives a :class:`~kgroup.membership.ClassicMember`
-(JoinGroup / SyncGroup / Heartbeat / LeaveGroup, eager and cooperative,
-static membership) with the machinery of :class:`~kgroup.runtime.Runtime`:
-the same event loop, application work queue, data-plane handling, offset
-fetches and commits (OffsetCommit's GenerationIdOrMemberEpoch field carries
-the generation id, with member id and instance id). What it adds:
+Drives a :class:`~kgroup.membership.ClassicMember` (JoinGroup / SyncGroup /
+Heartbeat / LeaveGroup, eager and cooperative, static membership) for the
+protocol-neutral driver, which keeps the event loop, the application work
+queue, the data plane and the offsets (OffsetCommit's
+GenerationIdOrMemberEpoch field carries the generation id, with member id and
+instance id). What the session adds:
 
 - the group requests, sent to the coordinator; a JoinGroup may be held by
   the broker until the rebalance completes, so its timeout is the rebalance
@@ -26,9 +26,8 @@ the generation id, with member id and instance id). What it adds:
   changed or a subscribed topic appeared; a regex subscription is resolved
   against the topic list at the same cadence;
 - refused commits of the member's own (before a revocation) are reported as
-  ``CommitFailed`` so the member can retry them after the rebalance.
-
-:func:`choose_group_protocol` decides ``group.protocol=auto``.
+  ``CommitFailed`` so the member can retry them after the rebalance;
+- repeated coordinator lookups back off (see :meth:`ClassicSession.rediscovery_delay`).
 """
 
 from __future__ import annotations
@@ -37,12 +36,11 @@ import dataclasses
 import datetime
 import logging
 import re
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import anyio
 import anyio.to_thread
-from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload
 
 from kgroup.assignors import (
@@ -58,19 +56,11 @@ from kgroup.assignors import (
 )
 from kgroup.assignors import RebalanceProtocol as AssignorProtocol
 from kgroup.config import ConsumerConfig, GroupProtocol
-from kgroup.errors import (
-    AssignorError,
-    BrokerError,
-    KafkaConnectionError,
-    KafkaProtocolError,
-    KgroupError,
-    RequestTimeoutError,
-    TransportError,
-    UnsupportedVersionError,
-)
+from kgroup.errors import AssignorError, BrokerError, KgroupError
 from kgroup.membership import (
     AssignmentComputed,
     AssignorFailed,
+    ClassicAction,
     ClassicAssignorOnAssignment,
     ClassicEvent,
     ClassicHeartbeatResponseReceived,
@@ -78,7 +68,6 @@ from kgroup.membership import (
     ClassicMemberConfig,
     CommitCompleted,
     CommitFailed,
-    CommitOffsets,
     FailureKind,
     GroupMember,
     JoinGroupResponse,
@@ -98,6 +87,7 @@ from kgroup.membership import (
     SubscriptionChanged,
     SyncGroupResponse,
     SyncGroupResponseReceived,
+    TimerTick,
     Unsubscribe,
 )
 from kgroup.protocol import ApiKey, NegotiatedVersions
@@ -108,15 +98,25 @@ from kgroup.protocol.consumer_protocol import (
     encode_subscription,
     read_version,
 )
-from kgroup.runtime import DrivenMember, Runtime, _connect_timeout, _PendingCommit
-from kgroup.transport import Backoff, ClusterMetadata, KafkaClient
+from kgroup.runtime.coordinator import (
+    Answered,
+    CallFailed,
+    CallOutcome,
+    LookupRefused,
+    coordinator_call,
+)
+from kgroup.runtime.events import EventQueue
+from kgroup.runtime.interfaces import (
+    DRIVER_ACTIONS,
+    DriverAction,
+    DriverEvent,
+    Host,
+    SubscriptionChange,
+)
+from kgroup.transport import ClusterMetadata
 from kgroup.types import TopicPartition
 
-__all__ = [
-    "DEFAULT_ASSIGNMENT_STRATEGY",
-    "ClassicRuntime",
-    "choose_group_protocol",
-]
+__all__ = ["DEFAULT_ASSIGNMENT_STRATEGY", "ClassicSession", "classic_assignors"]
 
 log = logging.getLogger("kgroup.runtime")
 
@@ -132,32 +132,28 @@ _PROTOCOLS = {
 }
 
 
-class _GenerationMember(ClassicMember):
-    """The classic member as the runtime machinery sees it: the generation is the epoch."""
+def classic_assignors(config: ConsumerConfig) -> dict[str, ConsumerPartitionAssignor]:
+    """The configured ``partition.assignment.strategy`` assignors by name, in preference order.
 
-    @property
-    def member_epoch(self) -> int:
-        """The generation id (-1 outside a generation)."""
-        return self.generation_id
-
-
-class ClassicRuntime(Runtime):
-    """Drives one :class:`~kgroup.membership.ClassicMember` for one consumer.
-
-    Same interface and threading rules as :class:`~kgroup.runtime.Runtime`;
-    ``member.member_epoch`` is the generation id.
+    Raises:
+        ConfigError: an unknown assignor, naming it.
     """
+    strategy: Any = config.partition_assignment_strategy or DEFAULT_ASSIGNMENT_STRATEGY
+    return {a.name: a for a in resolve_assignors(strategy)}
 
-    group_protocol: ClassVar[GroupProtocol] = GroupProtocol.CLASSIC
 
-    def _create_member(self) -> DrivenMember:
-        config = self.config
-        strategy: Any = config.partition_assignment_strategy or DEFAULT_ASSIGNMENT_STRATEGY
-        self.assignors: dict[str, ConsumerPartitionAssignor] = {
-            a.name: a for a in resolve_assignors(strategy)
-        }
+class ClassicSession:
+    """Drives one :class:`~kgroup.membership.ClassicMember` for a driver (see the module)."""
+
+    group_protocol = GroupProtocol.CLASSIC
+
+    def __init__(self, host: Host) -> None:
+        config = host.config
+        self._host = host
+        self._group_id = config.group_id
+        self.assignors = classic_assignors(config)
         """The configured assignors by name, in preference order."""
-        self.classic = _GenerationMember(
+        self.member = ClassicMember(
             ClassicMemberConfig(
                 group_id=config.group_id,
                 instance_id=config.group_instance_id,
@@ -175,6 +171,7 @@ class ClassicRuntime(Runtime):
             },
         )
         """The member, with its classic views (generation id, leader, chosen assignor)."""
+        self._events: EventQueue[ClassicEvent] = EventQueue(host.wake)
         self._assignor_error: AssignorError | None = None
         self._rediscoveries = 0
         # The leader's view of the group subscription at its last assignment.
@@ -185,38 +182,159 @@ class ClassicRuntime(Runtime):
         self._metadata_interval = (
             int(age) if age is not None and age.isdigit() else _DEFAULT_METADATA_MAX_AGE_MS
         ) / 1000
-        return self.classic
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def member_id(self) -> str:
+        """The member id the coordinator gave (empty before the first JoinGroup answer)."""
+        return self.member.member_id
+
+    @property
+    def generation_or_epoch(self) -> int:
+        """The generation id (-1 outside a generation)."""
+        return self.member.generation_id
+
+    @property
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The installed assignment."""
+        return self.member.assignment
+
+    @property
+    def closed(self) -> bool:
+        """The member is closed."""
+        return self.member.closed
+
+    @property
+    def state_name(self) -> str:
+        """The member's state, for logs."""
+        return self.member.state.name
+
+    @property
+    def may_fall_back(self) -> bool:
+        """The classic protocol is the fallback: there is none below it."""
+        return False
+
+    # ---------------------------------------------------------------- driving
+
+    def start(self) -> None:
+        """Start the metadata watch (regex subscriptions, the leader's partition counts)."""
+        self._host.spawn(self._watch_metadata)
+
+    def post(self, event: DriverEvent) -> None:
+        """Queue ``event`` for the member."""
+        self._events.post(event)
+
+    def has_events(self) -> bool:
+        """Events wait for the member."""
+        return bool(self._events)
+
+    def next_deadline(self) -> float | None:
+        """The member's next timer."""
+        return self.member.next_deadline()
+
+    def handle_next(self, now: float) -> Sequence[DriverAction]:
+        """Feed the oldest event (or a timer tick) to the member; perform its own actions."""
+        event = self._events.pop() or TimerTick()
+        return self._perform(self.member.handle(event, now))
+
+    def _perform(self, actions: Sequence[ClassicAction]) -> list[DriverAction]:
+        host = self._host
+        rest: list[DriverAction] = []
+        for action in actions:
+            if isinstance(action, DRIVER_ACTIONS):
+                rest.append(action)
+            elif isinstance(action, SendJoinGroup):
+                host.spawn(self._join_group, action)
+            elif isinstance(action, SendSyncGroup):
+                host.spawn(self._sync_group, action)
+            elif isinstance(action, SendClassicHeartbeat):
+                host.spawn(self._heartbeat, action)
+            elif isinstance(action, SendLeaveGroup):
+                host.spawn(self._leave_group, action)
+            elif isinstance(action, RunAssignor):
+                host.spawn(self._run_assignor, action)
+            elif isinstance(action, ClassicAssignorOnAssignment):
+                self._assignor_on_assignment(action)
+            elif isinstance(action, ReportAssignorError):
+                # The typed error the session built (InvalidAssignmentError ...),
+                # or one from the member's message.
+                error = self._assignor_error or AssignorError(action.protocol_name, action.message)
+                log.error("group %s: %s", self._group_id, error)
+                host.set_fatal(error)
+        return rest
+
+    def rediscovery_delay(self) -> float:
+        """No pause the first time; repeated lookups (no group answer in between) back off."""
+        # A coordinator still loading the group's offsets partition answers
+        # NOT_COORDINATOR while FindCoordinator keeps naming it; without a
+        # pause that is a hot JoinGroup loop.
+        attempt = self._rediscoveries
+        self._rediscoveries += 1
+        return self._host.backoff.delay(attempt - 1) if attempt else 0.0
+
+    def commit_done(
+        self,
+        token: int,
+        offsets: Mapping[TopicPartition, int],
+        error: BaseException | None,
+        generation: int,
+    ) -> None:
+        """A refusal by the broker is ``CommitFailed`` (the member may retry it later)."""
+        if isinstance(error, BrokerError):
+            self._events.post(
+                CommitFailed(token, frozenset(offsets), error.code, generation, dict(offsets))
+            )
+        else:
+            self._events.post(CommitCompleted(token, error))
+
+    def _assignor_on_assignment(self, action: ClassicAssignorOnAssignment) -> None:
+        assignor = self.assignors.get(action.protocol_name)
+        if assignor is None:
+            return
+        try:
+            assignor.on_assignment(
+                Assignment(
+                    tuple(sorted(action.assignment.partitions)), action.assignment.user_data
+                ),
+                GroupMetadata(
+                    self._group_id,
+                    action.generation_id,
+                    self.member.member_id,
+                    self._host.config.group_instance_id,
+                ),
+            )
+        except Exception as exc:
+            log.exception("group %s: %s.on_assignment failed", self._group_id, action.protocol_name)
+            self._host.set_fatal(
+                AssignorError(action.protocol_name, f"on_assignment raised {exc!r}")
+            )
 
     # ------------------------------------------------------------ subscription
 
-    async def _subscriptions(self) -> None:
-        # A regex is resolved here against the topic list (classic
-        # subscriptions are names); the watch re-resolves it periodically.
-        assert self._tg is not None
-        self._tg.start_soon(self._guarded, self._watch_metadata)
-        async for change in self._sub_recv:
-            if isinstance(change, Unsubscribe):
-                self._pattern, self._pattern_topics = None, frozenset()
-                self.submit(change)
-                continue
-            if change.pattern is not None:
-                self._pattern = re.compile(change.pattern)
-                self._pattern_topics = frozenset()
-                # Matching nothing (yet) means subscribed to nothing: the member
-                # is not in the group until a matching topic appears.
-                self._pattern_topics = await self._resolve_pattern()
-                self.submit(SubscriptionChanged(self._pattern_topics, None))
-                continue
+    async def subscribe(self, change: SubscriptionChange) -> None:
+        """Resolve a regex against the topic list (classic subscriptions are names)."""
+        if isinstance(change, Unsubscribe):
             self._pattern, self._pattern_topics = None, frozenset()
-            self.submit(change)
+            self._events.post(change)
+        elif change.pattern is not None:
+            self._pattern = re.compile(change.pattern)
+            self._pattern_topics = frozenset()
+            # Matching nothing (yet) means subscribed to nothing: the member
+            # is not in the group until a matching topic appears; the watch
+            # re-resolves the regex periodically.
+            self._pattern_topics = await self._resolve_pattern()
+            self._events.post(SubscriptionChanged(self._pattern_topics, None))
+        else:
+            self._pattern, self._pattern_topics = None, frozenset()
+            self._events.post(change)
 
     async def _resolve_pattern(self) -> frozenset[str]:
-        assert self._client is not None
         assert self._pattern is not None
         try:
-            cluster = await self._client.metadata(None, timeout=self._request_timeout)
+            cluster = await self._host.client.metadata(None, timeout=self._host.request_timeout)
         except KgroupError as exc:
-            log.info("group %s: topic list for the regex failed: %s", self.group_id, exc)
+            log.info("group %s: topic list for the regex failed: %s", self._group_id, exc)
             return self._pattern_topics
         pattern = self._pattern
         return frozenset(
@@ -231,108 +349,56 @@ class ClassicRuntime(Runtime):
                 if topics and topics != self._pattern_topics:
                     log.info(
                         "group %s: regex %s now matches %s",
-                        self.group_id,
+                        self._group_id,
                         self._pattern.pattern,
                         sorted(topics),
                     )
                     self._pattern_topics = topics
-                    self.submit(SubscriptionChanged(topics, None))
+                    self._events.post(SubscriptionChanged(topics, None))
             watched = self._watched_counts
-            if watched is None or not self.classic.is_leader:
+            if watched is None or not self.member.is_leader:
                 continue
             try:
                 counts = await self._partition_counts(watched)
             except KgroupError as exc:
-                log.info("group %s: metadata refresh failed: %s", self.group_id, exc)
+                log.info("group %s: metadata refresh failed: %s", self._group_id, exc)
                 continue
             if counts != watched and self._watched_counts is watched:
                 log.info(
                     "group %s: partition counts of subscribed topics changed %s -> %s; rejoining",
-                    self.group_id,
+                    self._group_id,
                     watched,
                     counts,
                 )
                 self._watched_counts = counts
-                self.submit(SubscribedMetadataChanged())
+                self._events.post(SubscribedMetadataChanged())
 
     async def _partition_counts(self, topics: Mapping[str, int]) -> dict[str, int]:
-        assert self._client is not None
-        cluster = await self._client.metadata(sorted(topics), timeout=self._request_timeout)
+        cluster = await self._host.client.metadata(
+            sorted(topics), timeout=self._host.request_timeout
+        )
         return {
             t: (cluster.topics[t].partition_count if t in cluster.topics else 0) for t in topics
         }
 
-    # ------------------------------------------------------------------ actions
-
-    def _perform(self, action: Any) -> None:
-        match action:
-            case SendJoinGroup():
-                self._spawn(self._join_group, action)
-            case SendSyncGroup():
-                self._spawn(self._sync_group, action)
-            case SendClassicHeartbeat():
-                self._spawn(self._classic_heartbeat, action)
-            case SendLeaveGroup():
-                self._spawn(self._leave_group, action)
-            case RunAssignor():
-                self._spawn(self._run_assignor, action)
-            case ClassicAssignorOnAssignment():
-                self._assignor_on_assignment(action)
-            case ReportAssignorError():
-                # The typed error the runtime built (InvalidAssignmentError ...),
-                # or one from the member's message.
-                error = self._assignor_error or AssignorError(action.protocol_name, action.message)
-                log.error("group %s: %s", self.group_id, error)
-                self._set_fatal(error)
-            case CommitOffsets() if action.offsets:
-                self._commit_explicit(action)
-            case _:
-                super()._perform(action)
-
-    def _assignor_on_assignment(self, action: ClassicAssignorOnAssignment) -> None:
-        assignor = self.assignors.get(action.protocol_name)
-        if assignor is None:
-            return
-        try:
-            assignor.on_assignment(
-                Assignment(
-                    tuple(sorted(action.assignment.partitions)), action.assignment.user_data
-                ),
-                GroupMetadata(
-                    self.group_id,
-                    action.generation_id,
-                    self.classic.member_id,
-                    self.config.group_instance_id,
-                ),
-            )
-        except Exception as exc:
-            log.exception("group %s: %s.on_assignment failed", self.group_id, action.protocol_name)
-            self._set_fatal(AssignorError(action.protocol_name, f"on_assignment raised {exc!r}"))
-
     # ------------------------------------------------------------ group requests
 
-    async def _coordinator_call(
-        self, build: Any, timeout: float
-    ) -> tuple[Any, BrokerError | None, FailureKind | None, str]:
-        """Send a group request to the coordinator: (response, lookup error, failure, detail)."""
-        assert self._client is not None
-        client = self._client
-        try:
-            address = await client.coordinator(self.group_id)
-            conn = await client.connection(address.node_id)
-            response = await conn.request(build(conn.versions), timeout=timeout)
-        except BrokerError as exc:
-            return None, exc, None, str(exc)
-        except UnsupportedVersionError as exc:
-            return None, None, FailureKind.UNSUPPORTED_VERSION, str(exc)
-        except RequestTimeoutError as exc:
-            return None, None, FailureKind.TIMEOUT, str(exc)
-        except KafkaConnectionError as exc:
-            client.mark_coordinator_stale(self.group_id)
-            return None, None, FailureKind.DISCONNECTED, str(exc)
-        except (TransportError, KafkaProtocolError) as exc:
-            return None, None, FailureKind.DISCONNECTED, str(exc)
-        return response, None, None, ""
+    async def _call(
+        self, build: Callable[[NegotiatedVersions], RequestPayload], timeout: float | None = None
+    ) -> CallOutcome:
+        host = self._host
+        return await coordinator_call(
+            host.client,
+            self._group_id,
+            build,
+            timeout=host.request_timeout if timeout is None else timeout,
+            follow_moves=False,
+        )
+
+    def _answered(self, code: int) -> None:
+        # A group response from the coordinator: the next lookup is immediate again.
+        if code == 0:
+            self._rediscoveries = 0
 
     async def _join_group(self, action: SendJoinGroup) -> None:
         request = action.request
@@ -344,9 +410,11 @@ class ClassicRuntime(Runtime):
                 user_data = assignor.subscription_user_data(frozenset(sub.topics))
             except Exception as exc:
                 log.exception(
-                    "group %s: %s.subscription_user_data failed", self.group_id, proto.name
+                    "group %s: %s.subscription_user_data failed", self._group_id, proto.name
                 )
-                self._set_fatal(AssignorError(proto.name, f"subscription_user_data raised {exc!r}"))
+                self._host.set_fatal(
+                    AssignorError(proto.name, f"subscription_user_data raised {exc!r}")
+                )
                 return
             protocols.append((proto.name, encode_subscription(_with_user_data(sub, user_data))))
 
@@ -370,23 +438,26 @@ class ClassicRuntime(Runtime):
 
         # The broker holds a JoinGroup until every member rejoined (at most the
         # rebalance timeout), so the wait is longer than a plain request's.
-        timeout = request.rebalance_timeout_ms / 1000 + self._request_timeout
-        response, error, failure, detail = await self._coordinator_call(build, timeout)
+        outcome = await self._call(
+            build, request.rebalance_timeout_ms / 1000 + self._host.request_timeout
+        )
         event: ClassicEvent
-        if error is not None:
+        if isinstance(outcome, LookupRefused):
+            error = outcome.error
             event = JoinGroupResponseReceived(
                 action.seq, JoinGroupResponse(error_code=error.code, error_message=error.message)
             )
-        elif failure is not None:
-            event = RequestFailed(action.seq, failure, detail)
+        elif isinstance(outcome, CallFailed):
+            event = RequestFailed(action.seq, outcome.kind, outcome.detail)
         else:
-            self._group_response_ok(int(response.error_code))
+            response: Any = outcome.response
+            self._answered(int(response.error_code))
             try:
                 event = JoinGroupResponseReceived(action.seq, _join_response(response))
             except KgroupError as exc:
                 event = RequestFailed(action.seq, FailureKind.DISCONNECTED, str(exc))
-                log.error("group %s: undecodable JoinGroup response: %s", self.group_id, exc)
-        self.submit(event)
+                log.error("group %s: undecodable JoinGroup response: %s", self._group_id, exc)
+        self._events.post(event)
 
     async def _sync_group(self, action: SendSyncGroup) -> None:
         request = action.request
@@ -409,26 +480,29 @@ class ClassicRuntime(Runtime):
             )
 
         # The broker holds a follower's SyncGroup until the leader's arrives.
-        timeout = self.config.max_poll_interval_ms / 1000 + self._request_timeout
-        response, error, failure, detail = await self._coordinator_call(build, timeout)
+        outcome = await self._call(
+            build, self._host.config.max_poll_interval_ms / 1000 + self._host.request_timeout
+        )
         event: ClassicEvent
-        if error is not None:
+        if isinstance(outcome, LookupRefused):
+            error = outcome.error
             event = SyncGroupResponseReceived(
                 action.seq, SyncGroupResponse(error_code=error.code, error_message=error.message)
             )
-        elif failure is not None:
-            event = RequestFailed(action.seq, failure, detail)
+        elif isinstance(outcome, CallFailed):
+            event = RequestFailed(action.seq, outcome.kind, outcome.detail)
         else:
+            response: Any = outcome.response
             code = int(response.error_code)
-            self._group_response_ok(code)
+            self._answered(code)
             assignment = None
             if code == 0:
                 data = bytes(response.assignment)
                 try:
                     assignment = decode_assignment(data) if data else MemberAssignment()
                 except KgroupError as exc:
-                    log.error("group %s: undecodable assignment: %s", self.group_id, exc)
-                    self._set_fatal(exc)
+                    log.error("group %s: undecodable assignment: %s", self._group_id, exc)
+                    self._host.set_fatal(exc)
                     return
             event = SyncGroupResponseReceived(
                 action.seq,
@@ -439,9 +513,9 @@ class ClassicRuntime(Runtime):
                     protocol_name=response.protocol_name,
                 ),
             )
-        self.submit(event)
+        self._events.post(event)
 
-    async def _classic_heartbeat(self, action: SendClassicHeartbeat) -> None:
+    async def _heartbeat(self, action: SendClassicHeartbeat) -> None:
         def build(versions: NegotiatedVersions) -> RequestPayload:
             return versions.new_request(
                 ApiKey.HEARTBEAT,
@@ -451,18 +525,14 @@ class ClassicRuntime(Runtime):
                 group_instance_id=action.instance_id,
             )
 
-        response, error, failure, detail = await self._coordinator_call(
-            build, self._request_timeout
-        )
-        event: ClassicEvent
-        if error is not None:
-            event = ClassicHeartbeatResponseReceived(action.seq, error.code)
-        elif failure is not None:
-            event = RequestFailed(action.seq, failure, detail)
-        else:
-            self._group_response_ok(int(response.error_code))
-            event = ClassicHeartbeatResponseReceived(action.seq, int(response.error_code))
-        self.submit(event)
+        outcome = await self._call(build)
+        if isinstance(outcome, CallFailed):
+            self._events.post(RequestFailed(action.seq, outcome.kind, outcome.detail))
+            return
+        code = _top_level_code(outcome)
+        if isinstance(outcome, Answered):
+            self._answered(code)
+        self._events.post(ClassicHeartbeatResponseReceived(action.seq, code))
 
     async def _leave_group(self, action: SendLeaveGroup) -> None:
         def build(versions: NegotiatedVersions) -> RequestPayload:
@@ -479,40 +549,19 @@ class ClassicRuntime(Runtime):
                 ),
             )
 
-        response, error, failure, detail = await self._coordinator_call(
-            build, self._request_timeout
-        )
-        event: ClassicEvent
-        if error is not None:
-            event = LeaveGroupResponseReceived(action.seq, error.code)
-        elif failure is not None:
-            event = RequestFailed(action.seq, failure, detail)
-        else:
-            code = int(response.error_code)
-            if code == 0:
-                code = next((int(m.error_code) for m in response.members if m.error_code), 0)
-            event = LeaveGroupResponseReceived(action.seq, code)
-        self.submit(event)
-
-    async def _rediscover(self) -> None:
-        # A coordinator still loading the group's offsets partition answers
-        # NOT_COORDINATOR while FindCoordinator keeps naming it; without a
-        # pause that is a hot JoinGroup loop. The first lookup is immediate,
-        # repeated ones (no successful group response in between) back off.
-        attempt = self._rediscoveries
-        self._rediscoveries += 1
-        if attempt:
-            await anyio.sleep(self._backoff.delay(attempt - 1))
-        await super()._rediscover()
-
-    def _group_response_ok(self, code: int) -> None:
-        if code == 0:
-            self._rediscoveries = 0
+        outcome = await self._call(build)
+        if isinstance(outcome, CallFailed):
+            self._events.post(RequestFailed(action.seq, outcome.kind, outcome.detail))
+            return
+        code = _top_level_code(outcome)
+        if isinstance(outcome, Answered) and code == 0:
+            response: Any = outcome.response
+            code = next((int(m.error_code) for m in response.members if m.error_code), 0)
+        self._events.post(LeaveGroupResponseReceived(action.seq, code))
 
     # ----------------------------------------------------------------- leading
 
     async def _run_assignor(self, action: RunAssignor) -> None:
-        assert self._client is not None
         name = action.protocol_name
         assignor = self.assignors[name]
         subscriptions = GroupSubscription(
@@ -542,21 +591,19 @@ class ClassicRuntime(Runtime):
                 )
             validate_assignment(name, cluster, subscriptions, result, protocol)
         except AssignorError as exc:
-            self._assignor_error = exc
-            self.submit(AssignorFailed(action.generation_id, str(exc)))
+            self._assignor_failed(action, exc)
             return
         except KgroupError as exc:
             # No metadata within the rebalance timeout (by then the coordinator
             # has given up on this generation): the leader cannot assign.
-            error = AssignorError(name, f"cluster metadata unavailable: {exc}")
-            self._assignor_error = error
-            self.submit(AssignorFailed(action.generation_id, str(error)))
+            self._assignor_failed(
+                action, AssignorError(name, f"cluster metadata unavailable: {exc}")
+            )
             return
         except Exception as exc:
             error = AssignorError(name, f"assign raised {exc!r}")
             error.__cause__ = exc
-            self._assignor_error = error
-            self.submit(AssignorFailed(action.generation_id, str(error)))
+            self._assignor_failed(action, error)
             return
         self._watched_counts = {t: cluster.partitions_for(t) or 0 for t in topics}
         assignments = {
@@ -570,67 +617,44 @@ class ClassicRuntime(Runtime):
         }
         log.info(
             "group %s generation %d: assignor %s assigned %s",
-            self.group_id,
+            self._group_id,
             action.generation_id,
             name,
             "; ".join(
                 f"{m}: {len(a.partitions)} partitions" for m, a in sorted(assignments.items())
             ),
         )
-        self.submit(AssignmentComputed(action.generation_id, assignments))
+        self._events.post(AssignmentComputed(action.generation_id, assignments))
+
+    def _assignor_failed(self, action: RunAssignor, error: AssignorError) -> None:
+        self._assignor_error = error
+        self._events.post(AssignorFailed(action.generation_id, str(error)))
 
     async def _leader_metadata(self, topics: list[str]) -> ClusterMetadata:
         """Metadata of ``topics``, retried with backoff within the rebalance timeout."""
-        assert self._client is not None
-        deadline = anyio.current_time() + self.config.max_poll_interval_ms / 1000
+        host = self._host
+        deadline = anyio.current_time() + host.config.max_poll_interval_ms / 1000
         attempt = 0
         while True:
             try:
-                return await self._client.metadata(topics, timeout=self._request_timeout)
+                return await host.client.metadata(topics, timeout=host.request_timeout)
             except KgroupError as exc:
                 if anyio.current_time() >= deadline:
                     raise
-                log.info("group %s: leader's metadata request failed: %s", self.group_id, exc)
-            await anyio.sleep(self._backoff.delay(attempt))
+                log.info("group %s: leader's metadata request failed: %s", self._group_id, exc)
+            await anyio.sleep(host.backoff.delay(attempt))
             attempt += 1
 
-    # ----------------------------------------------------------------- commits
 
-    def _commit_explicit(self, action: CommitOffsets) -> None:
-        # A commit the member retries after a rebalance: its own offsets first.
-        assert action.offsets is not None
-        offsets = {tp: o for tp, o in action.offsets.items() if tp in action.partitions}
-        rest = action.partitions - offsets.keys()
-        offsets.update(
-            {tp: self._stopped_positions[tp] for tp in rest if tp in self._stopped_positions}
-        )
-        offsets.update(
-            {tp: o for tp, o in self.dataplane.positions(rest).items() if tp not in offsets}
-        )
-        if not offsets:
-            self.submit(CommitCompleted(action.token))
-            return
-        self._spawn(self._revocation_commit, action.token, _PendingCommit(offsets, action.deadline))
-
-    async def _revocation_commit(self, token: int, pending: _PendingCommit) -> None:
-        assert self._offsets is not None
-        generation = self.classic.generation_id
-        try:
-            await self._offsets.commit(pending.offsets, deadline=pending.deadline)
-        except BrokerError as exc:
-            self.submit(
-                CommitFailed(
-                    token, frozenset(pending.offsets), exc.code, generation, dict(pending.offsets)
-                )
-            )
-            return
-        except KgroupError as exc:
-            self.submit(CommitCompleted(token, exc))
-            return
-        self.submit(CommitCompleted(token))
+def _top_level_code(outcome: Answered | LookupRefused) -> int:
+    """The error code of a response, or of the FindCoordinator that refused it."""
+    if isinstance(outcome, LookupRefused):
+        return outcome.error.code
+    response: Any = outcome.response
+    return int(response.error_code)
 
 
-# ---------------------------------------------------------------------- helpers
+# ------------------------------------------------------------------- conversions
 
 
 def _with_user_data(sub: MemberSubscription, user_data: bytes | None) -> MemberSubscription:
@@ -679,80 +703,3 @@ def _cluster(metadata: ClusterMetadata, topics: list[str]) -> Cluster:
             if known:
                 racks[TopicPartition(name, index)] = frozenset(known)
     return Cluster(counts, racks)
-
-
-async def choose_group_protocol(
-    config: ConsumerConfig, *, timeout: float | None = None
-) -> GroupProtocol:
-    """The protocol ``group.protocol=auto`` uses with this cluster: CONSUMER or CLASSIC.
-
-    CONSUMER when the group's coordinator advertises ConsumerGroupHeartbeat and
-    accepts the new protocol: a ConsumerGroupDescribe of the group (which has
-    no side effect) is not refused with UNSUPPORTED_VERSION, which is what a
-    broker answers when the new protocol is disabled
-    (``group.coordinator.rebalance.protocols`` without ``consumer``, or
-    ``group.version`` 0). Otherwise CLASSIC, with a warning. If the cluster
-    cannot be reached within ``timeout`` (default ``request.timeout.ms``), the
-    new protocol is assumed; the runtime then reports the connection problem.
-    """
-    budget = config.request_timeout_ms / 1000 if timeout is None else timeout
-    reason: str | None = None
-    with anyio.move_on_after(budget) as scope:
-        try:
-            async with KafkaClient(
-                config.bootstrap_servers,
-                client_id=config.client_id,
-                request_timeout=budget,
-                connect_timeout=_connect_timeout(config),
-                backoff=Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms),
-            ) as client:
-                address = await client.coordinator(config.group_id)
-                conn = await client.connection(address.node_id)
-                versions = conn.versions
-                if not versions.supports(ApiKey.CONSUMER_GROUP_HEARTBEAT):
-                    reason = "the group coordinator does not support ConsumerGroupHeartbeat"
-                elif versions.supports(ApiKey.CONSUMER_GROUP_DESCRIBE):
-                    response: Any = await conn.request(
-                        versions.new_request(
-                            ApiKey.CONSUMER_GROUP_DESCRIBE,
-                            group_ids=(config.group_id,),
-                            include_authorized_operations=False,
-                        )
-                    )
-                    codes = {int(g.error_code) for g in response.groups}
-                    if ErrorCode.unsupported_version in codes:
-                        reason = "the group coordinator has the new consumer protocol disabled"
-        except KgroupError as exc:
-            log.warning(
-                "group %s: group.protocol=auto could not ask the cluster (%s); "
-                "using the new consumer protocol",
-                config.group_id,
-                exc,
-            )
-            return GroupProtocol.CONSUMER
-    if scope.cancelled_caught:
-        log.warning(
-            "group %s: group.protocol=auto got no answer within %.1f s; "
-            "using the new consumer protocol",
-            config.group_id,
-            budget,
-        )
-        return GroupProtocol.CONSUMER
-    if reason is not None:
-        log.warning(
-            "group %s: group.protocol=auto falls back to the classic protocol: %s",
-            config.group_id,
-            reason,
-        )
-        return GroupProtocol.CLASSIC
-    log.info("group %s: group.protocol=auto uses the new consumer protocol", config.group_id)
-    return GroupProtocol.CONSUMER
-
-
-def runtime_class(protocol: GroupProtocol) -> type[Runtime]:
-    """The runtime class of a resolved protocol (CONSUMER or CLASSIC)."""
-    if protocol is GroupProtocol.CLASSIC:
-        return ClassicRuntime
-    if protocol is GroupProtocol.CONSUMER:
-        return Runtime
-    raise ValueError(f"resolve group.protocol={protocol.value} first")

@@ -1,20 +1,25 @@
-"""The anyio driver of a new-protocol consumer: the state machine meets the network.
+"""The protocol-neutral driver of a consumer: a member meets the network and the data plane.
 
-One :class:`Runtime` per consumer. Its :meth:`Runtime.run` task owns the
-:class:`~kgroup.transport.KafkaClient` and a task group; it feeds events into
-the sans-IO :class:`~kgroup.membership.ConsumerMember` (time from
-``anyio.current_time()``) and performs the actions it returns:
+One :class:`Driver` per consumer. Its :meth:`Driver.run` task opens the
+cluster client (a :data:`~kgroup.runtime.interfaces.TransportFactory`) and a
+task group, and drives the member of one **session** (the consumer protocol's
+:class:`~kgroup.runtime.consumer_session.ConsumerSession` or the classic
+:class:`~kgroup.runtime.classic_session.ClassicSession`) with the time from
+``anyio.current_time()``:
 
-- heartbeats, offset fetches and commits, metadata and coordinator lookups run
-  as background tasks and report back as events, so heartbeats never wait for
-  the application;
-- data-plane changes (stop / start fetching) are made at once;
+- the session performs its own protocol's actions (group requests, assignors)
+  as background tasks that report back as events, so heartbeats never wait
+  for the application;
+- the driver performs the actions every member returns: data-plane changes
+  (stop / start fetching, through the sans-IO
+  :class:`~kgroup.runtime.fetch_state.FetchState`) are made at once, offset
+  fetches and commits run in the background;
 - everything that must happen in the application's context is queued as
-  *application work* (:data:`AppWork`): rebalance callbacks, errors to raise,
-  results of asynchronous commits, and the commit before a revocation (see
-  below). The consumer front ends (:class:`~kgroup.AsyncConsumer`,
-  :class:`~kgroup.Consumer`) drain the queue inside ``poll()`` at points where
-  the application holds no unprocessed record.
+  *application work* (:data:`~kgroup.runtime.work.AppWork`): rebalance
+  callbacks, errors to raise, results of asynchronous commits, and the commit
+  before a revocation (see below). The consumer front ends drain the queue
+  inside ``poll()`` at points where the application holds no unprocessed
+  record (:mod:`kgroup._frontend`).
 
 Why the revocation commit waits for the application: positions count records
 *handed out*; the application may still be processing the last batch when a
@@ -27,139 +32,114 @@ finished with. The revoke callback needs that same poll anyway.
 Interval auto-commits are made at service points too (like the Java client's
 auto-commit in poll) for the same reason.
 
-Named topics' ids are looked up before the subscription reaches the member,
-so the first assignment resolves at once (see ``_subscriptions``).
+``group.protocol=auto`` is resolved here, with the driver's own client
+(:mod:`kgroup.runtime.choice`): before joining, and again when the first
+heartbeat is refused, by switching to a classic session.
 
-Threads: every method must be called on the runtime's event loop; from other
-threads only :attr:`Runtime.app_work` (a thread-safe deque), :attr:`Runtime.fatal`,
-:meth:`Runtime.is_closed` and the member's ``member_id`` / ``member_epoch`` may be
-read. :class:`~kgroup.Consumer` reaches
+Threads: every method must be called on the driver's event loop; from other
+threads only :attr:`Driver.app_work` (a thread-safe deque), :attr:`Driver.fatal`,
+:meth:`Driver.is_closed`, :attr:`Driver.group_protocol`, :attr:`Driver.member_id`
+and :attr:`Driver.member_epoch` may be read. :class:`~kgroup.Consumer` reaches
 the loop through an anyio blocking portal.
 """
 
 from __future__ import annotations
 
 import collections
-import datetime
-import enum
 import logging
 import math
-import uuid
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 
 import anyio
 import anyio.abc
-from kio.static.protocol import RequestPayload
 
 from kgroup.config import ConsumerConfig, GroupProtocol
-from kgroup.dataplane.librdkafka import DataPlane, DataPlaneError
-from kgroup.errors import (
-    BrokerError,
-    KafkaProtocolError,
-    KgroupError,
-    RequestTimeoutError,
-    TransportError,
-    UnsupportedVersionError,
-)
+from kgroup.dataplane.librdkafka import DataPlaneError
+from kgroup.errors import BrokerError, KgroupError, RequestTimeoutError
 from kgroup.listener import listener_method
 from kgroup.membership import (
-    Action,
-    AssignorOnAssignment,
     CallbackCompleted,
-    CallbackKind,
-    ClassicEvent,
     Closed,
     CloseRequested,
     CommitCompleted,
     CommitOffsets,
-    ConsumerMember,
     CoordinatorRediscovered,
-    Event,
-    FailureKind,
-    HeartbeatFailed,
-    HeartbeatRequest,
-    HeartbeatResponse,
-    HeartbeatResponseReceived,
     LeaveComplete,
-    MemberConfig,
-    MetadataUpdated,
     PollCalled,
     RaiseCallbackError,
     RediscoverCoordinator,
     ReportError,
     ReportFatalError,
-    RequestMetadata,
     RunCallback,
-    SendHeartbeat,
     StartFetching,
     StopFetching,
     SubscriptionChanged,
-    TimerTick,
     Unsubscribe,
 )
 from kgroup.offsets import MemberView, OffsetManager
-from kgroup.protocol import ApiKey, NegotiatedVersions, broker_error
+from kgroup.protocol import broker_error
+from kgroup.runtime import choice
+from kgroup.runtime.fetch_state import (
+    Assign,
+    CapturePositions,
+    FetchOp,
+    FetchState,
+    FetchTicket,
+    Pause,
+    Resume,
+    Seek,
+    Unassign,
+)
+from kgroup.runtime.interfaces import (
+    DataPlaneInterface,
+    DriverAction,
+    Session,
+    SubscriptionChange,
+    TransportFactory,
+    TransportInterface,
+)
+from kgroup.runtime.work import (
+    AppWork,
+    CallbackWork,
+    CommitCallback,
+    CommitResultWork,
+    ErrorWork,
+    RevocationCommitWork,
+)
 from kgroup.transport import KafkaClient
 from kgroup.types import Backoff, TopicPartition
 
-__all__ = [
-    "AppWork",
-    "CallbackWork",
-    "CommitCallback",
-    "CommitResultWork",
-    "DrivenMember",
-    "ErrorWork",
-    "NotAssignedError",
-    "RevocationCommitWork",
-    "Runtime",
-]
+__all__ = ["Driver", "open_kafka_client"]
 
 log = logging.getLogger("kgroup.runtime")
 
-CommitCallback = Callable[[Mapping[TopicPartition, int], BaseException | None], object]
-"""Called with the offsets committed and None, or the offsets asked for and the error."""
+_DEFAULT_CONNECT_TIMEOUT = 10.0
 
 
-class NotAssignedError(KgroupError, ValueError):
-    """The partition is not assigned to this consumer."""
+def _connect_timeout(config: ConsumerConfig) -> float:
+    """Seconds to open a connection (TCP and the ApiVersions handshake).
+
+    ``socket.connection.setup.timeout.ms`` (librdkafka's and the Java client's
+    key; the data plane gets it too) when set, else 10 s, and never longer than
+    ``request.timeout.ms``: a bootstrap server that never answers must fail
+    within the timeouts the application configured.
+    """
+    raw = config.passthrough.get("socket.connection.setup.timeout.ms", "").strip()
+    setup = int(raw) / 1000 if raw.isdigit() else _DEFAULT_CONNECT_TIMEOUT
+    return min(setup, config.request_timeout_ms / 1000)
 
 
-@dataclass(frozen=True, slots=True)
-class CallbackWork:
-    """Run the listener's method for ``kind`` with ``partitions``; report with ``token``."""
-
-    kind: CallbackKind
-    token: int
-    partitions: frozenset[TopicPartition]
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorWork:
-    """Raise ``error`` from the application's poll."""
-
-    error: BaseException = field(compare=False)
-
-
-@dataclass(frozen=True, slots=True)
-class RevocationCommitWork:
-    """Release the commit before a revocation (the application is done with its records)."""
-
-    token: int
-
-
-@dataclass(frozen=True, slots=True)
-class CommitResultWork:
-    """Tell an asynchronous commit's callback how it went."""
-
-    callback: CommitCallback = field(compare=False)
-    offsets: Mapping[TopicPartition, int]
-    error: BaseException | None = field(compare=False)
-
-
-AppWork = CallbackWork | ErrorWork | RevocationCommitWork | CommitResultWork
-"""Work the runtime queues for the application's context."""
+def open_kafka_client(config: ConsumerConfig) -> AbstractAsyncContextManager[TransportInterface]:
+    """The default :data:`~kgroup.runtime.interfaces.TransportFactory`: a KafkaClient."""
+    return KafkaClient(
+        config.bootstrap_servers,
+        client_id=config.client_id,
+        request_timeout=config.request_timeout_ms / 1000,
+        connect_timeout=_connect_timeout(config),
+        backoff=Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms),
+    )
 
 
 @dataclass(slots=True)
@@ -168,123 +148,98 @@ class _PendingCommit:
     deadline: float
 
 
-class DrivenMember(Protocol):
-    """What a runtime needs of the membership state machine it drives.
-
-    :class:`~kgroup.membership.ConsumerMember` has it; the classic runtime
-    (:mod:`kgroup.classic_runtime`) drives a classic member that reports its
-    generation id as ``member_epoch``.
-    """
-
-    @property
-    def member_id(self) -> str: ...
-    @property
-    def member_epoch(self) -> int: ...
-    @property
-    def assignment(self) -> frozenset[TopicPartition]: ...
-    @property
-    def closed(self) -> bool: ...
-    @property
-    def state(self) -> enum.Enum: ...
-    def handle(self, event: Any, now: float) -> Sequence[Any]: ...
-    def next_deadline(self) -> float | None: ...
-
-
-class Runtime:
-    """Drives one :class:`~kgroup.membership.ConsumerMember` for one consumer.
+class Driver:
+    """Drives one consumer's member, whichever its protocol (see the module).
 
     ``wakeup`` is called (on the event loop) whenever application work is
-    queued or the runtime stops, so a front end waiting for either can wake.
+    queued or the driver stops, so a front end waiting for either can wake.
+    ``transport`` opens the cluster client (default: :func:`open_kafka_client`).
     """
-
-    group_protocol: ClassVar[GroupProtocol] = GroupProtocol.CONSUMER
-    """The group protocol this runtime speaks."""
 
     def __init__(
         self,
         config: ConsumerConfig,
-        dataplane: DataPlane,
+        dataplane: DataPlaneInterface,
         *,
         wakeup: Callable[[], None],
+        transport: TransportFactory = open_kafka_client,
     ) -> None:
         self.config = config
         self.dataplane = dataplane
-        self.member: DrivenMember = self._create_member()
+        self.fetch = FetchState()
+        """What each partition may do on the data plane."""
         self.listener: object | None = None
         self.app_work: collections.deque[AppWork] = collections.deque()
         """Work for the application's context; appended on the loop, drained by the app."""
         self.fatal: BaseException | None = None
         """Set once the consumer failed for good; raised from every poll after."""
+        self.backoff = Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms)
+        self.request_timeout = config.request_timeout_ms / 1000
+        self._transport = transport
         self._ended = False
         self._wakeup = wakeup
-        # Events for the member. A deque and a wake-up event rather than a
-        # memory stream: a receive cut short by the timer deadline could drop
-        # an event already handed to it, and a lost event can stall the member.
-        self._events: collections.deque[Event | ClassicEvent] = collections.deque()
-        self._events_ready: anyio.Event | None = None
-        # Subscription changes wait for the metadata of the named topics (see
-        # _subscriptions), in the order the application made them.
-        self._sub_send, self._sub_recv = anyio.create_memory_object_stream[
-            SubscriptionChanged | Unsubscribe
-        ](math.inf)
-        self._client: KafkaClient | None = None
+        self._loop_wake: anyio.Event | None = None
+        # Subscription changes go through the session (metadata, regex) in the
+        # order the application made them.
+        self._sub_send, self._sub_recv = anyio.create_memory_object_stream[SubscriptionChange](
+            math.inf
+        )
+        self._latest_subscription: SubscriptionChange | None = None
+        self._client: TransportInterface | None = None
         self._offsets: OffsetManager | None = None
         self._tg: anyio.abc.TaskGroup | None = None
         self._scope: anyio.CancelScope | None = None
         self._done: anyio.Event | None = None
         self._ready: anyio.Event | None = None  # set once connected, or when run ends
-        self._backoff = Backoff(
-            initial=config.retry_backoff_ms / 1000, maximum=config.retry_backoff_max_ms / 1000
-        )
-        self._request_timeout = config.request_timeout_ms / 1000
-        # Bumped on every start / stop of a partition: an offset fetch started
-        # before a later stop must not start the partition again.
-        self._fetch_generation: dict[TopicPartition, int] = collections.defaultdict(int)
-        self._stopped_positions: dict[TopicPartition, int] = {}
-        self._seek_overrides: dict[TopicPartition, int] = {}
-        self._paused: set[TopicPartition] = set()
-        # Paused before they started fetching (from on_partitions_assigned, as
-        # Java and librdkafka allow): applied right after they are assigned.
-        self._pause_on_start: set[TopicPartition] = set()
+        self._protocol_known: anyio.Event | None = None  # group.protocol=auto only
         self._revocation_commits: dict[int, _PendingCommit] = {}
         self._raised: set[BaseException] = set()
-        self._deferred: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
-        self._last_epoch = self.member.member_epoch
+        self._deferred: list[tuple[Callable[..., Awaitable[None]], tuple[object, ...]]] = []
+        self._session: Session = choice.new_session(config.group_protocol, self)
+        self._last_epoch = self._session.generation_or_epoch
         self._last_assignment: frozenset[TopicPartition] = frozenset()
-        # Per partition: how often it left the installed assignment (see MemberView.tenure).
-        self._tenure: dict[TopicPartition, int] = {}
-
-    def _create_member(self) -> DrivenMember:
-        """The state machine this runtime drives (subclasses drive another protocol's)."""
-        config = self.config
-        return ConsumerMember(
-            MemberConfig(
-                group_id=config.group_id,
-                member_id=str(uuid.uuid4()),
-                instance_id=config.group_instance_id,
-                rack_id=config.client_rack,
-                server_assignor=config.group_remote_assignor,
-                max_poll_interval_ms=config.max_poll_interval_ms,
-                auto_commit=config.enable_auto_commit,
-                retry_backoff_ms=config.retry_backoff_ms,
-                retry_backoff_max_ms=config.retry_backoff_max_ms,
-            )
-        )
 
     # ------------------------------------------------------------------ views
 
-    def is_closed(self) -> bool:
-        """True once :meth:`run` ended (closed, aborted, or failed to start)."""
-        return self._ended
+    @property
+    def session(self) -> Session:
+        """The session of the protocol in use."""
+        return self._session
+
+    @property
+    def group_protocol(self) -> GroupProtocol:
+        """The protocol in use: CONSUMER or CLASSIC (``auto`` resolved, see :mod:`.choice`)."""
+        return self._session.group_protocol
+
+    @property
+    def member_id(self) -> str:
+        """The member id."""
+        return self._session.member_id
+
+    @property
+    def member_epoch(self) -> int:
+        """The member epoch (consumer protocol) or generation id (classic)."""
+        return self._session.generation_or_epoch
 
     @property
     def group_id(self) -> str:
         """``group.id``."""
         return self.config.group_id
 
+    @property
+    def client(self) -> TransportInterface:
+        """The connected cluster client (only while :meth:`run` runs)."""
+        if self._client is None:
+            raise RuntimeError("the driver is not connected")
+        return self._client
+
+    def is_closed(self) -> bool:
+        """True once :meth:`run` ended (closed, aborted, or failed to start)."""
+        return self._ended
+
     def owned(self) -> frozenset[TopicPartition]:
         """The member's installed assignment (what commits may cover)."""
-        return self.member.assignment
+        return self._session.assignment
 
     # --------------------------------------------------------------- running
 
@@ -294,40 +249,54 @@ class Runtime:
         """Connect and drive the member until it is closed (or :meth:`abort`).
 
         Reports started at once, before connecting: a bootstrap failure becomes
-        the consumer's fatal error, raised from poll.
+        the consumer's fatal error, raised from poll. With ``group.protocol=auto``
+        it reports started once the protocol is chosen (at most
+        ``request.timeout.ms`` later), so :attr:`group_protocol` is truthful
+        from the start.
         """
         self._done = anyio.Event()
         self._ready = anyio.Event()
+        if self.config.group_protocol is not GroupProtocol.AUTO:
+            task_status.started()
+            await self._run()
+            return
+        known = self._protocol_known = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._run)
+            with anyio.move_on_after(self.request_timeout):
+                await known.wait()
+            task_status.started()
+
+    async def _run(self) -> None:
+        assert self._ready is not None
+        assert self._done is not None
+        choose_by = anyio.current_time() + self.request_timeout
         with anyio.CancelScope() as scope:
             self._scope = scope
-            task_status.started()
             try:
                 async with (
-                    KafkaClient(
-                        self.config.bootstrap_servers,
-                        client_id=self.config.client_id,
-                        request_timeout=self._request_timeout,
-                        connect_timeout=_connect_timeout(self.config),
-                        backoff=self._backoff,
-                    ) as client,
+                    self._transport(self.config) as client,
                     anyio.create_task_group() as tg,
                 ):
                     self._client = client
                     self._tg = tg
+                    if self._protocol_known is not None:
+                        await self._choose(client, choose_by)
                     self._offsets = OffsetManager(
                         client,
                         self.group_id,
                         MemberView(
-                            member_id=lambda: self.member.member_id,
-                            member_epoch=lambda: self.member.member_epoch,
+                            member_id=lambda: self._session.member_id,
+                            member_epoch=lambda: self._session.generation_or_epoch,
                             owned=self.owned,
                             instance_id=self.config.group_instance_id,
-                            tenure=lambda tp: self._tenure.get(tp, 0),
+                            tenure=self.fetch.tenure,
                         ),
-                        backoff=self._backoff,
-                        request_timeout=self._request_timeout,
+                        backoff=self.backoff,
+                        request_timeout=self.request_timeout,
                     )
                     self._ready.set()
+                    self._session.start()
                     tg.start_soon(self._subscriptions)
                     for fn, args in self._deferred:
                         tg.start_soon(self._guarded, fn, *args)
@@ -335,80 +304,84 @@ class Runtime:
                     await self._drive()
                     tg.cancel_scope.cancel()
             except Exception as exc:
+                if self._protocol_known is not None and not self._protocol_known.is_set():
+                    choice.assume_consumer(self.config, f"could not ask the cluster ({exc})")
                 log.error("group %s: consumer runtime failed: %s", self.group_id, exc)
                 if self.fatal is None:
                     self.fatal = exc
         self._ended = True
+        if self._protocol_known is not None:
+            self._protocol_known.set()
         self._ready.set()
         self._done.set()
         self._wakeup()
 
+    async def _choose(self, client: TransportInterface, deadline: float) -> None:
+        assert self._protocol_known is not None
+        protocol = await choice.resolve_auto(client, self.config, deadline)
+        if protocol is not self._session.group_protocol:
+            self._switch(protocol)
+        self._protocol_known.set()
+
+    def _switch(self, protocol: GroupProtocol) -> None:
+        # Only before the member owned anything: the first session's member
+        # never joined, so nothing is fetching and no callback is pending.
+        self._session = choice.new_session(protocol, self)
+        self._last_epoch = self._session.generation_or_epoch
+        if self._tg is not None and self._ready is not None and self._ready.is_set():
+            self._session.start()
+            if self._latest_subscription is not None:
+                # Changes still queued reach the new session anyway; the newest
+                # goes last, so it stays the one in force.
+                self._sub_send.send_nowait(self._latest_subscription)
+
     async def _drive(self) -> None:
-        events = self._events
-        while not self.member.closed:
-            if events:
-                self._handle(events.popleft())
+        while not self._session.closed:
+            session = self._session
+            if session.has_events():
+                self._step(session)
                 continue
-            deadline = self.member.next_deadline()
+            deadline = session.next_deadline()
             if deadline is not None and anyio.current_time() >= deadline:
-                self._handle(TimerTick())
+                self._step(session)
                 continue
-            ready = self._events_ready = anyio.Event()
+            wake = self._loop_wake = anyio.Event()
             timeout = math.inf if deadline is None else deadline - anyio.current_time()
             with anyio.move_on_after(timeout):
-                await ready.wait()
+                await wake.wait()
 
-    async def _subscriptions(self) -> None:
-        # The member joins as soon as it sees the subscription. Learning the
-        # topic ids of the named topics first means the first assignment
-        # resolves at once: acknowledging a partly resolved assignment tells
-        # the broker the unresolved partitions are not owned, and it may hand
-        # them to another member while their assigned callback is still queued.
-        assert self._client is not None
-        async for change in self._sub_recv:
-            if isinstance(change, SubscriptionChanged) and change.topics:
-                with anyio.move_on_after(self._request_timeout):
-                    try:
-                        cluster = await self._client.metadata(sorted(change.topics))
-                    except KgroupError as exc:
-                        log.info(
-                            "group %s: metadata for %s failed: %s",
-                            self.group_id,
-                            change.topics,
-                            exc,
-                        )
-                    else:
-                        self.submit(
-                            MetadataUpdated({t.topic_id: t.name for t in cluster.topics.values()})
-                        )
-            self.submit(change)
-
-    def submit(self, event: Event | ClassicEvent) -> None:
-        """Queue ``event`` for the member (loop thread; never blocks)."""
-        self._events.append(event)
-        if self._events_ready is not None:
-            self._events_ready.set()
-
-    def _handle(self, event: Event | ClassicEvent) -> None:
-        actions = self.member.handle(event, anyio.current_time())
-        for action in actions:
+    def _step(self, session: Session) -> None:
+        for action in session.handle_next(anyio.current_time()):
             self._perform(action)
-        epoch, assignment = self.member.member_epoch, self.member.assignment
-        for gone in self._last_assignment - assignment:
-            self._tenure[gone] = self._tenure.get(gone, 0) + 1
+        if session is not self._session:
+            return  # switched protocols: the new member starts from scratch
+        epoch, assignment = session.generation_or_epoch, session.assignment
+        self.fetch.assignment_changed(assignment)
         if epoch != self._last_epoch or assignment != self._last_assignment:
             log.info(
                 "group %s member %s: epoch %d, state %s, assignment (%d) %s",
                 self.group_id,
-                self.member.member_id,
+                session.member_id,
                 epoch,
-                self.member.state.name,
+                session.state_name,
                 len(assignment),
                 ", ".join(str(tp) for tp in sorted(assignment)),
             )
             self._last_epoch, self._last_assignment = epoch, assignment
 
-    def _spawn(self, fn: Callable[..., Any], *args: Any) -> None:
+    async def _subscriptions(self) -> None:
+        async for change in self._sub_recv:
+            await self._session.subscribe(change)
+
+    # ------------------------------------------------------------- the host
+
+    def wake(self) -> None:
+        """A session queued an event for its member: let the loop run."""
+        if self._loop_wake is not None:
+            self._loop_wake.set()
+
+    def spawn(self, fn: Callable[..., Awaitable[None]], *args: object) -> None:
+        """Run ``fn(*args)`` in the background; a failure becomes the fatal error."""
         if self._ended:
             raise self.fatal or KgroupError("the consumer's runtime has stopped")
         if self._tg is None:
@@ -417,16 +390,17 @@ class Runtime:
         else:
             self._tg.start_soon(self._guarded, fn, *args)
 
-    async def _guarded(self, fn: Callable[..., Any], *args: Any) -> None:
+    async def _guarded(self, fn: Callable[..., Awaitable[None]], *args: object) -> None:
         # A bug in one background task must end in a typed error from poll,
         # not in a silently dead runtime.
         try:
             await fn(*args)
         except Exception as exc:
             log.exception("group %s: background task failed", self.group_id)
-            self._set_fatal(exc)
+            self.set_fatal(exc)
 
-    def _set_fatal(self, error: BaseException) -> None:
+    def set_fatal(self, error: BaseException) -> None:
+        """The consumer failed for good: ``error`` is raised from every poll."""
         if self.fatal is None:
             self.fatal = error
         self._wakeup()
@@ -437,19 +411,17 @@ class Runtime:
 
     # --------------------------------------------------------------- actions
 
-    def _perform(self, action: Action) -> None:
+    def _perform(self, action: DriverAction) -> None:
         match action:
-            case SendHeartbeat():
-                self._spawn(self._heartbeat, action)
             case StopFetching():
-                self._stop_fetching(action.partitions)
+                self._apply(self.fetch.stop(action.partitions))
             case StartFetching():
-                self._start_fetching(action.partitions)
+                self.spawn(self._fetch_and_assign, self.fetch.start(action.partitions))
             case CommitOffsets():
-                self._commit_before_revoke(action)
+                self._commit_for_member(action)
             case RunCallback():
                 if listener_method(self.listener, action.kind) is None:
-                    self.submit(CallbackCompleted(action.kind, action.token))
+                    self._session.post(CallbackCompleted(action.kind, action.token))
                 else:
                     self._queue(CallbackWork(action.kind, action.token, action.partitions))
             case RaiseCallbackError():
@@ -457,175 +429,138 @@ class Runtime:
                     self._raised.discard(action.error)  # already raised from that poll
                 else:
                     self._queue(ErrorWork(action.error))
-            case RequestMetadata():
-                self._spawn(self._refresh_metadata)
             case RediscoverCoordinator():
-                self._spawn(self._rediscover)
+                self.spawn(self._rediscover)
             case ReportError():
                 self._queue(ErrorWork(broker_error(action.code, action.message)))
             case ReportFatalError():
+                if choice.falls_back(self.config, self._session, action):
+                    self._switch(GroupProtocol.CLASSIC)
+                    return
                 log.error(
                     "group %s member %s: fatal error %s: %s",
                     self.group_id,
-                    self.member.member_id,
+                    self._session.member_id,
                     action.name,
                     action.message,
                 )
-                self._set_fatal(broker_error(action.code, action.message))
-            case AssignorOnAssignment():
-                pass  # no Python new-protocol assignor is configurable yet
+                self.set_fatal(broker_error(action.code, action.message))
             case LeaveComplete():
-                log.info("group %s member %s: left the group", self.group_id, self.member.member_id)
+                log.info("group %s member %s: left the group", self.group_id, self.member_id)
             case Closed():
                 log.info(
                     "group %s member %s: closed%s",
                     self.group_id,
-                    self.member.member_id,
+                    self.member_id,
                     " (timed out)" if action.timed_out else "",
                 )
 
-    # ------------------------------------------------------------ heartbeats
-
-    async def _heartbeat(self, action: SendHeartbeat) -> None:
-        assert self._client is not None
-        request = action.request
-        event: Event
-        try:
-            response: Any = await self._client.coordinator_request(
-                self.group_id, lambda versions: _heartbeat_request(versions, request)
-            )
-        except BrokerError as exc:
-            # FindCoordinator's own error (authorization ...): the member reacts as
-            # to the same code in a heartbeat response.
-            event = HeartbeatResponseReceived(
-                action.seq, HeartbeatResponse(error_code=exc.code, error_message=exc.message)
-            )
-        except UnsupportedVersionError as exc:
-            event = HeartbeatFailed(action.seq, FailureKind.UNSUPPORTED_VERSION, str(exc))
-        except RequestTimeoutError as exc:
-            event = HeartbeatFailed(action.seq, FailureKind.TIMEOUT, str(exc))
-        except (TransportError, KafkaProtocolError) as exc:
-            event = HeartbeatFailed(action.seq, FailureKind.DISCONNECTED, str(exc))
-        else:
-            event = HeartbeatResponseReceived(action.seq, _heartbeat_response(response))
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("group %s heartbeat %s -> %s", self.group_id, request, event)
-        self.submit(event)
-
-    async def _refresh_metadata(self) -> None:
-        assert self._client is not None
-        try:
-            cluster = await self._client.metadata(None)
-        except KgroupError as exc:
-            log.info("group %s: metadata refresh failed: %s", self.group_id, exc)
-            return
-        self.submit(MetadataUpdated({t.topic_id: t.name for t in cluster.topics.values()}))
-
     async def _rediscover(self) -> None:
-        assert self._client is not None
+        delay = self._session.rediscovery_delay()
+        if delay:
+            await anyio.sleep(delay)
         try:
-            await self._client.coordinator(self.group_id, refresh=True)
+            await self.client.coordinator(self.group_id, refresh=True)
         except KgroupError as exc:
-            # The next heartbeat looks it up again and reports what fails.
+            # The next request looks it up again and reports what fails.
             log.info("group %s: coordinator lookup failed: %s", self.group_id, exc)
-        self.submit(CoordinatorRediscovered())
+        self._session.post(CoordinatorRediscovered())
 
     # ------------------------------------------------------------ data plane
 
-    def _stop_fetching(self, partitions: frozenset[TopicPartition]) -> None:
-        for tp in partitions:
-            self._fetch_generation[tp] += 1
-            self._stopped_positions.pop(tp, None)
-            self._seek_overrides.pop(tp, None)
-        self._pause_on_start.difference_update(partitions)
-        # Captured before unassigning: librdkafka forgets positions with the partition.
-        self._stopped_positions.update(self.dataplane.positions(partitions))
-        self.dataplane.unassign(partitions)
-        self._paused.difference_update(partitions)
+    def _apply(self, ops: Sequence[FetchOp]) -> bool:
+        """Perform ``ops`` on the data plane; False if it refused an assignment."""
+        dataplane = self.dataplane
+        for op in ops:
+            match op:
+                case CapturePositions():
+                    self.fetch.positions_captured(dataplane.positions(op.partitions))
+                case Unassign():
+                    dataplane.unassign(op.partitions)
+                case Assign():
+                    try:
+                        dataplane.assign(op.offsets)
+                    except DataPlaneError as exc:
+                        self.fetch.assign_failed(op)
+                        self._queue(ErrorWork(exc))
+                        return False
+                case Pause():
+                    dataplane.pause(op.partitions)
+                case Resume():
+                    dataplane.resume(op.partitions)
+                case Seek():
+                    dataplane.seek(op.partition, op.offset)
+        return True
 
-    def _start_fetching(self, partitions: frozenset[TopicPartition]) -> None:
-        generations = {}
-        for tp in partitions:
-            self._fetch_generation[tp] += 1
-            generations[tp] = self._fetch_generation[tp]
-            self._stopped_positions.pop(tp, None)
-        self._spawn(self._fetch_and_assign, generations)
-
-    async def _fetch_and_assign(self, generations: dict[TopicPartition, int]) -> None:
+    async def _fetch_and_assign(self, ticket: FetchTicket) -> None:
         assert self._offsets is not None
-
-        def wanted() -> dict[TopicPartition, int]:
-            return {tp: g for tp, g in generations.items() if self._fetch_generation[tp] == g}
-
+        fetch = self.fetch
         committed: dict[TopicPartition, int | None] = {}
-        while wanted():
+        while fetch.wanted(ticket):
             try:
                 committed = await self._offsets.fetch(
-                    list(wanted()),
-                    deadline=anyio.current_time() + self._request_timeout,
-                    wanted=lambda: bool(wanted()),
+                    sorted(fetch.wanted(ticket)),
+                    deadline=anyio.current_time() + self.request_timeout,
+                    wanted=lambda: bool(fetch.wanted(ticket)),
                 )
                 break
             except RequestTimeoutError as exc:
                 log.info("group %s: offset fetch timed out (%s); retrying", self.group_id, exc)
             except BrokerError as exc:
-                self._set_fatal(exc)
+                self.set_fatal(exc)
                 return
-        start: dict[TopicPartition, int | None] = {}
-        owned = self.owned()
-        for tp in wanted():
-            if tp in owned:
-                start[tp] = self._seek_overrides.pop(tp, committed.get(tp))
-        if not start:
+        ops = fetch.offsets_fetched(ticket, committed, self.owned())
+        if not ops or not self._apply(ops):
             return
-        try:
-            self.dataplane.assign(start)
-        except DataPlaneError as exc:
-            self._queue(ErrorWork(exc))
-            return
-        held = self._pause_on_start & start.keys()
-        if held:
-            # Before the first consume() after the assignment: no record of
-            # these partitions has been handed out.
-            self.dataplane.pause(held)
-            self._paused.update(held)
-            self._pause_on_start.difference_update(held)
+        start = next(op.offsets for op in ops if isinstance(op, Assign))
         log.info(
             "group %s member %s: fetching %s",
             self.group_id,
-            self.member.member_id,
+            self.member_id,
             ", ".join(f"{tp}@{'reset' if o is None else o}" for tp, o in sorted(start.items())),
         )
 
     # --------------------------------------------------------------- commits
 
-    def _commit_before_revoke(self, action: CommitOffsets) -> None:
-        offsets = {
-            tp: self._stopped_positions[tp]
-            for tp in action.partitions
-            if tp in self._stopped_positions
-        }
-        offsets.update(self.dataplane.positions(action.partitions))
-        if not offsets:
-            self.submit(CommitCompleted(action.token))
-            return
-        self._revocation_commits[action.token] = _PendingCommit(offsets, action.deadline)
-        self._queue(RevocationCommitWork(action.token))
+    def _commit_for_member(self, action: CommitOffsets) -> None:
+        if action.offsets:
+            # A commit the member retries after a rebalance (the application
+            # released it before): its own offsets first, and at once.
+            offsets = {tp: o for tp, o in action.offsets.items() if tp in action.partitions}
+            rest = action.partitions - offsets.keys()
+            offsets.update(self.fetch.stopped_positions(rest))
+            live = self.dataplane.positions(rest)
+            offsets.update({tp: o for tp, o in live.items() if tp not in offsets})
+            if offsets:
+                self.spawn(
+                    self._member_commit, action.token, _PendingCommit(offsets, action.deadline)
+                )
+                return
+        else:
+            offsets = self.fetch.stopped_positions(action.partitions)
+            offsets.update(self.dataplane.positions(action.partitions))
+            if offsets:
+                self._revocation_commits[action.token] = _PendingCommit(offsets, action.deadline)
+                self._queue(RevocationCommitWork(action.token))
+                return
+        self._session.post(CommitCompleted(action.token))
 
     def release_revocation_commit(self, token: int) -> None:
         """The application reached a service point: start the commit ``token`` waits for."""
         pending = self._revocation_commits.pop(token, None)
         if pending is not None:
-            self._spawn(self._revocation_commit, token, pending)
+            self.spawn(self._member_commit, token, pending)
 
-    async def _revocation_commit(self, token: int, pending: _PendingCommit) -> None:
+    async def _member_commit(self, token: int, pending: _PendingCommit) -> None:
         assert self._offsets is not None
+        session = self._session
+        generation = session.generation_or_epoch
         error: BaseException | None = None
         try:
             await self._offsets.commit(pending.offsets, deadline=pending.deadline)
         except KgroupError as exc:
             error = exc
-        self.submit(CommitCompleted(token, error))
+        session.commit_done(token, pending.offsets, error, generation)
 
     def current_offsets(self) -> dict[TopicPartition, int]:
         """Positions of the owned partitions that are fetching (records handed out)."""
@@ -641,7 +576,7 @@ class Runtime:
         chosen = self.current_offsets() if offsets is None else dict(offsets)
         if not chosen:
             return {}
-        budget = self._request_timeout if timeout is None else timeout
+        budget = self.request_timeout if timeout is None else timeout
         deadline = anyio.current_time() + budget
         manager = await self._connected(deadline)
         return await manager.commit(chosen, deadline=deadline)
@@ -666,7 +601,7 @@ class Runtime:
             if callback is not None:
                 self._queue(CommitResultWork(callback, {}, None))
             return
-        self._spawn(self._background_commit, chosen, callback)
+        self.spawn(self._background_commit, chosen, callback)
 
     async def _background_commit(
         self, offsets: dict[TopicPartition, int], callback: CommitCallback | None
@@ -683,11 +618,11 @@ class Runtime:
 
     def auto_commit(self) -> None:
         """Interval auto-commit of the current positions (called at a service point)."""
-        if self.member.member_epoch <= 0:
+        if self.member_epoch <= 0:
             return
         offsets = self.current_offsets()
         if offsets:
-            self._spawn(self._auto_commit, offsets)
+            self.spawn(self._auto_commit, offsets)
 
     async def _auto_commit(self, offsets: dict[TopicPartition, int]) -> None:
         try:
@@ -710,48 +645,45 @@ class Runtime:
     ) -> None:
         """Subscribe to topic names or a regex (joins the group)."""
         self.listener = listener
-        self._sub_send.send_nowait(SubscriptionChanged(topics, pattern))
+        self._change_subscription(SubscriptionChanged(topics, pattern))
 
     def unsubscribe(self) -> None:
         """Leave the group (partitions are revoked first)."""
-        self._sub_send.send_nowait(Unsubscribe())
+        self._change_subscription(Unsubscribe())
+
+    def _change_subscription(self, change: SubscriptionChange) -> None:
+        self._latest_subscription = change
+        self._sub_send.send_nowait(change)
 
     def poll_called(self) -> None:
         """The application polled."""
-        self.submit(PollCalled())
+        self._session.post(PollCalled())
 
     def callback_done(self, work: CallbackWork, error: BaseException | None, raised: bool) -> None:
         """A callback returned (``error`` None) or raised; ``raised``: already raised to the app."""
         if error is not None and raised:
             self._raised.add(error)
-        self.submit(CallbackCompleted(work.kind, work.token, error))
+        self._session.post(CallbackCompleted(work.kind, work.token, error))
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
-        """Next record of ``partition`` at ``offset`` (also before it starts fetching)."""
-        if partition in self.dataplane.assigned:
-            self.dataplane.seek(partition, offset)
-        elif partition in self.owned():
-            self._seek_overrides[partition] = offset
-        else:
-            raise NotAssignedError(f"cannot seek {partition}: it is not assigned to this consumer")
+        """Next record of ``partition`` at ``offset`` (also before it starts fetching).
+
+        Raises:
+            NotAssignedError: ``partition`` is not assigned to this consumer.
+        """
+        self._apply(self.fetch.seek(partition, offset, self.owned()))
 
     def pause(self, partitions: Collection[TopicPartition]) -> None:
         """Stop handing out records of ``partitions`` (also before they start fetching)."""
-        fetching = set(partitions) & self.dataplane.assigned
-        self.dataplane.pause(fetching)
-        self._paused.update(fetching)
-        self._pause_on_start.update((set(partitions) & self.owned()) - fetching)
+        self._apply(self.fetch.pause(partitions, self.owned()))
 
     def resume(self, partitions: Collection[TopicPartition]) -> None:
         """Resume ``partitions`` paused with :meth:`pause`."""
-        fetching = set(partitions) & self.dataplane.assigned
-        self.dataplane.resume(fetching)
-        self._paused.difference_update(fetching)
-        self._pause_on_start.difference_update(partitions)
+        self._apply(self.fetch.resume(partitions))
 
     def request_close(self, timeout: float) -> None:
         """Start closing: release the assignment and leave within ``timeout`` seconds."""
-        self.submit(CloseRequested(anyio.current_time() + timeout))
+        self._session.post(CloseRequested(anyio.current_time() + timeout))
 
     async def wait_closed(self, timeout: float) -> bool:
         """Wait until :meth:`run` ended, at most ``timeout`` seconds; True if it did."""
@@ -765,64 +697,3 @@ class Runtime:
         """Stop :meth:`run` at once (after a close that did not finish in time)."""
         if self._scope is not None:
             self._scope.cancel()
-
-
-_DEFAULT_CONNECT_TIMEOUT = 10.0
-
-
-def _connect_timeout(config: ConsumerConfig) -> float:
-    """Seconds to open a connection (TCP and the ApiVersions handshake).
-
-    ``socket.connection.setup.timeout.ms`` (librdkafka's and the Java client's
-    key; the data plane gets it too) when set, else 10 s, and never longer than
-    ``request.timeout.ms``: a bootstrap server that never answers must fail
-    within the timeouts the application configured.
-    """
-    raw = config.passthrough.get("socket.connection.setup.timeout.ms", "").strip()
-    setup = int(raw) / 1000 if raw.isdigit() else _DEFAULT_CONNECT_TIMEOUT
-    return min(setup, config.request_timeout_ms / 1000)
-
-
-def _heartbeat_request(versions: NegotiatedVersions, request: HeartbeatRequest) -> RequestPayload:
-    module: Any = versions.request_module(ApiKey.CONSUMER_GROUP_HEARTBEAT)
-    by_id = request.topic_partitions_by_id()
-    fields: dict[str, Any] = {
-        "group_id": request.group_id,
-        "member_id": request.member_id,
-        "member_epoch": request.member_epoch,
-        "instance_id": request.instance_id,
-        "rack_id": request.rack_id,
-        "subscribed_topic_names": request.subscribed_topic_names,
-        "server_assignor": request.server_assignor,
-        "topic_partitions": None
-        if by_id is None
-        else tuple(
-            module.TopicPartitions(topic_id=topic_id, partitions=tuple(parts))
-            for topic_id, parts in by_id.items()
-        ),
-    }
-    if request.rebalance_timeout_ms is not None:
-        fields["rebalance_timeout"] = datetime.timedelta(milliseconds=request.rebalance_timeout_ms)
-    # v0 has no regex field (a v0-only broker cannot take a regex subscription).
-    if versions.version(ApiKey.CONSUMER_GROUP_HEARTBEAT) >= 1:
-        fields["subscribed_topic_regex"] = request.subscribed_topic_regex
-    return versions.new_request(ApiKey.CONSUMER_GROUP_HEARTBEAT, **fields)
-
-
-def _heartbeat_response(response: Any) -> HeartbeatResponse:
-    assignment = None
-    if response.assignment is not None:
-        assignment = {
-            tp.topic_id: tuple(int(p) for p in tp.partitions)
-            for tp in response.assignment.topic_partitions
-            if tp.topic_id is not None
-        }
-    interval: datetime.timedelta = response.heartbeat_interval
-    return HeartbeatResponse(
-        error_code=int(response.error_code),
-        error_message=response.error_message,
-        member_id=response.member_id,
-        member_epoch=int(response.member_epoch),
-        heartbeat_interval_ms=int(interval.total_seconds() * 1000),
-        assignment=assignment,
-    )

@@ -17,7 +17,7 @@ from kgroup.protocol import (
     negotiate,
     response_class,
 )
-from kgroup.runtime import _heartbeat_request, _heartbeat_response
+from kgroup.runtime.consumer_session import _heartbeat_request, _heartbeat_response
 from kgroup.types import TopicIdPartition
 
 TOPIC = uuid.UUID("3f1e7d0a-0000-4000-8000-000000000001")

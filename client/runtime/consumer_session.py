@@ -1,0 +1,268 @@
+"""The consumer protocol's session (KIP-848): a ConsumerMember and its heartbeats.
+
+Performs what only the consumer protocol's member asks for:
+
+- ``SendHeartbeat``: a ConsumerGroupHeartbeat to the coordinator (moves of the
+  coordinator are followed within the request timeout); its response or
+  failure goes back to the member;
+- ``RequestMetadata``: a metadata refresh, reported as ``MetadataUpdated``
+  (the member resolves topic ids of its assignment with it).
+
+Named topics' ids are looked up before a subscription reaches the member, so
+the first assignment resolves at once (see :meth:`ConsumerSession.subscribe`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+from kio.static.protocol import RequestPayload
+
+from kgroup.config import GroupProtocol
+from kgroup.errors import KgroupError
+from kgroup.membership import (
+    Action,
+    AssignorOnAssignment,
+    CommitCompleted,
+    ConsumerMember,
+    Event,
+    HeartbeatFailed,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    HeartbeatResponseReceived,
+    MemberConfig,
+    MetadataUpdated,
+    RequestMetadata,
+    SendHeartbeat,
+    SubscriptionChanged,
+    TimerTick,
+)
+from kgroup.protocol import ApiKey, NegotiatedVersions
+from kgroup.runtime.coordinator import Answered, CallFailed, coordinator_call
+from kgroup.runtime.events import EventQueue
+from kgroup.runtime.interfaces import (
+    DRIVER_ACTIONS,
+    DriverAction,
+    DriverEvent,
+    Host,
+    SubscriptionChange,
+)
+from kgroup.types import TopicPartition
+
+__all__ = ["ConsumerSession"]
+
+log = logging.getLogger("kgroup.runtime")
+
+
+class ConsumerSession:
+    """Drives one :class:`~kgroup.membership.ConsumerMember` for a driver (see the module)."""
+
+    group_protocol = GroupProtocol.CONSUMER
+
+    def __init__(self, host: Host) -> None:
+        config = host.config
+        self._host = host
+        self.member = ConsumerMember(
+            MemberConfig(
+                group_id=config.group_id,
+                member_id=str(uuid.uuid4()),
+                instance_id=config.group_instance_id,
+                rack_id=config.client_rack,
+                server_assignor=config.group_remote_assignor,
+                max_poll_interval_ms=config.max_poll_interval_ms,
+                auto_commit=config.enable_auto_commit,
+                retry_backoff_ms=config.retry_backoff_ms,
+                retry_backoff_max_ms=config.retry_backoff_max_ms,
+            )
+        )
+        self._events: EventQueue[Event] = EventQueue(host.wake)
+        self._accepted = False
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def member_id(self) -> str:
+        """The member id (chosen by the client)."""
+        return self.member.member_id
+
+    @property
+    def generation_or_epoch(self) -> int:
+        """The member epoch."""
+        return self.member.member_epoch
+
+    @property
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The installed assignment."""
+        return self.member.assignment
+
+    @property
+    def closed(self) -> bool:
+        """The member is closed."""
+        return self.member.closed
+
+    @property
+    def state_name(self) -> str:
+        """The member's state, for logs."""
+        return self.member.state.name
+
+    @property
+    def may_fall_back(self) -> bool:
+        """No heartbeat of this member was accepted yet."""
+        return not self._accepted
+
+    # ---------------------------------------------------------------- driving
+
+    def start(self) -> None:
+        """Nothing runs in the background before the first action."""
+
+    def post(self, event: DriverEvent) -> None:
+        """Queue ``event`` for the member."""
+        self._events.post(event)
+
+    def has_events(self) -> bool:
+        """Events wait for the member."""
+        return bool(self._events)
+
+    def next_deadline(self) -> float | None:
+        """The member's next timer."""
+        return self.member.next_deadline()
+
+    def handle_next(self, now: float) -> Sequence[DriverAction]:
+        """Feed the oldest event (or a timer tick) to the member; perform its own actions."""
+        event = self._events.pop() or TimerTick()
+        if isinstance(event, HeartbeatResponseReceived) and event.response.error_code == 0:
+            self._accepted = True
+        return self._perform(self.member.handle(event, now))
+
+    def _perform(self, actions: Sequence[Action]) -> list[DriverAction]:
+        rest: list[DriverAction] = []
+        for action in actions:
+            if isinstance(action, DRIVER_ACTIONS):
+                rest.append(action)
+            elif isinstance(action, SendHeartbeat):
+                self._host.spawn(self._heartbeat, action)
+            elif isinstance(action, RequestMetadata):
+                self._host.spawn(self._refresh_metadata)
+            elif isinstance(action, AssignorOnAssignment):
+                pass  # no Python consumer-protocol assignor is configurable yet
+        return rest
+
+    async def subscribe(self, change: SubscriptionChange) -> None:
+        """Look up the named topics' ids first, then give the change to the member."""
+        # The member joins as soon as it sees the subscription. Learning the
+        # topic ids of the named topics first means the first assignment
+        # resolves at once: acknowledging a partly resolved assignment tells
+        # the broker the unresolved partitions are not owned, and it may hand
+        # them to another member while their assigned callback is still queued.
+        if isinstance(change, SubscriptionChanged) and change.topics:
+            with anyio.move_on_after(self._host.request_timeout):
+                await self._metadata(sorted(change.topics))
+        self._events.post(change)
+
+    def rediscovery_delay(self) -> float:
+        """The member paces its own heartbeats: look the coordinator up at once."""
+        return 0.0
+
+    def commit_done(
+        self,
+        token: int,
+        offsets: Mapping[TopicPartition, int],
+        error: BaseException | None,
+        generation: int,
+    ) -> None:
+        """Report the commit before a revocation to the member."""
+        self._events.post(CommitCompleted(token, error))
+
+    # -------------------------------------------------------------- requests
+
+    async def _heartbeat(self, action: SendHeartbeat) -> None:
+        host = self._host
+        request = action.request
+        outcome = await coordinator_call(
+            host.client,
+            host.config.group_id,
+            lambda versions: _heartbeat_request(versions, request),
+            timeout=host.request_timeout,
+            follow_moves=True,
+        )
+        event: Event
+        if isinstance(outcome, Answered):
+            event = HeartbeatResponseReceived(action.seq, _heartbeat_response(outcome.response))
+        elif isinstance(outcome, CallFailed):
+            event = HeartbeatFailed(action.seq, outcome.kind, outcome.detail)
+        else:
+            # FindCoordinator's own error (authorization ...): the member reacts as
+            # to the same code in a heartbeat response.
+            error = outcome.error
+            event = HeartbeatResponseReceived(
+                action.seq, HeartbeatResponse(error_code=error.code, error_message=error.message)
+            )
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("group %s heartbeat %s -> %s", host.config.group_id, request, event)
+        self._events.post(event)
+
+    async def _refresh_metadata(self) -> None:
+        await self._metadata(None)
+
+    async def _metadata(self, topics: list[str] | None) -> None:
+        try:
+            cluster = await self._host.client.metadata(topics)
+        except KgroupError as exc:
+            log.info(
+                "group %s: metadata for %s failed: %s",
+                self._host.config.group_id,
+                "all topics" if topics is None else topics,
+                exc,
+            )
+            return
+        self._events.post(MetadataUpdated({t.topic_id: t.name for t in cluster.topics.values()}))
+
+
+def _heartbeat_request(versions: NegotiatedVersions, request: HeartbeatRequest) -> RequestPayload:
+    module: Any = versions.request_module(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+    by_id = request.topic_partitions_by_id()
+    fields: dict[str, Any] = {
+        "group_id": request.group_id,
+        "member_id": request.member_id,
+        "member_epoch": request.member_epoch,
+        "instance_id": request.instance_id,
+        "rack_id": request.rack_id,
+        "subscribed_topic_names": request.subscribed_topic_names,
+        "server_assignor": request.server_assignor,
+        "topic_partitions": None
+        if by_id is None
+        else tuple(
+            module.TopicPartitions(topic_id=topic_id, partitions=tuple(parts))
+            for topic_id, parts in by_id.items()
+        ),
+    }
+    if request.rebalance_timeout_ms is not None:
+        fields["rebalance_timeout"] = datetime.timedelta(milliseconds=request.rebalance_timeout_ms)
+    # v0 has no regex field (a v0-only broker cannot take a regex subscription).
+    if versions.version(ApiKey.CONSUMER_GROUP_HEARTBEAT) >= 1:
+        fields["subscribed_topic_regex"] = request.subscribed_topic_regex
+    return versions.new_request(ApiKey.CONSUMER_GROUP_HEARTBEAT, **fields)
+
+
+def _heartbeat_response(response: Any) -> HeartbeatResponse:
+    assignment = None
+    if response.assignment is not None:
+        assignment = {
+            tp.topic_id: tuple(int(p) for p in tp.partitions)
+            for tp in response.assignment.topic_partitions
+            if tp.topic_id is not None
+        }
+    interval: datetime.timedelta = response.heartbeat_interval
+    return HeartbeatResponse(
+        error_code=int(response.error_code),
+        error_message=response.error_message,
+        member_id=response.member_id,
+        member_epoch=int(response.member_epoch),
+        heartbeat_interval_ms=int(interval.total_seconds() * 1000),
+        assignment=assignment,
+    )
