@@ -10,14 +10,14 @@ this shell takes its steps with awaits.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
-from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import anyio
-import anyio.abc
+import anyio.to_thread
 
 from kgroup._frontend import (
     SERVICE_SLICE,
@@ -71,7 +71,7 @@ class AsyncConsumer(ConsumerBase):
             self._config, self._dataplane, wakeup=self._on_wakeup, transport=transport
         )
         self._core = FrontEndCore(self._config, self._driver, anyio.current_time)
-        self._tg: anyio.abc.TaskGroup | None = None
+        self._exit: contextlib.AsyncExitStack | None = None
 
     def _on_wakeup(self) -> None:
         if self._wake is not None:
@@ -111,37 +111,29 @@ class AsyncConsumer(ConsumerBase):
     # ------------------------------------------------------------- lifecycle
 
     async def __aenter__(self) -> Self:
-        if self._tg is not None or self._core.closed:
+        if self._exit is not None or self._core.closed:
             raise RuntimeError("an AsyncConsumer can be entered only once")
         self._wake = anyio.Event()
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
-        try:
+        async with contextlib.AsyncExitStack() as stack:
+            tg = await stack.enter_async_context(anyio.create_task_group())
             # With group.protocol=auto this returns once the protocol is chosen.
             await tg.start(self._driver.run)
-        except BaseException:
-            await tg.__aexit__(None, None, None)
-            raise
+            # Running: the task group is left in __aexit__ (the stack left it on failure).
+            self._exit = stack.pop_all()
         self._core.started()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         try:
             # Shielded (and bounded by close's own timeout): leaving the group
             # cleanly matters most when the body was cancelled.
             with anyio.CancelScope(shield=True):
                 await self.close()
         finally:
-            tg, self._tg = self._tg, None
-            if tg is not None:
+            leave, self._exit = self._exit, None
+            if leave is not None:
                 self._driver.abort()
-                await tg.__aexit__(None, None, None)
+                await leave.aclose()
 
     async def close(self, timeout: float = 30.0) -> None:
         """Leave the group and release everything, within about ``timeout`` seconds.
@@ -154,7 +146,7 @@ class AsyncConsumer(ConsumerBase):
             return
         core.closed = True
         try:
-            if self._tg is not None and not driver.is_closed():
+            if self._exit is not None and not driver.is_closed():
                 # Bounded here too: an async listener method that never returns
                 # must not hold the close past its timeout.
                 with anyio.move_on_after(timeout + 1.0):
@@ -182,7 +174,7 @@ class AsyncConsumer(ConsumerBase):
         """Up to ``num_messages`` records, waiting at most ``timeout`` s (< 0: no limit)."""
         if num_messages < 1:
             raise ValueError(f"num_messages must be >= 1, got {num_messages}")
-        if self._tg is None:
+        if self._exit is None:
             raise RuntimeError("use the consumer as 'async with AsyncConsumer(config) as c'")
         now = anyio.current_time()
         deadline = math.inf if timeout is None or timeout < 0 else now + timeout

@@ -33,9 +33,10 @@ from kgroup.membership import ReportFatalError
 from kgroup.protocol import ApiKey
 from kgroup.runtime.classic_session import ClassicSession, classic_assignors
 from kgroup.runtime.consumer_session import ConsumerSession
-from kgroup.runtime.interfaces import Host, Session, TransportInterface
+from kgroup.runtime.interfaces import Host, TransportInterface
 
 __all__ = [
+    "Session",
     "check_protocol_config",
     "falls_back",
     "new_session",
@@ -45,6 +46,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("kgroup.runtime")
+
+Session = ConsumerSession | ClassicSession
+"""The session of either protocol, as the driver holds it."""
 
 
 def check_protocol_config(config: ConsumerConfig) -> None:

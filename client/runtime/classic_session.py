@@ -36,7 +36,7 @@ import dataclasses
 import datetime
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
@@ -87,7 +87,6 @@ from kgroup.membership import (
     SubscriptionChanged,
     SyncGroupResponse,
     SyncGroupResponseReceived,
-    TimerTick,
     Unsubscribe,
 )
 from kgroup.protocol import ApiKey, NegotiatedVersions
@@ -105,14 +104,8 @@ from kgroup.runtime.coordinator import (
     LookupRefused,
     coordinator_call,
 )
-from kgroup.runtime.events import EventQueue
-from kgroup.runtime.interfaces import (
-    DRIVER_ACTIONS,
-    DriverAction,
-    DriverEvent,
-    Host,
-    SubscriptionChange,
-)
+from kgroup.runtime.interfaces import Host, SubscriptionChange
+from kgroup.runtime.session import FinishedCommit, SessionBase
 from kgroup.transport import ClusterMetadata
 from kgroup.types import TopicPartition
 
@@ -142,14 +135,13 @@ def classic_assignors(config: ConsumerConfig) -> dict[str, ConsumerPartitionAssi
     return {a.name: a for a in resolve_assignors(strategy)}
 
 
-class ClassicSession:
+class ClassicSession(SessionBase[ClassicEvent, ClassicAction]):
     """Drives one :class:`~kgroup.membership.ClassicMember` for a driver (see the module)."""
 
     group_protocol = GroupProtocol.CLASSIC
 
     def __init__(self, host: Host) -> None:
         config = host.config
-        self._host = host
         self._group_id = config.group_id
         self.assignors = classic_assignors(config)
         """The configured assignors by name, in preference order."""
@@ -171,7 +163,7 @@ class ClassicSession:
             },
         )
         """The member, with its classic views (generation id, leader, chosen assignor)."""
-        self._events: EventQueue[ClassicEvent] = EventQueue(host.wake)
+        super().__init__(host, self.member)
         self._assignor_error: AssignorError | None = None
         self._rediscoveries = 0
         # The leader's view of the group subscription at its last assignment.
@@ -183,86 +175,40 @@ class ClassicSession:
             int(age) if age is not None and age.isdigit() else _DEFAULT_METADATA_MAX_AGE_MS
         ) / 1000
 
-    # ------------------------------------------------------------------ views
-
-    @property
-    def member_id(self) -> str:
-        """The member id the coordinator gave (empty before the first JoinGroup answer)."""
-        return self.member.member_id
-
     @property
     def generation_or_epoch(self) -> int:
         """The generation id (-1 outside a generation)."""
         return self.member.generation_id
 
     @property
-    def assignment(self) -> frozenset[TopicPartition]:
-        """The installed assignment."""
-        return self.member.assignment
-
-    @property
-    def closed(self) -> bool:
-        """The member is closed."""
-        return self.member.closed
-
-    @property
-    def state_name(self) -> str:
-        """The member's state, for logs."""
-        return self.member.state.name
-
-    @property
     def may_fall_back(self) -> bool:
         """The classic protocol is the fallback: there is none below it."""
         return False
-
-    # ---------------------------------------------------------------- driving
 
     def start(self) -> None:
         """Start the metadata watch (regex subscriptions, the leader's partition counts)."""
         self._host.spawn(self._watch_metadata)
 
-    def post(self, event: DriverEvent) -> None:
-        """Queue ``event`` for the member."""
-        self._events.post(event)
-
-    def has_events(self) -> bool:
-        """Events wait for the member."""
-        return bool(self._events)
-
-    def next_deadline(self) -> float | None:
-        """The member's next timer."""
-        return self.member.next_deadline()
-
-    def handle_next(self, now: float) -> Sequence[DriverAction]:
-        """Feed the oldest event (or a timer tick) to the member; perform its own actions."""
-        event = self._events.pop() or TimerTick()
-        return self._perform(self.member.handle(event, now))
-
-    def _perform(self, actions: Sequence[ClassicAction]) -> list[DriverAction]:
+    def _perform(self, action: ClassicAction) -> None:
         host = self._host
-        rest: list[DriverAction] = []
-        for action in actions:
-            if isinstance(action, DRIVER_ACTIONS):
-                rest.append(action)
-            elif isinstance(action, SendJoinGroup):
-                host.spawn(self._join_group, action)
-            elif isinstance(action, SendSyncGroup):
-                host.spawn(self._sync_group, action)
-            elif isinstance(action, SendClassicHeartbeat):
-                host.spawn(self._heartbeat, action)
-            elif isinstance(action, SendLeaveGroup):
-                host.spawn(self._leave_group, action)
-            elif isinstance(action, RunAssignor):
-                host.spawn(self._run_assignor, action)
-            elif isinstance(action, ClassicAssignorOnAssignment):
-                self._assignor_on_assignment(action)
-            elif isinstance(action, ReportAssignorError):
-                # The typed error the session built (InvalidAssignmentError ...),
-                # or one from the member's message.
-                error = self._assignor_error or AssignorError(action.protocol_name, action.message)
-                log.error("group %s: %s", self._group_id, error)
-                host.set_fatal(error)
-        return rest
+        if isinstance(action, SendJoinGroup):
+            host.spawn(self._join_group, action)
+        elif isinstance(action, SendSyncGroup):
+            host.spawn(self._sync_group, action)
+        elif isinstance(action, SendClassicHeartbeat):
+            host.spawn(self._heartbeat, action)
+        elif isinstance(action, SendLeaveGroup):
+            host.spawn(self._leave_group, action)
+        elif isinstance(action, RunAssignor):
+            host.spawn(self._run_assignor, action)
+        elif isinstance(action, ClassicAssignorOnAssignment):
+            self._assignor_on_assignment(action)
+        elif isinstance(action, ReportAssignorError):
+            # The typed error the session built (InvalidAssignmentError ...),
+            # or one from the member's message.
+            error = self._assignor_error or AssignorError(action.protocol_name, action.message)
+            log.error("group %s: %s", self._group_id, error)
+            host.set_fatal(error)
 
     def rediscovery_delay(self) -> float:
         """No pause the first time; repeated lookups (no group answer in between) back off."""
@@ -273,20 +219,17 @@ class ClassicSession:
         self._rediscoveries += 1
         return self._host.backoff.delay(attempt - 1) if attempt else 0.0
 
-    def commit_done(
-        self,
-        token: int,
-        offsets: Mapping[TopicPartition, int],
-        error: BaseException | None,
-        generation: int,
-    ) -> None:
+    def commit_done(self, commit: FinishedCommit) -> None:
         """A refusal by the broker is ``CommitFailed`` (the member may retry it later)."""
+        error, offsets = commit.error, commit.offsets
         if isinstance(error, BrokerError):
             self._events.post(
-                CommitFailed(token, frozenset(offsets), error.code, generation, dict(offsets))
+                CommitFailed(
+                    commit.token, frozenset(offsets), error.code, commit.generation, dict(offsets)
+                )
             )
         else:
-            self._events.post(CommitCompleted(token, error))
+            self._events.post(CommitCompleted(commit.token, error))
 
     def _assignor_on_assignment(self, action: ClassicAssignorOnAssignment) -> None:
         assignor = self.assignors.get(action.protocol_name)

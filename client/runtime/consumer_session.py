@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -27,7 +26,6 @@ from kgroup.config import GroupProtocol
 from kgroup.errors import KgroupError
 from kgroup.membership import (
     Action,
-    AssignorOnAssignment,
     CommitCompleted,
     ConsumerMember,
     Event,
@@ -40,33 +38,24 @@ from kgroup.membership import (
     RequestMetadata,
     SendHeartbeat,
     SubscriptionChanged,
-    TimerTick,
 )
 from kgroup.protocol import ApiKey, NegotiatedVersions
 from kgroup.runtime.coordinator import Answered, CallFailed, coordinator_call
-from kgroup.runtime.events import EventQueue
-from kgroup.runtime.interfaces import (
-    DRIVER_ACTIONS,
-    DriverAction,
-    DriverEvent,
-    Host,
-    SubscriptionChange,
-)
-from kgroup.types import TopicPartition
+from kgroup.runtime.interfaces import Host, SubscriptionChange
+from kgroup.runtime.session import FinishedCommit, SessionBase
 
 __all__ = ["ConsumerSession"]
 
 log = logging.getLogger("kgroup.runtime")
 
 
-class ConsumerSession:
+class ConsumerSession(SessionBase[Event, Action]):
     """Drives one :class:`~kgroup.membership.ConsumerMember` for a driver (see the module)."""
 
     group_protocol = GroupProtocol.CONSUMER
 
     def __init__(self, host: Host) -> None:
         config = host.config
-        self._host = host
         self.member = ConsumerMember(
             MemberConfig(
                 group_id=config.group_id,
@@ -80,15 +69,8 @@ class ConsumerSession:
                 retry_backoff_max_ms=config.retry_backoff_max_ms,
             )
         )
-        self._events: EventQueue[Event] = EventQueue(host.wake)
+        super().__init__(host, self.member)
         self._accepted = False
-
-    # ------------------------------------------------------------------ views
-
-    @property
-    def member_id(self) -> str:
-        """The member id (chosen by the client)."""
-        return self.member.member_id
 
     @property
     def generation_or_epoch(self) -> int:
@@ -96,61 +78,16 @@ class ConsumerSession:
         return self.member.member_epoch
 
     @property
-    def assignment(self) -> frozenset[TopicPartition]:
-        """The installed assignment."""
-        return self.member.assignment
-
-    @property
-    def closed(self) -> bool:
-        """The member is closed."""
-        return self.member.closed
-
-    @property
-    def state_name(self) -> str:
-        """The member's state, for logs."""
-        return self.member.state.name
-
-    @property
     def may_fall_back(self) -> bool:
         """No heartbeat of this member was accepted yet."""
         return not self._accepted
 
-    # ---------------------------------------------------------------- driving
-
-    def start(self) -> None:
-        """Nothing runs in the background before the first action."""
-
-    def post(self, event: DriverEvent) -> None:
-        """Queue ``event`` for the member."""
-        self._events.post(event)
-
-    def has_events(self) -> bool:
-        """Events wait for the member."""
-        return bool(self._events)
-
-    def next_deadline(self) -> float | None:
-        """The member's next timer."""
-        return self.member.next_deadline()
-
-    def handle_next(self, now: float) -> Sequence[DriverAction]:
-        """Feed the oldest event (or a timer tick) to the member; perform its own actions."""
-        event = self._events.pop() or TimerTick()
-        if isinstance(event, HeartbeatResponseReceived) and event.response.error_code == 0:
-            self._accepted = True
-        return self._perform(self.member.handle(event, now))
-
-    def _perform(self, actions: Sequence[Action]) -> list[DriverAction]:
-        rest: list[DriverAction] = []
-        for action in actions:
-            if isinstance(action, DRIVER_ACTIONS):
-                rest.append(action)
-            elif isinstance(action, SendHeartbeat):
-                self._host.spawn(self._heartbeat, action)
-            elif isinstance(action, RequestMetadata):
-                self._host.spawn(self._refresh_metadata)
-            elif isinstance(action, AssignorOnAssignment):
-                pass  # no Python consumer-protocol assignor is configurable yet
-        return rest
+    def _perform(self, action: Action) -> None:
+        if isinstance(action, SendHeartbeat):
+            self._host.spawn(self._heartbeat, action)
+        elif isinstance(action, RequestMetadata):
+            self._host.spawn(self._refresh_metadata)
+        # AssignorOnAssignment: no Python consumer-protocol assignor is configurable yet.
 
     async def subscribe(self, change: SubscriptionChange) -> None:
         """Look up the named topics' ids first, then give the change to the member."""
@@ -168,15 +105,9 @@ class ConsumerSession:
         """The member paces its own heartbeats: look the coordinator up at once."""
         return 0.0
 
-    def commit_done(
-        self,
-        token: int,
-        offsets: Mapping[TopicPartition, int],
-        error: BaseException | None,
-        generation: int,
-    ) -> None:
+    def commit_done(self, commit: FinishedCommit) -> None:
         """Report the commit before a revocation to the member."""
-        self._events.post(CommitCompleted(token, error))
+        self._events.post(CommitCompleted(commit.token, commit.error))
 
     # -------------------------------------------------------------- requests
 
@@ -192,7 +123,9 @@ class ConsumerSession:
         )
         event: Event
         if isinstance(outcome, Answered):
-            event = HeartbeatResponseReceived(action.seq, _heartbeat_response(outcome.response))
+            response = _heartbeat_response(outcome.response)
+            self._accepted = self._accepted or response.error_code == 0
+            event = HeartbeatResponseReceived(action.seq, response)
         elif isinstance(outcome, CallFailed):
             event = HeartbeatFailed(action.seq, outcome.kind, outcome.detail)
         else:

@@ -81,6 +81,7 @@ from kgroup.membership import (
 from kgroup.offsets import MemberView, OffsetManager
 from kgroup.protocol import broker_error
 from kgroup.runtime import choice
+from kgroup.runtime.choice import Session
 from kgroup.runtime.fetch_state import (
     Assign,
     CapturePositions,
@@ -95,11 +96,11 @@ from kgroup.runtime.fetch_state import (
 from kgroup.runtime.interfaces import (
     DataPlaneInterface,
     DriverAction,
-    Session,
     SubscriptionChange,
     TransportFactory,
     TransportInterface,
 )
+from kgroup.runtime.session import FinishedCommit
 from kgroup.runtime.work import (
     AppWork,
     CallbackWork,
@@ -560,7 +561,7 @@ class Driver:
             await self._offsets.commit(pending.offsets, deadline=pending.deadline)
         except KgroupError as exc:
             error = exc
-        session.commit_done(token, pending.offsets, error, generation)
+        session.commit_done(FinishedCommit(token, pending.offsets, error, generation))
 
     def current_offsets(self) -> dict[TopicPartition, int]:
         """Positions of the owned partitions that are fetching (records handed out)."""

@@ -6,40 +6,22 @@
 - :class:`DataPlaneInterface`: the part of :class:`kgroup.dataplane.DataPlane`
   the runtime and the consumer front ends use. Tests inject an in-memory one
   (``kgroup.testing.fake``) through the consumers' ``dataplane=`` argument.
-- :class:`Host` and :class:`Session`: the seam between the protocol-neutral
-  driver and the one session per protocol that drives a member.
+- :class:`Host`, :data:`DriverEvent` and :data:`DriverAction`: the seam
+  between the protocol-neutral driver and the one session per protocol that
+  drives a member (:mod:`kgroup.runtime.session`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from kgroup.config import ConsumerConfig, GroupProtocol
+from kgroup import membership as m
+from kgroup.config import ConsumerConfig
 from kgroup.dataplane.librdkafka import Record
-from kgroup.membership import (
-    CallbackCompleted,
-    Closed,
-    CloseRequested,
-    CommitCompleted,
-    CommitOffsets,
-    CoordinatorRediscovered,
-    LeaveComplete,
-    PollCalled,
-    RaiseCallbackError,
-    RediscoverCoordinator,
-    ReportError,
-    ReportFatalError,
-    RunCallback,
-    StartFetching,
-    StopFetching,
-    SubscriptionChanged,
-    TimerTick,
-    Unsubscribe,
-)
 from kgroup.offsets import CoordinatorClient
 from kgroup.protocol import NegotiatedVersions
 from kgroup.transport import BrokerAddress
@@ -52,7 +34,6 @@ __all__ = [
     "DriverAction",
     "DriverEvent",
     "Host",
-    "Session",
     "SubscriptionChange",
     "TransportFactory",
     "TransportInterface",
@@ -127,48 +108,48 @@ class DataPlaneInterface(Protocol):
         """Release resources. Idempotent."""
 
 
-SubscriptionChange = SubscriptionChanged | Unsubscribe
+SubscriptionChange = m.SubscriptionChanged | m.Unsubscribe
 """What the application's ``subscribe()`` / ``unsubscribe()`` become."""
 
 DriverEvent = (
-    SubscriptionChanged
-    | Unsubscribe
-    | PollCalled
-    | CallbackCompleted
-    | CommitCompleted
-    | CloseRequested
-    | TimerTick
-    | CoordinatorRediscovered
+    m.SubscriptionChanged
+    | m.Unsubscribe
+    | m.PollCalled
+    | m.CallbackCompleted
+    | m.CommitCompleted
+    | m.CloseRequested
+    | m.TimerTick
+    | m.CoordinatorRediscovered
 )
 """Events the driver feeds to whichever member runs (both members take them)."""
 
-DriverAction = (
-    StopFetching
-    | StartFetching
-    | CommitOffsets
-    | RunCallback
-    | RaiseCallbackError
-    | RediscoverCoordinator
-    | ReportError
-    | ReportFatalError
-    | LeaveComplete
-    | Closed
-)
-"""Actions of either member that the driver performs; the rest are the session's."""
-
 DRIVER_ACTIONS = (
-    StopFetching,
-    StartFetching,
-    CommitOffsets,
-    RunCallback,
-    RaiseCallbackError,
-    RediscoverCoordinator,
-    ReportError,
-    ReportFatalError,
-    LeaveComplete,
-    Closed,
+    m.StopFetching,
+    m.StartFetching,
+    m.CommitOffsets,
+    m.RunCallback,
+    m.RaiseCallbackError,
+    m.RediscoverCoordinator,
+    m.ReportError,
+    m.ReportFatalError,
+    m.LeaveComplete,
+    m.Closed,
 )
-"""The classes of :data:`DriverAction`, for ``isinstance``."""
+"""The actions of either member that the driver performs; the rest are the session's."""
+
+DriverAction = (
+    m.StopFetching
+    | m.StartFetching
+    | m.CommitOffsets
+    | m.RunCallback
+    | m.RaiseCallbackError
+    | m.RediscoverCoordinator
+    | m.ReportError
+    | m.ReportFatalError
+    | m.LeaveComplete
+    | m.Closed
+)
+"""An action of :data:`DRIVER_ACTIONS`."""
 
 
 class Host(Protocol):
@@ -196,69 +177,3 @@ class Host(Protocol):
 
     def wake(self) -> None:
         """A session queued an event for its member: let the driver loop run."""
-
-
-class Session(Protocol):
-    """One protocol's member and the requests it needs, driven by the driver.
-
-    The session owns its member and its member's event queue; the driver feeds
-    it the events every member takes (:data:`DriverEvent`) and performs the
-    actions every member returns (:data:`DriverAction`), while the session
-    performs its own protocol's actions (group requests, assignors) and queues
-    their outcomes as events for its member.
-    """
-
-    @property
-    def group_protocol(self) -> GroupProtocol: ...
-
-    @property
-    def member_id(self) -> str: ...
-
-    @property
-    def generation_or_epoch(self) -> int:
-        """What commits carry and ``member_epoch`` shows: member epoch or generation id."""
-        ...
-
-    @property
-    def assignment(self) -> frozenset[TopicPartition]: ...
-
-    @property
-    def closed(self) -> bool: ...
-
-    @property
-    def state_name(self) -> str: ...
-
-    @property
-    def may_fall_back(self) -> bool:
-        """True while a refusal of the protocol may still switch to another one."""
-        ...
-
-    def start(self) -> None:
-        """The driver is connected: start the session's own background work."""
-
-    def post(self, event: DriverEvent) -> None:
-        """Queue ``event`` for the member."""
-
-    def has_events(self) -> bool: ...
-
-    def handle_next(self, now: float) -> Sequence[DriverAction]:
-        """Feed the oldest queued event to the member (``TimerTick`` if none)."""
-        ...
-
-    def next_deadline(self) -> float | None: ...
-
-    async def subscribe(self, change: SubscriptionChange) -> None:
-        """Prepare a subscription change for the member (metadata, regex) and queue it."""
-
-    def rediscovery_delay(self) -> float:
-        """Seconds to wait before looking the coordinator up again."""
-        ...
-
-    def commit_done(
-        self,
-        token: int,
-        offsets: Mapping[TopicPartition, int],
-        error: BaseException | None,
-        generation: int,
-    ) -> None:
-        """A commit the member asked for (``CommitOffsets``) ended; ``generation`` at its start."""
