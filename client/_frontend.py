@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 from kgroup.config import ConsumerConfig, GroupProtocol
-from kgroup.dataplane import Record, validate_passthrough
+from kgroup.dataplane import DataPlane, Record, validate_passthrough
 from kgroup.errors import KgroupError
 from kgroup.listener import RebalanceListener, listener_method
 from kgroup.runtime import (
@@ -41,6 +41,7 @@ from kgroup.runtime import (
     RevocationCommitWork,
 )
 from kgroup.runtime.choice import check_protocol_config
+from kgroup.runtime.interfaces import TransportFactory
 from kgroup.types import TopicPartition
 
 __all__ = [
@@ -293,16 +294,29 @@ class FrontEndCore:
 
 
 class ConsumerBase:
-    """What ``Consumer`` and ``AsyncConsumer`` share: views and forwarding methods.
+    """What ``Consumer`` and ``AsyncConsumer`` share: construction, views, forwarding methods.
 
     A shell provides :meth:`_on_loop` (how it calls the driver on its event
-    loop) and sets ``_config``, ``_driver``, ``_core`` and ``_dataplane``.
+    loop), the ``wakeup`` the driver calls when it queued work or stopped, and
+    its clock.
+
+    Raises:
+        ConfigError: naming the key.
     """
 
-    _config: ConsumerConfig
-    _driver: Driver
-    _core: FrontEndCore
-    _dataplane: DataPlaneInterface
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        dataplane: DataPlaneInterface | None,
+        transport: TransportFactory,
+        *,
+        wakeup: Callable[[], None],
+        clock: Callable[[], float],
+    ) -> None:
+        self._config = build_config(config)
+        self._dataplane = DataPlane(self._config) if dataplane is None else dataplane
+        self._driver = Driver(self._config, self._dataplane, wakeup=wakeup, transport=transport)
+        self._core = FrontEndCore(self._config, self._driver, clock)
 
     def _on_loop(self, fn: Callable[..., T], *args: object) -> T:
         raise NotImplementedError
@@ -315,17 +329,17 @@ class ConsumerBase:
 
         With the classic protocol ``member_epoch`` is the generation id.
         """
-        return self._driver.group_protocol
+        return self._driver.session.group_protocol
 
     @property
     def member_id(self) -> str:
         """The member id (chosen by the client, kept for the consumer's life)."""
-        return self._driver.member_id
+        return self._driver.session.member_id
 
     @property
     def member_epoch(self) -> int:
         """The member epoch: 0 while joining, > 0 in the group, < 0 after leaving."""
-        return self._driver.member_epoch
+        return self._driver.session.generation_or_epoch
 
     @property
     def group_instance_id(self) -> str | None:
@@ -376,9 +390,15 @@ class ConsumerBase:
         callback: CommitCallback | None = None,
     ) -> None:
         """Start a commit and return at once; ``callback(offsets, error)`` runs in a later poll."""
-        self._core.check_open()
-        chosen = commit_offsets_arg(offsets, message)
+        chosen = self._commit_args(offsets, message)
         self._on_loop(self._driver.commit_in_background, chosen, callback)
+
+    def _commit_args(
+        self, offsets: Mapping[TopicPartition, int] | None, message: Record | None
+    ) -> dict[TopicPartition, int] | None:
+        """The offsets a commit asks for (None: the positions); raises when closed."""
+        self._core.check_open()
+        return commit_offsets_arg(offsets, message)
 
     def position(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
         """Offset of the next record to hand out, per fetching partition that has one."""

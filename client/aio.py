@@ -19,19 +19,9 @@ from typing import Any, Self, TypeVar
 import anyio
 import anyio.to_thread
 
-from kgroup._frontend import (
-    SERVICE_SLICE,
-    ConsumerBase,
-    FrontEndCore,
-    OnLoop,
-    RunListener,
-    Step,
-    Steps,
-    build_config,
-    commit_offsets_arg,
-)
-from kgroup.dataplane import DataPlane, Record
-from kgroup.runtime import DataPlaneInterface, Driver
+from kgroup._frontend import SERVICE_SLICE, ConsumerBase, OnLoop, RunListener, Step, Steps
+from kgroup.dataplane import Record
+from kgroup.runtime import DataPlaneInterface
 from kgroup.runtime.driver import open_kafka_client
 from kgroup.runtime.interfaces import TransportFactory
 from kgroup.types import TopicPartition
@@ -64,13 +54,10 @@ class AsyncConsumer(ConsumerBase):
         dataplane: DataPlaneInterface | None = None,
         transport: TransportFactory = open_kafka_client,
     ) -> None:
-        self._config = build_config(config)
-        self._dataplane = DataPlane(self._config) if dataplane is None else dataplane
         self._wake: anyio.Event | None = None
-        self._driver = Driver(
-            self._config, self._dataplane, wakeup=self._on_wakeup, transport=transport
+        super().__init__(
+            config, dataplane, transport, wakeup=self._on_wakeup, clock=anyio.current_time
         )
-        self._core = FrontEndCore(self._config, self._driver, anyio.current_time)
         self._exit: contextlib.AsyncExitStack | None = None
 
     def _on_wakeup(self) -> None:
@@ -211,8 +198,7 @@ class AsyncConsumer(ConsumerBase):
         message: Record | None = None,
     ) -> dict[TopicPartition, int]:
         """Commit and wait; as :meth:`kgroup.Consumer.commit` (returns what was committed)."""
-        self._core.check_open()
-        return await self._driver.commit(commit_offsets_arg(offsets, message))
+        return await self._driver.commit(self._commit_args(offsets, message))
 
     async def committed(
         self, partitions: Collection[TopicPartition], timeout: float = 10.0

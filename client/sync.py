@@ -26,19 +26,9 @@ from typing import Any, Self, TypeVar
 import anyio
 from anyio.from_thread import BlockingPortal
 
-from kgroup._frontend import (
-    SERVICE_SLICE,
-    ConsumerBase,
-    FrontEndCore,
-    OnLoop,
-    RunListener,
-    Step,
-    Steps,
-    build_config,
-    commit_offsets_arg,
-)
-from kgroup.dataplane import DataPlane, Record
-from kgroup.runtime import CommitCallback, DataPlaneInterface, Driver
+from kgroup._frontend import SERVICE_SLICE, ConsumerBase, OnLoop, RunListener, Step, Steps
+from kgroup.dataplane import Record
+from kgroup.runtime import CommitCallback, DataPlaneInterface
 from kgroup.runtime.driver import open_kafka_client
 from kgroup.runtime.interfaces import TransportFactory
 from kgroup.types import TopicPartition
@@ -124,13 +114,8 @@ class Consumer(ConsumerBase):
         dataplane: DataPlaneInterface | None = None,
         transport: TransportFactory = open_kafka_client,
     ) -> None:
-        self._config = build_config(config)
-        self._dataplane = DataPlane(self._config) if dataplane is None else dataplane
         self._wake = threading.Event()
-        self._driver = Driver(
-            self._config, self._dataplane, wakeup=self._wake.set, transport=transport
-        )
-        self._core = FrontEndCore(self._config, self._driver, time.monotonic)
+        super().__init__(config, dataplane, transport, wakeup=self._wake.set, clock=time.monotonic)
         try:
             self._loop = _LoopThread(backend, f"kgroup-{self._config.group_id}")
             self._portal: BlockingPortal = self._loop.portal
@@ -246,8 +231,7 @@ class Consumer(ConsumerBase):
             BrokerError: a partition's commit failed for good.
             RequestTimeoutError: not done within ``request.timeout.ms``.
         """
-        self._core.check_open()
-        chosen = commit_offsets_arg(offsets, message)
+        chosen = self._commit_args(offsets, message)
         if asynchronous:
             self.commit_async(chosen, callback=callback)
             return None

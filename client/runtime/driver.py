@@ -38,8 +38,8 @@ heartbeat is refused, by switching to a classic session.
 
 Threads: every method must be called on the driver's event loop; from other
 threads only :attr:`Driver.app_work` (a thread-safe deque), :attr:`Driver.fatal`,
-:meth:`Driver.is_closed`, :attr:`Driver.group_protocol`, :attr:`Driver.member_id`
-and :attr:`Driver.member_epoch` may be read. :class:`~kgroup.Consumer` reaches
+:meth:`Driver.is_closed` and the session's ``group_protocol``, ``member_id`` and
+``generation_or_epoch`` may be read. :class:`~kgroup.Consumer` reaches
 the loop through an anyio blocking portal.
 """
 
@@ -80,7 +80,7 @@ from kgroup.membership import (
 )
 from kgroup.offsets import MemberView, OffsetManager
 from kgroup.protocol import broker_error
-from kgroup.runtime import choice
+from kgroup.runtime import choice, work
 from kgroup.runtime.choice import Session
 from kgroup.runtime.fetch_state import (
     Assign,
@@ -101,14 +101,6 @@ from kgroup.runtime.interfaces import (
     TransportInterface,
 )
 from kgroup.runtime.session import FinishedCommit
-from kgroup.runtime.work import (
-    AppWork,
-    CallbackWork,
-    CommitCallback,
-    CommitResultWork,
-    ErrorWork,
-    RevocationCommitWork,
-)
 from kgroup.transport import KafkaClient
 from kgroup.types import Backoff, TopicPartition
 
@@ -170,7 +162,7 @@ class Driver:
         self.fetch = FetchState()
         """What each partition may do on the data plane."""
         self.listener: object | None = None
-        self.app_work: collections.deque[AppWork] = collections.deque()
+        self.app_work: collections.deque[work.AppWork] = collections.deque()
         """Work for the application's context; appended on the loop, drained by the app."""
         self.fatal: BaseException | None = None
         """Set once the consumer failed for good; raised from every poll after."""
@@ -196,31 +188,12 @@ class Driver:
         self._revocation_commits: dict[int, _PendingCommit] = {}
         self._raised: set[BaseException] = set()
         self._deferred: list[tuple[Callable[..., Awaitable[None]], tuple[object, ...]]] = []
-        self._session: Session = choice.new_session(config.group_protocol, self)
-        self._last_epoch = self._session.generation_or_epoch
+        self.session: Session = choice.new_session(config.group_protocol, self)
+        """The session of the protocol in use (``auto``: switched once decided)."""
+        self._last_epoch = self.session.generation_or_epoch
         self._last_assignment: frozenset[TopicPartition] = frozenset()
 
     # ------------------------------------------------------------------ views
-
-    @property
-    def session(self) -> Session:
-        """The session of the protocol in use."""
-        return self._session
-
-    @property
-    def group_protocol(self) -> GroupProtocol:
-        """The protocol in use: CONSUMER or CLASSIC (``auto`` resolved, see :mod:`.choice`)."""
-        return self._session.group_protocol
-
-    @property
-    def member_id(self) -> str:
-        """The member id."""
-        return self._session.member_id
-
-    @property
-    def member_epoch(self) -> int:
-        """The member epoch (consumer protocol) or generation id (classic)."""
-        return self._session.generation_or_epoch
 
     @property
     def group_id(self) -> str:
@@ -240,7 +213,7 @@ class Driver:
 
     def owned(self) -> frozenset[TopicPartition]:
         """The member's installed assignment (what commits may cover)."""
-        return self._session.assignment
+        return self.session.assignment
 
     # --------------------------------------------------------------- running
 
@@ -287,8 +260,8 @@ class Driver:
                         client,
                         self.group_id,
                         MemberView(
-                            member_id=lambda: self._session.member_id,
-                            member_epoch=lambda: self._session.generation_or_epoch,
+                            member_id=lambda: self.session.member_id,
+                            member_epoch=lambda: self.session.generation_or_epoch,
                             owned=self.owned,
                             instance_id=self.config.group_instance_id,
                             tenure=self.fetch.tenure,
@@ -297,7 +270,7 @@ class Driver:
                         request_timeout=self.request_timeout,
                     )
                     self._ready.set()
-                    self._session.start()
+                    self.session.start()
                     tg.start_soon(self._subscriptions)
                     for fn, args in self._deferred:
                         tg.start_soon(self._guarded, fn, *args)
@@ -320,25 +293,25 @@ class Driver:
     async def _choose(self, client: TransportInterface, deadline: float) -> None:
         assert self._protocol_known is not None
         protocol = await choice.resolve_auto(client, self.config, deadline)
-        if protocol is not self._session.group_protocol:
+        if protocol is not self.session.group_protocol:
             self._switch(protocol)
         self._protocol_known.set()
 
     def _switch(self, protocol: GroupProtocol) -> None:
         # Only before the member owned anything: the first session's member
         # never joined, so nothing is fetching and no callback is pending.
-        self._session = choice.new_session(protocol, self)
-        self._last_epoch = self._session.generation_or_epoch
+        self.session = choice.new_session(protocol, self)
+        self._last_epoch = self.session.generation_or_epoch
         if self._tg is not None and self._ready is not None and self._ready.is_set():
-            self._session.start()
+            self.session.start()
             if self._latest_subscription is not None:
                 # Changes still queued reach the new session anyway; the newest
                 # goes last, so it stays the one in force.
                 self._sub_send.send_nowait(self._latest_subscription)
 
     async def _drive(self) -> None:
-        while not self._session.closed:
-            session = self._session
+        while not self.session.closed:
+            session = self.session
             if session.has_events():
                 self._step(session)
                 continue
@@ -354,7 +327,7 @@ class Driver:
     def _step(self, session: Session) -> None:
         for action in session.handle_next(anyio.current_time()):
             self._perform(action)
-        if session is not self._session:
+        if session is not self.session:
             return  # switched protocols: the new member starts from scratch
         epoch, assignment = session.generation_or_epoch, session.assignment
         self.fetch.assignment_changed(assignment)
@@ -372,7 +345,7 @@ class Driver:
 
     async def _subscriptions(self) -> None:
         async for change in self._sub_recv:
-            await self._session.subscribe(change)
+            await self.session.subscribe(change)
 
     # ------------------------------------------------------------- the host
 
@@ -406,8 +379,8 @@ class Driver:
             self.fatal = error
         self._wakeup()
 
-    def _queue(self, work: AppWork) -> None:
-        self.app_work.append(work)
+    def _queue(self, item: work.AppWork) -> None:
+        self.app_work.append(item)
         self._wakeup()
 
     # --------------------------------------------------------------- actions
@@ -422,42 +395,44 @@ class Driver:
                 self._commit_for_member(action)
             case RunCallback():
                 if listener_method(self.listener, action.kind) is None:
-                    self._session.post(CallbackCompleted(action.kind, action.token))
+                    self.session.post(CallbackCompleted(action.kind, action.token))
                 else:
-                    self._queue(CallbackWork(action.kind, action.token, action.partitions))
+                    self._queue(work.CallbackWork(action.kind, action.token, action.partitions))
             case RaiseCallbackError():
                 if action.error in self._raised:
                     self._raised.discard(action.error)  # already raised from that poll
                 else:
-                    self._queue(ErrorWork(action.error))
+                    self._queue(work.ErrorWork(action.error))
             case RediscoverCoordinator():
                 self.spawn(self._rediscover)
             case ReportError():
-                self._queue(ErrorWork(broker_error(action.code, action.message)))
+                self._queue(work.ErrorWork(broker_error(action.code, action.message)))
             case ReportFatalError():
-                if choice.falls_back(self.config, self._session, action):
+                if choice.falls_back(self.config, self.session, action):
                     self._switch(GroupProtocol.CLASSIC)
                     return
                 log.error(
                     "group %s member %s: fatal error %s: %s",
                     self.group_id,
-                    self._session.member_id,
+                    self.session.member_id,
                     action.name,
                     action.message,
                 )
                 self.set_fatal(broker_error(action.code, action.message))
             case LeaveComplete():
-                log.info("group %s member %s: left the group", self.group_id, self.member_id)
+                log.info(
+                    "group %s member %s: left the group", self.group_id, self.session.member_id
+                )
             case Closed():
                 log.info(
                     "group %s member %s: closed%s",
                     self.group_id,
-                    self.member_id,
+                    self.session.member_id,
                     " (timed out)" if action.timed_out else "",
                 )
 
     async def _rediscover(self) -> None:
-        delay = self._session.rediscovery_delay()
+        delay = self.session.rediscovery_delay()
         if delay:
             await anyio.sleep(delay)
         try:
@@ -465,7 +440,7 @@ class Driver:
         except KgroupError as exc:
             # The next request looks it up again and reports what fails.
             log.info("group %s: coordinator lookup failed: %s", self.group_id, exc)
-        self._session.post(CoordinatorRediscovered())
+        self.session.post(CoordinatorRediscovered())
 
     # ------------------------------------------------------------ data plane
 
@@ -483,7 +458,7 @@ class Driver:
                         dataplane.assign(op.offsets)
                     except DataPlaneError as exc:
                         self.fetch.assign_failed(op)
-                        self._queue(ErrorWork(exc))
+                        self._queue(work.ErrorWork(exc))
                         return False
                 case Pause():
                     dataplane.pause(op.partitions)
@@ -517,7 +492,7 @@ class Driver:
         log.info(
             "group %s member %s: fetching %s",
             self.group_id,
-            self.member_id,
+            self.session.member_id,
             ", ".join(f"{tp}@{'reset' if o is None else o}" for tp, o in sorted(start.items())),
         )
 
@@ -542,9 +517,9 @@ class Driver:
             offsets.update(self.dataplane.positions(action.partitions))
             if offsets:
                 self._revocation_commits[action.token] = _PendingCommit(offsets, action.deadline)
-                self._queue(RevocationCommitWork(action.token))
+                self._queue(work.RevocationCommitWork(action.token))
                 return
-        self._session.post(CommitCompleted(action.token))
+        self.session.post(CommitCompleted(action.token))
 
     def release_revocation_commit(self, token: int) -> None:
         """The application reached a service point: start the commit ``token`` waits for."""
@@ -554,7 +529,7 @@ class Driver:
 
     async def _member_commit(self, token: int, pending: _PendingCommit) -> None:
         assert self._offsets is not None
-        session = self._session
+        session = self.session
         generation = session.generation_or_epoch
         error: BaseException | None = None
         try:
@@ -594,32 +569,32 @@ class Driver:
     def commit_in_background(
         self,
         offsets: Mapping[TopicPartition, int] | None,
-        callback: CommitCallback | None,
+        callback: work.CommitCallback | None,
     ) -> None:
         """Start a commit; its outcome goes to ``callback`` in the application's next poll."""
         chosen = self.current_offsets() if offsets is None else dict(offsets)
         if not chosen:
             if callback is not None:
-                self._queue(CommitResultWork(callback, {}, None))
+                self._queue(work.CommitResultWork(callback, {}, None))
             return
         self.spawn(self._background_commit, chosen, callback)
 
     async def _background_commit(
-        self, offsets: dict[TopicPartition, int], callback: CommitCallback | None
+        self, offsets: dict[TopicPartition, int], callback: work.CommitCallback | None
     ) -> None:
         try:
             done = await self.commit(offsets)
         except KgroupError as exc:
             log.warning("group %s: asynchronous commit failed: %s", self.group_id, exc)
             if callback is not None:
-                self._queue(CommitResultWork(callback, offsets, exc))
+                self._queue(work.CommitResultWork(callback, offsets, exc))
             return
         if callback is not None:
-            self._queue(CommitResultWork(callback, done, None))
+            self._queue(work.CommitResultWork(callback, done, None))
 
     def auto_commit(self) -> None:
         """Interval auto-commit of the current positions (called at a service point)."""
-        if self.member_epoch <= 0:
+        if self.session.generation_or_epoch <= 0:
             return
         offsets = self.current_offsets()
         if offsets:
@@ -658,13 +633,15 @@ class Driver:
 
     def poll_called(self) -> None:
         """The application polled."""
-        self._session.post(PollCalled())
+        self.session.post(PollCalled())
 
-    def callback_done(self, work: CallbackWork, error: BaseException | None, raised: bool) -> None:
+    def callback_done(
+        self, item: work.CallbackWork, error: BaseException | None, raised: bool
+    ) -> None:
         """A callback returned (``error`` None) or raised; ``raised``: already raised to the app."""
         if error is not None and raised:
             self._raised.add(error)
-        self._session.post(CallbackCompleted(work.kind, work.token, error))
+        self.session.post(CallbackCompleted(item.kind, item.token, error))
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """Next record of ``partition`` at ``offset`` (also before it starts fetching).
@@ -684,7 +661,7 @@ class Driver:
 
     def request_close(self, timeout: float) -> None:
         """Start closing: release the assignment and leave within ``timeout`` seconds."""
-        self._session.post(CloseRequested(anyio.current_time() + timeout))
+        self.session.post(CloseRequested(anyio.current_time() + timeout))
 
     async def wait_closed(self, timeout: float) -> bool:
         """Wait until :meth:`run` ended, at most ``timeout`` seconds; True if it did."""

@@ -38,6 +38,7 @@ __all__ = [
     "FetchOp",
     "FetchState",
     "FetchTicket",
+    "PartitionsOp",
     "Pause",
     "Resume",
     "Seek",
@@ -53,24 +54,38 @@ class Assign:
 
 
 @dataclass(frozen=True, slots=True)
-class Unassign:
+class PartitionsOp:
+    """An operation on a set of partitions (the base of the four below)."""
+
+    partitions: frozenset[TopicPartition]
+
+
+class Unassign(PartitionsOp):
     """Stop fetching these partitions."""
 
-    partitions: frozenset[TopicPartition]
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Pause:
+class Pause(PartitionsOp):
     """Stop handing out records of these fetching partitions."""
 
-    partitions: frozenset[TopicPartition]
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Resume:
+class Resume(PartitionsOp):
     """Hand out records of these paused partitions again."""
 
-    partitions: frozenset[TopicPartition]
+    __slots__ = ()
+
+
+class CapturePositions(PartitionsOp):
+    """Read these partitions' positions and give them to :meth:`FetchState.positions_captured`.
+
+    Comes before the :class:`Unassign` of the same partitions: the data plane
+    forgets a partition's position when it stops fetching it.
+    """
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,17 +94,6 @@ class Seek:
 
     partition: TopicPartition
     offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class CapturePositions:
-    """Read these partitions' positions and give them to :meth:`FetchState.positions_captured`.
-
-    Comes before the :class:`Unassign` of the same partitions: the data plane
-    forgets a partition's position when it stops fetching it.
-    """
-
-    partitions: frozenset[TopicPartition]
 
 
 FetchOp = Assign | Unassign | Pause | Resume | Seek | CapturePositions

@@ -137,7 +137,7 @@ def test_auto_assumes_the_new_protocol_when_the_cluster_is_unreachable(
         driver = Driver(config, _IdleDataPlane(), wakeup=lambda: None)
         async with anyio.create_task_group() as tg:
             await tg.start(driver.run)
-            protocol = driver.group_protocol
+            protocol = driver.session.group_protocol
             driver.abort()
         return protocol
 
