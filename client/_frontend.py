@@ -271,6 +271,13 @@ class FrontEndCore:
                 else:
                     raise item.error
 
+    def begin_close(self) -> bool:
+        """Mark the consumer closed; False if it already was (close is idempotent)."""
+        if self.closed:
+            return False
+        self.closed = True
+        return True
+
     def close(self, timeout: float) -> Steps[None]:
         """Leave the group, running the revoke callbacks here, for about ``timeout`` seconds.
 

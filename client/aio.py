@@ -123,15 +123,10 @@ class AsyncConsumer(ConsumerBase):
                 await leave.aclose()
 
     async def close(self, timeout: float = 30.0) -> None:
-        """Leave the group and release everything, within about ``timeout`` seconds.
-
-        With auto-commit, commits the positions of the owned partitions first;
-        the listener's revoke callback runs in this call. Idempotent.
-        """
+        """Leave the group and release everything; as :meth:`kgroup.Consumer.close`."""
         core, driver = self._core, self._driver
-        if core.closed:
+        if not core.begin_close():
             return
-        core.closed = True
         try:
             if self._exit is not None and not driver.is_closed():
                 # Bounded here too: an async listener method that never returns

@@ -258,9 +258,8 @@ class Consumer(ConsumerBase):
         the listener's revoke callback runs in this call. Idempotent.
         """
         core, driver = self._core, self._driver
-        if core.closed:
+        if not core.begin_close():
             return
-        core.closed = True
         try:
             if not driver.is_closed():
                 self._take(core.close(timeout))
