@@ -22,7 +22,6 @@ the driver, with its own cluster client, in two places:
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import anyio
 from kio.schema.errors import ErrorCode
@@ -31,6 +30,7 @@ from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.errors import KgroupError
 from kgroup.membership import ReportFatalError
 from kgroup.protocol import ApiKey
+from kgroup.protocol.requests import consumer_group_describe
 from kgroup.runtime.classic_session import ClassicSession, classic_assignors
 from kgroup.runtime.consumer_session import ConsumerSession
 from kgroup.runtime.interfaces import Host, TransportInterface
@@ -92,14 +92,9 @@ async def probe(client: TransportInterface, group_id: str) -> str | None:
     if not versions.supports(ApiKey.CONSUMER_GROUP_HEARTBEAT):
         return "the group coordinator does not support ConsumerGroupHeartbeat"
     if versions.supports(ApiKey.CONSUMER_GROUP_DESCRIBE):
-        response: Any = await conn.request(
-            versions.new_request(
-                ApiKey.CONSUMER_GROUP_DESCRIBE,
-                group_ids=(group_id,),
-                include_authorized_operations=False,
-            )
-        )
-        if ErrorCode.unsupported_version in {int(g.error_code) for g in response.groups}:
+        response = await conn.request(consumer_group_describe.build(versions, (group_id,)))
+        codes = consumer_group_describe.parse(consumer_group_describe.narrow(response))
+        if ErrorCode.unsupported_version in codes.values():
             return "the group coordinator has the new consumer protocol disabled"
     return None
 

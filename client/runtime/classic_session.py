@@ -10,9 +10,10 @@ instance id). What the session adds:
 - the group requests, sent to the coordinator; a JoinGroup may be held by
   the broker until the rebalance completes, so its timeout is the rebalance
   timeout (``max.poll.interval.ms``) plus ``request.timeout.ms``;
-- the embedded consumer protocol: each JoinGroup protocol entry gets its
+- the embedded classic payload: each JoinGroup protocol entry gets its
   assignor's subscription user data and is encoded with
-  :mod:`kgroup.protocol.consumer_protocol`; assignments are decoded there too;
+  :mod:`kgroup.protocol.classic_payload` (by :mod:`kgroup.protocol.requests.join_group`);
+  assignments are decoded there too;
 - leader duties: on ``RunAssignor`` the assignor the coordinator chose runs
   (in a worker thread, so heartbeats go on) on every member's subscription and
   the metadata of the subscribed topics (partition counts and replica racks);
@@ -33,15 +34,14 @@ instance id). What the session adds:
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import logging
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
-from kio.static.protocol import RequestPayload
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from kgroup.assignors import (
     Assignment,
@@ -69,9 +69,9 @@ from kgroup.membership import (
     CommitCompleted,
     CommitFailed,
     FailureKind,
-    GroupMember,
     JoinGroupResponse,
     JoinGroupResponseReceived,
+    JoinProtocol,
     LeaveGroupResponseReceived,
     MemberAssignment,
     MemberSubscription,
@@ -89,21 +89,9 @@ from kgroup.membership import (
     SyncGroupResponseReceived,
     Unsubscribe,
 )
-from kgroup.protocol import ApiKey, NegotiatedVersions
-from kgroup.protocol.consumer_protocol import (
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-    read_version,
-)
-from kgroup.runtime.coordinator import (
-    Answered,
-    CallFailed,
-    CallOutcome,
-    LookupRefused,
-    coordinator_call,
-)
+from kgroup.protocol import NegotiatedVersions
+from kgroup.protocol.requests import heartbeat, join_group, leave_group, sync_group
+from kgroup.runtime.coordinator import Answered, CallFailed, LookupRefused, coordinator_call
 from kgroup.runtime.interfaces import Host, SubscriptionChange
 from kgroup.runtime.session import FinishedCommit, SessionBase
 from kgroup.transport import ClusterMetadata
@@ -112,6 +100,8 @@ from kgroup.types import TopicPartition
 __all__ = ["DEFAULT_ASSIGNMENT_STRATEGY", "ClassicSession", "classic_assignors"]
 
 log = logging.getLogger("kgroup.runtime")
+
+R = TypeVar("R")
 
 DEFAULT_ASSIGNMENT_STRATEGY = "range,cooperative-sticky"
 """``partition.assignment.strategy`` when not set: the Java client's default since 3.0."""
@@ -327,13 +317,17 @@ class ClassicSession(SessionBase[ClassicEvent, ClassicAction]):
     # ------------------------------------------------------------ group requests
 
     async def _call(
-        self, build: Callable[[NegotiatedVersions], RequestPayload], timeout: float | None = None
-    ) -> CallOutcome:
+        self,
+        build: Callable[[NegotiatedVersions], RequestPayload],
+        narrow: Callable[[ResponsePayload], R],
+        timeout: float | None = None,
+    ) -> Answered[R] | LookupRefused | CallFailed:
         host = self._host
         return await coordinator_call(
             host.client,
             self._group_id,
             build,
+            narrow,
             timeout=host.request_timeout if timeout is None else timeout,
             follow_moves=False,
         )
@@ -359,30 +353,14 @@ class ClassicSession(SessionBase[ClassicEvent, ClassicAction]):
                     AssignorError(proto.name, f"subscription_user_data raised {exc!r}")
                 )
                 return
-            protocols.append((proto.name, encode_subscription(_with_user_data(sub, user_data))))
-
-        def build(versions: NegotiatedVersions) -> RequestPayload:
-            module: Any = versions.request_module(ApiKey.JOIN_GROUP)
-            fields: dict[str, Any] = {
-                "group_id": request.group_id,
-                "session_timeout": datetime.timedelta(milliseconds=request.session_timeout_ms),
-                "rebalance_timeout": datetime.timedelta(milliseconds=request.rebalance_timeout_ms),
-                "member_id": request.member_id,
-                "group_instance_id": request.instance_id,
-                "protocol_type": request.protocol_type,
-                "protocols": tuple(
-                    module.JoinGroupRequestProtocol(name=name, metadata=data)
-                    for name, data in protocols
-                ),
-            }
-            if versions.version(ApiKey.JOIN_GROUP) >= 8:
-                fields["reason"] = request.reason
-            return versions.new_request(ApiKey.JOIN_GROUP, **fields)
-
+            protocols.append(JoinProtocol(proto.name, _with_user_data(sub, user_data)))
+        request = dataclasses.replace(request, protocols=tuple(protocols))
         # The broker holds a JoinGroup until every member rejoined (at most the
         # rebalance timeout), so the wait is longer than a plain request's.
         outcome = await self._call(
-            build, request.rebalance_timeout_ms / 1000 + self._host.request_timeout
+            lambda versions: join_group.build(versions, request),
+            join_group.narrow,
+            request.rebalance_timeout_ms / 1000 + self._host.request_timeout,
         )
         event: ClassicEvent
         if isinstance(outcome, LookupRefused):
@@ -393,10 +371,9 @@ class ClassicSession(SessionBase[ClassicEvent, ClassicAction]):
         elif isinstance(outcome, CallFailed):
             event = RequestFailed(action.seq, outcome.kind, outcome.detail)
         else:
-            response: Any = outcome.response
-            self._answered(int(response.error_code))
+            self._answered(int(outcome.response.error_code))
             try:
-                event = JoinGroupResponseReceived(action.seq, _join_response(response))
+                event = JoinGroupResponseReceived(action.seq, join_group.parse(outcome.response))
             except KgroupError as exc:
                 event = RequestFailed(action.seq, FailureKind.DISCONNECTED, str(exc))
                 log.error("group %s: undecodable JoinGroup response: %s", self._group_id, exc)
@@ -404,27 +381,11 @@ class ClassicSession(SessionBase[ClassicEvent, ClassicAction]):
 
     async def _sync_group(self, action: SendSyncGroup) -> None:
         request = action.request
-        encoded = [(m, encode_assignment(a)) for m, a in request.assignments]
-
-        def build(versions: NegotiatedVersions) -> RequestPayload:
-            module: Any = versions.request_module(ApiKey.SYNC_GROUP)
-            return versions.new_request(
-                ApiKey.SYNC_GROUP,
-                group_id=request.group_id,
-                generation_id=request.generation_id,
-                member_id=request.member_id,
-                group_instance_id=request.instance_id,
-                protocol_type=request.protocol_type,
-                protocol_name=request.protocol_name,
-                assignments=tuple(
-                    module.SyncGroupRequestAssignment(member_id=m, assignment=data)
-                    for m, data in encoded
-                ),
-            )
-
         # The broker holds a follower's SyncGroup until the leader's arrives.
         outcome = await self._call(
-            build, self._host.config.max_poll_interval_ms / 1000 + self._host.request_timeout
+            lambda versions: sync_group.build(versions, request),
+            sync_group.narrow,
+            self._host.config.max_poll_interval_ms / 1000 + self._host.request_timeout,
         )
         event: ClassicEvent
         if isinstance(outcome, LookupRefused):
@@ -435,71 +396,55 @@ class ClassicSession(SessionBase[ClassicEvent, ClassicAction]):
         elif isinstance(outcome, CallFailed):
             event = RequestFailed(action.seq, outcome.kind, outcome.detail)
         else:
-            response: Any = outcome.response
-            code = int(response.error_code)
-            self._answered(code)
-            assignment = None
-            if code == 0:
-                data = bytes(response.assignment)
-                try:
-                    assignment = decode_assignment(data) if data else MemberAssignment()
-                except KgroupError as exc:
-                    log.error("group %s: undecodable assignment: %s", self._group_id, exc)
-                    self._host.set_fatal(exc)
-                    return
-            event = SyncGroupResponseReceived(
-                action.seq,
-                SyncGroupResponse(
-                    error_code=code,
-                    assignment=assignment,
-                    protocol_type=response.protocol_type,
-                    protocol_name=response.protocol_name,
-                ),
-            )
+            self._answered(int(outcome.response.error_code))
+            try:
+                parsed = sync_group.parse(outcome.response)
+            except KgroupError as exc:
+                log.error("group %s: undecodable assignment: %s", self._group_id, exc)
+                self._host.set_fatal(exc)
+                return
+            event = SyncGroupResponseReceived(action.seq, parsed)
         self._events.post(event)
 
     async def _heartbeat(self, action: SendClassicHeartbeat) -> None:
-        def build(versions: NegotiatedVersions) -> RequestPayload:
-            return versions.new_request(
-                ApiKey.HEARTBEAT,
+        outcome = await self._call(
+            lambda versions: heartbeat.build(
+                versions,
                 group_id=action.group_id,
                 generation_id=action.generation_id,
                 member_id=action.member_id,
-                group_instance_id=action.instance_id,
-            )
-
-        outcome = await self._call(build)
+                instance_id=action.instance_id,
+            ),
+            heartbeat.narrow,
+        )
         if isinstance(outcome, CallFailed):
             self._events.post(RequestFailed(action.seq, outcome.kind, outcome.detail))
             return
-        code = _top_level_code(outcome)
-        if isinstance(outcome, Answered):
+        if isinstance(outcome, LookupRefused):
+            code = outcome.error.code
+        else:
+            code = heartbeat.parse(outcome.response)
             self._answered(code)
         self._events.post(ClassicHeartbeatResponseReceived(action.seq, code))
 
     async def _leave_group(self, action: SendLeaveGroup) -> None:
-        def build(versions: NegotiatedVersions) -> RequestPayload:
-            module: Any = versions.request_module(ApiKey.LEAVE_GROUP)
-            return versions.new_request(
-                ApiKey.LEAVE_GROUP,
+        outcome = await self._call(
+            lambda versions: leave_group.build(
+                versions,
                 group_id=action.group_id,
-                members=(
-                    module.MemberIdentity(
-                        member_id=action.member_id,
-                        group_instance_id=action.instance_id,
-                        reason=action.reason,
-                    ),
-                ),
-            )
-
-        outcome = await self._call(build)
+                member_id=action.member_id,
+                instance_id=action.instance_id,
+                reason=action.reason,
+            ),
+            leave_group.narrow,
+        )
         if isinstance(outcome, CallFailed):
             self._events.post(RequestFailed(action.seq, outcome.kind, outcome.detail))
             return
-        code = _top_level_code(outcome)
-        if isinstance(outcome, Answered) and code == 0:
-            response: Any = outcome.response
-            code = next((int(m.error_code) for m in response.members if m.error_code), 0)
+        if isinstance(outcome, LookupRefused):
+            code = outcome.error.code
+        else:
+            code = leave_group.parse(outcome.response)
         self._events.post(LeaveGroupResponseReceived(action.seq, code))
 
     # ----------------------------------------------------------------- leading
@@ -589,43 +534,11 @@ class ClassicSession(SessionBase[ClassicEvent, ClassicAction]):
             attempt += 1
 
 
-def _top_level_code(outcome: Answered | LookupRefused) -> int:
-    """The error code of a response, or of the FindCoordinator that refused it."""
-    if isinstance(outcome, LookupRefused):
-        return outcome.error.code
-    response: Any = outcome.response
-    return int(response.error_code)
-
-
 # ------------------------------------------------------------------- conversions
 
 
 def _with_user_data(sub: MemberSubscription, user_data: bytes | None) -> MemberSubscription:
     return dataclasses.replace(sub, user_data=user_data)
-
-
-def _join_response(response: Any) -> JoinGroupResponse:
-    members = []
-    for m in response.members:
-        data = bytes(m.metadata)
-        members.append(
-            GroupMember(
-                member_id=m.member_id,
-                subscription=decode_subscription(data),
-                instance_id=m.group_instance_id,
-                protocol_version=min(read_version(data), 3),
-            )
-        )
-    return JoinGroupResponse(
-        error_code=int(response.error_code),
-        generation_id=int(response.generation_id),
-        protocol_type=response.protocol_type,
-        protocol_name=response.protocol_name,
-        leader=response.leader,
-        member_id=response.member_id,
-        members=tuple(members),
-        error_message=None,
-    )
 
 
 def _cluster(metadata: ClusterMetadata, topics: list[str]) -> Cluster:

@@ -14,13 +14,10 @@ the first assignment resolves at once (see :meth:`ConsumerSession.subscribe`).
 
 from __future__ import annotations
 
-import datetime
 import logging
 import uuid
-from typing import Any
 
 import anyio
-from kio.static.protocol import RequestPayload
 
 from kgroup.config import GroupProtocol
 from kgroup.errors import KgroupError
@@ -30,7 +27,6 @@ from kgroup.membership import (
     ConsumerMember,
     Event,
     HeartbeatFailed,
-    HeartbeatRequest,
     HeartbeatResponse,
     HeartbeatResponseReceived,
     MemberConfig,
@@ -39,7 +35,7 @@ from kgroup.membership import (
     SendHeartbeat,
     SubscriptionChanged,
 )
-from kgroup.protocol import ApiKey, NegotiatedVersions
+from kgroup.protocol.requests import consumer_group_heartbeat
 from kgroup.runtime.coordinator import Answered, CallFailed, coordinator_call
 from kgroup.runtime.interfaces import Host, SubscriptionChange
 from kgroup.runtime.session import FinishedCommit, SessionBase
@@ -117,13 +113,14 @@ class ConsumerSession(SessionBase[Event, Action]):
         outcome = await coordinator_call(
             host.client,
             host.config.group_id,
-            lambda versions: _heartbeat_request(versions, request),
+            lambda versions: consumer_group_heartbeat.build(versions, request),
+            consumer_group_heartbeat.narrow,
             timeout=host.request_timeout,
             follow_moves=True,
         )
         event: Event
         if isinstance(outcome, Answered):
-            response = _heartbeat_response(outcome.response)
+            response = consumer_group_heartbeat.parse(outcome.response)
             self._accepted = self._accepted or response.error_code == 0
             event = HeartbeatResponseReceived(action.seq, response)
         elif isinstance(outcome, CallFailed):
@@ -154,48 +151,3 @@ class ConsumerSession(SessionBase[Event, Action]):
             )
             return
         self._events.post(MetadataUpdated({t.topic_id: t.name for t in cluster.topics.values()}))
-
-
-def _heartbeat_request(versions: NegotiatedVersions, request: HeartbeatRequest) -> RequestPayload:
-    module: Any = versions.request_module(ApiKey.CONSUMER_GROUP_HEARTBEAT)
-    by_id = request.topic_partitions_by_id()
-    fields: dict[str, Any] = {
-        "group_id": request.group_id,
-        "member_id": request.member_id,
-        "member_epoch": request.member_epoch,
-        "instance_id": request.instance_id,
-        "rack_id": request.rack_id,
-        "subscribed_topic_names": request.subscribed_topic_names,
-        "server_assignor": request.server_assignor,
-        "topic_partitions": None
-        if by_id is None
-        else tuple(
-            module.TopicPartitions(topic_id=topic_id, partitions=tuple(parts))
-            for topic_id, parts in by_id.items()
-        ),
-    }
-    if request.rebalance_timeout_ms is not None:
-        fields["rebalance_timeout"] = datetime.timedelta(milliseconds=request.rebalance_timeout_ms)
-    # v0 has no regex field (a v0-only broker cannot take a regex subscription).
-    if versions.version(ApiKey.CONSUMER_GROUP_HEARTBEAT) >= 1:
-        fields["subscribed_topic_regex"] = request.subscribed_topic_regex
-    return versions.new_request(ApiKey.CONSUMER_GROUP_HEARTBEAT, **fields)
-
-
-def _heartbeat_response(response: Any) -> HeartbeatResponse:
-    assignment = None
-    if response.assignment is not None:
-        assignment = {
-            tp.topic_id: tuple(int(p) for p in tp.partitions)
-            for tp in response.assignment.topic_partitions
-            if tp.topic_id is not None
-        }
-    interval: datetime.timedelta = response.heartbeat_interval
-    return HeartbeatResponse(
-        error_code=int(response.error_code),
-        error_message=response.error_message,
-        member_id=response.member_id,
-        member_epoch=int(response.member_epoch),
-        heartbeat_interval_ms=int(interval.total_seconds() * 1000),
-        assignment=assignment,
-    )

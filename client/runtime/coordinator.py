@@ -4,7 +4,9 @@ Every group request the sessions send (ConsumerGroupHeartbeat, JoinGroup,
 SyncGroup, Heartbeat, LeaveGroup) goes through :func:`coordinator_call`. Its
 outcome is one of:
 
-- :class:`Answered`: the coordinator's response;
+- :class:`Answered`: the coordinator's response, checked to be one of the
+  API's response classes (``narrow`` of its :mod:`kgroup.protocol.requests`
+  module; any other answer counts as a broken connection);
 - :class:`LookupRefused`: FindCoordinator itself failed with a broker error
   (authorization ...): the members react to it as to the same code in the
   group response;
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from kio.static.protocol import RequestPayload, ResponsePayload
 
@@ -31,14 +34,17 @@ from kgroup.membership import FailureKind
 from kgroup.protocol import NegotiatedVersions
 from kgroup.runtime.interfaces import TransportInterface
 
-__all__ = ["Answered", "CallFailed", "CallOutcome", "LookupRefused", "coordinator_call"]
+__all__ = ["Answered", "CallFailed", "LookupRefused", "coordinator_call"]
+
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
-class Answered:
+class Answered(Generic[R]):
     """The coordinator answered (its own error codes are in the response)."""
 
-    response: ResponsePayload = field(compare=False)
+    response: R = field(compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,17 +62,15 @@ class CallFailed:
     detail: str
 
 
-CallOutcome = Answered | LookupRefused | CallFailed
-
-
 async def coordinator_call(
     client: TransportInterface,
     group_id: str,
     build: Callable[[NegotiatedVersions], RequestPayload],
+    narrow: Callable[[ResponsePayload], R],
     *,
     timeout: float,
     follow_moves: bool,
-) -> CallOutcome:
+) -> Answered[R] | LookupRefused | CallFailed:
     """Send the request ``build`` makes to the coordinator of ``group_id``.
 
     ``follow_moves``: a response saying the coordinator moved is resent to
@@ -77,11 +81,12 @@ async def coordinator_call(
     """
     try:
         if follow_moves:
-            response = await client.coordinator_request(group_id, build, timeout=timeout)
+            payload = await client.coordinator_request(group_id, build, timeout=timeout)
         else:
             address = await client.coordinator(group_id)
             conn = await client.connection(address.node_id)
-            response = await conn.request(build(conn.versions), timeout=timeout)
+            payload = await conn.request(build(conn.versions), timeout=timeout)
+        response = narrow(payload)
     except BrokerError as exc:
         return LookupRefused(exc)
     except UnsupportedVersionError as exc:
