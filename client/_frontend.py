@@ -25,7 +25,7 @@ import math
 import re
 from collections.abc import Callable, Collection, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.dataplane import DataPlane, Record, validate_passthrough
@@ -49,6 +49,7 @@ __all__ = [
     "SERVICE_SLICE",
     "ConsumerBase",
     "ConsumerClosedError",
+    "Finished",
     "FrontEndCore",
     "InvalidSubscriptionError",
     "OnLoop",
@@ -57,6 +58,7 @@ __all__ = [
     "Steps",
     "Topics",
     "WaitForWork",
+    "advance",
     "build_config",
     "commit_offsets_arg",
     "parse_subscription",
@@ -198,6 +200,21 @@ Step = OnLoop | RunListener | WaitForWork
 
 Steps = Generator[Step, BaseException | None, T]
 """A core generator: yields steps, is sent each listener's exception (or None)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finished(Generic[T]):
+    """A core generator returned ``value``."""
+
+    value: T
+
+
+def advance(steps: Steps[T], sent: BaseException | None) -> Step | Finished[T]:
+    """Send ``sent`` (the last step's outcome; None to start) and get the next step."""
+    try:
+        return steps.send(sent)
+    except StopIteration as stop:
+        return Finished(stop.value)
 
 
 class FrontEndCore:

@@ -19,7 +19,8 @@ from typing import Any, Self, TypeVar
 import anyio
 import anyio.to_thread
 
-from kgroup._frontend import SERVICE_SLICE, ConsumerBase, OnLoop, RunListener, Step, Steps
+from kgroup import _frontend as core
+from kgroup._frontend import SERVICE_SLICE, ConsumerBase
 from kgroup.dataplane import Record
 from kgroup.runtime import DataPlaneInterface
 from kgroup.runtime.driver import open_kafka_client
@@ -67,20 +68,17 @@ class AsyncConsumer(ConsumerBase):
     def _on_loop(self, fn: Callable[..., _T], *args: object) -> _T:
         return fn(*args)  # the application's loop is the driver's
 
-    async def _take(self, steps: Steps[_T]) -> _T:
+    async def _take(self, steps: core.Steps[_T]) -> _T:
         """Run a core generator, taking each step with an await where it needs one."""
-        sent: BaseException | None = None
-        while True:
-            try:
-                step = steps.send(sent)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            sent = await self._step(step)
+        next_step = core.advance(steps, None)
+        while not isinstance(next_step, core.Finished):
+            next_step = core.advance(steps, await self._step(next_step))
+        return next_step.value
 
-    async def _step(self, step: Step) -> BaseException | None:
-        if isinstance(step, OnLoop):
+    async def _step(self, step: core.Step) -> BaseException | None:
+        if isinstance(step, core.OnLoop):
             step.fn(*step.args)
-        elif isinstance(step, RunListener):
+        elif isinstance(step, core.RunListener):
             try:
                 result = step.method(step.partitions)
                 if inspect.isawaitable(result):
@@ -124,16 +122,16 @@ class AsyncConsumer(ConsumerBase):
 
     async def close(self, timeout: float = 30.0) -> None:
         """Leave the group and release everything; as :meth:`kgroup.Consumer.close`."""
-        core, driver = self._core, self._driver
-        if not core.begin_close():
+        front, driver = self._core, self._driver
+        if not front.begin_close():
             return
         try:
             if self._exit is not None and not driver.is_closed():
                 # Bounded here too: an async listener method that never returns
                 # must not hold the close past its timeout.
                 with anyio.move_on_after(timeout + 1.0):
-                    await self._take(core.close(timeout))
-                if core.overdue():
+                    await self._take(front.close(timeout))
+                if front.overdue():
                     driver.abort()
                 await driver.wait_closed(10.0)
         finally:

@@ -26,7 +26,8 @@ from typing import Any, Self, TypeVar
 import anyio
 from anyio.from_thread import BlockingPortal
 
-from kgroup._frontend import SERVICE_SLICE, ConsumerBase, OnLoop, RunListener, Step, Steps
+from kgroup import _frontend as core
+from kgroup._frontend import SERVICE_SLICE, ConsumerBase
 from kgroup.dataplane import Record
 from kgroup.runtime import CommitCallback, DataPlaneInterface
 from kgroup.runtime.driver import open_kafka_client
@@ -131,20 +132,17 @@ class Consumer(ConsumerBase):
     def _on_loop(self, fn: Callable[..., _T], *args: object) -> _T:
         return self._portal.call(fn, *args)
 
-    def _take(self, steps: Steps[_T]) -> _T:
+    def _take(self, steps: core.Steps[_T]) -> _T:
         """Run a core generator, taking each step through the portal where it needs the loop."""
-        sent: BaseException | None = None
-        while True:
-            try:
-                step = steps.send(sent)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            sent = self._step(step)
+        next_step = core.advance(steps, None)
+        while not isinstance(next_step, core.Finished):
+            next_step = core.advance(steps, self._step(next_step))
+        return next_step.value
 
-    def _step(self, step: Step) -> BaseException | None:
-        if isinstance(step, OnLoop):
+    def _step(self, step: core.Step) -> BaseException | None:
+        if isinstance(step, core.OnLoop):
             self._portal.call(step.fn, *step.args)
-        elif isinstance(step, RunListener):
+        elif isinstance(step, core.RunListener):
             try:
                 result = step.method(step.partitions)
                 if inspect.isawaitable(result):
@@ -257,13 +255,13 @@ class Consumer(ConsumerBase):
         With auto-commit, commits the positions of the owned partitions first;
         the listener's revoke callback runs in this call. Idempotent.
         """
-        core, driver = self._core, self._driver
-        if not core.begin_close():
+        front, driver = self._core, self._driver
+        if not front.begin_close():
             return
         try:
             if not driver.is_closed():
-                self._take(core.close(timeout))
-                if core.overdue():
+                self._take(front.close(timeout))
+                if front.overdue():
                     self._portal.call(driver.abort)
             self._run.result(timeout=10.0)
         finally:

@@ -407,7 +407,8 @@ class ClassicSession(SessionBase[ClassicEvent, ClassicAction]):
         self._events.post(event)
 
     async def _heartbeat(self, action: SendClassicHeartbeat) -> None:
-        outcome = await self._call(
+        await self._code_request(
+            action.seq,
             lambda versions: heartbeat.build(
                 versions,
                 group_id=action.group_id,
@@ -416,19 +417,13 @@ class ClassicSession(SessionBase[ClassicEvent, ClassicAction]):
                 instance_id=action.instance_id,
             ),
             heartbeat.narrow,
+            heartbeat.parse,
+            ClassicHeartbeatResponseReceived,
         )
-        if isinstance(outcome, CallFailed):
-            self._events.post(RequestFailed(action.seq, outcome.kind, outcome.detail))
-            return
-        if isinstance(outcome, LookupRefused):
-            code = outcome.error.code
-        else:
-            code = heartbeat.parse(outcome.response)
-            self._answered(code)
-        self._events.post(ClassicHeartbeatResponseReceived(action.seq, code))
 
     async def _leave_group(self, action: SendLeaveGroup) -> None:
-        outcome = await self._call(
+        await self._code_request(
+            action.seq,
             lambda versions: leave_group.build(
                 versions,
                 group_id=action.group_id,
@@ -437,15 +432,30 @@ class ClassicSession(SessionBase[ClassicEvent, ClassicAction]):
                 reason=action.reason,
             ),
             leave_group.narrow,
+            leave_group.parse,
+            LeaveGroupResponseReceived,
         )
+
+    async def _code_request(
+        self,
+        seq: int,
+        build: Callable[[NegotiatedVersions], RequestPayload],
+        narrow: Callable[[ResponsePayload], R],
+        parse: Callable[[R], int],
+        received: Callable[[int, int], ClassicEvent],
+    ) -> None:
+        """Heartbeat or LeaveGroup, answered with an error code: ``received(seq, code)``."""
+        outcome = await self._call(build, narrow)
+        event: ClassicEvent
         if isinstance(outcome, CallFailed):
-            self._events.post(RequestFailed(action.seq, outcome.kind, outcome.detail))
-            return
-        if isinstance(outcome, LookupRefused):
-            code = outcome.error.code
+            event = RequestFailed(seq, outcome.kind, outcome.detail)
+        elif isinstance(outcome, LookupRefused):
+            event = received(seq, outcome.error.code)
         else:
-            code = leave_group.parse(outcome.response)
-        self._events.post(LeaveGroupResponseReceived(action.seq, code))
+            code = parse(outcome.response)
+            self._answered(code)
+            event = received(seq, code)
+        self._events.post(event)
 
     # ----------------------------------------------------------------- leading
 
