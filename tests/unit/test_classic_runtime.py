@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 import anyio
 import pytest
 
 from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.dataplane import Record
-from kgroup.runtime import Driver
-from kgroup.runtime.choice import session_class
+from kgroup.membership import ReportFatalError
+from kgroup.runtime import Driver, TransportInterface
+from kgroup.runtime.choice import falls_back, session_class
 from kgroup.runtime.classic_session import ClassicSession, _cluster
 from kgroup.runtime.consumer_session import ConsumerSession
 from kgroup.transport import BrokerAddress, ClusterMetadata, PartitionInfo, TopicInfo
-from kgroup.types import TopicPartition
+from kgroup.types import Backoff, TopicPartition
 
 
 class _IdleDataPlane:
@@ -103,3 +104,44 @@ def test_auto_assumes_the_new_protocol_when_the_cluster_is_unreachable(
 
     assert anyio.run(main) is GroupProtocol.CONSUMER
     assert any("using the new consumer protocol" in r.message for r in caplog.records)
+
+
+class _Host:
+    """Enough of a driver to construct sessions (nothing runs)."""
+
+    def __init__(self, config: ConsumerConfig) -> None:
+        self.config = config
+        self.request_timeout = 1.0
+        self.backoff = Backoff()
+
+    @property
+    def client(self) -> TransportInterface:
+        raise AssertionError("not connected in these tests")
+
+    def spawn(self, fn: Callable[..., Awaitable[None]], *args: object) -> None:
+        raise AssertionError("nothing runs in these tests")
+
+    def set_fatal(self, error: BaseException) -> None:
+        raise AssertionError("nothing fails in these tests")
+
+    def wake(self) -> None:
+        pass
+
+
+def _config(protocol: str) -> ConsumerConfig:
+    return ConsumerConfig.from_dict(
+        {"bootstrap.servers": "localhost:9092", "group.id": "g", "group.protocol": protocol}
+    )
+
+
+def test_only_auto_falls_back_and_only_on_a_refusal_of_the_protocol() -> None:
+    refused = ReportFatalError(35, "UNSUPPORTED_VERSION", None, protocol_unsupported=True)
+    other = ReportFatalError(30, "GROUP_AUTHORIZATION_FAILED", None)
+    auto = _config("auto")
+    session = ConsumerSession(_Host(auto))
+    assert session.may_fall_back  # no heartbeat accepted yet
+    assert falls_back(auto, session, refused)
+    assert not falls_back(auto, session, other)
+    explicit = _config("consumer")
+    assert not falls_back(explicit, ConsumerSession(_Host(explicit)), refused)
+    assert not falls_back(auto, ClassicSession(_Host(auto)), refused)
