@@ -225,8 +225,8 @@ class Driver:
         Reports started at once, before connecting: a bootstrap failure becomes
         the consumer's fatal error, raised from poll. With ``group.protocol=auto``
         it reports started once the protocol is chosen (at most
-        ``request.timeout.ms`` later), so :attr:`group_protocol` is truthful
-        from the start.
+        ``request.timeout.ms`` later), so the session's ``group_protocol`` is
+        truthful from the start.
         """
         self._done = anyio.Event()
         self._ready = anyio.Event()
