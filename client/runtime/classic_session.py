@@ -60,12 +60,13 @@ from kgroup.errors import AssignorError, BrokerError, KgroupError
 from kgroup.membership import (
     AssignmentComputed,
     AssignorFailed,
-    ClassicAction,
+    ClassicAssignment,
     ClassicAssignorOnAssignment,
-    ClassicEvent,
     ClassicHeartbeatResponseReceived,
     ClassicMember,
+    ClassicMemberAction,
     ClassicMemberConfig,
+    ClassicMemberEvent,
     CommitCompleted,
     CommitFailed,
     FailureKind,
@@ -73,7 +74,6 @@ from kgroup.membership import (
     JoinGroupResponseReceived,
     JoinProtocol,
     LeaveGroupResponseReceived,
-    MemberAssignment,
     MemberSubscription,
     RebalanceProtocol,
     ReportAssignorError,
@@ -125,7 +125,7 @@ def classic_assignors(config: ConsumerConfig) -> dict[str, ConsumerPartitionAssi
     return {a.name: a for a in resolve_assignors(strategy)}
 
 
-class ClassicSession(SessionBase[ClassicEvent, ClassicAction]):
+class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
     """Drives one :class:`~kgroup.membership.ClassicMember` for a driver (see the module)."""
 
     group_protocol = GroupProtocol.CLASSIC
@@ -179,7 +179,7 @@ class ClassicSession(SessionBase[ClassicEvent, ClassicAction]):
         """Start the metadata watch (regex subscriptions, the leader's partition counts)."""
         self._host.spawn(self._watch_metadata)
 
-    def _perform(self, action: ClassicAction) -> None:
+    def _perform(self, action: ClassicMemberAction) -> None:
         host = self._host
         if isinstance(action, SendJoinGroup):
             host.spawn(self._join_group, action)
@@ -362,7 +362,7 @@ class ClassicSession(SessionBase[ClassicEvent, ClassicAction]):
             join_group.narrow,
             request.rebalance_timeout_ms / 1000 + self._host.request_timeout,
         )
-        event: ClassicEvent
+        event: ClassicMemberEvent
         if isinstance(outcome, LookupRefused):
             error = outcome.error
             event = JoinGroupResponseReceived(
@@ -387,7 +387,7 @@ class ClassicSession(SessionBase[ClassicEvent, ClassicAction]):
             sync_group.narrow,
             self._host.config.max_poll_interval_ms / 1000 + self._host.request_timeout,
         )
-        event: ClassicEvent
+        event: ClassicMemberEvent
         if isinstance(outcome, LookupRefused):
             error = outcome.error
             event = SyncGroupResponseReceived(
@@ -442,11 +442,11 @@ class ClassicSession(SessionBase[ClassicEvent, ClassicAction]):
         build: Callable[[NegotiatedVersions], RequestPayload],
         narrow: Callable[[ResponsePayload], R],
         parse: Callable[[R], int],
-        received: Callable[[int, int], ClassicEvent],
+        received: Callable[[int, int], ClassicMemberEvent],
     ) -> None:
         """Heartbeat or LeaveGroup, answered with an error code: ``received(seq, code)``."""
         outcome = await self._call(build, narrow)
-        event: ClassicEvent
+        event: ClassicMemberEvent
         if isinstance(outcome, CallFailed):
             event = RequestFailed(seq, outcome.kind, outcome.detail)
         elif isinstance(outcome, LookupRefused):
@@ -505,7 +505,7 @@ class ClassicSession(SessionBase[ClassicEvent, ClassicAction]):
             return
         self._watched_counts = {t: cluster.partitions_for(t) or 0 for t in topics}
         assignments = {
-            m.member_id: MemberAssignment(
+            m.member_id: ClassicAssignment(
                 frozenset(result.partitions(m.member_id)),
                 result.assignments[m.member_id].user_data
                 if m.member_id in result.assignments

@@ -22,10 +22,10 @@ import anyio
 from kgroup.config import GroupProtocol
 from kgroup.errors import KgroupError
 from kgroup.membership import (
-    Action,
     CommitCompleted,
     ConsumerMember,
-    Event,
+    ConsumerMemberAction,
+    ConsumerMemberEvent,
     HeartbeatFailed,
     HeartbeatResponse,
     HeartbeatResponseReceived,
@@ -45,7 +45,7 @@ __all__ = ["ConsumerSession"]
 log = logging.getLogger("kgroup.runtime")
 
 
-class ConsumerSession(SessionBase[Event, Action]):
+class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
     """Drives one :class:`~kgroup.membership.ConsumerMember` for a driver (see the module)."""
 
     group_protocol = GroupProtocol.CONSUMER
@@ -78,7 +78,7 @@ class ConsumerSession(SessionBase[Event, Action]):
         """No heartbeat of this member was accepted yet."""
         return not self._accepted
 
-    def _perform(self, action: Action) -> None:
+    def _perform(self, action: ConsumerMemberAction) -> None:
         if isinstance(action, SendHeartbeat):
             self._host.spawn(self._heartbeat, action)
         elif isinstance(action, RequestMetadata):
@@ -118,7 +118,7 @@ class ConsumerSession(SessionBase[Event, Action]):
             timeout=host.request_timeout,
             follow_moves=True,
         )
-        event: Event
+        event: ConsumerMemberEvent
         if isinstance(outcome, Answered):
             response = consumer_group_heartbeat.parse(outcome.response)
             self._accepted = self._accepted or response.error_code == 0

@@ -22,6 +22,7 @@ from kio.static.protocol import RequestPayload, ResponsePayload
 from kgroup import membership as m
 from kgroup.config import ConsumerConfig
 from kgroup.dataplane.librdkafka import Record
+from kgroup.membership.common import CommonAction, CommonEvent
 from kgroup.offsets import CoordinatorClient
 from kgroup.protocol import NegotiatedVersions
 from kgroup.transport import BrokerAddress
@@ -111,16 +112,7 @@ class DataPlaneInterface(Protocol):
 SubscriptionChange = m.SubscriptionChanged | m.Unsubscribe
 """What the application's ``subscribe()`` / ``unsubscribe()`` become."""
 
-DriverEvent = (
-    m.SubscriptionChanged
-    | m.Unsubscribe
-    | m.PollCalled
-    | m.CallbackCompleted
-    | m.CommitCompleted
-    | m.CloseRequested
-    | m.TimerTick
-    | m.CoordinatorRediscovered
-)
+DriverEvent = CommonEvent
 """Events the driver feeds to whichever member runs (both members take them)."""
 
 DRIVER_ACTIONS = (
@@ -137,18 +129,7 @@ DRIVER_ACTIONS = (
 )
 """The actions of either member that the driver performs; the rest are the session's."""
 
-DriverAction = (
-    m.StopFetching
-    | m.StartFetching
-    | m.CommitOffsets
-    | m.RunCallback
-    | m.RaiseCallbackError
-    | m.RediscoverCoordinator
-    | m.ReportError
-    | m.ReportFatalError
-    | m.LeaveComplete
-    | m.Closed
-)
+DriverAction = CommonAction | m.ReportError
 """An action of :data:`DRIVER_ACTIONS`."""
 
 
