@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Protocol
 
 import anyio
 from kio.schema.errors import ErrorCode
-from kio.static.protocol import RequestPayload, ResponsePayload
 
 from kgroup.errors import (
     BrokerError,
@@ -40,12 +38,11 @@ from kgroup.errors import (
     StaleMemberEpochError,
     TransportError,
 )
-from kgroup.protocol import NegotiatedVersions
 from kgroup.protocol.requests import offset_commit, offset_fetch
-from kgroup.transport import ClusterMetadata
+from kgroup.transport.interface import ClusterClient
 from kgroup.types import Backoff, TopicPartition
 
-__all__ = ["CoordinatorClient", "MemberView", "OffsetManager"]
+__all__ = ["MemberView", "OffsetManager"]
 
 log = logging.getLogger("kgroup.offsets")
 
@@ -67,27 +64,6 @@ _RETRY_CODES = frozenset(
 )
 
 _FENCED_CODES = frozenset({ErrorCode.unknown_member_id, ErrorCode.fenced_member_epoch})
-
-
-class CoordinatorClient(Protocol):
-    """The part of :class:`~kgroup.transport.KafkaClient` the offset manager uses."""
-
-    @property
-    def cluster(self) -> ClusterMetadata: ...
-
-    async def metadata(
-        self, topics: Iterable[str] | None = None, *, timeout: float | None = None
-    ) -> ClusterMetadata: ...
-
-    def mark_coordinator_stale(self, group_id: str) -> None: ...
-
-    async def coordinator_request(
-        self,
-        group_id: str,
-        request: RequestPayload | Callable[[NegotiatedVersions], RequestPayload],
-        *,
-        timeout: float | None = None,
-    ) -> ResponsePayload: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +93,7 @@ class OffsetManager:
 
     def __init__(
         self,
-        client: CoordinatorClient,
+        client: ClusterClient,
         group_id: str,
         member: MemberView,
         *,

@@ -21,8 +21,6 @@ the driver, with its own cluster client, in two places:
 
 from __future__ import annotations
 
-import logging
-
 import anyio
 from kio.schema.errors import ErrorCode
 
@@ -31,6 +29,7 @@ from kgroup.errors import KgroupError
 from kgroup.membership import ReportFatalError
 from kgroup.protocol import ApiKey
 from kgroup.protocol.requests import consumer_group_describe
+from kgroup.runtime._log import log
 from kgroup.runtime.classic_session import ClassicSession, classic_assignors
 from kgroup.runtime.consumer_session import ConsumerSession
 from kgroup.runtime.interfaces import Host, TransportInterface
@@ -44,8 +43,6 @@ __all__ = [
     "resolve_auto",
     "session_class",
 ]
-
-log = logging.getLogger("kgroup.runtime")
 
 Session = ConsumerSession | ClassicSession
 """The session of either protocol, as the driver holds it."""

@@ -34,7 +34,6 @@ instance id). What the session adds:
 from __future__ import annotations
 
 import dataclasses
-import logging
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -91,6 +90,7 @@ from kgroup.membership import (
 )
 from kgroup.protocol import NegotiatedVersions
 from kgroup.protocol.requests import heartbeat, join_group, leave_group, sync_group
+from kgroup.runtime._log import log
 from kgroup.runtime.coordinator import Answered, CallFailed, LookupRefused, coordinator_call
 from kgroup.runtime.interfaces import Host, SubscriptionChange
 from kgroup.runtime.session import FinishedCommit, SessionBase
@@ -98,8 +98,6 @@ from kgroup.transport import ClusterMetadata
 from kgroup.types import TopicPartition
 
 __all__ = ["DEFAULT_ASSIGNMENT_STRATEGY", "ClassicSession", "classic_assignors"]
-
-log = logging.getLogger("kgroup.runtime")
 
 R = TypeVar("R")
 
@@ -364,9 +362,9 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
         )
         event: ClassicMemberEvent
         if isinstance(outcome, LookupRefused):
-            error = outcome.error
             event = JoinGroupResponseReceived(
-                action.seq, JoinGroupResponse(error_code=error.code, error_message=error.message)
+                action.seq,
+                JoinGroupResponse(error_code=outcome.code, error_message=outcome.message),
             )
         elif isinstance(outcome, CallFailed):
             event = RequestFailed(action.seq, outcome.kind, outcome.detail)
@@ -389,9 +387,9 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
         )
         event: ClassicMemberEvent
         if isinstance(outcome, LookupRefused):
-            error = outcome.error
             event = SyncGroupResponseReceived(
-                action.seq, SyncGroupResponse(error_code=error.code, error_message=error.message)
+                action.seq,
+                SyncGroupResponse(error_code=outcome.code, error_message=outcome.message),
             )
         elif isinstance(outcome, CallFailed):
             event = RequestFailed(action.seq, outcome.kind, outcome.detail)
@@ -450,7 +448,7 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
         if isinstance(outcome, CallFailed):
             event = RequestFailed(seq, outcome.kind, outcome.detail)
         elif isinstance(outcome, LookupRefused):
-            event = received(seq, outcome.error.code)
+            event = received(seq, outcome.code)
         else:
             code = parse(outcome.response)
             self._answered(code)

@@ -36,13 +36,12 @@ from kgroup.membership import (
     SubscriptionChanged,
 )
 from kgroup.protocol.requests import consumer_group_heartbeat
+from kgroup.runtime._log import log
 from kgroup.runtime.coordinator import Answered, CallFailed, coordinator_call
 from kgroup.runtime.interfaces import Host, SubscriptionChange
 from kgroup.runtime.session import FinishedCommit, SessionBase
 
 __all__ = ["ConsumerSession"]
-
-log = logging.getLogger("kgroup.runtime")
 
 
 class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
@@ -128,9 +127,9 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
         else:
             # FindCoordinator's own error (authorization ...): the member reacts as
             # to the same code in a heartbeat response.
-            error = outcome.error
             event = HeartbeatResponseReceived(
-                action.seq, HeartbeatResponse(error_code=error.code, error_message=error.message)
+                action.seq,
+                HeartbeatResponse(error_code=outcome.code, error_message=outcome.message),
             )
         if log.isEnabledFor(logging.DEBUG):
             log.debug("group %s heartbeat %s -> %s", host.config.group_id, request, event)

@@ -49,9 +49,10 @@ class Answered(Generic[R]):
 
 @dataclass(frozen=True, slots=True)
 class LookupRefused:
-    """FindCoordinator failed with a broker error: ``error.code`` is the member's answer."""
+    """FindCoordinator failed with a broker error: its ``code`` is the member's answer."""
 
-    error: BrokerError = field(compare=False)
+    code: int
+    message: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +89,7 @@ async def coordinator_call(
             payload = await conn.request(build(conn.versions), timeout=timeout)
         response = narrow(payload)
     except BrokerError as exc:
-        return LookupRefused(exc)
+        return LookupRefused(exc.code, exc.message)
     except UnsupportedVersionError as exc:
         return CallFailed(FailureKind.UNSUPPORTED_VERSION, str(exc))
     except RequestTimeoutError as exc:

@@ -46,7 +46,6 @@ the loop through an anyio blocking portal.
 from __future__ import annotations
 
 import collections
-import logging
 import math
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -81,6 +80,7 @@ from kgroup.membership import (
 from kgroup.offsets import MemberView, OffsetManager
 from kgroup.protocol import broker_error
 from kgroup.runtime import choice, work
+from kgroup.runtime._log import log
 from kgroup.runtime.choice import Session
 from kgroup.runtime.fetch_state import (
     Assign,
@@ -105,8 +105,6 @@ from kgroup.transport import KafkaClient
 from kgroup.types import Backoff, TopicPartition
 
 __all__ = ["Driver", "open_kafka_client"]
-
-log = logging.getLogger("kgroup.runtime")
 
 _DEFAULT_CONNECT_TIMEOUT = 10.0
 

@@ -17,15 +17,11 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from kio.static.protocol import RequestPayload, ResponsePayload
-
 from kgroup import membership as m
 from kgroup.config import ConsumerConfig
 from kgroup.dataplane.librdkafka import Record
 from kgroup.membership.common import CommonAction, CommonEvent
-from kgroup.offsets import CoordinatorClient
-from kgroup.protocol import NegotiatedVersions
-from kgroup.transport import BrokerAddress
+from kgroup.transport.interface import ClusterClient, NodeConnection
 from kgroup.types import Backoff, TopicPartition
 
 __all__ = [
@@ -41,31 +37,11 @@ __all__ = [
 ]
 
 
-class CoordinatorConnection(Protocol):
-    """A connection to one broker (:class:`~kgroup.transport.BrokerConnection`)."""
+TransportInterface = ClusterClient
+"""What the runtime asks of the cluster client (:class:`~kgroup.transport.KafkaClient`)."""
 
-    @property
-    def versions(self) -> NegotiatedVersions: ...
-
-    async def request(
-        self, request: RequestPayload, *, timeout: float | None = None
-    ) -> ResponsePayload: ...
-
-
-class TransportInterface(CoordinatorClient, Protocol):
-    """What the runtime asks of the cluster client (:class:`~kgroup.transport.KafkaClient`).
-
-    The offset manager's part (:class:`~kgroup.offsets.CoordinatorClient`:
-    metadata, coordinator requests) plus the coordinator lookup and a
-    connection to it.
-    """
-
-    async def coordinator(
-        self, group_id: str, *, refresh: bool = False, timeout: float | None = None
-    ) -> BrokerAddress: ...
-
-    async def connection(self, node_id: int) -> CoordinatorConnection: ...
-
+CoordinatorConnection = NodeConnection
+"""A connection to one broker, as :meth:`TransportInterface.connection` returns it."""
 
 TransportFactory = Callable[[ConsumerConfig], AbstractAsyncContextManager[TransportInterface]]
 """Opens the cluster client for one run of the driver (bootstraps on entry)."""
