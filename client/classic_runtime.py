@@ -705,6 +705,7 @@ async def choose_group_protocol(
                 request_timeout=budget,
                 connect_timeout=_connect_timeout(config),
                 backoff=Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms),
+                security=config.security,
             ) as client:
                 address = await client.coordinator(config.group_id)
                 conn = await client.connection(address.node_id)

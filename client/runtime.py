@@ -309,6 +309,7 @@ class Runtime:
                         request_timeout=self._request_timeout,
                         connect_timeout=_connect_timeout(self.config),
                         backoff=self._backoff,
+                        security=self.config.security,
                     ) as client,
                     anyio.create_task_group() as tg,
                 ):

@@ -10,6 +10,7 @@ import confluent_kafka
 
 from kgroup.config import AutoOffsetReset, ConsumerConfig
 from kgroup.errors import ConfigError, KgroupError
+from kgroup.transport.security import SECRET_KEYS, is_security_key
 from kgroup.types import TopicPartition
 
 __all__ = ["DataPlane", "DataPlaneError", "Record", "validate_passthrough"]
@@ -63,11 +64,21 @@ def validate_passthrough(keys: Mapping[str, str]) -> None:
     except confluent_kafka.KafkaException as exc:
         error = exc.args[0]
         raise ConfigError(
-            f"invalid config: {error.str()} (neither kgroup nor librdkafka accepts it; "
-            "check the key's spelling and value)"
+            f"invalid config: {_redact(error.str(), keys)} (neither kgroup nor librdkafka "
+            "accepts it; check the key's spelling and value)"
         ) from None
     except (ValueError, TypeError) as exc:
-        raise ConfigError(f"invalid config for the data plane: {exc}") from None
+        raise ConfigError(f"invalid config for the data plane: {_redact(str(exc), keys)}") from None
+
+
+def _redact(text: str, keys: Mapping[str, str]) -> str:
+    # librdkafka quotes offending values in its messages; a secret must not
+    # reach an exception that ends up in logs.
+    for key in SECRET_KEYS:
+        value = keys.get(key)
+        if value:
+            text = text.replace(value, "***")
+    return text
 
 
 def _to_ck(tp: TopicPartition, offset: int | None = None) -> confluent_kafka.TopicPartition:
@@ -85,7 +96,12 @@ class DataPlane:
     """
 
     def __init__(self, config: ConsumerConfig) -> None:
-        conf: dict[str, Any] = dict(config.passthrough)
+        # Security settings come from the one validated SecurityConfig kgroup's
+        # own connections use, never from the passthrough copy, so both agree.
+        conf: dict[str, Any] = {
+            key: value for key, value in config.passthrough.items() if not is_security_key(key)
+        }
+        conf.update(config.security.librdkafka_config())
         conf.update(_FORCED)
         conf["bootstrap.servers"] = ",".join(config.bootstrap_servers)
         # librdkafka insists on a group.id even in assign mode; it never joins
