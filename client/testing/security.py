@@ -37,6 +37,7 @@ import enum
 import json
 import secrets
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -54,6 +55,7 @@ __all__ = [
     "SecuredKafkaBroker",
     "SecurityProfile",
     "TestCertificateAuthority",
+    "print_client_config",
     "redacted",
     "unsecured_jwt",
 ]
@@ -85,6 +87,23 @@ class SecurityProfile(enum.Enum):
 def redacted(config: Mapping[str, object]) -> dict[str, object]:
     """``config`` with every secret value replaced by ``***``, for printing."""
     return {key: ("***" if key in SECRET_KEYS else value) for key, value in config.items()}
+
+
+def print_client_config(
+    broker: SecuredKafkaBroker, profile: SecurityProfile | str, directory: Path
+) -> Path:
+    """For ``kgroup broker up --security``: print ``profile``'s client config, secrets masked.
+
+    The full config (secrets included) goes to ``client-config.json`` in
+    ``directory``, readable by the owner only; its path is printed on stderr.
+    """
+    config = broker.client_config(profile)
+    path = directory / "client-config.json"
+    path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    path.chmod(0o600)
+    print(json.dumps(redacted(config)))
+    print(f"kgroup: the full client config (with secrets) is in {path}", file=sys.stderr)
+    return path
 
 
 def unsecured_jwt(
@@ -382,14 +401,10 @@ class SecuredKafkaBroker:
         Raises:
             HarnessError: the broker refused the ACLs.
         """
-        from confluent_kafka.admin import (  # noqa: PLC0415 - the data plane's library
-            AclBinding,
-            AclOperation,
-            AclPermissionType,
-            AdminClient,
-            ResourcePatternType,
-            ResourceType,
-        )
+        ck = _admin_module()
+        AclBinding, AclOperation = ck.AclBinding, ck.AclOperation  # noqa: N806
+        ResourceType, ResourcePatternType = ck.ResourceType, ck.ResourcePatternType  # noqa: N806
+        AclPermissionType = ck.AclPermissionType  # noqa: N806
 
         bindings = []
         for kind, name in ((ResourceType.GROUP, group), (ResourceType.TOPIC, topic)):
@@ -409,7 +424,7 @@ class SecuredKafkaBroker:
                 )
         if not bindings:
             raise HarnessError("allow() needs a group or a topic")
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        admin = ck.AdminClient({"bootstrap.servers": self.bootstrap_servers})
         for binding, future in admin.create_acls(bindings).items():
             try:
                 future.result(timeout=timeout)
@@ -419,22 +434,15 @@ class SecuredKafkaBroker:
         self._await_acls(admin, len(bindings), user, timeout)
 
     def _await_acls(self, admin: Any, count: int, user: str, timeout: float) -> None:
-        from confluent_kafka.admin import (  # noqa: PLC0415
-            AclBindingFilter,
-            AclOperation,
-            AclPermissionType,
-            ResourcePatternType,
-            ResourceType,
-        )
-
-        wanted = AclBindingFilter(
-            ResourceType.ANY,
+        ck = _admin_module()
+        wanted = ck.AclBindingFilter(
+            ck.ResourceType.ANY,
             None,
-            ResourcePatternType.ANY,
+            ck.ResourcePatternType.ANY,
             f"User:{user}",
             None,
-            AclOperation.ANY,
-            AclPermissionType.ANY,
+            ck.AclOperation.ANY,
+            ck.AclPermissionType.ANY,
         )
         deadline = time.monotonic() + timeout
         while True:
@@ -442,3 +450,10 @@ class SecuredKafkaBroker:
             if len(found) >= count or time.monotonic() >= deadline:
                 return
             time.sleep(0.1)
+
+
+def _admin_module() -> Any:
+    # confluent-kafka is the data plane's library; its Admin API creates the ACLs.
+    import confluent_kafka.admin  # noqa: PLC0415
+
+    return confluent_kafka.admin
