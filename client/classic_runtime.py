@@ -208,6 +208,8 @@ class ClassicRuntime(Runtime):
                 self.submit(SubscriptionChanged(self._pattern_topics, None))
                 continue
             self._pattern, self._pattern_topics = None, frozenset()
+            if change.topics and await self._topics_denied(change.topics):
+                return
             self.submit(change)
 
     async def _resolve_pattern(self) -> frozenset[str]:

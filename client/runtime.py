@@ -51,11 +51,13 @@ from typing import Any, ClassVar, Protocol
 
 import anyio
 import anyio.abc
+from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload
 
 from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.dataplane.librdkafka import DataPlane, DataPlaneError
 from kgroup.errors import (
+    AuthorizationError,
     BrokerError,
     KafkaProtocolError,
     KgroupError,
@@ -102,6 +104,7 @@ from kgroup.membership import (
 from kgroup.offsets import MemberView, OffsetManager
 from kgroup.protocol import ApiKey, NegotiatedVersions, broker_error
 from kgroup.transport import KafkaClient
+from kgroup.transport.security import explain_denial
 from kgroup.types import Backoff, TopicPartition
 
 __all__ = [
@@ -214,6 +217,7 @@ class Runtime:
         self.app_work: collections.deque[AppWork] = collections.deque()
         """Work for the application's context; appended on the loop, drained by the app."""
         self.fatal: BaseException | None = None
+        self._topics: frozenset[str] = frozenset()
         """Set once the consumer failed for good; raised from every poll after."""
         self._ended = False
         self._wakeup = wakeup
@@ -379,10 +383,39 @@ class Runtime:
                             exc,
                         )
                     else:
+                        if self._refuse_denied(cluster.topic_errors, change.topics):
+                            return
                         self.submit(
                             MetadataUpdated({t.topic_id: t.name for t in cluster.topics.values()})
                         )
             self.submit(change)
+
+    def _refuse_denied(self, errors: Mapping[str, int], topics: Collection[str]) -> bool:
+        """Make a subscribed topic the principal may not describe fatal; True if so.
+
+        As the Java client: the ACL denial is the application's error, raised
+        from poll, not a retry loop (and no partition is ever held).
+        """
+        denied = _denied_topics(errors, topics)
+        if denied:
+            self._set_fatal(
+                explain_denial(
+                    broker_error(ErrorCode.topic_authorization_failed),
+                    group=self.group_id,
+                    topics=denied,
+                )
+            )
+        return bool(denied)
+
+    async def _topics_denied(self, topics: Collection[str]) -> bool:
+        """Ask the cluster about ``topics``; as :meth:`_refuse_denied`. Errors: not denied."""
+        assert self._client is not None
+        try:
+            cluster = await self._client.metadata(sorted(topics))
+        except KgroupError as exc:
+            log.info("group %s: metadata for %s failed: %s", self.group_id, sorted(topics), exc)
+            return False
+        return self._refuse_denied(cluster.topic_errors, topics)
 
     def submit(self, event: Event | ClassicEvent) -> None:
         """Queue ``event`` for the member (loop thread; never blocks)."""
@@ -463,7 +496,12 @@ class Runtime:
             case RediscoverCoordinator():
                 self._spawn(self._rediscover)
             case ReportError():
-                self._queue(ErrorWork(broker_error(action.code, action.message)))
+                error = broker_error(action.code, action.message)
+                if isinstance(error, AuthorizationError):
+                    # An ACL denial does not heal by retrying: fatal, raised from poll.
+                    self._set_fatal(explain_denial(error, group=self.group_id, topics=self._topics))
+                else:
+                    self._queue(ErrorWork(error))
             case ReportFatalError():
                 log.error(
                     "group %s member %s: fatal error %s: %s",
@@ -472,7 +510,13 @@ class Runtime:
                     action.name,
                     action.message,
                 )
-                self._set_fatal(broker_error(action.code, action.message))
+                self._set_fatal(
+                    explain_denial(
+                        broker_error(action.code, action.message),
+                        group=self.group_id,
+                        topics=self._topics,
+                    )
+                )
             case AssignorOnAssignment():
                 pass  # no Python new-protocol assignor is configurable yet
             case LeaveComplete():
@@ -711,6 +755,7 @@ class Runtime:
     ) -> None:
         """Subscribe to topic names or a regex (joins the group)."""
         self.listener = listener
+        self._topics = topics  # named in authorization errors
         self._sub_send.send_nowait(SubscriptionChanged(topics, pattern))
 
     def unsubscribe(self) -> None:
@@ -769,6 +814,11 @@ class Runtime:
 
 
 _DEFAULT_CONNECT_TIMEOUT = 10.0
+
+
+def _denied_topics(errors: Mapping[str, int], topics: Collection[str]) -> list[str]:
+    """The subscribed topics the principal may not describe (Metadata said so)."""
+    return sorted(t for t in topics if errors.get(t) == ErrorCode.topic_authorization_failed)
 
 
 def _connect_timeout(config: ConsumerConfig) -> float:

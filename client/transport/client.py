@@ -29,7 +29,7 @@ from kgroup.transport._tasks import OwnedTaskGroup
 from kgroup.transport.connection import BrokerConnection
 from kgroup.transport.metadata import BrokerAddress, ClusterMetadata
 from kgroup.transport.sasl import SaslAuthenticator
-from kgroup.transport.security import Authenticator, SecurityConfig
+from kgroup.transport.security import Authenticator, SecurityConfig, explain_denial
 from kgroup.types import Backoff
 
 __all__ = ["KafkaClient", "RequestBuilder", "parse_bootstrap_servers"]
@@ -406,7 +406,8 @@ class KafkaClient:
                 return address
             error = broker_error(entry.error_code, entry.error_message)
             if not error.retriable or anyio.current_time() >= deadline:
-                raise error
+                # FindCoordinator needs DESCRIBE on the group: say so, not just the code.
+                raise explain_denial(error, group=group_id, operation="DESCRIBE")
             log.debug("FindCoordinator for %r: %s; retrying", group_id, error)
             await self._sleep(attempt, deadline)
             attempt += 1

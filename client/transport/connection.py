@@ -58,6 +58,7 @@ from kgroup.transport._tasks import OwnedTaskGroup
 from kgroup.transport.security import (
     Authenticator,
     SecurityConfig,
+    client_certificate_refusal,
     explain_tls_on_plaintext,
     looks_like_tls,
     open_stream,
@@ -435,7 +436,10 @@ class BrokerConnection:
                 except (anyio.EndOfStream, anyio.IncompleteRead):
                     self._shut_down(self._closed_by_broker_reason())
                 except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                    self._shut_down(f"connection lost: {exc!r}")
+                    refusal = client_certificate_refusal(
+                        f"{self.host}:{self.port}", exc, self._security
+                    )
+                    self._shut_down(str(refusal or f"connection lost: {exc!r}"), refusal)
                 except KafkaProtocolError as exc:
                     # A bad size prefix means framing is lost; nothing after it can be read.
                     self._shut_down(f"unreadable frame: {exc}")

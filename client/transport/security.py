@@ -24,7 +24,7 @@ import hmac
 import os
 import ssl
 import tempfile
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -35,6 +35,8 @@ import anyio.abc
 from anyio.streams.tls import TLSStream
 
 from kgroup.errors import (
+    AuthorizationError,
+    BrokerError,
     ConfigError,
     KafkaConnectionError,
     SecurityProtocolMismatchError,
@@ -58,6 +60,7 @@ __all__ = [
     "SecurityConfig",
     "SecurityProtocol",
     "TlsSettings",
+    "explain_denial",
     "is_security_key",
     "open_stream",
 ]
@@ -248,8 +251,9 @@ def _write_private(path: str, text: str) -> None:
 
 
 def _reason(exc: BaseException) -> str:
-    if isinstance(exc, ssl.SSLError) and exc.reason:
-        return str(exc.reason)
+    reason = getattr(exc, "reason", None) if isinstance(exc, ssl.SSLError) else None
+    if reason:
+        return str(reason)
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc) or type(exc).__name__
@@ -793,7 +797,7 @@ def _verification_reason(
         return f"the broker's certificate has expired ({message})"
     if code == 9:
         return f"the broker's certificate is not valid yet ({message})"
-    if code == 62:
+    if code in (62, 64):  # hostname, IP address mismatch
         return (
             f"hostname mismatch: the broker's certificate is not valid for {host!r} ({message}); "
             "connect with a name the certificate lists, or set "
@@ -831,3 +835,67 @@ def _handshake_failure(
             "CA the broker trusts",
         )
     return TlsError(broker, reason)
+
+
+def explain_denial(
+    error: BrokerError,
+    *,
+    group: str | None = None,
+    topics: Iterable[str] = (),
+    operation: str | None = None,
+) -> BrokerError:
+    """``error`` with a message naming the denied resource and operation, if it is an ACL denial.
+
+    Brokers often send authorization failures without a message; this says
+    which group or topics and what a consumer needs there. Other errors are
+    returned unchanged.
+    """
+    if not isinstance(error, AuthorizationError) or (group and group in (error.message or "")):
+        return error
+    broker_says = f" (broker: {error.message})" if error.message else ""
+    if error.name == "GROUP_AUTHORIZATION_FAILED":
+        detail = (
+            f"{operation or 'READ'} on group {group!r} denied to the authenticated principal; "
+            f"a consumer needs READ (which implies DESCRIBE) on its group: add an ACL"
+        )
+    elif error.name == "TOPIC_AUTHORIZATION_FAILED":
+        names = ", ".join(repr(t) for t in sorted(set(topics))) or "a subscribed topic"
+        detail = (
+            f"{operation or 'READ/DESCRIBE'} on topic {names} denied to the authenticated "
+            "principal; a consumer needs READ (which implies DESCRIBE) on its topics: add an ACL"
+        )
+    elif error.name == "CLUSTER_AUTHORIZATION_FAILED":
+        detail = f"{operation or 'the operation'} on the cluster denied to the principal"
+    else:
+        detail = f"{operation or 'the operation'} denied to the principal"
+    return type(error)(error.code, error.name, error.retriable, detail + broker_says)
+
+
+def client_certificate_refusal(
+    broker: str, exc: BaseException, security: SecurityConfig
+) -> TlsError | None:
+    """The TLS error for a broker that refused the client's certificate, if ``exc`` is one.
+
+    With TLS 1.3 the server checks the client certificate after the client
+    considers the handshake done, so the refusal arrives as an alert on the
+    first read rather than from the handshake.
+    """
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, ssl.SSLError):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:
+        return None
+    reason = _reason(cause).upper()
+    tls = security.tls
+    if "CERTIFICATE_REQUIRED" in reason:
+        return TlsError(
+            broker,
+            "the broker requires a client certificate (mutual TLS): set "
+            "ssl.certificate.location and ssl.key.location (or the .pem forms)",
+        )
+    if any(alert in reason for alert in ("UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN")):
+        which = "the client certificate" if tls and tls.has_client_certificate else "the client"
+        return TlsError(
+            broker, f"the broker refused {which} ({_reason(cause)}): not signed by a CA it trusts"
+        )
+    return None

@@ -106,6 +106,12 @@ def _consume_all(conf: dict[str, Any], topic: str, want: set[str], timeout: floa
     assert want <= got, f"missing {len(want - got)} of {len(want)} records"
 
 
+def _poll_for(consumer: Consumer, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        consumer.poll(0.2)
+
+
 def _fails_fast(conf: dict[str, Any], topic: str, error: type[KgroupError]) -> KgroupError:
     """Subscribe and poll: ``error`` must come from poll within the deadline, typed.
 
@@ -115,8 +121,7 @@ def _fails_fast(conf: dict[str, Any], topic: str, error: type[KgroupError]) -> K
     with Consumer(conf) as consumer:
         consumer.subscribe([topic])
         with pytest.raises(error) as caught:
-            while time.monotonic() - started < ERROR_DEADLINE + 5:
-                consumer.poll(0.2)
+            _poll_for(consumer, ERROR_DEADLINE + 5)
         elapsed = time.monotonic() - started
         # Fatal: every later poll raises it again instead of retrying.
         with pytest.raises(error):
@@ -220,6 +225,18 @@ def test_untrusted_ca_is_a_tls_error(
     error = _fails_fast(conf, "anything", TlsError)
     assert "unknown CA" in str(error)
     assert secured.address("SSL") in str(error)
+
+
+def test_missing_client_certificate_on_a_mutual_tls_listener(
+    secured: SecuredKafkaBroker, make_group_id: MakeGroupId
+) -> None:
+    conf = {
+        **secured.client_config("tls"),
+        "bootstrap.servers": secured.address("MTLS"),
+        "group.id": make_group_id(),
+    }
+    error = _fails_fast(conf, "anything", TlsError)
+    assert "client certificate" in str(error)
 
 
 def test_hostname_mismatch_is_a_tls_error(
