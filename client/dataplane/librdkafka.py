@@ -7,10 +7,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final, TypeAlias
 
 import confluent_kafka
+from kio.schema.errors import ErrorCode
 
 from kgroup.config import AutoOffsetReset, ConsumerConfig
-from kgroup.errors import ConfigError, KgroupError
-from kgroup.transport.security import SECRET_KEYS, is_security_key
+from kgroup.errors import BrokerError, ConfigError, KgroupError
+from kgroup.protocol.errors import broker_error
+from kgroup.transport.security import SECRET_KEYS, explain_denial, is_security_key
 from kgroup.types import TopicPartition
 
 __all__ = ["DataPlane", "DataPlaneError", "Record", "validate_passthrough"]
@@ -115,6 +117,7 @@ class DataPlane:
         self._consumer = confluent_kafka.Consumer(conf)
         self._assigned: set[TopicPartition] = set()
         self._pending_error: DataPlaneError | None = None
+        self._denied: BrokerError | None = None
         self._closed = False
 
     @property
@@ -191,6 +194,8 @@ class DataPlane:
                 Records fetched before the error are returned first; the error is
                 raised by the next call, so no record is skipped.
         """
+        if self._denied is not None:
+            raise self._denied
         if self._pending_error is not None:
             error, self._pending_error = self._pending_error, None
             raise error
@@ -215,6 +220,15 @@ class DataPlane:
                 # lookup are kgroup's business, reported typed by the membership
                 # layer, and must not surface here untyped.
                 log.debug("ignored librdkafka client-level error: %s", error.str())
+            elif error.code() == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                # An ACL denies READ: no retry will succeed. Typed, naming the
+                # topic, and raised by every later consume (fatal to the consumer).
+                if self._denied is None:
+                    self._denied = explain_denial(
+                        broker_error(ErrorCode.topic_authorization_failed),
+                        topics=[message.topic() or "?"],
+                        operation="READ (fetch)",
+                    )
             elif error.fatal() or not error.retriable():
                 if self._pending_error is None:
                     where = (

@@ -887,15 +887,19 @@ def client_certificate_refusal(
         return None
     reason = _reason(cause).upper()
     tls = security.tls
-    if "CERTIFICATE_REQUIRED" in reason:
+    has_certificate = tls is not None and tls.has_client_certificate
+    refused = ("CERTIFICATE_REQUIRED", "UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN")
+    if not has_certificate and any(alert in reason for alert in refused):
+        # Java brokers answer a missing certificate with bad_certificate.
         return TlsError(
             broker,
             "the broker requires a client certificate (mutual TLS): set "
             "ssl.certificate.location and ssl.key.location (or the .pem forms)",
         )
-    if any(alert in reason for alert in ("UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN")):
-        which = "the client certificate" if tls and tls.has_client_certificate else "the client"
+    if any(alert in reason for alert in refused):
         return TlsError(
-            broker, f"the broker refused {which} ({_reason(cause)}): not signed by a CA it trusts"
+            broker,
+            f"the broker refused the client certificate ({_reason(cause)}): it is not signed "
+            "by a CA the broker trusts, or has expired",
         )
     return None

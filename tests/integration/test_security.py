@@ -198,6 +198,35 @@ def test_denied_topic_is_a_typed_error_and_no_partition_is_held(
     assert topic in str(error)
 
 
+def test_denied_fetch_is_a_typed_error_naming_topic_and_read(
+    secured: SecuredKafkaBroker, make_group_id: MakeGroupId
+) -> None:
+    # bob may use the group and describe the topic (so he joins and gets
+    # partitions) but not READ it: the data plane's fetches are refused.
+    group = make_group_id()
+    topic = "secured-denied-read"
+    _topic(secured, topic, 3)
+    secured.allow("bob", group=group)
+    secured.allow("bob", topic=topic, operations=("DESCRIBE",))
+    conf = {
+        **secured.client_config("sasl-plain", user="bob"),
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+    }
+    started = time.monotonic()
+    with Consumer(conf) as consumer:
+        consumer.subscribe([topic])
+        with pytest.raises(TopicAuthorizationFailedError) as caught:
+            _poll_for(consumer, ERROR_DEADLINE + 5)
+        assert time.monotonic() - started < ERROR_DEADLINE
+        # Not retried into silence: every later poll raises it again.
+        with pytest.raises(TopicAuthorizationFailedError):
+            consumer.poll(0.5)
+    _remember(caught.value)
+    assert topic in str(caught.value)
+    assert "READ" in str(caught.value)
+
+
 def test_wrong_password_names_mechanism_and_broker(
     secured: SecuredKafkaBroker, make_group_id: MakeGroupId
 ) -> None:
