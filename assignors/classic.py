@@ -24,7 +24,6 @@ from kgroup.types import TopicPartition
 __all__ = [
     "Assignment",
     "Cluster",
-    "ClusterMetadata",
     "ConsumerPartitionAssignor",
     "GroupAssignment",
     "GroupMetadata",
@@ -113,10 +112,6 @@ class Cluster:
 
     def __hash__(self) -> int:
         return hash((frozenset(self.partition_counts.items()), frozenset(self.replica_racks)))
-
-
-ClusterMetadata = Cluster
-"""Another name for :class:`Cluster`."""
 
 
 @dataclass(frozen=True, slots=True)

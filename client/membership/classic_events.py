@@ -50,7 +50,7 @@ class JoinGroupResponse:
     """The fields of a JoinGroup response the member needs.
 
     ``members`` is filled for the leader only (each subscription decoded by
-    the runtime with :mod:`kgroup.protocol.consumer_protocol`). ``member_id``
+    the runtime with :mod:`kgroup.protocol.classic_payload`). ``member_id``
     is also set with MEMBER_ID_REQUIRED. ``protocol_type`` None means the
     response version does not carry it (before v7).
     """

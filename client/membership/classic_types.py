@@ -2,7 +2,7 @@
 
 These are what a classic member puts in JoinGroup (one subscription per
 assignor) and gets back from SyncGroup (its assignment). They are decoded
-from and encoded to bytes by :mod:`kgroup.protocol.consumer_protocol`, so the
+from and encoded to bytes by :mod:`kgroup.protocol.classic_payload`, so the
 membership package stays free of kio.
 """
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from consumer_helpers import produce, text
+from helpers import produce, text
 
 import kgroup
 from kgroup import Consumer

@@ -1,4 +1,4 @@
-"""The embedded consumer protocol: fixed vectors from Kafka's schema, round trips, tolerance."""
+"""The classic payload in JoinGroup/SyncGroup: fixed vectors from Kafka's schema, round trips."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from kgroup.errors import MalformedResponseError
 from kgroup.membership import MemberAssignment, MemberSubscription
-from kgroup.protocol.consumer_protocol import (
+from kgroup.protocol.classic_payload import (
     HIGHEST_VERSION,
-    ConsumerProtocolError,
+    ClassicPayloadError,
     decode_assignment,
     decode_subscription,
     encode_assignment,
@@ -176,7 +176,7 @@ def test_an_empty_rack_id_reads_as_none_as_in_java() -> None:
     ids=["empty", "one byte", "negative version", "truncated"],
 )
 def test_undecodable_subscriptions_raise_a_typed_error(data: bytes) -> None:
-    with pytest.raises(ConsumerProtocolError):
+    with pytest.raises(ClassicPayloadError):
         decode_subscription(data)
 
 
@@ -196,5 +196,5 @@ def test_encoding_checks_the_version_and_the_values() -> None:
     with pytest.raises(ValueError, match="0..3"):
         encode_assignment(MemberAssignment(), version=-1)
     too_big = MemberAssignment(frozenset({TopicPartition("a", 2**31)}))
-    with pytest.raises(ConsumerProtocolError):
+    with pytest.raises(ClassicPayloadError):
         encode_assignment(too_big)

@@ -1,4 +1,4 @@
-"""The runtime's conversions between the member's heartbeat values and kio's messages."""
+"""ConsumerGroupHeartbeat: the member's heartbeat values to kio's messages and back."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from kgroup.protocol import (
     negotiate,
     response_class,
 )
-from kgroup.runtime import _heartbeat_request, _heartbeat_response
+from kgroup.protocol.requests.consumer_group_heartbeat import build as _heartbeat_request
+from kgroup.protocol.requests.consumer_group_heartbeat import parse as _heartbeat_response
 from kgroup.types import TopicIdPartition
 
 TOPIC = uuid.UUID("3f1e7d0a-0000-4000-8000-000000000001")

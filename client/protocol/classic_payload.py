@@ -1,4 +1,4 @@
-"""The consumer protocol embedded in JoinGroup and SyncGroup: subscriptions and assignments.
+"""The classic payload embedded in JoinGroup and SyncGroup: subscriptions and assignments.
 
 A classic consumer group carries its own payloads inside the group protocol:
 each JoinGroup protocol entry's metadata is a ConsumerProtocolSubscription,
@@ -6,9 +6,13 @@ each SyncGroup member state a ConsumerProtocolAssignment. Both are encoded as
 a 2-byte big-endian version followed by the kio-encoded body of that version
 (Kafka's ``ConsumerProtocol`` / ``MessageUtil.toVersionPrefixedByteBuffer``).
 
+Kafka calls this embedded format "ConsumerProtocol"; kgroup calls it the
+classic payload, since "consumer protocol" names KIP-848's group protocol.
+
 This module converts between those bytes and the plain values of
-:mod:`kgroup.membership.classic_types`, so the membership machines never see
-kio. As in the Java client, decoding reads any version from 0 up: a version
+:mod:`kgroup.membership` (:class:`~kgroup.membership.MemberSubscription`,
+:class:`~kgroup.membership.MemberAssignment`), so the membership machines never
+see kio. As in the Java client, decoding reads any version from 0 up: a version
 newer than kgroup knows is read with the newest known schema (newer versions
 may only add fields at the end), and bytes after the known fields are
 ignored.
@@ -18,8 +22,9 @@ from __future__ import annotations
 
 import io
 import struct
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Callable, Iterable
+from types import ModuleType
+from typing import Any, Final, TypeVar
 
 import kio.schema.consumer_protocol_assignment.v0 as assignment_v0
 import kio.schema.consumer_protocol_assignment.v1 as assignment_v1
@@ -34,12 +39,13 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
 from kgroup.errors import MalformedResponseError
-from kgroup.membership.classic_types import MemberAssignment, MemberSubscription
+from kgroup.membership import MemberAssignment, MemberSubscription
+from kgroup.protocol.requests._common import by_topic
 from kgroup.types import TopicPartition
 
 __all__ = [
     "HIGHEST_VERSION",
-    "ConsumerProtocolError",
+    "ClassicPayloadError",
     "decode_assignment",
     "decode_subscription",
     "encode_assignment",
@@ -65,6 +71,11 @@ _AssignmentEntity = (
     | assignment_v3.ConsumerProtocolAssignment
 )
 
+_Entity = TypeVar("_Entity", _SubscriptionEntity, _AssignmentEntity)
+
+_ASSIGNMENT_MODULES: Final = (assignment_v0, assignment_v1, assignment_v2, assignment_v3)
+_SUBSCRIPTION_MODULES: Final = (subscription_v0, subscription_v1, subscription_v2, subscription_v3)
+
 _ASSIGNMENT_CLASSES: Final[tuple[type[_AssignmentEntity], ...]] = (
     assignment_v0.ConsumerProtocolAssignment,
     assignment_v1.ConsumerProtocolAssignment,
@@ -79,7 +90,7 @@ _SUBSCRIPTION_CLASSES: Final[tuple[type[_SubscriptionEntity], ...]] = (
 )
 
 
-class ConsumerProtocolError(MalformedResponseError):
+class ClassicPayloadError(MalformedResponseError):
     """Embedded subscription or assignment bytes that do not decode (or cannot be encoded)."""
 
 
@@ -87,12 +98,10 @@ def read_version(data: bytes) -> int:
     """The version prefix of an embedded subscription or assignment.
 
     Raises:
-        ConsumerProtocolError: fewer than two bytes.
+        ClassicPayloadError: fewer than two bytes.
     """
     if len(data) < _VERSION.size:
-        raise ConsumerProtocolError(
-            f"consumer protocol payload of {len(data)} bytes has no version prefix"
-        )
+        raise ClassicPayloadError(f"classic payload of {len(data)} bytes has no version prefix")
     version: int = _VERSION.unpack_from(data, 0)[0]
     return version
 
@@ -100,64 +109,64 @@ def read_version(data: bytes) -> int:
 def _schema_version(data: bytes, what: str) -> int:
     version = read_version(data)
     if version < 0:
-        raise ConsumerProtocolError(f"unsupported {what} version {version}")
+        raise ClassicPayloadError(f"unsupported {what} version {version}")
     return min(version, HIGHEST_VERSION)
 
 
 def _check_write_version(version: int) -> None:
     if not 0 <= version <= HIGHEST_VERSION:
-        raise ValueError(f"consumer protocol version must be 0..{HIGHEST_VERSION}, got {version}")
-
-
-def _grouped(partitions: Iterable[TopicPartition]) -> list[tuple[str, list[int]]]:
-    """Partitions grouped by topic, topics and partitions sorted (as Java sorts owned ones)."""
-    out: dict[str, list[int]] = {}
-    for tp in sorted(partitions):
-        out.setdefault(tp.topic, []).append(tp.partition)
-    return list(out.items())
+        raise ValueError(f"classic payload version must be 0..{HIGHEST_VERSION}, got {version}")
 
 
 def _i32s(values: list[int]) -> tuple[i32, ...]:
     return tuple(i32(v) for v in values)
 
 
+def _topic_partitions(module: ModuleType, partitions: Iterable[TopicPartition]) -> tuple[Any, ...]:
+    """``partitions`` as ``module``'s TopicPartition entries, topics and partitions sorted
+    (as Java sorts owned ones)."""
+    return tuple(
+        module.data.TopicPartition(topic=TopicName(t), partitions=_i32s(ps))
+        for t, ps in by_topic(partitions).items()
+    )
+
+
+def _encode(what: str, version: int, entity: Callable[[], Any]) -> bytes:
+    _check_write_version(version)
+    buf = io.BytesIO()
+    buf.write(_VERSION.pack(version))
+    try:
+        body = entity()
+        entity_writer(type(body))(buf, body)
+    except Exception as exc:  # kio raises plain errors for out-of-range values
+        raise ClassicPayloadError(f"cannot encode {what}: {exc!r}") from exc
+    return buf.getvalue()
+
+
+def _decode(what: str, data: bytes, classes: tuple[type[_Entity], ...]) -> _Entity:
+    version = _schema_version(data, what)
+    try:
+        entity, _ = entity_reader(classes[version])(data[_VERSION.size :], 0)
+    except Exception as exc:
+        raise ClassicPayloadError(f"undecodable {what} (v{version}): {exc!r}") from exc
+    return entity
+
+
 # ----------------------------------------------------------------- subscription
 
 
 def _subscription_entity(sub: MemberSubscription, version: int) -> _SubscriptionEntity:
-    topics = tuple(sorted(sub.topics))
-    if version == 0:
-        return subscription_v0.ConsumerProtocolSubscription(topics=topics, user_data=sub.user_data)
-    if version == 1:
-        owned1 = tuple(
-            subscription_v1.data.TopicPartition(topic=TopicName(t), partitions=_i32s(ps))
-            for t, ps in _grouped(sub.owned_partitions)
-        )
-        return subscription_v1.ConsumerProtocolSubscription(
-            topics=topics, user_data=sub.user_data, owned_partitions=owned1
-        )
-    if version == 2:
-        owned2 = tuple(
-            subscription_v2.data.TopicPartition(topic=TopicName(t), partitions=_i32s(ps))
-            for t, ps in _grouped(sub.owned_partitions)
-        )
-        return subscription_v2.ConsumerProtocolSubscription(
-            topics=topics,
-            user_data=sub.user_data,
-            owned_partitions=owned2,
-            generation_id=i32(sub.generation_id),
-        )
-    owned3 = tuple(
-        subscription_v3.data.TopicPartition(topic=TopicName(t), partitions=_i32s(ps))
-        for t, ps in _grouped(sub.owned_partitions)
-    )
-    return subscription_v3.ConsumerProtocolSubscription(
-        topics=topics,
-        user_data=sub.user_data,
-        owned_partitions=owned3,
-        generation_id=i32(sub.generation_id),
-        rack_id=sub.rack_id,
-    )
+    module = _SUBSCRIPTION_MODULES[version]
+    fields: dict[str, Any] = {"topics": tuple(sorted(sub.topics)), "user_data": sub.user_data}
+    # Each version adds fields at the end: v1 owned partitions, v2 generation, v3 rack.
+    if version >= 1:
+        fields["owned_partitions"] = _topic_partitions(module, sub.owned_partitions)
+    if version >= 2:
+        fields["generation_id"] = i32(sub.generation_id)
+    if version >= 3:
+        fields["rack_id"] = sub.rack_id
+    entity: _SubscriptionEntity = module.ConsumerProtocolSubscription(**fields)
+    return entity
 
 
 def encode_subscription(sub: MemberSubscription, version: int = HIGHEST_VERSION) -> bytes:
@@ -169,15 +178,7 @@ def encode_subscription(sub: MemberSubscription, version: int = HIGHEST_VERSION)
     Raises:
         ValueError: ``version`` outside 0..3.
     """
-    _check_write_version(version)
-    buf = io.BytesIO()
-    buf.write(_VERSION.pack(version))
-    try:
-        entity = _subscription_entity(sub, version)
-        entity_writer(type(entity))(buf, entity)
-    except Exception as exc:  # kio raises plain errors for out-of-range values
-        raise ConsumerProtocolError(f"cannot encode subscription: {exc!r}") from exc
-    return buf.getvalue()
+    return _encode("subscription", version, lambda: _subscription_entity(sub, version))
 
 
 def decode_subscription(data: bytes) -> MemberSubscription:
@@ -188,14 +189,9 @@ def decode_subscription(data: bytes) -> MemberSubscription:
     in the Java client.
 
     Raises:
-        ConsumerProtocolError: the bytes do not decode.
+        ClassicPayloadError: the bytes do not decode.
     """
-    version = _schema_version(data, "subscription")
-    cls = _SUBSCRIPTION_CLASSES[version]
-    try:
-        entity, _ = entity_reader(cls)(data[_VERSION.size :], 0)
-    except Exception as exc:
-        raise ConsumerProtocolError(f"undecodable subscription (v{version}): {exc!r}") from exc
+    entity = _decode("subscription", data, _SUBSCRIPTION_CLASSES)
     owned: frozenset[TopicPartition] = frozenset()
     generation = -1
     rack: str | None = None
@@ -225,38 +221,12 @@ def decode_subscription(data: bytes) -> MemberSubscription:
 
 
 def _assignment_entity(assignment: MemberAssignment, version: int) -> _AssignmentEntity:
-    grouped = _grouped(assignment.partitions)
-    if version == 0:
-        return assignment_v0.ConsumerProtocolAssignment(
-            assigned_partitions=tuple(
-                assignment_v0.data.TopicPartition(topic=TopicName(t), partitions=_i32s(ps))
-                for t, ps in grouped
-            ),
-            user_data=assignment.user_data,
-        )
-    if version == 1:
-        return assignment_v1.ConsumerProtocolAssignment(
-            assigned_partitions=tuple(
-                assignment_v1.data.TopicPartition(topic=TopicName(t), partitions=_i32s(ps))
-                for t, ps in grouped
-            ),
-            user_data=assignment.user_data,
-        )
-    if version == 2:
-        return assignment_v2.ConsumerProtocolAssignment(
-            assigned_partitions=tuple(
-                assignment_v2.data.TopicPartition(topic=TopicName(t), partitions=_i32s(ps))
-                for t, ps in grouped
-            ),
-            user_data=assignment.user_data,
-        )
-    return assignment_v3.ConsumerProtocolAssignment(
-        assigned_partitions=tuple(
-            assignment_v3.data.TopicPartition(topic=TopicName(t), partitions=_i32s(ps))
-            for t, ps in grouped
-        ),
+    module = _ASSIGNMENT_MODULES[version]
+    entity: _AssignmentEntity = module.ConsumerProtocolAssignment(
+        assigned_partitions=_topic_partitions(module, assignment.partitions),
         user_data=assignment.user_data,
     )
+    return entity
 
 
 def encode_assignment(assignment: MemberAssignment, version: int = HIGHEST_VERSION) -> bytes:
@@ -265,30 +235,17 @@ def encode_assignment(assignment: MemberAssignment, version: int = HIGHEST_VERSI
     Raises:
         ValueError: ``version`` outside 0..3.
     """
-    _check_write_version(version)
-    buf = io.BytesIO()
-    buf.write(_VERSION.pack(version))
-    try:
-        entity = _assignment_entity(assignment, version)
-        entity_writer(type(entity))(buf, entity)
-    except Exception as exc:
-        raise ConsumerProtocolError(f"cannot encode assignment: {exc!r}") from exc
-    return buf.getvalue()
+    return _encode("assignment", version, lambda: _assignment_entity(assignment, version))
 
 
 def decode_assignment(data: bytes) -> MemberAssignment:
     """The assignment in a SyncGroup member state, of any version.
 
     Raises:
-        ConsumerProtocolError: the bytes do not decode (fewer than two bytes
+        ClassicPayloadError: the bytes do not decode (fewer than two bytes
             included: Java refuses those too, naming a buggy leader assignor).
     """
-    version = _schema_version(data, "assignment")
-    cls = _ASSIGNMENT_CLASSES[version]
-    try:
-        entity, _ = entity_reader(cls)(data[_VERSION.size :], 0)
-    except Exception as exc:
-        raise ConsumerProtocolError(f"undecodable assignment (v{version}): {exc!r}") from exc
+    entity = _decode("assignment", data, _ASSIGNMENT_CLASSES)
     return MemberAssignment(
         partitions=frozenset(
             TopicPartition(str(tp.topic), int(p))
