@@ -15,9 +15,11 @@ the last test greps them for the module's secrets.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,6 +43,9 @@ from kgroup.testing.security import (
     TestCertificateAuthority,
     unsecured_jwt,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from peers import PeerGroup, balanced, check_exclusive
 
 pytestmark = pytest.mark.integration
 
@@ -405,6 +410,49 @@ def test_mixed_group_of_kgroup_and_confluent_kafka_on_sasl_ssl(
     finally:
         peer.close()
     assert values <= got | peer_got
+
+
+def test_mixed_group_of_kgroup_librdkafka_and_java_members_on_sasl_ssl(
+    secured: SecuredKafkaBroker, make_group_id: MakeGroupId
+) -> None:
+    # Each member in a process of its own (tests/peers), all on SASL_SSL with
+    # SCRAM-SHA-512 as alice; the Java client takes the Java spelling of the keys.
+    group = make_group_id()
+    topic = "secured-peers"
+    partitions, per_partition = 6, 20
+    _topic(secured, topic, partitions * per_partition, partitions=partitions)
+    secured.allow("alice", group=group, topic=topic)
+    conf = secured.client_config("sasl-scram", user="alice")
+    python_conf = {k: str(v) for k, v in conf.items() if k != "bootstrap.servers"}
+    java_conf = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="alice" password="{secured.passwords["alice"]}";'
+        ),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(secured.ca.ca_path),
+    }
+    with PeerGroup(str(conf["bootstrap.servers"])) as peers:
+        members = [
+            peers.start(kind, group, name=kind, config=config, topic=topic)
+            for kind, config in (
+                ("kgroup", python_conf),
+                ("librdkafka", python_conf),
+                ("java", java_conf),
+            )
+        ]
+        peers.wait(lambda: balanced(members, partitions), 90, "three members to split 6 partitions")
+        want = {(p, o) for p in range(partitions) for o in range(per_partition)}
+
+        def consumed() -> set[tuple[int, int]]:
+            return {(p, o) for m in members for p, o, _ in m.records()}
+
+        peers.wait(lambda: consumed() >= want, 60, "every record to be consumed")
+        for member in members:
+            member.close()
+        check_exclusive(members)
 
 
 def test_printed_client_config_masks_the_password(
