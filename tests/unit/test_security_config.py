@@ -467,3 +467,20 @@ def test_sasl_authenticator_repr_shows_no_secret() -> None:
     )
     assert config.sasl is not None
     assert PASSWORD not in repr(SaslAuthenticator(config.sasl))
+
+
+# --- the CLI ----------------------------------------------------------------------------
+
+
+def test_cli_accepts_security_profiles_for_a_single_node(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kgroup.cli import build_parser, main  # noqa: PLC0415 - keeps the module light
+
+    args = build_parser().parse_args(["broker", "up", "--security", "mtls"])
+    assert args.security == "mtls"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["broker", "up", "--security", "kerberos"])
+    monkeypatch.setenv("KGROUP_STATE_DIR", str(tmp_path))
+    assert main(["broker", "up", "--security", "tls", "--nodes", "3"]) != 0
+    assert "single node" in capsys.readouterr().err
