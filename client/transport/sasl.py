@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from kgroup.errors import AuthenticationError, ConfigError, KgroupError
+from kgroup.errors import AuthenticationError, ConfigError
 from kgroup.protocol.sasl import (
     OAuthBearerExchange,
     PlainExchange,
@@ -355,8 +355,5 @@ class SaslAuthenticator:
                 broker=broker,
             )
         assert self.tokens is not None
-        try:
-            token = await self.tokens.token(broker)
-        except KgroupError:
-            raise
+        token = await self.tokens.token(broker)
         return OAuthBearerExchange(token.value.reveal(), token.extensions, broker=broker)

@@ -344,9 +344,6 @@ class SecurityConfig:
             return None
         return (self.tls or TlsSettings()).create_context()
 
-    def require_supported(self) -> None:
-        """Kept for callers of the earlier seam: every protocol is supported now."""
-
     def librdkafka_config(self) -> dict[str, object]:
         """The same settings in librdkafka's keys, for the data plane.
 
