@@ -5,6 +5,8 @@ Subcommands so far::
     kgroup broker up [--nodes N] [--override key=value ...] [--version V]
     kgroup broker status
     kgroup broker down
+    kgroup groups list | describe GROUP | lag GROUP
+    kgroup migrate check GROUP | plan GROUP
 
 ``broker up`` starts a Kafka broker (or cluster) from :mod:`kgroup.testing`
 in the background, detached from this process, and prints only its bootstrap
@@ -30,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from kgroup.cli_groups import add_group_commands, add_migrate_commands
 from kgroup.demo import DemoFailedError, run_demo
 from kgroup.errors import HarnessError, KgroupError
 
@@ -352,6 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_broker_commands(subparsers)
     _add_demo_command(subparsers)
+    add_group_commands(subparsers)
+    add_migrate_commands(subparsers)
     return parser
 
 
