@@ -210,6 +210,8 @@ def _describe_text(group: GroupDescription) -> str:
     if not group.members:
         return "\n".join(lines)
     lines.append("")
+    headers: tuple[str, ...]
+    rows: list[tuple[str, ...]]
     if group.group_epoch is not None:
         headers = (
             "MEMBER-ID",
