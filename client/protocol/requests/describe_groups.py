@@ -19,7 +19,7 @@ import kio.schema.describe_groups.v5.response as v5
 import kio.schema.describe_groups.v6.response as v6
 from kio.static.protocol import RequestPayload
 
-from kgroup.membership import MemberAssignment, MemberSubscription
+from kgroup.membership import ClassicAssignment, MemberSubscription
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.classic_payload import (
     ClassicPayloadError,
@@ -81,7 +81,7 @@ class DescribedClassicMember:
     assignment: bytes
     subscription: MemberSubscription | None = None
     subscription_version: int | None = None
-    decoded_assignment: MemberAssignment | None = None
+    decoded_assignment: ClassicAssignment | None = None
     payload_error: str | None = None
 
 
@@ -123,7 +123,7 @@ def _member(m: _Member, consumer: bool) -> DescribedClassicMember:
     metadata, assignment = bytes(m.member_metadata), bytes(m.member_assignment)
     subscription: MemberSubscription | None = None
     version: int | None = None
-    decoded: MemberAssignment | None = None
+    decoded: ClassicAssignment | None = None
     error: str | None = None
     if consumer:
         try:
