@@ -46,8 +46,12 @@ if TYPE_CHECKING:
 __all__ = [
     "add_group_commands",
     "add_migrate_commands",
+    "describe_text",
     "format_assignment",
     "jsonable",
+    "lag_text",
+    "plan_text",
+    "report_text",
     "resolve_bootstrap_servers",
 ]
 
@@ -192,7 +196,9 @@ def _groups_list(args: argparse.Namespace) -> int:
     return _OK
 
 
-def _describe_text(group: GroupDescription) -> str:
+def describe_text(group: GroupDescription) -> str:
+    """A group as ``kgroup groups describe`` prints it: a summary, then a member table
+    (with epochs and targets for a consumer group, assignor user data for a classic one)."""
     lines = [
         f"Group {group.group_id}: {group.group_type.value} group, state {group.state}, "
         f"protocol type {_dash(group.protocol_type)}",
@@ -277,11 +283,12 @@ def _groups_describe(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(group)
     else:
-        print(_describe_text(group))
+        print(describe_text(group))
     return _OK
 
 
-def _lag_text(lag: GroupLag) -> str:
+def lag_text(lag: GroupLag) -> str:
+    """A group's lag as ``kgroup groups lag`` prints it: a summary, then one row per partition."""
     group = lag.group
     head = (
         f"Group {group.group_id}: {group.group_type.value} group, state {group.state}, "
@@ -327,7 +334,7 @@ def _groups_lag(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(lag)
     else:
-        print(_lag_text(lag))
+        print(lag_text(lag))
     return _OK
 
 

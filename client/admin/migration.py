@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from kgroup.admin.model import BrokerInfo, GroupDescription, GroupType, MemberDescription
-from kgroup.admin.regex import evaluate_regex
+from kgroup.admin.regex import RegexVerdict, evaluate_regex
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.cluster import frozen_map
 
@@ -684,14 +684,35 @@ def _assignment_movement(classic: str, remote: str) -> str:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _RegexEffect:
+    verdict: RegexVerdict
+    dropped: frozenset[str]
+    added: frozenset[str]
+
+
+def _regex_effect(facts: MigrationFacts, pattern: str) -> _RegexEffect:
+    """What rolling changes for a regex subscription: topics consumed now that the
+    broker's full match drops, and topics it adds."""
+    verdict = evaluate_regex(pattern, facts.topics)
+    group = facts.group
+    if group is not None and group.members:
+        # What the members consume now, among the topics this regex can have given them
+        # (a partial match is the widest rule any classic client used).
+        current = frozenset(t for m in group.members for t in m.subscribed_topics)
+        before = current & verdict.partial_match
+    else:
+        # Nobody to ask: judge against what a partial-matching classic client resolves.
+        before = verdict.partial_match
+    return _RegexEffect(verdict, before - verdict.full_match, verdict.full_match - before)
+
+
 def _check_regexes(facts: MigrationFacts) -> list[Finding]:
     findings: list[Finding] = []
     group = facts.group
-    current: frozenset[str] | None = None
-    if group is not None and group.members:
-        current = frozenset(t for m in group.members for t in m.subscribed_topics)
     for pattern in facts.regexes:
-        verdict = evaluate_regex(pattern, facts.topics)
+        effect = _regex_effect(facts, pattern)
+        verdict, dropped, added = effect.verdict, effect.dropped, effect.added
         if verdict.error is not None:
             findings.append(
                 Finding(
@@ -705,11 +726,6 @@ def _check_regexes(facts: MigrationFacts) -> list[Finding]:
                 )
             )
             continue
-        # What the members consume now: their resolved subscriptions when the group
-        # shows them, else what a partial-matching classic client would resolve.
-        before = verdict.partial_match if current is None else current & verdict.partial_match
-        dropped = before - verdict.full_match
-        added = verdict.full_match - before
         fix = (
             f"Subscribe with {verdict.suggestion!r}, which matches the same topics in full."
             if verdict.suggestion
@@ -839,9 +855,9 @@ def plan_migration(facts: MigrationFacts, report: MigrationReport | None = None)
     set_keys = {"group.protocol": "consumer", "group.remote.assignor": _suggested_remote(facts)}
     changes: dict[str, str] = {}
     for pattern in facts.regexes:
-        verdict = evaluate_regex(pattern, facts.topics)
-        if verdict.suggestion is not None:
-            changes[pattern] = verdict.suggestion
+        effect = _regex_effect(facts, pattern)
+        if effect.dropped and effect.verdict.suggestion is not None:
+            changes[pattern] = effect.verdict.suggestion
     notes = [
         "Every member must use the same group.remote.assignor (or leave it unset).",
         "Keep group.instance.id on static members; stop the old process before starting "
