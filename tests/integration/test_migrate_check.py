@@ -74,8 +74,9 @@ def codes(report: dict[str, Any], severity: str) -> set[str]:
 
 
 def finding(report: dict[str, Any], code: str) -> dict[str, Any]:
-    (found,) = [f for f in report["findings"] if f["code"] == code]
-    return found
+    found: list[dict[str, Any]] = [f for f in report["findings"] if f["code"] == code]
+    assert len(found) == 1, report
+    return found[0]
 
 
 def probe_upgrade(bootstrap: str, group: str, topic: str) -> HeartbeatResponse:
