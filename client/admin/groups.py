@@ -278,7 +278,16 @@ async def describe_group(client: KafkaClient, group_id: str) -> GroupDescription
         consumer = await _describe_consumer(client, group_id)
         if consumer is not None:
             return _consumer_description(*consumer)
-        classic, coordinator = await _describe_classic(client, group_id)
+        try:
+            classic, coordinator = await _describe_classic(client, group_id)
+        except GroupIdNotFoundError:
+            # The group may have been converted between the two requests (a
+            # consumer-protocol member joined): DescribeGroups then answers "not a
+            # classic group". Ask ConsumerGroupDescribe once more before giving up.
+            consumer = await _describe_consumer(client, group_id)
+            if consumer is not None:
+                return _consumer_description(*consumer)
+            raise
         if classic.state == "Dead":
             raise GroupIdNotFoundError(
                 int(ErrorCode.group_id_not_found),
