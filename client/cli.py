@@ -7,6 +7,8 @@ Subcommands so far::
     kgroup broker status [--name NAME]
     kgroup broker down [--name NAME] [--timeout S]
     kgroup topics create|produce NAME ...    (see kgroup.cli_topics)
+    kgroup groups list | describe GROUP | lag GROUP
+    kgroup migrate check GROUP | plan GROUP
     kgroup demo
 
 ``broker up`` starts a Kafka broker (or cluster) from :mod:`kgroup.testing`
@@ -39,6 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from kgroup.cli_groups import add_group_commands, add_migrate_commands
 from kgroup.cli_topics import add_topics_commands
 from kgroup.errors import ConfigError, HarnessError, KgroupError
 from kgroup.testing._lifecycle import StopHow, StopOutcome
@@ -629,6 +632,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_broker_commands(subparsers)
     add_topics_commands(subparsers, recorded_bootstrap_servers, broker_name)
     _add_demo_command(subparsers)
+    add_group_commands(subparsers)
+    add_migrate_commands(subparsers)
     return parser
 
 
