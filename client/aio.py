@@ -135,6 +135,7 @@ class AsyncConsumer(ConsumerBase):
                     driver.abort()
                 await driver.wait_closed(10.0)
         finally:
+            front.end_close()
             self._dataplane.close()
 
     # ------------------------------------------------------------- identity

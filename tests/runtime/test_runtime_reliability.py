@@ -1,0 +1,68 @@
+"""Reliability fixes (issue 10) through the fake broker, asyncio and trio, both protocols."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+from kgroup import AsyncConsumer
+from kgroup.dataplane import Record
+from kgroup.testing.fake import FakeBroker
+from kgroup.types import TopicPartition
+
+from .helpers import consumer_config, drive, next_offsets, produce_each, tps
+
+pytestmark = pytest.mark.anyio
+
+CLASSIC = {
+    "group.protocol": "classic",
+    "session.timeout.ms": 2_000,
+    "heartbeat.interval.ms": 100,
+}
+PROTOCOLS = pytest.mark.parametrize(
+    "protocol", [{"group.protocol": "consumer"}, CLASSIC], ids=["consumer", "classic"]
+)
+
+
+@PROTOCOLS
+@pytest.mark.parametrize("how", ["commit", "commit_async"])
+async def test_commit_in_revoke_callback_during_close_is_accepted_and_resumed_from(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any], how: str
+) -> None:
+    broker.create_topic("orders", 2)
+    produce_each(broker, "orders", 2, 5)
+    config = consumer_config(broker, group_id, **protocol, **{"enable.auto.commit": False})
+    got: dict[AsyncConsumer, list[Record]] = defaultdict(list)
+    results: list[tuple[dict[TopicPartition, int], BaseException | None]] = []
+
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as first:
+
+        class CommitOnRevoke:
+            async def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+                done = next_offsets(got[first])
+                mine = {tp: done[tp] for tp in partitions if tp in done}
+                if how == "commit":
+                    results.append((await first.commit(mine), None))
+                else:
+                    first.commit_async(mine, callback=lambda o, e: results.append((o, e)))
+
+        first.subscribe(["orders"], listener=CommitOnRevoke())
+        await drive(first, until=lambda: len(got[first]) == 10, sink=got)
+        # Nothing committed yet: whatever is committed below came from close().
+        assert broker.committed(group_id) == {}
+    # Leaving the block closed the consumer, which ran the revoke callback.
+
+    everything = {tp: 5 for tp in tps("orders", 0, 1)}
+    if how == "commit":
+        assert results == [(everything, None)]
+    assert broker.committed(group_id) == everything
+
+    # A new member resumes after the commit: it reads only what came later.
+    broker.produce("orders", 0, b"after")
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as second:
+        second.subscribe(["orders"])
+        assert await second.committed(sorted(everything)) == everything
+        await drive(second, until=lambda: len(got[second]) == 1, sink=got)
+        assert [(r.partition(), r.offset(), r.value()) for r in got[second]] == [(0, 5, b"after")]
