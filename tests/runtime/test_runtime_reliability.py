@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -35,7 +36,7 @@ async def test_commit_in_revoke_callback_during_close_is_accepted_and_resumed_fr
     produce_each(broker, "orders", 2, 5)
     config = consumer_config(broker, group_id, **protocol, **{"enable.auto.commit": False})
     got: dict[AsyncConsumer, list[Record]] = defaultdict(list)
-    results: list[tuple[dict[TopicPartition, int], BaseException | None]] = []
+    results: list[tuple[Mapping[TopicPartition, int], BaseException | None]] = []
 
     async with AsyncConsumer(config, dataplane=broker.dataplane()) as first:
 

@@ -324,7 +324,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
 
     def _poll_expired(self, now: float, acts: list[_Action]) -> None:
         self._warn_poll_expired(self._cfg.max_poll_interval_ms)
-        lost = self._names(self._owned)
+        lost = self._names(self._still_owned_unreported())
         self._abort_reconciliation()
         self._stop_all(acts)
         self._clear_assignment()
@@ -754,6 +754,19 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             self._release_deadline = None
             self._release_revoke(acts)
 
+    def _still_owned_unreported(self) -> frozenset[TopicIdPartition]:
+        """What a lost callback reports now: the owned partitions not already revoked.
+
+        A revoke callback handed to the runtime has told the application those
+        partitions are gone (it may still be running); reporting them lost as
+        well would break "callbacks are deltas". Call before aborting the
+        reconciliation.
+        """
+        rec = self._rec
+        if rec is not None and rec.step is Step.REVOKE:
+            return self._owned - rec.revoked
+        return self._owned
+
     def _abort_reconciliation(self) -> None:
         # Outstanding commit / callback outcomes are ignored from now on (token mismatch).
         self._rec = None
@@ -803,8 +816,8 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         self, code: int, name: str, message: str | None, unsupported: bool, acts: list[_Action]
     ) -> None:
         prev = self._state
+        lost = self._names(self._still_owned_unreported())
         self._abort_reconciliation()
-        lost = self._names(self._owned)
         self._go(Trigger.FATAL_ERROR)
         log.error(
             "group %s member %s: fatal heartbeat error %s: %s",
