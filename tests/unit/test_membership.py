@@ -1493,3 +1493,25 @@ def test_two_newer_targets_during_one_step_use_the_latest() -> None:
     assert acts[0] == StartFetching(tps("b-1"))
     [ack] = heartbeats(acts)
     assert (ack.member_epoch, ack.topic_partitions) == (4, tips({A: [1], B: [1]}))
+
+
+def test_poll_timer_expiry_during_a_revoke_callback_reports_only_the_rest_lost() -> None:
+    h = Harness(max_poll_interval_ms=10_000, auto_commit=False)
+    h.stable({A: [0, 1, 2, 3]})
+    h.tick(3.0)
+    acts = h.respond(2, {A: [0, 1, 2]})  # the slow revoke callback of a-3 is handed out
+    revoked = h.callbacks[-1]
+    assert revoked == RunCallback(CallbackKind.REVOKED, revoked.token, tps("a-3"))
+    acts = h.tick(10.0)  # the poll timer expires while that callback runs
+    lost = h.callbacks[-1]
+    assert h.state() is S.STALE
+    # Callbacks are deltas: a-3 was already reported revoked, so it is not lost too.
+    assert only(acts, RunCallback) == [
+        RunCallback(CallbackKind.LOST, lost.token, tps("a-0", "a-1", "a-2"))
+    ]
+    assert h.m.assignment == frozenset()
+    # The revoke callback finishing later changes nothing; the lost one lets it rejoin.
+    assert h.callback(CallbackKind.REVOKED) == []
+    h.do(PollCalled(), at=11.0)
+    acts = h.callback(CallbackKind.LOST)
+    assert h.state() is S.JOINING
