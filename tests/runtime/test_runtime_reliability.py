@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 
 from kgroup import AsyncConsumer
 from kgroup.dataplane import Record
+from kgroup.protocol import ApiKey
 from kgroup.testing.fake import FakeBroker
 from kgroup.types import TopicPartition
 
@@ -67,3 +69,41 @@ async def test_commit_in_revoke_callback_during_close_is_accepted_and_resumed_fr
         assert await second.committed(sorted(everything)) == everything
         await drive(second, until=lambda: len(got[second]) == 1, sink=got)
         assert [(r.partition(), r.offset(), r.value()) for r in got[second]] == [(0, 5, b"after")]
+
+
+def _busy(seconds: float) -> None:
+    """Synchronous work that holds the event loop (the application's processing)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+@PROTOCOLS
+async def test_processing_buffered_records_without_awaiting_still_heartbeats_and_commits(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any]
+) -> None:
+    broker.create_topic("orders", 1)
+    config = consumer_config(broker, group_id, **protocol)
+    got: list[Record] = []
+    results: list[BaseException | None] = []
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+        consumer.subscribe(["orders"])
+        await drive(consumer, until=lambda: len(consumer.assignment()) == 1)
+        produce_each(broker, "orders", 1, 1_000)
+        await drive(consumer, until=lambda: len(got) >= 1, sink={consumer: got})
+        consumer.commit_async(callback=lambda _offsets, error: results.append(error))
+        start = time.monotonic()  # the fake's clock
+        # 1,000 records at 0.5 ms each (0.5 s or more: many heartbeat intervals of 100 ms),
+        # and nothing awaited but poll() itself, whose records are all buffered.
+        while len(got) < 1_000:
+            record = await consumer.poll(1.0)
+            assert record is not None
+            got.append(record)
+            _busy(0.0005)
+        end = time.monotonic()
+
+        heartbeat_key = ApiKey.HEARTBEAT if protocol is CLASSIC else ApiKey.CONSUMER_GROUP_HEARTBEAT
+        beats = [r.at for r in broker.requests_of(heartbeat_key) if start <= r.at <= end]
+        # The interval is 100 ms: at least half of the expected heartbeats went out.
+        assert len(beats) >= (end - start) / 0.1 / 2
+        assert results == [None]
