@@ -59,9 +59,13 @@ from kgroup.dataplane.librdkafka import DataPlaneError
 from kgroup.errors import (
     AuthorizationError,
     BrokerError,
+    CommitFailedError,
+    IllegalGenerationError,
     KgroupError,
+    RebalanceInProgressError,
     RequestTimeoutError,
     TopicAuthorizationFailedError,
+    UnknownMemberIdError,
 )
 from kgroup.listener import listener_method
 from kgroup.membership import (
@@ -140,6 +144,10 @@ def open_kafka_client(config: ConsumerConfig) -> AbstractAsyncContextManager[Tra
         backoff=Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms),
         security=config.security,
     )
+
+
+_REBALANCED_CLASSIC = (IllegalGenerationError, UnknownMemberIdError, RebalanceInProgressError)
+"""Errors refusing a classic commit because the generation ended: CommitFailedError."""
 
 
 @dataclass(slots=True)
@@ -614,7 +622,18 @@ class Driver:
         budget = self.request_timeout if timeout is None else timeout
         deadline = anyio.current_time() + budget
         manager = await self._connected(deadline)
-        return await manager.commit(chosen, deadline=deadline)
+        if self.session.group_protocol is not GroupProtocol.CLASSIC:
+            return await manager.commit(chosen, deadline=deadline)
+        try:
+            return await manager.commit(
+                chosen, deadline=deadline, retry_rebalance_in_progress=False
+            )
+        except _REBALANCED_CLASSIC as exc:
+            # Read as fatal otherwise; it is the normal end of a generation.
+            raise CommitFailedError(
+                f"commit of {sorted(chosen)} failed: the group rebalanced ({exc}); the "
+                "partitions may have moved to another member; poll again and continue"
+            ) from exc
 
     async def _connected(self, deadline: float) -> OffsetManager:
         # Before run() bootstrapped there is no client yet: wait for it (or its failure).

@@ -8,9 +8,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from kgroup import AsyncConsumer
 from kgroup.dataplane import Record
+from kgroup.errors import CommitFailedError, IllegalGenerationError, RebalanceInProgressError
 from kgroup.protocol import ApiKey
 from kgroup.testing.fake import FakeBroker
 from kgroup.types import TopicPartition
@@ -107,3 +109,35 @@ async def test_processing_buffered_records_without_awaiting_still_heartbeats_and
         # The interval is 100 ms: at least half of the expected heartbeats went out.
         assert len(beats) >= (end - start) / 0.1 / 2
         assert results == [None]
+
+
+@pytest.mark.parametrize(
+    ("code", "cause"),
+    [
+        (ErrorCode.illegal_generation, IllegalGenerationError),
+        (ErrorCode.rebalance_in_progress, RebalanceInProgressError),
+    ],
+)
+async def test_classic_commit_refused_by_a_rebalance_is_a_retriable_commit_failed_error(
+    broker: FakeBroker, group_id: str, code: ErrorCode, cause: type[BaseException]
+) -> None:
+    broker.create_topic("orders", 1)
+    broker.produce("orders", 0, b"a")
+    got: list[Record] = []
+    async with AsyncConsumer(
+        consumer_config(broker, group_id, **CLASSIC), dataplane=broker.dataplane()
+    ) as consumer:
+        consumer.subscribe(["orders"])
+        await drive(consumer, until=lambda: len(got) == 1, sink={consumer: got})
+        refuse = broker.intercept(ApiKey.OFFSET_COMMIT, lambda _seen: code)
+
+        with pytest.raises(CommitFailedError, match="rebalanced") as failed:
+            await consumer.commit()
+        assert isinstance(failed.value.__cause__, cause)
+        assert len(refuse.calls) == 1  # refused at once, not retried until the timeout
+
+        # Not fatal: the application polls again and its next commit lands.
+        refuse.remove()
+        assert await consumer.consume(1, 0.05) == []
+        assert await consumer.commit() == {TopicPartition("orders", 0): 1}
+        assert broker.committed(group_id) == {TopicPartition("orders", 0): 1}
