@@ -14,10 +14,10 @@ from kgroup import AsyncConsumer
 from kgroup.dataplane import Record
 from kgroup.errors import CommitFailedError, IllegalGenerationError, RebalanceInProgressError
 from kgroup.protocol import ApiKey
-from kgroup.testing.fake import FakeBroker
+from kgroup.testing.fake import FakeBroker, SeenRequest, Verdict
 from kgroup.types import TopicPartition
 
-from .helpers import consumer_config, drive, next_offsets, produce_each, tps
+from .helpers import Recorder, consumer_config, drive, next_offsets, produce_each, told, tps
 
 pytestmark = pytest.mark.anyio
 
@@ -141,3 +141,53 @@ async def test_classic_commit_refused_by_a_rebalance_is_a_retriable_commit_faile
         assert await consumer.consume(1, 0.05) == []
         assert await consumer.commit() == {TopicPartition("orders", 0): 1}
         assert broker.committed(group_id) == {TopicPartition("orders", 0): 1}
+
+
+async def test_member_without_heartbeats_for_a_session_timeout_self_fences_and_rejoins(
+    anyio_backend: str, group_id: str
+) -> None:
+    async with FakeBroker(session_timeout_ms=1_000) as broker:
+        broker.create_topic("orders", 2)
+        listener = Recorder()
+        config = consumer_config(
+            broker,
+            group_id,
+            **{"request.timeout.ms": 300, "group.consumer.session.timeout.ms": 1_000},
+        )
+        async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+            consumer.subscribe(["orders"], listener=listener)
+            await drive(consumer, until=lambda: told(consumer, listener, 2))
+
+            def in_group(seen: SeenRequest) -> bool:
+                epoch: int = seen.request.member_epoch
+                return epoch > 0
+
+            # The coordinator stops answering this member's heartbeats (a network partition).
+            stall = broker.intercept(
+                ApiKey.CONSUMER_GROUP_HEARTBEAT,
+                lambda _seen: Verdict.NO_ANSWER,
+                times=None,
+                when=in_group,
+            )
+            await drive(consumer, until=lambda: bool(listener.of("lost")))
+            lost_at = time.monotonic()
+            answered = [
+                r.at
+                for r in broker.requests_of(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+                if r.at < stall.calls[0].at
+            ]
+            # Lost within a session timeout (plus a poll slice) of the last answered heartbeat,
+            # without hearing from the broker, and nothing committed for the lost partitions.
+            assert lost_at - max(answered) < 1.0 + 0.5
+            assert listener.events == [
+                ("assigned", tps("orders", 0, 1)),
+                ("lost", tps("orders", 0, 1)),
+            ]
+            assert consumer.assignment() == frozenset()
+            assert broker.requests_of(ApiKey.OFFSET_COMMIT) == []
+
+            # The partition heals: the member rejoins and owns its partitions again.
+            stall.remove()
+            await drive(consumer, until=lambda: told(consumer, listener, 2))
+            assert listener.of("assigned") == [tps("orders", 0, 1)] * 2
+            assert consumer.member_epoch > 0
