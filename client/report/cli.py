@@ -135,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
                 f"{module} is not installed; kgroup report needs the report extra: "
                 "pip install 'kgroup[report]'"
             )
+    # py4j logs every exchange with the JVM at INFO.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     from pyspark.sql import SparkSession  # noqa: PLC0415
 
     from kgroup.report.job import build_session, run_report, summaries_text  # noqa: PLC0415
@@ -195,8 +197,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="kgroup: %(message)s",
     )
-    # py4j logs every gateway command at INFO.
-    logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         return run(args)
     except KgroupError as exc:
