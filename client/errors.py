@@ -7,6 +7,8 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
     ├── ConfigError                  bad or contradictory configuration (also a ValueError)
     ├── KafkaProtocolError           the wire: something the client and broker cannot agree on
     │   ├── MalformedResponseError   bytes that do not decode as the expected response
+    │   │   └── MalformedResponseConnectionError  ... so its connection was closed (retriable;
+    │   │                                          also a KafkaConnectionError)
     │   └── UnsupportedVersionError  no API version both sides support
     ├── TransportError               the network
     │   ├── KafkaConnectionError     connect failed, connection lost
@@ -81,6 +83,7 @@ __all__ = [
     "KafkaProtocolError",
     "KgroupError",
     "LeaderNotAvailableError",
+    "MalformedResponseConnectionError",
     "MalformedResponseError",
     "MemberIdRequiredError",
     "NoBrokersAvailableError",
@@ -142,6 +145,17 @@ class RequestTimeoutError(TransportError):
 
 class NoBrokersAvailableError(TransportError):
     """None of the bootstrap servers could be reached."""
+
+
+class MalformedResponseConnectionError(MalformedResponseError, KafkaConnectionError):
+    """A response did not decode, so kgroup closed the connection it arrived on.
+
+    What a request raises when its response is malformed: a
+    :class:`MalformedResponseError` (what happened, naming the API, version and
+    field) and a :class:`KafkaConnectionError` (what to do: the request may be
+    retried on a new connection, as after any lost connection). The other
+    requests in flight on that connection fail with :class:`KafkaConnectionError`.
+    """
 
 
 class BrokerError(KgroupError):
