@@ -313,7 +313,8 @@ def _worker(until: float, seed: int, slot_path: str) -> None:
     unexpected: list[str] = []
     tried = 0
     with open(slot_path, "r+b") as file, mmap.mmap(file.fileno(), _SLOT) as slot:
-        while time.time() < until:
+        # At least one round, however late the worker started.
+        while tried == 0 or time.time() < until:
             renew = rnd.randrange(len(pool))
             pool[renew] = random_frame(pool_targets[renew], rnd)
             for _ in range(50):
