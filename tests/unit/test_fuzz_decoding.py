@@ -15,6 +15,9 @@ import textwrap
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kio.schema.consumer_group_heartbeat.v0.response import (
+    ConsumerGroupHeartbeatResponse as ConsumerGroupHeartbeatResponseV0,
+)
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 from kio.static.protocol import ResponsePayload
@@ -22,10 +25,8 @@ from kio.static.protocol import ResponsePayload
 from kgroup.errors import MalformedResponseError
 from kgroup.protocol import (
     SUPPORTED_VERSIONS,
-    ApiKey,
     decode_response,
     encode_response,
-    response_class,
 )
 from kgroup.protocol.fuzz import (
     CORRELATION_ID,
@@ -145,7 +146,7 @@ def heartbeat_v0(
     )
 
 
-HEARTBEAT_V0 = response_class(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0)
+HEARTBEAT_V0 = ConsumerGroupHeartbeatResponseV0
 
 
 def test_null_array_the_schema_forbids_is_malformed_though_kio_reads_none() -> None:
