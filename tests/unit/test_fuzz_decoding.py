@@ -153,6 +153,7 @@ def test_null_array_the_schema_forbids_is_malformed_though_kio_reads_none() -> N
     # assignment present (01), topic_partitions null (00), no tags, no tags.
     frame = heartbeat_v0(rest="01000000")
     read, _ = entity_reader(HEARTBEAT_V0)(frame[4:], 5)
+    assert read.assignment is not None
     assert read.assignment.topic_partitions is None  # what kio alone would hand on
     with pytest.raises(
         MalformedResponseError,
