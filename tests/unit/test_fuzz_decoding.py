@@ -154,7 +154,8 @@ def test_null_array_the_schema_forbids_is_malformed_though_kio_reads_none() -> N
     frame = heartbeat_v0(rest="01000000")
     read, _ = entity_reader(HEARTBEAT_V0)(frame[4:], 5)
     assert read.assignment is not None
-    assert read.assignment.topic_partitions is None  # what kio alone would hand on
+    handed_on: object = read.assignment.topic_partitions  # what kio alone hands on: None
+    assert handed_on is None
     with pytest.raises(
         MalformedResponseError,
         match=r"ConsumerGroupHeartbeat v0 response: field assignment\.topic_partitions: "
