@@ -11,7 +11,7 @@ classic payload, since "consumer protocol" names KIP-848's group protocol.
 
 This module converts between those bytes and the plain values of
 :mod:`kgroup.membership` (:class:`~kgroup.membership.MemberSubscription`,
-:class:`~kgroup.membership.MemberAssignment`), so the membership machines never
+:class:`~kgroup.membership.ClassicAssignment`), so the membership machines never
 see kio. As in the Java client, decoding reads any version from 0 up: a version
 newer than kgroup knows is read with the newest known schema (newer versions
 may only add fields at the end), and bytes after the known fields are
@@ -39,7 +39,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
 from kgroup.errors import MalformedResponseError
-from kgroup.membership import MemberAssignment, MemberSubscription
+from kgroup.membership import ClassicAssignment, MemberSubscription
 from kgroup.protocol.requests._common import by_topic
 from kgroup.types import TopicPartition
 
@@ -220,7 +220,7 @@ def decode_subscription(data: bytes) -> MemberSubscription:
 # ------------------------------------------------------------------- assignment
 
 
-def _assignment_entity(assignment: MemberAssignment, version: int) -> _AssignmentEntity:
+def _assignment_entity(assignment: ClassicAssignment, version: int) -> _AssignmentEntity:
     module = _ASSIGNMENT_MODULES[version]
     entity: _AssignmentEntity = module.ConsumerProtocolAssignment(
         assigned_partitions=_topic_partitions(module, assignment.partitions),
@@ -229,7 +229,7 @@ def _assignment_entity(assignment: MemberAssignment, version: int) -> _Assignmen
     return entity
 
 
-def encode_assignment(assignment: MemberAssignment, version: int = HIGHEST_VERSION) -> bytes:
+def encode_assignment(assignment: ClassicAssignment, version: int = HIGHEST_VERSION) -> bytes:
     """``assignment`` as SyncGroup member state: version prefix + body (topics sorted).
 
     Raises:
@@ -238,7 +238,7 @@ def encode_assignment(assignment: MemberAssignment, version: int = HIGHEST_VERSI
     return _encode("assignment", version, lambda: _assignment_entity(assignment, version))
 
 
-def decode_assignment(data: bytes) -> MemberAssignment:
+def decode_assignment(data: bytes) -> ClassicAssignment:
     """The assignment in a SyncGroup member state, of any version.
 
     Raises:
@@ -246,7 +246,7 @@ def decode_assignment(data: bytes) -> MemberAssignment:
             included: Java refuses those too, naming a buggy leader assignor).
     """
     entity = _decode("assignment", data, _ASSIGNMENT_CLASSES)
-    return MemberAssignment(
+    return ClassicAssignment(
         partitions=frozenset(
             TopicPartition(str(tp.topic), int(p))
             for tp in entity.assigned_partitions

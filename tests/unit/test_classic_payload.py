@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kgroup.errors import MalformedResponseError
-from kgroup.membership import MemberAssignment, MemberSubscription
+from kgroup.membership import ClassicAssignment, MemberSubscription
 from kgroup.protocol.classic_payload import (
     HIGHEST_VERSION,
     ClassicPayloadError,
@@ -88,7 +88,7 @@ def test_v0_subscription_drops_the_newer_fields() -> None:
 
 
 def test_assignment_matches_the_bytes_kafkas_java_client_writes() -> None:
-    assignment = MemberAssignment(frozenset({TopicPartition("foo", 1)}))
+    assignment = ClassicAssignment(frozenset({TopicPartition("foo", 1)}))
     assert encode_assignment(assignment) == JAVA_ASSIGNMENT_V3
     assert decode_assignment(JAVA_ASSIGNMENT_V3) == assignment
 
@@ -111,7 +111,7 @@ subscriptions = st.builds(
     rack_id=st.none() | st.text(min_size=1, max_size=6),
 )
 assignments = st.builds(
-    MemberAssignment,
+    ClassicAssignment,
     partitions=partitions,
     user_data=st.none() | st.binary(max_size=16),
 )
@@ -139,7 +139,7 @@ def test_subscription_round_trips_at_every_version(version: int, sub: MemberSubs
 @pytest.mark.parametrize("version", range(HIGHEST_VERSION + 1))
 @given(assignment=assignments)
 def test_assignment_round_trips_at_every_version(
-    version: int, assignment: MemberAssignment
+    version: int, assignment: ClassicAssignment
 ) -> None:
     data = encode_assignment(assignment, version)
     assert read_version(data) == version
@@ -158,7 +158,7 @@ def test_a_newer_subscription_version_is_read_with_the_fields_kgroup_knows(
 
 @given(assignment=assignments, version=st.integers(4, 2**15 - 1), tail=st.binary(max_size=12))
 def test_a_newer_assignment_version_is_read_with_the_fields_kgroup_knows(
-    assignment: MemberAssignment, version: int, tail: bytes
+    assignment: ClassicAssignment, version: int, tail: bytes
 ) -> None:
     data = struct.pack(">h", version) + encode_assignment(assignment)[2:] + tail
     assert decode_assignment(data) == assignment
@@ -194,7 +194,7 @@ def test_encoding_checks_the_version_and_the_values() -> None:
     with pytest.raises(ValueError, match="0..3"):
         encode_subscription(SUBSCRIPTION, version=4)
     with pytest.raises(ValueError, match="0..3"):
-        encode_assignment(MemberAssignment(), version=-1)
-    too_big = MemberAssignment(frozenset({TopicPartition("a", 2**31)}))
+        encode_assignment(ClassicAssignment(), version=-1)
+    too_big = ClassicAssignment(frozenset({TopicPartition("a", 2**31)}))
     with pytest.raises(ClassicPayloadError):
         encode_assignment(too_big)

@@ -12,7 +12,7 @@ import kio.schema.sync_group.v4.response as v4
 import kio.schema.sync_group.v5.response as v5
 from kio.static.protocol import RequestPayload
 
-from kgroup.membership import MemberAssignment, SyncGroupRequest, SyncGroupResponse
+from kgroup.membership import ClassicAssignment, SyncGroupRequest, SyncGroupResponse
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.classic_payload import decode_assignment, encode_assignment
 from kgroup.protocol.negotiation import NegotiatedVersions
@@ -55,7 +55,7 @@ def parse(response: Response) -> SyncGroupResponse:
     """The fields of ``response`` the member needs; its assignment decoded.
 
     An empty assignment (a member the leader gave nothing) is an empty
-    :class:`~kgroup.membership.MemberAssignment`; with an error code set there is none.
+    :class:`~kgroup.membership.ClassicAssignment`; with an error code set there is none.
 
     Raises:
         ClassicPayloadError: the assignment does not decode.
@@ -64,7 +64,7 @@ def parse(response: Response) -> SyncGroupResponse:
     assignment = None
     if code == 0:
         data = bytes(response.assignment)
-        assignment = decode_assignment(data) if data else MemberAssignment()
+        assignment = decode_assignment(data) if data else ClassicAssignment()
     return SyncGroupResponse(
         error_code=code,
         assignment=assignment,

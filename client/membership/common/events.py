@@ -1,17 +1,15 @@
-"""Events: things that happened, fed to :meth:`ConsumerMember.handle`.
+"""Events both members take: things that happened, fed to ``handle(event, now)``.
 
-All events are frozen dataclasses. Heartbeat outcomes echo the ``seq`` of the
-:class:`~kgroup.membership.actions.SendHeartbeat` they answer; callback and
-commit outcomes echo the ``token`` of the action that asked for them. Outcomes
-whose ``seq`` / ``token`` the member no longer waits for (an aborted
-reconciliation, a request sent before a fence) are ignored.
+All events are frozen dataclasses. Request outcomes echo the ``seq`` of the
+action that sent the request; callback and commit outcomes echo the ``token``
+of the action that asked for them. Outcomes whose ``seq`` / ``token`` a member
+no longer waits for (an aborted reconciliation, a request of an abandoned
+round, a request sent before a fence) are ignored.
 """
 
 from __future__ import annotations
 
 import enum
-import uuid
-from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -19,14 +17,11 @@ __all__ = [
     "CallbackKind",
     "CloseRequested",
     "CommitCompleted",
+    "CommonEvent",
     "CoordinatorRediscovered",
-    "Event",
     "FailureKind",
-    "HeartbeatFailed",
-    "HeartbeatResponse",
-    "HeartbeatResponseReceived",
-    "MetadataUpdated",
     "PollCalled",
+    "RequestFailed",
     "SubscriptionChanged",
     "TimerTick",
     "Unsubscribe",
@@ -42,29 +37,13 @@ class CallbackKind(enum.Enum):
 
 
 class FailureKind(enum.Enum):
-    """Why a heartbeat request got no response."""
+    """Why a request got no response."""
 
     TIMEOUT = "timeout"
     DISCONNECTED = "disconnected"
-    # The broker supports no version of ConsumerGroupHeartbeat (learned from
-    # ApiVersions): the trigger of the classic fallback with group.protocol=auto.
+    # The broker supports no version of the API (learned from ApiVersions); for
+    # ConsumerGroupHeartbeat the trigger of the classic fallback of group.protocol=auto.
     UNSUPPORTED_VERSION = "unsupported version"
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatResponse:
-    """The fields of a ConsumerGroupHeartbeat response the member needs.
-
-    ``assignment`` is None when the response carries no Assignment (no
-    change); otherwise it is the complete target, topic id -> partitions.
-    """
-
-    error_code: int = 0
-    error_message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 5000
-    assignment: Mapping[uuid.UUID, Collection[int]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +51,8 @@ class SubscriptionChanged:
     """The application subscribed to topic names or a (RE2J) regex.
 
     No names and no pattern means "subscribed to nothing", as :class:`Unsubscribe`.
+    The classic member takes topic names only: the runtime resolves a pattern
+    against metadata and reports the matching names.
     """
 
     topics: frozenset[str] = frozenset()
@@ -89,27 +70,18 @@ class PollCalled:
 
 
 @dataclass(frozen=True, slots=True)
-class HeartbeatResponseReceived:
-    """A response arrived for the heartbeat sent with ``seq``."""
+class RequestFailed:
+    """The coordinator request sent with ``seq`` got no response (transport error or timeout).
 
-    seq: int
-    response: HeartbeatResponse
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatFailed:
-    """The heartbeat sent with ``seq`` got no response (transport error or timeout)."""
+    The new-protocol member knows it as
+    :data:`~kgroup.membership.consumer.HeartbeatFailed` (its only request is
+    the heartbeat); the classic member's requests are JoinGroup, SyncGroup,
+    Heartbeat and LeaveGroup.
+    """
 
     seq: int
     kind: FailureKind
     detail: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class MetadataUpdated:
-    """Topic ids and names learned from metadata (merged into what the member knows)."""
-
-    topic_names: Mapping[uuid.UUID, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +110,7 @@ class CloseRequested:
 
 @dataclass(frozen=True, slots=True)
 class TimerTick:
-    """A deadline from :meth:`ConsumerMember.next_deadline` was reached."""
+    """A deadline from the member's ``next_deadline()`` was reached."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,16 +118,15 @@ class CoordinatorRediscovered:
     """After a RediscoverCoordinator action: the coordinator is known again."""
 
 
-Event = (
+CommonEvent = (
     SubscriptionChanged
     | Unsubscribe
     | PollCalled
-    | HeartbeatResponseReceived
-    | HeartbeatFailed
-    | MetadataUpdated
+    | RequestFailed
     | CallbackCompleted
     | CommitCompleted
     | CloseRequested
     | TimerTick
     | CoordinatorRediscovered
 )
+"""The events both members take."""

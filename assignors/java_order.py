@@ -1,4 +1,8 @@
-"""Java semantics the broker's assignors depend on: hash codes, HashMap order, Uuid order.
+"""Java semantics the Java assignors depend on: hash codes, HashMap order, Uuid order.
+
+Public so that an assignor written in Python can match a Java one where the
+outcome hangs on iteration order (kgroup's ``sticky`` and the consumer-protocol
+assignors use it for that).
 
 The broker's assignors iterate ``HashMap``s and ``HashSet``s, so which member gets
 an extra partition depends on Java's iteration order. To reproduce the broker's

@@ -1,6 +1,6 @@
-"""The new-protocol (KIP-848) assignor interface, and the broker's two assignors in Python.
+"""The consumer protocol's (KIP-848) assignor interface, and the broker's two assignors in Python.
 
-With the new consumer group protocol the group coordinator computes the
+With the consumer group protocol of KIP-848 the group coordinator computes the
 assignment; Apache Kafka brokers ship two assignors, ``uniform`` (the default)
 and ``range``, and load no client-side ones. :class:`PartitionAssignor` is the
 interface KIP-848 describes (name, version range, metadata, ``assign(spec)``,
@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
-from kgroup.assignors._java import (
+from kgroup.assignors.classic import GroupMetadata
+from kgroup.assignors.java_order import (
     grown_capacity,
     hash_order,
     java_string_hash,
@@ -36,7 +37,6 @@ from kgroup.assignors._java import (
     presized_capacity,
     uuid_order_key,
 )
-from kgroup.assignors.classic import GroupMetadata
 from kgroup.errors import AssignorError
 from kgroup.types import TopicIdPartition
 
@@ -106,7 +106,7 @@ class MemberSpec:
 
 @dataclass(frozen=True, slots=True)
 class AssignmentSpec:
-    """The input of a new-protocol assignor: the members and the subscribed topics.
+    """The input of a consumer-protocol assignor: the members and the subscribed topics.
 
     ``members`` is keyed by member id, ``topics`` by topic id. A subscribed topic
     missing from ``topics`` does not exist (the assignors raise AssignorError).
@@ -168,7 +168,7 @@ class MemberAssignment:
 
 @dataclass(frozen=True, slots=True)
 class TargetAssignment:
-    """The output of a new-protocol assignor (KIP-848's ``GroupAssignment``).
+    """The output of a consumer-protocol assignor (KIP-848's ``GroupAssignment``).
 
     A member missing from ``members`` gets nothing.
     """
@@ -189,7 +189,7 @@ class TargetAssignment:
 
 @runtime_checkable
 class PartitionAssignor(Protocol):
-    """A new-protocol assignor, as KIP-848 describes the interface.
+    """A consumer-protocol assignor, as KIP-848 describes the interface.
 
     ``assign`` is pure and must give every partition of every subscribed topic to
     exactly one member subscribed to its topic. ``min_version``/``max_version``

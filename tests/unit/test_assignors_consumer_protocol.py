@@ -1,4 +1,4 @@
-"""The new-protocol assignors against the outcomes the broker's own tests expect.
+"""The consumer-protocol (KIP-848) assignors against the outcomes the broker's own tests expect.
 
 Each case restates a scenario from Apache Kafka's group-coordinator assignor tests
 (UniformAssignor builders, RangeAssignor) and checks our result is the broker's.
@@ -23,7 +23,7 @@ from kgroup.assignors import (
     TopicMetadata,
     UniformAssignor,
 )
-from kgroup.assignors._java import java_string_hash, java_uuid_hash
+from kgroup.assignors.java_order import java_string_hash, java_uuid_hash
 from kgroup.types import TopicIdPartition
 
 

@@ -10,33 +10,21 @@ time passed in::
 Like :class:`~kgroup.membership.consumer.ConsumerMember` it never sleeps,
 reads a clock or touches a socket; the runtime performs the actions in order
 and feeds back what happened. States change only through the table in
-:mod:`kgroup.membership.classic_states`.
+:mod:`kgroup.membership.classic.states`; the skeleton it shares with the
+new-protocol member is :class:`~kgroup.membership.common.member.MemberBase`.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-import random as _random
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from kgroup.membership._retry import RetryDelay
-from kgroup.membership.actions import (
-    Closed,
-    CommitOffsets,
-    LeaveComplete,
-    RaiseCallbackError,
-    RediscoverCoordinator,
-    ReportFatalError,
-    RunCallback,
-    StartFetching,
-    StopFetching,
-)
-from kgroup.membership.classic_actions import (
+from kgroup.membership.classic.actions import (
     PROTOCOL_TYPE,
-    ClassicAction,
     ClassicAssignorOnAssignment,
+    ClassicMemberAction,
     JoinGroupRequest,
     JoinProtocol,
     ReportAssignorError,
@@ -47,50 +35,54 @@ from kgroup.membership.classic_actions import (
     SendSyncGroup,
     SyncGroupRequest,
 )
-from kgroup.membership.classic_errors import (
-    CLASSIC_ERROR_CODES,
-    ClassicReaction,
-    classic_error_name,
-    classic_reaction_for,
-)
-from kgroup.membership.classic_events import (
+from kgroup.membership.classic.events import (
     AssignmentComputed,
     AssignorFailed,
-    ClassicEvent,
     ClassicHeartbeatResponseReceived,
+    ClassicMemberEvent,
     CommitFailed,
     JoinGroupResponse,
     JoinGroupResponseReceived,
     LeaveGroupResponseReceived,
-    RequestFailed,
     SubscribedMetadataChanged,
     SyncGroupResponse,
     SyncGroupResponseReceived,
 )
-from kgroup.membership.classic_states import (
+from kgroup.membership.classic.reactions import ClassicReaction, classic_reaction_for
+from kgroup.membership.classic.states import (
+    CLASSIC_MACHINE,
     IN_GROUP,
     ClassicState,
     ClassicTrigger,
-    next_classic_state,
 )
-from kgroup.membership.classic_types import (
-    MemberAssignment,
-    MemberSubscription,
-    RebalanceProtocol,
+from kgroup.membership.classic.types import ClassicAssignment, MemberSubscription
+from kgroup.membership.common.actions import (
+    Closed,
+    CommitOffsets,
+    LeaveComplete,
+    RaiseCallbackError,
+    RediscoverCoordinator,
+    ReportFatalError,
+    RunCallback,
+    StartFetching,
+    StopFetching,
 )
-from kgroup.membership.events import (
+from kgroup.membership.common.errors import ErrorCode, error_name
+from kgroup.membership.common.events import (
     CallbackCompleted,
     CallbackKind,
-    CloseRequested,
-    CommitCompleted,
-    CoordinatorRediscovered,
     FailureKind,
-    PollCalled,
+    RequestFailed,
     SubscriptionChanged,
-    TimerTick,
-    Unsubscribe,
 )
-from kgroup.types import Backoff, TopicPartition
+from kgroup.membership.common.lifecycle import (
+    LeaveReason,
+    Step,
+    check_backoff,
+    check_optional_ids,
+)
+from kgroup.membership.common.member import MemberBase
+from kgroup.types import RebalanceProtocol, TopicPartition
 
 __all__ = ["NO_GENERATION", "ClassicMember", "ClassicMemberConfig"]
 
@@ -101,7 +93,8 @@ NO_GENERATION = -1
 
 _S = ClassicState
 _T = ClassicTrigger
-_E = CLASSIC_ERROR_CODES
+_E = ErrorCode
+_Action = ClassicMemberAction
 # States that heartbeat (given a generation and a member id): the Java client's
 # COMPLETING_REBALANCE and STABLE, plus the preparation of a rejoin, which in
 # Java runs while the heartbeat thread still sees STABLE.
@@ -143,16 +136,13 @@ class ClassicMemberConfig:
     def __post_init__(self) -> None:
         if not self.group_id:
             raise ValueError("group_id must be a non-empty string")
-        for name in ("instance_id", "rack_id"):
-            if getattr(self, name) == "":
-                raise ValueError(f"{name} must be None or a non-empty string")
+        check_optional_ids(self, ("instance_id", "rack_id"))
         for name in ("session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be lower than session_timeout_ms")
-        if not 0 < self.retry_backoff_ms <= self.retry_backoff_max_ms:
-            raise ValueError("need 0 < retry_backoff_ms <= retry_backoff_max_ms")
+        check_backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
 
 
 class _Kind(enum.Enum):
@@ -177,33 +167,23 @@ class _Flow(enum.Enum):
     RELEASE = "release"
 
 
-class _Step(enum.Enum):
-    COMMIT = "commit"
-    REVOKE = "revoke callback"
-    LOST = "lost callback"
-    ASSIGN = "assign callback"
-
-
 @dataclass(slots=True)
 class _Op:
     """The one outside operation (commit or callback) a flow waits for."""
 
     flow: _Flow
-    step: _Step
+    step: Step
     token: int
     revoked: frozenset[TopicPartition] = frozenset()
     assigned: frozenset[TopicPartition] = frozenset()
     added: frozenset[TopicPartition] = frozenset()
-    assignment: MemberAssignment | None = None
+    assignment: ClassicAssignment | None = None
     deadline: float | None = None
 
 
-class _LeaveReason(enum.Enum):
-    UNSUBSCRIBE = "unsubscribe"
-    CLOSE = "close"
-
-
-class ClassicMember:
+class ClassicMember(
+    MemberBase[ClassicState, ClassicTrigger, ClassicMemberEvent, ClassicMemberAction]
+):
     """A classic-protocol (JoinGroup / SyncGroup) consumer group member.
 
     ``assignors`` maps each assignor name this member supports, in preference
@@ -223,12 +203,17 @@ class ClassicMember:
       committed, and commits parked across a rebalance are retried only for
       partitions the member owns after it;
     - every state change follows
-      :data:`~kgroup.membership.classic_states.CLASSIC_TRANSITIONS`.
+      :data:`~kgroup.membership.classic.states.CLASSIC_TRANSITIONS`.
 
-    ``random`` is the random source of the retry backoff
-    (:meth:`kgroup.types.Backoff.delay`: floats in ``[0, 1)``; tests pass
-    ``lambda: 0.5``, no jitter).
+    ``random`` is the source of the backoff's jitter, as for every member
+    (:class:`~kgroup.membership.common.member.MemberBase`).
     """
+
+    _LOG = log
+    _POSITION = "generation"
+    _FATAL = _S.FATAL
+    _STALE = _S.STALE
+    _IN_GROUP = IN_GROUP
 
     def __init__(
         self,
@@ -244,18 +229,13 @@ class ClassicMember:
                 raise ValueError("assignor names must be non-empty")
             if not protocols:
                 raise ValueError(f"assignor {name!r} supports no rebalance protocol")
+        super().__init__(config, CLASSIC_MACHINE, member_id="", random=random)
         self._cfg = config
         self._assignors: tuple[tuple[str, frozenset[RebalanceProtocol]], ...] = tuple(
             (name, frozenset(protocols)) for name, protocols in assignors.items()
         )
         self._supports = dict(self._assignors)
-        self._retry = RetryDelay(
-            Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms),
-            random or _random.random,
-        )
-        self._state = _S.UNJOINED
         # Identity in the group.
-        self._member_id = ""
         self._generation = NO_GENERATION
         self._protocol_name: str | None = None
         self._leader_id = ""
@@ -271,36 +251,17 @@ class ClassicMember:
         # reset) goes straight to JoinGroup; the preparation already ran.
         self._needs_prepare = True
         # Requests.
-        self._seq = 0
-        self._token = 0
         self._round = 0
         self._in_flight: dict[_Kind, _InFlight] = {}
         self._sync_request: SyncGroupRequest | None = None
-        self._awaiting_coordinator = False
         # Heartbeats and timers.
         self._next_heartbeat_at: float | None = None
         self._last_heartbeat_ok: float | None = None
-        self._last_poll: float | None = None
-        # Stale (poll timeout), leaving and closing.
+        # Stale (poll timeout) and leaving.
         self._stale_token: int | None = None
-        self._stale_polled = False
-        self._leave_reason: _LeaveReason | None = None
         self._leave_seq: int | None = None
-        self._rejoin_after_leave = False
-        self._closing = False
-        self._close_deadline: float | None = None
 
     # ------------------------------------------------------------------ views
-
-    @property
-    def state(self) -> ClassicState:
-        """The current state."""
-        return self._state
-
-    @property
-    def member_id(self) -> str:
-        """The member id the coordinator gave ("" before the first JoinGroup answer)."""
-        return self._member_id
 
     @property
     def generation_id(self) -> int:
@@ -335,59 +296,27 @@ class ClassicMember:
         """True once a close finished; the member then ignores every event."""
         return self._state is _S.CLOSED
 
-    # --------------------------------------------------------------- driving
+    # ------------------------------------------------------------------ hooks
 
-    def handle(self, event: ClassicEvent, now: float) -> list[ClassicAction]:
-        """React to ``event`` at monotonic time ``now`` (seconds); the actions, in order.
+    def _position(self) -> int:
+        return self._generation
 
-        Events the current state has no use for are ignored (see
-        ``docs/classic-protocol.md``); after :class:`Closed`, every event is.
-        """
-        acts: list[ClassicAction] = []
-        if self.closed:
-            return acts
-        self._process_timers(now, acts)
-        if not self.closed:
-            self._dispatch(event, now, acts)
-        if not self.closed:
-            self._pump(now, acts)
-        return acts
-
-    def next_deadline(self) -> float | None:
-        """When to deliver the next :class:`TimerTick` (monotonic seconds), or None."""
-        if self._state is _S.CLOSED:
-            return None
-        candidates: list[float] = []
-        if self._closing and self._close_deadline is not None:
-            candidates.append(self._close_deadline)
-        if self._op is not None and self._op.deadline is not None:
-            candidates.append(self._op.deadline)
-        if self._state in IN_GROUP and self._last_poll is not None:
-            candidates.append(self._poll_deadline())
+    def _deadlines(self) -> list[float | None]:
+        candidates = [None if self._op is None else self._op.deadline]
         if self._heartbeating() and not self._awaiting_coordinator:
             if self._last_heartbeat_ok is not None:
                 candidates.append(self._session_deadline(self._last_heartbeat_ok))
             if _Kind.HEARTBEAT not in self._in_flight and self._next_heartbeat_at is not None:
                 candidates.append(max(self._next_heartbeat_at, self._retry.until or 0.0))
-        if (
-            self._state is _S.JOINING
-            and _Kind.JOIN not in self._in_flight
-            and not self._awaiting_coordinator
-            and self._retry.until is not None
-        ):
+        joining = self._state is _S.JOINING and _Kind.JOIN not in self._in_flight
+        if joining and not self._awaiting_coordinator:
             candidates.append(self._retry.until)
-        return min(candidates) if candidates else None
+        return candidates
 
-    # -------------------------------------------------------------- dispatch
-
-    def _dispatch(self, event: ClassicEvent, now: float, acts: list[ClassicAction]) -> None:
+    def _dispatch_protocol(
+        self, event: ClassicMemberEvent, now: float, acts: list[_Action]
+    ) -> None:
         match event:
-            case SubscriptionChanged():
-                self._on_subscription(event, now, acts)
-            case Unsubscribe():
-                self._on_unsubscribe(now, acts)
-            case PollCalled():
-                self._on_poll(now, acts)
             case JoinGroupResponseReceived():
                 self._on_join_response(event, now, acts)
             case SyncGroupResponseReceived():
@@ -396,55 +325,25 @@ class ClassicMember:
                 self._on_heartbeat_response(event, now, acts)
             case LeaveGroupResponseReceived():
                 self._on_leave_outcome(event.seq, event.error_code, now, acts)
-            case RequestFailed():
-                self._on_request_failed(event, now, acts)
             case AssignmentComputed():
                 self._on_assignment_computed(event, acts)
             case AssignorFailed():
                 self._on_assignor_failed(event, acts)
             case SubscribedMetadataChanged():
                 self._on_metadata_changed(now, acts)
-            case CallbackCompleted():
-                self._on_callback(event, now, acts)
-            case CommitCompleted():
-                self._on_commit_done(event.token, event.error is None, now, acts)
             case CommitFailed():
                 self._on_commit_failed(event, now, acts)
-            case CloseRequested():
-                self._on_close(event.deadline, now, acts)
-            case TimerTick():
-                pass  # timers were processed before dispatch
-            case CoordinatorRediscovered():
-                if self._awaiting_coordinator:
-                    self._awaiting_coordinator = False
-                    # A new coordinator gets a full session before it is doubted.
-                    self._last_heartbeat_ok = now
 
-    def _go(self, trigger: ClassicTrigger) -> None:
-        new = next_classic_state(self._state, trigger)
-        if new is not self._state:
-            log.info(
-                "group %s member %s generation %d: %s -> %s (%s)",
-                self._cfg.group_id,
-                self._member_id or "-",
-                self._generation,
-                self._state.name,
-                new.name,
-                trigger.value,
-            )
-        self._state = new
+    def _on_coordinator_rediscovered(self, now: float) -> None:
+        if self._awaiting_coordinator:
+            self._awaiting_coordinator = False
+            # A new coordinator gets a full session before it is doubted.
+            self._last_heartbeat_ok = now
 
-    def _next_token(self) -> int:
-        self._token += 1
-        return self._token
-
-    def _next_seq(self) -> int:
-        self._seq += 1
-        return self._seq
-
-    def _poll_deadline(self) -> float:
-        assert self._last_poll is not None
-        return self._last_poll + self._cfg.max_poll_interval_ms / 1000.0
+    def _on_commit(
+        self, token: int, error: BaseException | None, now: float, acts: list[_Action]
+    ) -> None:
+        self._on_commit_done(token, error is None, now, acts)
 
     def _session_deadline(self, since: float) -> float:
         return since + self._cfg.session_timeout_ms / 1000.0
@@ -457,20 +356,12 @@ class ClassicMember:
 
     # ----------------------------------------------------------------- timers
 
-    def _process_timers(self, now: float, acts: list[ClassicAction]) -> None:
-        if self._closing and self._close_deadline is not None and now >= self._close_deadline:
-            self._close_timed_out(now, acts)
-            return
+    def _on_timers(self, now: float, acts: list[_Action]) -> None:
         op = self._op
         if op is not None and op.deadline is not None and now >= op.deadline:
-            log.warning(
-                "group %s member %s: commit before revocation did not finish within the "
-                "rebalance timeout; revoking anyway",
-                self._cfg.group_id,
-                self._member_id,
-            )
+            self._warn_commit_timed_out()
             self._on_commit_done(op.token, False, now, acts)
-        if self._state in IN_GROUP and self._last_poll is not None and now >= self._poll_deadline():
+        if self._state in IN_GROUP and self._life.poll_expired(now):
             self._poll_expired(now, acts)
             return
         if (
@@ -489,43 +380,33 @@ class ClassicMember:
 
     # ----------------------------------------------------------- subscription
 
-    def _on_subscription(
-        self, event: SubscriptionChanged, now: float, acts: list[ClassicAction]
-    ) -> None:
-        if not event.topics and event.pattern is None:
-            self._on_unsubscribe(now, acts)
-            return
-        if self._state is _S.FATAL or self._closing:
-            return
+    def _subscribe(self, event: SubscriptionChanged, now: float, acts: list[_Action]) -> None:
         # Classic subscriptions are topic names; the runtime resolves a pattern
         # against metadata and reports the matching names.
         topics = frozenset(event.topics)
         changed = topics != self._subscription
         self._subscription = topics
         if self._state is _S.UNJOINED:
-            self._last_poll = now
+            self._life.last_poll = now
             self._go(_T.SUBSCRIBE)
             self._prepare(now, acts)
         elif self._state is _S.LEAVING:
-            self._rejoin_after_leave = True
+            self._life.rejoin_after_leave = True
         elif self._state is _S.STABLE and changed:
             self._rejoin(_T.REJOIN, "subscription changed", now, acts)
         elif self._state in IN_GROUP and changed and not self._join_unsent():
             self._request_rejoin("subscription changed")
         # STALE keeps it for its rejoin.
 
-    def _on_unsubscribe(self, now: float, acts: list[ClassicAction]) -> None:
-        if self._state is _S.FATAL:
-            return
+    def _unsubscribe(self, now: float, acts: list[_Action]) -> None:
         self._subscription = None
-        self._rejoin_after_leave = False
         if self._state in IN_GROUP or self._state is _S.STALE:
-            self._start_release(_LeaveReason.UNSUBSCRIBE, now, acts)
-        elif self._state is _S.UNJOINED and not self._closing:
+            self._start_release(LeaveReason.UNSUBSCRIBE, now, acts)
+        elif self._state is _S.UNJOINED and not self._life.closing:
             acts.append(LeaveComplete())
         # LEAVING: already leaving; its end reports LeaveComplete or Closed.
 
-    def _on_metadata_changed(self, now: float, acts: list[ClassicAction]) -> None:
+    def _on_metadata_changed(self, now: float, acts: list[_Action]) -> None:
         # Only the leader watches partition counts (as in the Java client): its
         # rejoin makes every member rejoin, and the new assignment covers them.
         if not self.is_leader:
@@ -547,20 +428,8 @@ class ClassicMember:
 
     # ------------------------------------------------------------------- poll
 
-    def _on_poll(self, now: float, acts: list[ClassicAction]) -> None:
-        self._last_poll = now
-        if self._state is _S.STALE:
-            self._stale_polled = True
-            self._maybe_rejoin_stale(now, acts)
-
-    def _poll_expired(self, now: float, acts: list[ClassicAction]) -> None:
-        log.warning(
-            "group %s member %s: poll was not called within max.poll.interval.ms (%d ms); "
-            "leaving the group, it rejoins on the next poll",
-            self._cfg.group_id,
-            self._member_id,
-            self._cfg.max_poll_interval_ms,
-        )
+    def _poll_expired(self, now: float, acts: list[_Action]) -> None:
+        self._warn_poll_expired(self._cfg.max_poll_interval_ms)
         self._abort_op()
         lost = self._owned
         self._stop_fetching(lost, acts)
@@ -573,17 +442,17 @@ class ClassicMember:
         # forgets generation and member id, and the loss is reported.
         self._send_leave("consumer poll timeout has expired", acts)
         self._reset_generation(reset_member_id=True)
-        self._stale_polled = False
+        self._life.stale_polled = False
         if lost:
             self._stale_token = self._next_token()
             acts.append(RunCallback(CallbackKind.LOST, self._stale_token, lost))
         else:
             self._stale_token = None
 
-    def _maybe_rejoin_stale(self, now: float, acts: list[ClassicAction]) -> None:
-        if self._state is _S.STALE and self._stale_token is None and self._stale_polled:
+    def _maybe_rejoin_stale(self, now: float, acts: list[_Action]) -> None:
+        if self._state is _S.STALE and self._stale_token is None and self._life.stale_polled:
             if self._subscription is None:
-                self._start_release(_LeaveReason.UNSUBSCRIBE, now, acts)
+                self._start_release(LeaveReason.UNSUBSCRIBE, now, acts)
                 return
             self._go(_T.POLLED)
             self._prepare(now, acts)
@@ -591,13 +460,13 @@ class ClassicMember:
     # --------------------------------------------------------------- preparing
 
     def _rejoin(
-        self, trigger: ClassicTrigger, reason: str, now: float, acts: list[ClassicAction]
+        self, trigger: ClassicTrigger, reason: str, now: float, acts: list[_Action]
     ) -> None:
         self._rejoin_reason = reason
         self._go(trigger)
         self._prepare(now, acts)
 
-    def _prepare(self, now: float, acts: list[ClassicAction]) -> None:
+    def _prepare(self, now: float, acts: list[_Action]) -> None:
         """Enter PREPARING: what to give up before the next JoinGroup (Java's onJoinPrepare)."""
         self._abort_op()
         self._rejoin_pending = False
@@ -619,7 +488,7 @@ class ClassicMember:
                 self._stop_fetching(owned, acts)
                 self._drop_parked(owned)
                 self._owned = frozenset()
-                self._op = _Op(_Flow.PREPARE, _Step.LOST, self._next_token(), revoked=owned)
+                self._op = _Op(_Flow.PREPARE, Step.LOST, self._next_token(), revoked=owned)
                 acts.append(RunCallback(CallbackKind.LOST, self._op.token, owned))
                 return
             self._prepared(now, acts)
@@ -633,22 +502,19 @@ class ClassicMember:
                 self._prepared(now, acts)
                 return
         self._stop_fetching(revoked, acts)
-        self._op = _Op(_Flow.PREPARE, _Step.COMMIT, 0, revoked=revoked)
+        self._op = _Op(_Flow.PREPARE, Step.COMMIT, 0, revoked=revoked)
         if revoked and self._cfg.auto_commit:
             self._commit_before_revoke(self._op, revoked, now, acts)
             return
-        self._prepare_revoke(self._op, acts)
+        self._revoke(self._op, acts)
 
-    def _prepare_revoke(self, op: _Op, acts: list[ClassicAction]) -> None:
+    def _revoke(self, op: _Op, acts: list[_Action]) -> None:
         # Eager: the revoke callback runs on every rebalance, even with nothing
         # owned (as Java's onJoinPrepare); cooperative only calls it for a
         # non-empty set, which _prepare already checked.
-        op.step = _Step.REVOKE
-        op.deadline = None
-        op.token = self._next_token()
-        acts.append(RunCallback(CallbackKind.REVOKED, op.token, op.revoked))
+        acts.append(self._callback(op, CallbackKind.REVOKED, op.revoked))
 
-    def _prepared(self, now: float, acts: list[ClassicAction]) -> None:
+    def _prepared(self, now: float, acts: list[_Action]) -> None:
         self._op = None
         self._needs_prepare = False
         self._go(_T.PREPARED)
@@ -680,26 +546,35 @@ class ClassicMember:
         del self._in_flight[kind]
         return current
 
-    def _on_join_response(
-        self, event: JoinGroupResponseReceived, now: float, acts: list[ClassicAction]
-    ) -> None:
-        sent = self._accept(_Kind.JOIN, event.seq)
-        if sent is None or sent.round != self._round or self._state is not _S.JOINING:
-            return
-        resp = event.response
-        code = resp.error_code
-        if code == 0:
-            self._on_joined(resp, now, acts)
-            return
+    def _answers_round(self, kind: _Kind, seq: int, state: ClassicState) -> bool:
+        """Whether ``seq`` answers this round's ``kind`` request, in ``state`` still."""
+        sent = self._accept(kind, seq)
+        return sent is not None and sent.round == self._round and self._state is state
+
+    def _round_failed(self, kind: _Kind, code: int) -> ClassicReaction:
         reaction = classic_reaction_for(code)
-        name = classic_error_name(code)
         log.info(
-            "group %s member %s: JoinGroup failed with %s (%s)",
+            "group %s member %s: %s failed with %s (%s)",
             self._cfg.group_id,
             self._member_id or "-",
-            name,
+            kind.value,
+            error_name(code),
             reaction.name,
         )
+        return reaction
+
+    def _on_join_response(
+        self, event: JoinGroupResponseReceived, now: float, acts: list[_Action]
+    ) -> None:
+        if self._answers_round(_Kind.JOIN, event.seq, _S.JOINING):
+            if event.response.error_code:
+                self._on_join_error(event.response, now, acts)
+            else:
+                self._on_joined(event.response, now, acts)
+
+    def _on_join_error(self, resp: JoinGroupResponse, now: float, acts: list[_Action]) -> None:
+        code = resp.error_code
+        reaction = self._round_failed(_Kind.JOIN, code)
         if reaction is ClassicReaction.MEMBER_ID_REQUIRED:
             self._member_id = resp.member_id
             self._go(_T.MEMBER_ID_REQUIRED)  # sent again at once by _pump
@@ -710,8 +585,8 @@ class ClassicMember:
         else:
             self._on_common_error(code, reaction, resp.error_message, now, acts)
 
-    def _on_joined(self, resp: JoinGroupResponse, now: float, acts: list[ClassicAction]) -> None:
-        inconsistent = _E["INCONSISTENT_GROUP_PROTOCOL"]
+    def _on_joined(self, resp: JoinGroupResponse, now: float, acts: list[_Action]) -> None:
+        inconsistent = _E.INCONSISTENT_GROUP_PROTOCOL
         if resp.protocol_type is not None and resp.protocol_type != PROTOCOL_TYPE:
             self._fatal(
                 inconsistent,
@@ -743,7 +618,7 @@ class ClassicMember:
             self._generation,
             self._protocol_name,
             "leader" if self.is_leader else "follower",
-            self.rebalance_protocol.value,
+            self.rebalance_protocol.name.lower(),
         )
         if self.is_leader:
             self._go(_T.JOINED_AS_LEADER)
@@ -752,7 +627,7 @@ class ClassicMember:
             self._go(_T.JOINED_AS_FOLLOWER)
             self._sync_request = self._sync(())
 
-    def _sync(self, assignments: tuple[tuple[str, MemberAssignment], ...]) -> SyncGroupRequest:
+    def _sync(self, assignments: tuple[tuple[str, ClassicAssignment], ...]) -> SyncGroupRequest:
         assert self._protocol_name is not None
         return SyncGroupRequest(
             group_id=self._cfg.group_id,
@@ -765,14 +640,14 @@ class ClassicMember:
 
     # ---------------------------------------------------------------- leading
 
-    def _on_assignment_computed(self, event: AssignmentComputed, acts: list[ClassicAction]) -> None:
+    def _on_assignment_computed(self, event: AssignmentComputed, acts: list[_Action]) -> None:
         if self._state is not _S.AWAITING_ASSIGNOR or event.generation_id != self._generation:
             return
         assignments = tuple(sorted(event.assignments.items(), key=lambda kv: kv[0]))
         self._go(_T.ASSIGNMENT_COMPUTED)
         self._sync_request = self._sync(assignments)
 
-    def _on_assignor_failed(self, event: AssignorFailed, acts: list[ClassicAction]) -> None:
+    def _on_assignor_failed(self, event: AssignorFailed, acts: list[_Action]) -> None:
         if self._state is not _S.AWAITING_ASSIGNOR or event.generation_id != self._generation:
             return
         name = self._protocol_name or "?"
@@ -789,25 +664,18 @@ class ClassicMember:
     # ---------------------------------------------------------------- syncing
 
     def _on_sync_response(
-        self, event: SyncGroupResponseReceived, now: float, acts: list[ClassicAction]
+        self, event: SyncGroupResponseReceived, now: float, acts: list[_Action]
     ) -> None:
-        sent = self._accept(_Kind.SYNC, event.seq)
-        if sent is None or sent.round != self._round or self._state is not _S.SYNCING:
-            return
-        resp = event.response
+        if self._answers_round(_Kind.SYNC, event.seq, _S.SYNCING):
+            if event.response.error_code:
+                self._on_sync_error(event.response, now, acts)
+            else:
+                self._on_synced(event.response, now, acts)
+
+    def _on_sync_error(self, resp: SyncGroupResponse, now: float, acts: list[_Action]) -> None:
         code = resp.error_code
-        if code == 0:
-            self._on_synced(resp, now, acts)
-            return
-        reaction = classic_reaction_for(code)
-        name = classic_error_name(code)
-        log.info(
-            "group %s member %s: SyncGroup failed with %s (%s)",
-            self._cfg.group_id,
-            self._member_id,
-            name,
-            reaction.name,
-        )
+        reaction = self._round_failed(_Kind.SYNC, code)
+        name = error_name(code)
         if reaction is ClassicReaction.REBALANCING:
             self._rejoin(_T.REJOIN, "SyncGroup: the group began another rebalance", now, acts)
         elif reaction in (ClassicReaction.RESET_GENERATION, ClassicReaction.RESET_MEMBER):
@@ -821,8 +689,8 @@ class ClassicMember:
         else:
             self._fatal(code, resp.error_message, acts)
 
-    def _on_synced(self, resp: SyncGroupResponse, now: float, acts: list[ClassicAction]) -> None:
-        inconsistent = _E["INCONSISTENT_GROUP_PROTOCOL"]
+    def _on_synced(self, resp: SyncGroupResponse, now: float, acts: list[_Action]) -> None:
+        inconsistent = _E.INCONSISTENT_GROUP_PROTOCOL
         if (resp.protocol_type is not None and resp.protocol_type != PROTOCOL_TYPE) or (
             resp.protocol_name is not None and resp.protocol_name != self._protocol_name
         ):
@@ -841,15 +709,13 @@ class ClassicMember:
                 self._cfg.group_id,
                 self._member_id,
             )
-            assignment = MemberAssignment()
+            assignment = ClassicAssignment()
         self._go(_T.SYNCED)
         self._reconcile(assignment, now, acts)
 
     # --------------------------------------------------------- reconciliation
 
-    def _reconcile(
-        self, assignment: MemberAssignment, now: float, acts: list[ClassicAction]
-    ) -> None:
+    def _reconcile(self, assignment: ClassicAssignment, now: float, acts: list[_Action]) -> None:
         """Apply a SyncGroup assignment (Java's onJoinComplete)."""
         assigned = assignment.partitions
         revoked = self._owned - assigned
@@ -865,7 +731,7 @@ class ClassicMember:
         )
         self._needs_prepare = True
         self._flush_parked(assigned, now, acts)
-        op = _Op(_Flow.RECONCILE, _Step.COMMIT, 0, revoked=revoked, assigned=assigned, added=added)
+        op = _Op(_Flow.RECONCILE, Step.COMMIT, 0, revoked=revoked, assigned=assigned, added=added)
         op.assignment = assignment
         self._op = op
         if revoked:
@@ -873,17 +739,11 @@ class ClassicMember:
             if self._cfg.auto_commit:
                 self._commit_before_revoke(op, revoked, now, acts)
                 return
-            self._reconcile_revoke(op, acts)
+            self._revoke(op, acts)
             return
         self._reconcile_assign(op, acts)
 
-    def _reconcile_revoke(self, op: _Op, acts: list[ClassicAction]) -> None:
-        op.step = _Step.REVOKE
-        op.deadline = None
-        op.token = self._next_token()
-        acts.append(RunCallback(CallbackKind.REVOKED, op.token, op.revoked))
-
-    def _reconcile_assign(self, op: _Op, acts: list[ClassicAction]) -> None:
+    def _reconcile_assign(self, op: _Op, acts: list[_Action]) -> None:
         # As Java's onJoinComplete: after the revocation, the assignor learns
         # the assignment, then the assigned callback runs, also with nothing added.
         assert self._protocol_name is not None
@@ -892,12 +752,9 @@ class ClassicMember:
             ClassicAssignorOnAssignment(self._protocol_name, self._generation, op.assignment)
         )
         self._owned = op.assigned
-        op.step = _Step.ASSIGN
-        op.deadline = None
-        op.token = self._next_token()
-        acts.append(RunCallback(CallbackKind.ASSIGNED, op.token, op.added))
+        acts.append(self._callback(op, CallbackKind.ASSIGNED, op.added))
 
-    def _reconciled(self, op: _Op, now: float, acts: list[ClassicAction]) -> None:
+    def _reconciled(self, op: _Op, now: float, acts: list[_Action]) -> None:
         self._op = None
         start = op.added - self._fetching
         if start:
@@ -920,14 +777,14 @@ class ClassicMember:
         op: _Op,
         partitions: frozenset[TopicPartition],
         now: float,
-        acts: list[ClassicAction],
+        acts: list[_Action],
     ) -> None:
-        op.step = _Step.COMMIT
+        op.step = Step.COMMIT
         op.token = self._next_token()
         # The rebalance timeout bounds the wait, as Java's joinPrepareTimer.
-        op.deadline = now + self._cfg.max_poll_interval_ms / 1000.0
-        if self._closing and self._close_deadline is not None:
-            op.deadline = min(op.deadline, self._close_deadline)
+        op.deadline = self._life.rebalance_deadline(now)
+        if self._life.closing and self._life.close_deadline is not None:
+            op.deadline = min(op.deadline, self._life.close_deadline)
         acts.append(self._commit_action(op.token, partitions, op.deadline))
 
     def _commit_action(
@@ -947,9 +804,9 @@ class ClassicMember:
             offsets=offsets,
         )
 
-    def _on_commit_done(self, token: int, ok: bool, now: float, acts: list[ClassicAction]) -> None:
+    def _on_commit_done(self, token: int, ok: bool, now: float, acts: list[_Action]) -> None:
         op = self._op
-        if op is None or op.step is not _Step.COMMIT or op.token != token:
+        if op is None or op.step is not Step.COMMIT or op.token != token:
             return
         if not ok:
             log.warning(
@@ -957,19 +814,17 @@ class ClassicMember:
                 self._cfg.group_id,
                 self._member_id,
             )
-        if op.flow is _Flow.PREPARE:
-            self._prepare_revoke(op, acts)
-        elif op.flow is _Flow.RECONCILE:
-            self._reconcile_revoke(op, acts)
+        if op.flow is _Flow.PREPARE or op.flow is _Flow.RECONCILE:
+            self._revoke(op, acts)
         else:
             self._release_callback(op, acts)
 
-    def _on_commit_failed(self, event: CommitFailed, now: float, acts: list[ClassicAction]) -> None:
+    def _on_commit_failed(self, event: CommitFailed, now: float, acts: list[_Action]) -> None:
         code = event.error_code
         parks = code in (
-            _E["REBALANCE_IN_PROGRESS"],
-            _E["ILLEGAL_GENERATION"],
-            _E["UNKNOWN_MEMBER_ID"],
+            _E.REBALANCE_IN_PROGRESS,
+            _E.ILLEGAL_GENERATION,
+            _E.UNKNOWN_MEMBER_ID,
         )
         # Only partitions the member still owns are parked: one lost since the
         # commit was sent may have been processed elsewhere, its offsets are stale.
@@ -985,15 +840,15 @@ class ClassicMember:
                 self._cfg.group_id,
                 self._member_id,
                 sorted(parked_now),
-                classic_error_name(code),
+                error_name(code),
             )
         if event.token is not None:
             self._on_commit_done(event.token, False, now, acts)
         same_generation = event.generation_id == self._generation
-        if code == _E["REBALANCE_IN_PROGRESS"]:
+        if code == _E.REBALANCE_IN_PROGRESS:
             if self._state is _S.STABLE:
                 self._rejoin(_T.REJOIN, "offset commit: the group is rebalancing", now, acts)
-        elif code in (_E["ILLEGAL_GENERATION"], _E["UNKNOWN_MEMBER_ID"]):
+        elif code in (_E.ILLEGAL_GENERATION, _E.UNKNOWN_MEMBER_ID):
             if not same_generation:
                 # Sent in an older generation: retry now if the member is stable
                 # again, otherwise after the next SyncGroup.
@@ -1002,11 +857,11 @@ class ClassicMember:
             elif self._state in IN_GROUP:
                 reaction = classic_reaction_for(code)
                 self._reset(reaction, now, acts)
-        elif code == _E["FENCED_INSTANCE_ID"] and same_generation and self._state in IN_GROUP:
+        elif code == _E.FENCED_INSTANCE_ID and same_generation and self._state in IN_GROUP:
             self._fatal(code, "offset commit: the group instance id was fenced", acts)
 
     def _flush_parked(
-        self, owned: frozenset[TopicPartition], now: float, acts: list[ClassicAction]
+        self, owned: frozenset[TopicPartition], now: float, acts: list[_Action]
     ) -> None:
         """Re-send parked commits for the partitions in ``owned``; forget the others."""
         parked, self._parked = self._parked, {}
@@ -1018,7 +873,7 @@ class ClassicMember:
             self._commit_action(
                 self._next_token(),
                 retry,
-                now + self._cfg.max_poll_interval_ms / 1000.0,
+                self._life.rebalance_deadline(now),
                 offsets or None,
             )
         )
@@ -1032,7 +887,7 @@ class ClassicMember:
         """
         op = self._op
         self._op = None
-        if op is not None and op.step in (_Step.REVOKE, _Step.LOST):
+        if op is not None and op.step in (Step.REVOKE, Step.LOST):
             self._owned = self._owned - op.revoked
 
     def _drop_parked(self, partitions: Iterable[TopicPartition]) -> None:
@@ -1041,7 +896,7 @@ class ClassicMember:
 
     # -------------------------------------------------------------- callbacks
 
-    def _on_callback(self, event: CallbackCompleted, now: float, acts: list[ClassicAction]) -> None:
+    def _on_callback(self, event: CallbackCompleted, now: float, acts: list[_Action]) -> None:
         if event.error is not None:
             # As Java: a failing listener does not stop the rebalance; the
             # error surfaces from poll.
@@ -1051,14 +906,14 @@ class ClassicMember:
             self._maybe_rejoin_stale(now, acts)
             return
         op = self._op
-        if op is None or op.step is _Step.COMMIT or op.token != event.token:
+        if op is None or op.step is Step.COMMIT or op.token != event.token:
             return
         if op.flow is _Flow.PREPARE:
             self._owned = self._owned - op.revoked
             self._drop_parked_not_owned_on_revoke(op.revoked)
             self._prepared(now, acts)
         elif op.flow is _Flow.RECONCILE:
-            if op.step is _Step.REVOKE:
+            if op.step is Step.REVOKE:
                 self._owned = self._owned - op.revoked
                 self._reconcile_assign(op, acts)
             else:
@@ -1077,7 +932,7 @@ class ClassicMember:
     # ------------------------------------------------------------- heartbeats
 
     def _on_heartbeat_response(
-        self, event: ClassicHeartbeatResponseReceived, now: float, acts: list[ClassicAction]
+        self, event: ClassicHeartbeatResponseReceived, now: float, acts: list[_Action]
     ) -> None:
         sent = self._accept(_Kind.HEARTBEAT, event.seq)
         if sent is None or not self._heartbeating():
@@ -1098,7 +953,7 @@ class ClassicMember:
             "group %s member %s: heartbeat failed with %s (%s)",
             self._cfg.group_id,
             self._member_id,
-            classic_error_name(code),
+            error_name(code),
             reaction.name,
         )
         if reaction is ClassicReaction.REBALANCING:
@@ -1120,7 +975,7 @@ class ClassicMember:
         reaction: ClassicReaction,
         message: str | None,
         now: float,
-        acts: list[ClassicAction],
+        acts: list[_Action],
     ) -> None:
         if reaction is ClassicReaction.REDISCOVER:
             self._mark_coordinator_unknown(acts)
@@ -1129,9 +984,7 @@ class ClassicMember:
         else:
             self._fatal(code, message, acts)
 
-    def _on_request_failed(
-        self, event: RequestFailed, now: float, acts: list[ClassicAction]
-    ) -> None:
+    def _on_request_failed(self, event: RequestFailed, now: float, acts: list[_Action]) -> None:
         if event.seq == self._leave_seq:
             self._on_leave_outcome(event.seq, None, now, acts)
             return
@@ -1142,7 +995,7 @@ class ClassicMember:
         assert sent is not None
         current = sent.round == self._round
         if event.kind is FailureKind.UNSUPPORTED_VERSION and self._state in IN_GROUP:
-            self._fatal(_E["UNSUPPORTED_VERSION"], event.detail or None, acts)
+            self._fatal(_E.UNSUPPORTED_VERSION, event.detail or None, acts)
             return
         log.info(
             "group %s member %s: %s failed (%s) %s",
@@ -1160,7 +1013,7 @@ class ClassicMember:
         elif kind is _Kind.HEARTBEAT and self._heartbeating():
             self._retry.failed(now)
 
-    def _mark_coordinator_unknown(self, acts: list[ClassicAction]) -> None:
+    def _mark_coordinator_unknown(self, acts: list[_Action]) -> None:
         self._retry.reset()
         if not self._awaiting_coordinator:
             self._awaiting_coordinator = True
@@ -1168,7 +1021,7 @@ class ClassicMember:
 
     # ------------------------------------------------------------------ pump
 
-    def _pump(self, now: float, acts: list[ClassicAction]) -> None:
+    def _pump(self, now: float, acts: list[_Action]) -> None:
         """Send whatever request the state calls for and the rules allow."""
         if self._awaiting_coordinator:
             return
@@ -1221,7 +1074,7 @@ class ClassicMember:
         if reset_member_id:
             self._member_id = ""
 
-    def _reset(self, reaction: ClassicReaction, now: float, acts: list[ClassicAction]) -> None:
+    def _reset(self, reaction: ClassicReaction, now: float, acts: list[_Action]) -> None:
         """ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID: reset, and rejoin (losing the assignment)."""
         self._reset_generation(reset_member_id=reaction is ClassicReaction.RESET_MEMBER)
         if self._state is _S.PREPARING:
@@ -1230,7 +1083,7 @@ class ClassicMember:
             return
         self._rejoin(_T.RESET, f"generation reset ({reaction.name})", now, acts)
 
-    def _enter_fatal(self, acts: list[ClassicAction]) -> None:
+    def _enter_fatal(self, acts: list[_Action]) -> None:
         self._abort_op()
         lost = self._owned
         self._stop_fetching(lost, acts)
@@ -1241,8 +1094,8 @@ class ClassicMember:
         if lost:
             acts.append(RunCallback(CallbackKind.LOST, self._next_token(), lost))
 
-    def _fatal(self, code: int, message: str | None, acts: list[ClassicAction]) -> None:
-        name = classic_error_name(code)
+    def _fatal(self, code: int, message: str | None, acts: list[_Action]) -> None:
+        name = error_name(code)
         log.error(
             "group %s member %s: fatal error %s: %s",
             self._cfg.group_id,
@@ -1250,7 +1103,7 @@ class ClassicMember:
             name,
             message,
         )
-        was_closing = self._closing
+        was_closing = self._life.closing
         self._enter_fatal(acts)
         acts.append(ReportFatalError(code, name, message))
         if was_closing:
@@ -1258,13 +1111,13 @@ class ClassicMember:
 
     # ---------------------------------------------------------------- leaving
 
-    def _start_release(self, reason: _LeaveReason, now: float, acts: list[ClassicAction]) -> None:
+    def _start_release(self, reason: LeaveReason, now: float, acts: list[_Action]) -> None:
         """Give the assignment up before leaving (Java's onLeavePrepare), then leave."""
         self._abort_op()
         self._stale_token = None
         self._rejoin_pending = False
         self._round += 1
-        self._leave_reason = reason
+        self._life.leave_reason = reason
         self._go(_T.LEAVE)
         owned = self._owned
         self._parked = {}
@@ -1272,27 +1125,25 @@ class ClassicMember:
             self._leave_after_release(now, acts)
             return
         self._stop_fetching(owned, acts)
-        op = _Op(_Flow.RELEASE, _Step.COMMIT, 0, revoked=owned)
+        op = _Op(_Flow.RELEASE, Step.COMMIT, 0, revoked=owned)
         self._op = op
         if self._has_generation() and self._cfg.auto_commit:
             self._commit_before_revoke(op, owned, now, acts)
             return
         self._release_callback(op, acts)
 
-    def _release_callback(self, op: _Op, acts: list[ClassicAction]) -> None:
+    def _release_callback(self, op: _Op, acts: list[_Action]) -> None:
         kind = CallbackKind.REVOKED if self._has_generation() else CallbackKind.LOST
-        op.step = _Step.REVOKE if kind is CallbackKind.REVOKED else _Step.LOST
-        op.deadline = None
-        op.token = self._next_token()
-        acts.append(RunCallback(kind, op.token, op.revoked))
+        acts.append(self._callback(op, kind, op.revoked))
 
-    def _leave_after_release(self, now: float, acts: list[ClassicAction]) -> None:
-        self._send_leave(f"the consumer is {'closing' if self._closing else 'unsubscribing'}", acts)
+    def _leave_after_release(self, now: float, acts: list[_Action]) -> None:
+        closing = self._life.closing
+        self._send_leave(f"the consumer is {'closing' if closing else 'unsubscribing'}", acts)
         self._reset_generation(reset_member_id=True)
         if self._leave_seq is None:
             self._finish_leave(False, now, acts)
 
-    def _send_leave(self, reason: str, acts: list[ClassicAction]) -> None:
+    def _send_leave(self, reason: str, acts: list[_Action]) -> None:
         # KIP-345: static members never send LeaveGroup; their membership ends
         # with the session timeout, so a quick bounce causes no rebalance.
         if (
@@ -1308,7 +1159,7 @@ class ClassicMember:
         )
 
     def _on_leave_outcome(
-        self, seq: int, code: int | None, now: float, acts: list[ClassicAction]
+        self, seq: int, code: int | None, now: float, acts: list[_Action]
     ) -> None:
         if seq != self._leave_seq:
             return
@@ -1317,47 +1168,34 @@ class ClassicMember:
             log.info(
                 "group %s: LeaveGroup answered with %s",
                 self._cfg.group_id,
-                classic_error_name(code),
+                error_name(code),
             )
         if self._state is _S.LEAVING and self._op is None:
             self._finish_leave(False, now, acts)
 
-    def _finish_leave(self, timed_out: bool, now: float, acts: list[ClassicAction]) -> None:
-        reason = self._leave_reason
-        self._leave_reason = None
-        if self._closing:
+    def _finish_leave(self, timed_out: bool, now: float, acts: list[_Action]) -> None:
+        reason = self._life.take_leave_reason()
+        if self._life.closing:
             self._finish_close(timed_out, acts)
             return
         self._go(_T.LEFT)
-        if reason is _LeaveReason.UNSUBSCRIBE:
+        if reason is LeaveReason.UNSUBSCRIBE:
             acts.append(LeaveComplete())
-        if self._rejoin_after_leave and self._subscription is not None:
-            self._rejoin_after_leave = False
+        if self._life.rejoin_after_leave and self._subscription is not None:
+            self._life.rejoin_after_leave = False
             self._go(_T.SUBSCRIBE)
             self._prepare(now, acts)
 
     # ---------------------------------------------------------------- closing
 
-    def _on_close(self, deadline: float, now: float, acts: list[ClassicAction]) -> None:
-        if self._closing:
-            return
-        self._closing = True
-        self._close_deadline = deadline
-        self._rejoin_after_leave = False
+    def _close(self, now: float, acts: list[_Action]) -> None:
         if self._state in IN_GROUP or self._state is _S.STALE:
-            self._start_release(_LeaveReason.CLOSE, now, acts)
+            self._start_release(LeaveReason.CLOSE, now, acts)
         elif self._state in (_S.UNJOINED, _S.FATAL):
             self._finish_close(False, acts)
         # LEAVING: the leave under way ends in Closed.
-        if self._state is not _S.CLOSED and now >= deadline:
-            self._close_timed_out(now, acts)
 
-    def _close_timed_out(self, now: float, acts: list[ClassicAction]) -> None:
-        log.warning(
-            "group %s member %s: close deadline reached before the leave completed",
-            self._cfg.group_id,
-            self._member_id or "-",
-        )
+    def _close_timed_out(self, now: float, acts: list[_Action]) -> None:
         if self._state is _S.LEAVING and self._op is not None:
             # Give up on the release; still tell the broker, best effort.
             self._op = None
@@ -1366,7 +1204,7 @@ class ClassicMember:
             self._reset_generation(reset_member_id=True)
         self._finish_close(True, acts)
 
-    def _finish_close(self, timed_out: bool, acts: list[ClassicAction]) -> None:
+    def _finish_close(self, timed_out: bool, acts: list[_Action]) -> None:
         self._op = None
         self._leave_seq = None
         self._go(_T.CLOSE)
@@ -1374,9 +1212,7 @@ class ClassicMember:
 
     # ---------------------------------------------------------------- helpers
 
-    def _stop_fetching(
-        self, partitions: frozenset[TopicPartition], acts: list[ClassicAction]
-    ) -> None:
+    def _stop_fetching(self, partitions: frozenset[TopicPartition], acts: list[_Action]) -> None:
         stop = partitions & self._fetching
         if stop:
             self._fetching = self._fetching - stop

@@ -1,4 +1,4 @@
-"""What a broker JVM needs: a Java runtime and the Kafka jars, cached per version.
+"""The JVM side of a broker process: a Java runtime and the Kafka jars, cached per version.
 
 The jars come from Maven Central through the ``pom.xml`` shipped in
 ``kgroup/testing/resources``; ``mvn dependency:copy-dependencies`` copies the
@@ -35,11 +35,12 @@ __all__ = [
     "cache_root",
     "find_java",
     "kafka_version",
+    "pom_digest",
     "read_resource",
     "resolve_kafka_libs",
 ]
 
-_log = logging.getLogger("kgroup.testing.runtime")
+_log = logging.getLogger("kgroup.testing.jvm")
 
 DEFAULT_KAFKA_VERSION = "4.4.0"
 """The Apache Kafka release the harness runs unless told otherwise."""
@@ -158,7 +159,12 @@ def find_java(environ: Mapping[str, str] | None = None) -> JavaRuntime:
     return runtime
 
 
-def _pom_digest() -> str:
+def pom_digest() -> str:
+    """A digest of the shipped ``pom.xml``, as a complete cache's marker file records it.
+
+    A cache whose marker holds another digest was resolved from another pom and
+    is resolved again.
+    """
     return hashlib.sha256(read_resource("pom.xml").encode("utf-8")).hexdigest()[:16]
 
 
@@ -202,7 +208,7 @@ def resolve_kafka_libs(
     root = (cache_dir if cache_dir is not None else cache_root(environ)) / f"kafka-{ver}"
     libs = root / "libs"
     marker = root / _MARKER
-    digest = _pom_digest()
+    digest = pom_digest()
     if _is_complete(marker, digest):
         return libs
     with _locked(root / ".lock"):

@@ -8,57 +8,62 @@ passed in::
 
 It never sleeps, reads a clock or touches a socket; the runtime performs the
 actions in order and feeds back what happened. States change only through
-the table in :mod:`kgroup.membership.states`.
+the table in :mod:`kgroup.membership.consumer.states`; the skeleton it shares
+with the classic member is :class:`~kgroup.membership.common.member.MemberBase`.
 """
 
 from __future__ import annotations
 
-import enum
 import logging
-import random as _random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kgroup.membership import reconcile
-from kgroup.membership._retry import RetryDelay
-from kgroup.membership.actions import (
-    Action,
-    AssignorOnAssignment,
+from kgroup.membership.common.actions import (
     Closed,
     CommitOffsets,
-    HeartbeatRequest,
     LeaveComplete,
     RaiseCallbackError,
     RediscoverCoordinator,
-    ReportError,
     ReportFatalError,
-    RequestMetadata,
     RunCallback,
-    SendHeartbeat,
     StartFetching,
     StopFetching,
 )
-from kgroup.membership.errors import ERROR_CODES, Reaction, error_name, reaction_for
-from kgroup.membership.events import (
+from kgroup.membership.common.errors import ErrorCode, error_name
+from kgroup.membership.common.events import (
     CallbackCompleted,
     CallbackKind,
-    CloseRequested,
-    CommitCompleted,
-    CoordinatorRediscovered,
-    Event,
     FailureKind,
-    HeartbeatFailed,
+    RequestFailed,
+    SubscriptionChanged,
+)
+from kgroup.membership.common.lifecycle import (
+    LeaveReason,
+    Step,
+    check_backoff,
+    check_optional_ids,
+)
+from kgroup.membership.common.member import MemberBase
+from kgroup.membership.consumer import reconcile
+from kgroup.membership.consumer.actions import (
+    AssignorOnAssignment,
+    ConsumerMemberAction,
+    HeartbeatRequest,
+    ReportError,
+    RequestMetadata,
+    SendHeartbeat,
+)
+from kgroup.membership.consumer.events import (
+    ConsumerMemberEvent,
     HeartbeatResponse,
     HeartbeatResponseReceived,
     MetadataUpdated,
-    PollCalled,
-    SubscriptionChanged,
-    TimerTick,
-    Unsubscribe,
 )
-from kgroup.membership.states import MemberState, Trigger, next_state
-from kgroup.types import Backoff, TopicIdPartition, TopicPartition
+from kgroup.membership.consumer.heartbeat import SentFields, SubscribedTopics, build_request
+from kgroup.membership.consumer.reactions import Reaction, reaction_for
+from kgroup.membership.consumer.states import IN_GROUP, MACHINE, MemberState, Trigger
+from kgroup.types import TopicIdPartition, TopicPartition
 
 __all__ = ["ConsumerMember", "MemberConfig"]
 
@@ -69,9 +74,9 @@ LEAVE_EPOCH = -1
 LEAVE_EPOCH_STATIC = -2
 
 _S = MemberState
-_IN_GROUP = frozenset({_S.JOINING, _S.RECONCILING, _S.ACKNOWLEDGING, _S.STABLE})
 # States that heartbeat on their own schedule (LEAVING sends its one leave inline).
-_HEARTBEATING = _IN_GROUP | {_S.PREPARE_LEAVING}
+_HEARTBEATING = IN_GROUP | {_S.PREPARE_LEAVING}
+_Action = ConsumerMemberAction
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,37 +117,10 @@ class MemberConfig:
         for name in ("group_id", "member_id"):
             if not getattr(self, name):
                 raise ValueError(f"{name} must be a non-empty string")
-        for name in ("instance_id", "rack_id", "server_assignor"):
-            if getattr(self, name) == "":
-                raise ValueError(f"{name} must be None or a non-empty string")
+        check_optional_ids(self, ("instance_id", "rack_id", "server_assignor"))
         if self.max_poll_interval_ms <= 0:
             raise ValueError("max_poll_interval_ms must be positive")
-        if not 0 < self.retry_backoff_ms <= self.retry_backoff_max_ms:
-            raise ValueError("need 0 < retry_backoff_ms <= retry_backoff_max_ms")
-
-
-@dataclass(frozen=True, slots=True)
-class _Subscription:
-    names: tuple[str, ...]  # sorted
-    regex: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class _SentFields:
-    """What the last heartbeat carried, to elide unchanged fields."""
-
-    rebalance_timeout_ms: int
-    names: tuple[str, ...]
-    regex: str  # "" = no regex
-    server_assignor: str | None
-    rack_id: str | None
-    ack_version: int
-
-
-class _Step(enum.Enum):
-    COMMIT = "commit"
-    REVOKE = "revoke callback"
-    ASSIGN = "assign callback"
+        check_backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
 
 
 @dataclass(slots=True)
@@ -153,17 +131,12 @@ class _Reconciliation:
     resolved: frozenset[TopicIdPartition]
     revoked: frozenset[TopicIdPartition]
     added: frozenset[TopicIdPartition]
-    step: _Step
+    step: Step
     token: int
     deadline: float | None = None
 
 
-class _LeaveReason(enum.Enum):
-    UNSUBSCRIBE = "unsubscribe"
-    CLOSE = "close"
-
-
-class ConsumerMember:
+class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, ConsumerMemberAction]):
     """A new-protocol consumer group member.
 
     Promises:
@@ -177,24 +150,23 @@ class ConsumerMember:
       assigned callback completes afterwards (it is reported revoked instead);
     - no heartbeat leaves out a partition the member still holds or may still
       install (the broker would hand it to another member);
-    - every state change follows :data:`kgroup.membership.states.TRANSITIONS`;
-      anything else raises :class:`~kgroup.membership.states.IllegalTransitionError`.
+    - every state change follows :data:`kgroup.membership.consumer.states.TRANSITIONS`;
+      anything else raises :class:`~kgroup.membership.common.IllegalTransitionError`.
 
-    ``random`` is the random source of the heartbeat backoff
-    (:meth:`kgroup.types.Backoff.delay`: floats in ``[0, 1)``; tests pass
-    ``lambda: 0.5``, no jitter).
+    ``random``: see :class:`~kgroup.membership.common.member.MemberBase`.
     """
 
+    _LOG = log
+    _POSITION = "epoch"
+    _FATAL = _S.FATAL
+    _STALE = _S.STALE
+    _IN_GROUP = IN_GROUP
+
     def __init__(self, config: MemberConfig, *, random: Callable[[], float] | None = None) -> None:
+        super().__init__(config, MACHINE, member_id=config.member_id, random=random)
         self._cfg = config
-        self._retry = RetryDelay(
-            Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms),
-            random or _random.random,
-        )
-        self._state = MemberState.UNSUBSCRIBED
-        self._member_id = config.member_id
         self._epoch = JOIN_EPOCH
-        self._subscription: _Subscription | None = None
+        self._subscription: SubscribedTopics | None = None
         # Assignment
         self._metadata: dict[uuid.UUID, str] = {}
         self._assigned_names: dict[uuid.UUID, str] = {}
@@ -215,44 +187,24 @@ class ConsumerMember:
         self._retry_on_poll = False
         self._last_hook_epoch: int | None = None
         # Outside operations the member waits for, by token.
-        self._next_token = 0
         self._lost_token: int | None = None  # FENCED / STALE
         self._release_token: int | None = None  # PREPARE_LEAVING commit or callback
-        self._release_step: _Step | None = None
+        self._release_step: Step | None = None
         self._release_deadline: float | None = None
         self._stale_released = False
-        self._stale_polled = False
         # Heartbeats
-        self._seq = 0
         self._session = 0  # bumped on fence / leave: older responses are ignored
         self._in_flight: int | None = None
         self._in_flight_session = 0
         self._leave_seq: int | None = None
-        self._sent: _SentFields | None = None
+        self._sent: SentFields | None = None
         self._interval = config.heartbeat_interval_ms / 1000.0
         self._last_sent_at: float | None = None
         self._next_heartbeat_at: float | None = None
-        self._awaiting_coordinator = False
         self._heartbeat_asap = False
-        # Poll timer, leaving, closing
-        self._last_poll: float | None = None
-        self._leave_reason: _LeaveReason | None = None
-        self._rejoin_after_leave = False
-        self._closing = False
-        self._close_deadline: float | None = None
         self._closed = False
 
     # ------------------------------------------------------------------ views
-
-    @property
-    def state(self) -> MemberState:
-        """The current state."""
-        return self._state
-
-    @property
-    def member_id(self) -> str:
-        """The member id (client-generated; kept across fencing and rejoining)."""
-        return self._member_id
 
     @property
     def member_epoch(self) -> int:
@@ -274,110 +226,36 @@ class ConsumerMember:
         """True once a close finished; the member then ignores every event."""
         return self._closed
 
-    # --------------------------------------------------------------- driving
+    # ------------------------------------------------------------------ hooks
 
-    def handle(self, event: Event, now: float) -> list[Action]:
-        """React to ``event`` at monotonic time ``now`` (seconds); the actions, in order.
+    def _position(self) -> int:
+        return self._epoch
 
-        Events the current state has no use for are ignored (see
-        ``docs/new-protocol.md``); after :class:`Closed`, every event is.
-        """
-        acts: list[Action] = []
-        if self._closed:
-            return acts
-        self._process_timers(now, acts)
-        if not self._closed:
-            self._dispatch(event, now, acts)
-        if not self._closed:
-            self._maybe_send_heartbeat(now, acts)
-        return acts
+    def _deadlines(self) -> list[float | None]:
+        rec_deadline = None if self._rec is None else self._rec.deadline
+        return [rec_deadline, self._release_deadline, self._heartbeat_due_at()]
 
-    def next_deadline(self) -> float | None:
-        """When to deliver the next :class:`TimerTick` (monotonic seconds), or None."""
-        if self._closed:
-            return None
-        candidates: list[float] = []
-        if self._closing and self._close_deadline is not None:
-            candidates.append(self._close_deadline)
-        if self._rec is not None and self._rec.deadline is not None:
-            candidates.append(self._rec.deadline)
-        if self._release_deadline is not None:
-            candidates.append(self._release_deadline)
-        if self._state in _IN_GROUP and self._last_poll is not None:
-            candidates.append(self._poll_deadline(self._last_poll))
-        due = self._heartbeat_due_at()
-        if due is not None:
-            candidates.append(due)
-        return min(candidates) if candidates else None
-
-    # -------------------------------------------------------------- dispatch
-
-    def _dispatch(self, event: Event, now: float, acts: list[Action]) -> None:
+    def _dispatch_protocol(
+        self, event: ConsumerMemberEvent, now: float, acts: list[_Action]
+    ) -> None:
         match event:
-            case SubscriptionChanged():
-                self._on_subscription(event, now, acts)
-            case Unsubscribe():
-                self._on_unsubscribe(now, acts)
-            case PollCalled():
-                self._on_poll(now, acts)
             case HeartbeatResponseReceived():
                 self._on_response(event, now, acts)
-            case HeartbeatFailed():
-                self._on_failure(event, now, acts)
             case MetadataUpdated():
                 self._metadata.update(event.topic_names)
                 if self._state is _S.RECONCILING and self._rec is None:
                     self._maybe_reconcile(now, acts)
-            case CallbackCompleted():
-                self._on_callback(event, now, acts)
-            case CommitCompleted():
-                self._on_commit(event.token, event.error, now, acts)
-            case CloseRequested():
-                self._on_close(event.deadline, now, acts)
-            case TimerTick():
-                pass  # timers were processed before dispatch
-            case CoordinatorRediscovered():
-                self._awaiting_coordinator = False
-
-    def _go(self, trigger: Trigger) -> None:
-        new = next_state(self._state, trigger)
-        if new is not self._state:
-            log.info(
-                "group %s member %s epoch %d: %s -> %s (%s)",
-                self._cfg.group_id,
-                self._member_id,
-                self._epoch,
-                self._state.name,
-                new.name,
-                trigger.value,
-            )
-        self._state = new
-
-    def _token(self) -> int:
-        self._next_token += 1
-        return self._next_token
 
     def _names(self, partitions: frozenset[TopicIdPartition]) -> frozenset[TopicPartition]:
         names = {**self._assigned_names, **self._metadata}
         return reconcile.names_of(partitions, names)
 
-    def _poll_deadline(self, last_poll: float) -> float:
-        return last_poll + self._cfg.max_poll_interval_ms / 1000.0
-
     # ----------------------------------------------------------------- timers
 
-    def _process_timers(self, now: float, acts: list[Action]) -> None:
-        if self._closing and self._close_deadline is not None and now >= self._close_deadline:
-            self._close_timed_out(now, acts)
-            return
+    def _on_timers(self, now: float, acts: list[_Action]) -> None:
         rec = self._rec
         if rec is not None and rec.deadline is not None and now >= rec.deadline:
-            log.warning(
-                "group %s member %s: commit before revocation did not finish within the "
-                "rebalance timeout; revoking anyway",
-                self._cfg.group_id,
-                self._member_id,
-            )
+            self._warn_commit_timed_out()
             timeout = TimeoutError("commit before revocation timed out")
             self._on_commit(rec.token, timeout, now, acts)
         if (
@@ -388,52 +266,40 @@ class ConsumerMember:
             self._on_commit(
                 self._release_token, TimeoutError("commit before leaving timed out"), now, acts
             )
-        if (
-            self._state in _IN_GROUP
-            and self._last_poll is not None
-            and now >= self._poll_deadline(self._last_poll)
-        ):
+        if self._state in IN_GROUP and self._life.poll_expired(now):
             self._poll_expired(now, acts)
 
     # ----------------------------------------------------------- subscription
 
-    def _on_subscription(self, event: SubscriptionChanged, now: float, acts: list[Action]) -> None:
-        if not event.topics and event.pattern is None:
-            self._on_unsubscribe(now, acts)
-            return
-        if self._state is _S.FATAL or self._closing:
-            return
-        sub = _Subscription(tuple(sorted(event.topics)), event.pattern)
+    def _subscribe(self, event: SubscriptionChanged, now: float, acts: list[_Action]) -> None:
+        sub = SubscribedTopics(tuple(sorted(event.topics)), event.pattern)
         changed = sub != self._subscription
         self._subscription = sub
         if self._state is _S.UNSUBSCRIBED:
             self._join(now, Trigger.SUBSCRIBE)
-        elif self._state in _IN_GROUP:
+        elif self._state in IN_GROUP:
             # The new subscription goes out with the next heartbeat, sent at once.
             self._heartbeat_asap = self._heartbeat_asap or changed
-        elif self._state is _S.PREPARE_LEAVING and not self._closing:
-            self._rejoin_after_leave = True
+        elif self._state is _S.PREPARE_LEAVING:
+            self._life.rejoin_after_leave = True
         # FENCED and STALE keep it for their rejoin.
 
-    def _on_unsubscribe(self, now: float, acts: list[Action]) -> None:
-        if self._state is _S.FATAL:
-            return
+    def _unsubscribe(self, now: float, acts: list[_Action]) -> None:
         self._subscription = None
-        self._rejoin_after_leave = False
-        if self._state in _IN_GROUP:
-            self._start_leave(_LeaveReason.UNSUBSCRIBE, now, acts)
+        if self._state in IN_GROUP:
+            self._start_leave(LeaveReason.UNSUBSCRIBE, now, acts)
         elif self._state in (_S.FENCED, _S.STALE):
             # Not in the group any more: nothing to release, no leave heartbeat.
             self._clear_assignment()
             self._lost_token = None
             self._go(Trigger.LEAVE)
-            if not self._closing:
+            if not self._life.closing:
                 acts.append(LeaveComplete())
-        elif self._state is _S.UNSUBSCRIBED and not self._closing:
+        elif self._state is _S.UNSUBSCRIBED and not self._life.closing:
             if self._leave_seq is None:
                 acts.append(LeaveComplete())
             else:
-                self._leave_reason = self._leave_reason or _LeaveReason.UNSUBSCRIBE
+                self._life.leave_reason = self._life.leave_reason or LeaveReason.UNSUBSCRIBE
         # PREPARE_LEAVING: already leaving; its end reports LeaveComplete or Closed.
 
     def _join(self, now: float, trigger: Trigger) -> None:
@@ -445,29 +311,19 @@ class ConsumerMember:
         self._target = None
         self._acked_target_version = -1
         self._last_reported = frozenset()  # the join carries []
-        if trigger is Trigger.SUBSCRIBE or self._last_poll is None:
-            self._last_poll = now
+        if trigger is Trigger.SUBSCRIBE or self._life.last_poll is None:
+            self._life.last_poll = now
         self._heartbeat_asap = True
 
     # ------------------------------------------------------------------- poll
 
-    def _on_poll(self, now: float, acts: list[Action]) -> None:
-        self._last_poll = now
-        if self._state is _S.STALE:
-            self._stale_polled = True
-            self._maybe_rejoin_stale(now)
-        elif self._state is _S.RECONCILING and self._retry_on_poll and self._rec is None:
+    def _polled(self, now: float, acts: list[_Action]) -> None:
+        if self._state is _S.RECONCILING and self._retry_on_poll and self._rec is None:
             self._retry_on_poll = False
             self._maybe_reconcile(now, acts)
 
-    def _poll_expired(self, now: float, acts: list[Action]) -> None:
-        log.warning(
-            "group %s member %s: poll was not called within max.poll.interval.ms (%d ms); "
-            "leaving the group, it rejoins on the next poll",
-            self._cfg.group_id,
-            self._member_id,
-            self._cfg.max_poll_interval_ms,
-        )
+    def _poll_expired(self, now: float, acts: list[_Action]) -> None:
+        self._warn_poll_expired(self._cfg.max_poll_interval_ms)
         lost = self._names(self._owned)
         self._abort_reconciliation()
         self._stop_all(acts)
@@ -475,16 +331,16 @@ class ConsumerMember:
         self._go(Trigger.POLL_EXPIRED)
         self._send_leave(now, acts)
         self._go(Trigger.STALE_LEAVE_SENT)
-        self._stale_polled = False
+        self._life.stale_polled = False
         if lost:
-            self._lost_token = self._token()
+            self._lost_token = self._next_token()
             self._stale_released = False
             acts.append(RunCallback(CallbackKind.LOST, self._lost_token, lost))
         else:
             self._stale_released = True
 
-    def _maybe_rejoin_stale(self, now: float) -> None:
-        if self._state is _S.STALE and self._stale_released and self._stale_polled:
+    def _maybe_rejoin_stale(self, now: float, acts: list[_Action]) -> None:
+        if self._state is _S.STALE and self._stale_released and self._life.stale_polled:
             if self._subscription is None:
                 self._go(Trigger.LEAVE)
             else:
@@ -492,32 +348,43 @@ class ConsumerMember:
 
     # -------------------------------------------------------------- heartbeat
 
-    def _on_response(
-        self, event: HeartbeatResponseReceived, now: float, acts: list[Action]
-    ) -> None:
-        resp = event.response
-        if event.seq == self._leave_seq:
-            if resp.error_code:
-                log.info(
-                    "group %s member %s: leave heartbeat answered with %s",
-                    self._cfg.group_id,
-                    self._member_id,
-                    error_name(resp.error_code),
-                )
+    def _accept(self, seq: int, now: float, acts: list[_Action]) -> bool:
+        """Whether ``seq`` is the heartbeat in flight (no longer in flight now).
+
+        An outcome of the leave heartbeat ends the leave instead.
+        """
+        if seq == self._leave_seq:
             self._leave_seq = None
             self._leave_done(False, now, acts)
-            return
-        if event.seq != self._in_flight:
-            return
+            return False
+        if seq != self._in_flight:
+            return False
         self._in_flight = None
-        if self._in_flight_session != self._session or self._state not in _HEARTBEATING:
+        return True
+
+    def _current_session(self) -> bool:
+        # A response to a heartbeat sent before a fence or leave is of no use.
+        return self._in_flight_session == self._session and self._state in _HEARTBEATING
+
+    def _on_response(
+        self, event: HeartbeatResponseReceived, now: float, acts: list[_Action]
+    ) -> None:
+        resp = event.response
+        if event.seq == self._leave_seq and resp.error_code:
+            log.info(
+                "group %s member %s: leave heartbeat answered with %s",
+                self._cfg.group_id,
+                self._member_id,
+                error_name(resp.error_code),
+            )
+        if not self._accept(event.seq, now, acts) or not self._current_session():
             return
         if resp.error_code == 0:
             self._on_success(resp, now, acts)
         else:
             self._on_error(resp.error_code, resp.error_message, now, acts)
 
-    def _on_success(self, resp: HeartbeatResponse, now: float, acts: list[Action]) -> None:
+    def _on_success(self, resp: HeartbeatResponse, now: float, acts: list[_Action]) -> None:
         self._retry.reset()
         if resp.heartbeat_interval_ms > 0:
             self._interval = resp.heartbeat_interval_ms / 1000.0
@@ -561,7 +428,7 @@ class ConsumerMember:
             self._on_target(now, acts)
         self._request_unresolved(acts)
 
-    def _on_target(self, now: float, acts: list[Action]) -> None:
+    def _on_target(self, now: float, acts: list[_Action]) -> None:
         if self._target == self._current and self._owned == self._current and self._rec is None:
             # Same assignment: nothing to reconcile. An ACKNOWLEDGING member still sends its ack.
             if self._state is _S.RECONCILING:
@@ -573,7 +440,7 @@ class ConsumerMember:
         self._go(Trigger.NEW_TARGET)
         self._maybe_reconcile(now, acts)
 
-    def _on_error(self, code: int, message: str | None, now: float, acts: list[Action]) -> None:
+    def _on_error(self, code: int, message: str | None, now: float, acts: list[_Action]) -> None:
         reaction = reaction_for(code)
         name = error_name(code)
         log.info(
@@ -601,20 +468,15 @@ class ConsumerMember:
         else:
             self._fatal(code, name, message, reaction is Reaction.FATAL_UNSUPPORTED_VERSION, acts)
 
-    def _on_failure(self, event: HeartbeatFailed, now: float, acts: list[Action]) -> None:
-        if event.seq == self._leave_seq:
-            self._leave_seq = None
-            self._leave_done(False, now, acts)
+    def _on_request_failed(self, event: RequestFailed, now: float, acts: list[_Action]) -> None:
+        if not self._accept(event.seq, now, acts):
             return
-        if event.seq != self._in_flight:
-            return
-        self._in_flight = None
         self._sent = None
         self._next_heartbeat_at = now
-        if self._in_flight_session != self._session or self._state not in _HEARTBEATING:
+        if not self._current_session():
             return
         if event.kind is FailureKind.UNSUPPORTED_VERSION:
-            code = ERROR_CODES["UNSUPPORTED_VERSION"]
+            code = ErrorCode.UNSUPPORTED_VERSION.value
             self._fatal(code, error_name(code), event.detail or None, True, acts)
             return
         log.info(
@@ -643,7 +505,7 @@ class ConsumerMember:
             return backoff if backoff != float("-inf") else None
         return max(backoff, self._next_heartbeat_at)
 
-    def _maybe_send_heartbeat(self, now: float, acts: list[Action]) -> None:
+    def _pump(self, now: float, acts: list[_Action]) -> None:
         if (
             self._state not in _HEARTBEATING
             or self._in_flight is not None
@@ -660,8 +522,7 @@ class ConsumerMember:
         if not due:
             return
         request = self._build_request()
-        self._seq += 1
-        self._in_flight = self._seq
+        self._in_flight = self._next_seq()
         self._in_flight_session = self._session
         self._last_sent_at = now
         self._next_heartbeat_at = now + self._interval
@@ -676,56 +537,24 @@ class ConsumerMember:
                 self._maybe_reconcile(now, acts)
 
     def _build_request(self) -> HeartbeatRequest:
-        cfg = self._cfg
         joining = self._state is _S.JOINING and self._epoch == JOIN_EPOCH
-        full = joining or self._sent is None
-        sub = self._subscription or _Subscription((), None)
-        regex = sub.regex or ""
-        prev = self._sent
-        owned = frozenset() if joining else self._reported()
-
-        names: tuple[str, ...] | None = sub.names
-        regex_field: str | None = regex
-        assignor: str | None = cfg.server_assignor
-        rack: str | None = cfg.rack_id
-        timeout: int | None = cfg.max_poll_interval_ms
-        partitions: frozenset[TopicIdPartition] | None = owned
-        if not full and prev is not None:
-            names = names if names != prev.names else None
-            regex_field = regex_field if regex_field != prev.regex else None
-            assignor = assignor if assignor != prev.server_assignor else None
-            rack = rack if rack != prev.rack_id else None
-            timeout = timeout if timeout != prev.rebalance_timeout_ms else None
-            partitions = partitions if self._ack_version != prev.ack_version else None
-        elif joining and regex_field == "":
-            # A joining member has no regex to clear; leave the field null.
-            regex_field = None
-        if partitions is not None:
-            self._last_reported = partitions
-        self._sent = _SentFields(
-            rebalance_timeout_ms=cfg.max_poll_interval_ms,
-            names=sub.names,
-            regex=regex,
-            server_assignor=cfg.server_assignor,
-            rack_id=cfg.rack_id,
-            ack_version=self._ack_version,
-        )
-        return HeartbeatRequest(
-            group_id=cfg.group_id,
+        request, self._sent = build_request(
+            self._cfg,
             member_id=self._member_id,
             member_epoch=self._epoch,
-            instance_id=cfg.instance_id,
-            rack_id=rack,
-            rebalance_timeout_ms=timeout,
-            subscribed_topic_names=names,
-            subscribed_topic_regex=regex_field,
-            server_assignor=assignor,
-            topic_partitions=partitions,
+            joining=joining,
+            subscription=self._subscription,
+            owned=frozenset() if joining else self._reported(),
+            ack_version=self._ack_version,
+            prev=self._sent,
         )
+        if request.topic_partitions is not None:
+            self._last_reported = request.topic_partitions
+        return request
 
     # --------------------------------------------------------- reconciliation
 
-    def _request_unresolved(self, acts: list[Action]) -> None:
+    def _request_unresolved(self, acts: list[_Action]) -> None:
         # Asked on every heartbeat response while ids stay unresolved, so the
         # refresh is retried at the heartbeat interval and no faster.
         if self._target is None or self._target == self._current:
@@ -734,12 +563,12 @@ class ConsumerMember:
         if res.unresolved_topic_ids:
             acts.append(RequestMetadata(res.unresolved_topic_ids))
 
-    def _resume_fetching(self, revoked: frozenset[TopicIdPartition], acts: list[Action]) -> None:
+    def _resume_fetching(self, revoked: frozenset[TopicIdPartition], acts: list[_Action]) -> None:
         # Owned partitions paused for a revocation that no longer happens fetch again.
         should = self._owned - revoked - self._awaiting_assigned
         self._start(should - self._fetching, acts)
 
-    def _start(self, partitions: frozenset[TopicIdPartition], acts: list[Action]) -> None:
+    def _start(self, partitions: frozenset[TopicIdPartition], acts: list[_Action]) -> None:
         if partitions:
             self._fetching = self._fetching | partitions
             self._unstarted = self._unstarted - partitions
@@ -755,7 +584,7 @@ class ConsumerMember:
         # callback is still to run, included). See docs/new-protocol.md.
         return self._owned | (self._target or frozenset())
 
-    def _reach_target(self, acts: list[Action]) -> None:
+    def _reach_target(self, acts: list[_Action]) -> None:
         # Target equals current. If the broker was last told about partitions
         # the member no longer claims (unresolved ones the target dropped), it
         # waits for their release: acknowledge instead of going STABLE silently.
@@ -764,7 +593,7 @@ class ConsumerMember:
         else:
             self._go(Trigger.TARGET_REACHED)
 
-    def _maybe_reconcile(self, now: float, acts: list[Action]) -> None:
+    def _maybe_reconcile(self, now: float, acts: list[_Action]) -> None:
         if self._state is not _S.RECONCILING or self._rec is not None or self._target is None:
             return
         self._retry_on_poll = False
@@ -798,7 +627,7 @@ class ConsumerMember:
             resolved=res.resolved,
             revoked=d.revoked,
             added=added,
-            step=_Step.COMMIT,
+            step=Step.COMMIT,
             token=0,
         )
         self._rec = rec
@@ -811,8 +640,8 @@ class ConsumerMember:
             # after a newer target dropped them) have consumed nothing.
             consumed = d.revoked - self._unstarted
             if consumed and self._cfg.auto_commit and self._epoch > 0:
-                rec.token = self._token()
-                rec.deadline = self._poll_deadline(now)  # the rebalance timeout
+                rec.token = self._next_token()
+                rec.deadline = self._life.rebalance_deadline(now)
                 acts.append(
                     CommitOffsets(rec.token, self._names(consumed), self._epoch, rec.deadline)
                 )
@@ -822,7 +651,7 @@ class ConsumerMember:
     def _superseded(self, rec: _Reconciliation) -> bool:
         return rec.target_version != self._target_version
 
-    def _restart(self, now: float, acts: list[Action]) -> None:
+    def _restart(self, now: float, acts: list[_Action]) -> None:
         self._rec = None
         if self._target == self._current and self._owned == self._current:
             self._resume_fetching(frozenset(), acts)
@@ -830,19 +659,17 @@ class ConsumerMember:
             return
         self._maybe_reconcile(now, acts)
 
-    def _after_commit(self, rec: _Reconciliation, now: float, acts: list[Action]) -> None:
+    def _after_commit(self, rec: _Reconciliation, now: float, acts: list[_Action]) -> None:
         rec.deadline = None
         if self._superseded(rec):
             self._restart(now, acts)
             return
         if rec.revoked:
-            rec.step = _Step.REVOKE
-            rec.token = self._token()
-            acts.append(RunCallback(CallbackKind.REVOKED, rec.token, self._names(rec.revoked)))
+            acts.append(self._callback(rec, CallbackKind.REVOKED, self._names(rec.revoked)))
             return
         self._install(rec, now, acts)
 
-    def _install(self, rec: _Reconciliation, now: float, acts: list[Action]) -> None:
+    def _install(self, rec: _Reconciliation, now: float, acts: list[_Action]) -> None:
         self._owned = (self._owned - rec.revoked) | rec.added
         self._unstarted = (self._unstarted & self._owned) | (rec.added - self._fetching)
         self._awaiting_assigned = rec.added
@@ -850,13 +677,11 @@ class ConsumerMember:
         keep = {tip.topic_id for tip in self._owned}
         self._assigned_names = {k: v for k, v in self._assigned_names.items() if k in keep}
         if rec.added or self._current is None:
-            rec.step = _Step.ASSIGN
-            rec.token = self._token()
-            acts.append(RunCallback(CallbackKind.ASSIGNED, rec.token, self._names(rec.added)))
+            acts.append(self._callback(rec, CallbackKind.ASSIGNED, self._names(rec.added)))
             return
         self._after_assigned(rec, now, acts)
 
-    def _after_assigned(self, rec: _Reconciliation, now: float, acts: list[Action]) -> None:
+    def _after_assigned(self, rec: _Reconciliation, now: float, acts: list[_Action]) -> None:
         self._awaiting_assigned = frozenset()
         self._rec = None
         start = rec.added - self._fetching
@@ -871,18 +696,18 @@ class ConsumerMember:
             return
         self._complete(rec.resolved, acts)
 
-    def _complete(self, resolved: frozenset[TopicIdPartition], acts: list[Action]) -> None:
+    def _complete(self, resolved: frozenset[TopicIdPartition], acts: list[_Action]) -> None:
         self._current = resolved
         self._ack_version += 1
         self._acked_target_version = self._target_version
         self._go(Trigger.RECONCILED)
 
-    def _on_callback(self, event: CallbackCompleted, now: float, acts: list[Action]) -> None:
+    def _on_callback(self, event: CallbackCompleted, now: float, acts: list[_Action]) -> None:
         if event.error is not None:
             acts.append(RaiseCallbackError(event.kind, event.error))
         rec = self._rec
-        if rec is not None and event.token == rec.token and rec.step is not _Step.COMMIT:
-            if rec.step is _Step.REVOKE:
+        if rec is not None and event.token == rec.token and rec.step is not Step.COMMIT:
+            if rec.step is Step.REVOKE:
                 if event.error is not None:
                     # No ack; the broker fences us if this never succeeds. Retry on poll.
                     self._rec = None
@@ -906,14 +731,14 @@ class ConsumerMember:
                 self._join(now, Trigger.LOST_RELEASED)
             elif self._state is _S.STALE:
                 self._stale_released = True
-                self._maybe_rejoin_stale(now)
-        elif event.token == self._release_token and self._release_step is not _Step.COMMIT:
+                self._maybe_rejoin_stale(now, acts)
+        elif event.token == self._release_token and self._release_step is not Step.COMMIT:
             self._release_token = None
             self._release_step = None
             self._finish_release(now, acts)
 
     def _on_commit(
-        self, token: int, error: BaseException | None, now: float, acts: list[Action]
+        self, token: int, error: BaseException | None, now: float, acts: list[_Action]
     ) -> None:
         if error is not None:
             log.warning(
@@ -923,9 +748,9 @@ class ConsumerMember:
                 error,
             )
         rec = self._rec
-        if rec is not None and rec.step is _Step.COMMIT and token == rec.token:
+        if rec is not None and rec.step is Step.COMMIT and token == rec.token:
             self._after_commit(rec, now, acts)
-        elif self._release_step is _Step.COMMIT and token == self._release_token:
+        elif self._release_step is Step.COMMIT and token == self._release_token:
             self._release_deadline = None
             self._release_revoke(acts)
 
@@ -943,14 +768,14 @@ class ConsumerMember:
         self._unstarted = frozenset()
         self._assigned_names = {}
 
-    def _stop_all(self, acts: list[Action]) -> None:
+    def _stop_all(self, acts: list[_Action]) -> None:
         if self._owned:
             acts.append(StopFetching(self._names(self._owned)))
         self._fetching = frozenset()
 
     # ------------------------------------------------------- fence and fatal
 
-    def _fence(self, now: float, acts: list[Action]) -> None:
+    def _fence(self, now: float, acts: list[_Action]) -> None:
         self._abort_reconciliation()
         self._session += 1
         if self._state is _S.PREPARE_LEAVING:
@@ -969,13 +794,13 @@ class ConsumerMember:
         self._epoch = JOIN_EPOCH
         self._go(Trigger.FENCED)
         if lost:
-            self._lost_token = self._token()
+            self._lost_token = self._next_token()
             acts.append(RunCallback(CallbackKind.LOST, self._lost_token, lost))
         else:
             self._join(now, Trigger.LOST_RELEASED)
 
     def _fatal(
-        self, code: int, name: str, message: str | None, unsupported: bool, acts: list[Action]
+        self, code: int, name: str, message: str | None, unsupported: bool, acts: list[_Action]
     ) -> None:
         prev = self._state
         self._abort_reconciliation()
@@ -991,7 +816,7 @@ class ConsumerMember:
         if prev is not _S.PREPARE_LEAVING:
             self._stop_all(acts)
             if lost:
-                acts.append(RunCallback(CallbackKind.LOST, self._token(), lost))
+                acts.append(RunCallback(CallbackKind.LOST, self._next_token(), lost))
         self._clear_assignment()
         self._release_token = None
         self._release_step = None
@@ -1005,9 +830,9 @@ class ConsumerMember:
     def _leave_epoch(self) -> int:
         return LEAVE_EPOCH_STATIC if self._cfg.instance_id is not None else LEAVE_EPOCH
 
-    def _start_leave(self, reason: _LeaveReason, now: float, acts: list[Action]) -> None:
+    def _start_leave(self, reason: LeaveReason, now: float, acts: list[_Action]) -> None:
         self._abort_reconciliation()
-        self._leave_reason = reason
+        self._life.leave_reason = reason
         self._go(Trigger.LEAVE)
         owned = self._names(self._owned)
         if not owned:
@@ -1017,23 +842,23 @@ class ConsumerMember:
         self._fetching = frozenset()
         consumed = self._names(self._owned - self._unstarted)
         if self._epoch > 0 and self._cfg.auto_commit and consumed:
-            self._release_token = self._token()
-            self._release_step = _Step.COMMIT
-            self._release_deadline = self._poll_deadline(now)
+            self._release_token = self._next_token()
+            self._release_step = Step.COMMIT
+            self._release_deadline = self._life.rebalance_deadline(now)
             acts.append(
                 CommitOffsets(self._release_token, consumed, self._epoch, self._release_deadline)
             )
         else:
             self._release_revoke(acts)
 
-    def _release_revoke(self, acts: list[Action]) -> None:
+    def _release_revoke(self, acts: list[_Action]) -> None:
         owned = self._names(self._owned)
         kind = CallbackKind.REVOKED if self._epoch > 0 else CallbackKind.LOST
-        self._release_token = self._token()
-        self._release_step = _Step.REVOKE
+        self._release_token = self._next_token()
+        self._release_step = Step.REVOKE
         acts.append(RunCallback(kind, self._release_token, owned))
 
-    def _finish_release(self, now: float, acts: list[Action]) -> None:
+    def _finish_release(self, now: float, acts: list[_Action]) -> None:
         self._clear_assignment()
         self._go(Trigger.RELEASED)
         self._send_leave(now, acts)
@@ -1041,7 +866,7 @@ class ConsumerMember:
         if self._leave_seq is None:
             self._leave_done(False, now, acts)
 
-    def _send_leave(self, now: float, acts: list[Action]) -> None:
+    def _send_leave(self, now: float, acts: list[_Action]) -> None:
         self._epoch = self._leave_epoch()
         self._session += 1
         self._sent = None
@@ -1053,46 +878,39 @@ class ConsumerMember:
                 self._member_id,
             )
             return
-        self._seq += 1
-        self._leave_seq = self._seq
+        self._leave_seq = self._next_seq()
         request = HeartbeatRequest(
             group_id=self._cfg.group_id,
             member_id=self._member_id,
             member_epoch=self._epoch,
             instance_id=self._cfg.instance_id,
         )
-        acts.append(SendHeartbeat(self._seq, request, leave=True))
+        acts.append(SendHeartbeat(self._leave_seq, request, leave=True))
 
-    def _leave_done(self, timed_out: bool, now: float, acts: list[Action]) -> None:
+    def _leave_done(self, timed_out: bool, now: float, acts: list[_Action]) -> None:
         self._finish_leave_reason(timed_out, acts)
         if (
             not self._closed
             and self._state is _S.UNSUBSCRIBED
-            and self._rejoin_after_leave
+            and self._life.rejoin_after_leave
             and self._subscription is not None
         ):
-            self._rejoin_after_leave = False
+            self._life.rejoin_after_leave = False
             self._join(now, Trigger.SUBSCRIBE)
 
-    def _finish_leave_reason(self, timed_out: bool, acts: list[Action]) -> None:
-        reason = self._leave_reason
-        self._leave_reason = None
-        if self._closing:
+    def _finish_leave_reason(self, timed_out: bool, acts: list[_Action]) -> None:
+        reason = self._life.take_leave_reason()
+        if self._life.closing:
             self._closed = True
             acts.append(Closed(timed_out))
-        elif reason is _LeaveReason.UNSUBSCRIBE:
+        elif reason is LeaveReason.UNSUBSCRIBE:
             acts.append(LeaveComplete())
 
     # ---------------------------------------------------------------- closing
 
-    def _on_close(self, deadline: float, now: float, acts: list[Action]) -> None:
-        if self._closing:
-            return
-        self._closing = True
-        self._close_deadline = deadline
-        self._rejoin_after_leave = False
-        if self._state in _IN_GROUP:
-            self._start_leave(_LeaveReason.CLOSE, now, acts)
+    def _close(self, now: float, acts: list[_Action]) -> None:
+        if self._state in IN_GROUP:
+            self._start_leave(LeaveReason.CLOSE, now, acts)
         elif self._state in (_S.FENCED, _S.STALE):
             self._lost_token = None
             self._clear_assignment()
@@ -1104,15 +922,8 @@ class ConsumerMember:
             pass  # wait for the leave response
         else:
             self._finish_leave_reason(False, acts)
-        if not self._closed and now >= deadline:
-            self._close_timed_out(now, acts)
 
-    def _close_timed_out(self, now: float, acts: list[Action]) -> None:
-        log.warning(
-            "group %s member %s: close deadline reached before the leave completed",
-            self._cfg.group_id,
-            self._member_id,
-        )
+    def _close_timed_out(self, now: float, acts: list[_Action]) -> None:
         if self._state is _S.PREPARE_LEAVING:
             # Give up on the release; still tell the broker, best effort.
             self._release_token = None

@@ -8,24 +8,11 @@ membership package stays free of kio.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
 from kgroup.types import TopicPartition
 
-__all__ = [
-    "GroupMember",
-    "MemberAssignment",
-    "MemberSubscription",
-    "RebalanceProtocol",
-]
-
-
-class RebalanceProtocol(enum.Enum):
-    """How members give partitions up in a classic rebalance (KIP-429)."""
-
-    EAGER = "eager"
-    COOPERATIVE = "cooperative"
+__all__ = ["ClassicAssignment", "GroupMember", "MemberSubscription"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +35,12 @@ class MemberSubscription:
 
 
 @dataclass(frozen=True, slots=True)
-class MemberAssignment:
-    """One member's ConsumerProtocolAssignment: its partitions and the assignor's user data."""
+class ClassicAssignment:
+    """One classic member's assignment as SyncGroup carries it: partitions and user data.
+
+    The ConsumerProtocolAssignment embedded in SyncGroup (not the new
+    protocol's :class:`kgroup.assignors.modern.MemberAssignment`).
+    """
 
     partitions: frozenset[TopicPartition] = frozenset()
     user_data: bytes | None = None

@@ -3,7 +3,7 @@
 :data:`CLASSIC_TRANSITIONS` maps ``(state, trigger)`` to the next state. The
 classic member changes state only through :func:`next_classic_state`, so a
 transition missing from the table raises
-:class:`~kgroup.membership.states.IllegalTransitionError`.
+:class:`~kgroup.membership.common.IllegalTransitionError`.
 :func:`render_classic_mermaid` draws the same table for
 ``docs/classic-protocol.md``; a unit test keeps the two in step.
 """
@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from types import MappingProxyType
 
-from kgroup.membership.states import IllegalTransitionError, render_table, replace_between
+from kgroup.membership.common.transitions import TransitionTable
 
 __all__ = [
     "CLASSIC_DIAGRAM_BEGIN",
     "CLASSIC_DIAGRAM_END",
+    "CLASSIC_MACHINE",
     "CLASSIC_TRANSITIONS",
+    "IN_GROUP",
     "ClassicState",
     "ClassicTrigger",
     "next_classic_state",
@@ -96,7 +97,7 @@ def _table() -> dict[tuple[ClassicState, ClassicTrigger], ClassicState]:
         (_S.UNJOINED, _T.CLOSE): _S.CLOSED,
         (_S.FATAL, _T.CLOSE): _S.CLOSED,
     }
-    for state in IN_GROUP:
+    for state in sorted(IN_GROUP, key=list(ClassicState).index):
         if state is not _S.PREPARING:
             # ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID: the assignment is lost.
             t[(state, _T.RESET)] = _S.PREPARING
@@ -106,38 +107,20 @@ def _table() -> dict[tuple[ClassicState, ClassicTrigger], ClassicState]:
     return t
 
 
-CLASSIC_TRANSITIONS: Mapping[tuple[ClassicState, ClassicTrigger], ClassicState] = MappingProxyType(
-    _table()
+CLASSIC_MACHINE: TransitionTable[ClassicState, ClassicTrigger] = TransitionTable(
+    _table(),
+    initial=ClassicState.UNJOINED,
+    finals=(ClassicState.CLOSED,),
+    diagram="classic member state diagram",
+    module=__name__,
 )
+"""The table with its lookup and its diagram for ``docs/classic-protocol.md``."""
 
-
-def next_classic_state(state: ClassicState, trigger: ClassicTrigger) -> ClassicState:
-    """The state ``trigger`` leads to from ``state``; raises IllegalTransitionError."""
-    try:
-        return CLASSIC_TRANSITIONS[(state, trigger)]
-    except KeyError:
-        raise IllegalTransitionError(state, trigger) from None
-
-
-CLASSIC_DIAGRAM_BEGIN = (
-    "<!-- BEGIN GENERATED: classic member state diagram (kgroup.membership.classic_states) -->"
+CLASSIC_TRANSITIONS: Mapping[tuple[ClassicState, ClassicTrigger], ClassicState] = (
+    CLASSIC_MACHINE.table
 )
-CLASSIC_DIAGRAM_END = "<!-- END GENERATED: classic member state diagram -->"
-
-
-def render_classic_mermaid() -> str:
-    """:data:`CLASSIC_TRANSITIONS` as a Mermaid state diagram between the doc markers."""
-    return render_table(
-        CLASSIC_TRANSITIONS,
-        initial=ClassicState.UNJOINED,
-        finals=(ClassicState.CLOSED,),
-        begin=CLASSIC_DIAGRAM_BEGIN,
-        end=CLASSIC_DIAGRAM_END,
-    )
-
-
-def replace_classic_diagram(document: str) -> str:
-    """``document`` with its classic diagram block replaced by :func:`render_classic_mermaid`."""
-    return replace_between(
-        document, CLASSIC_DIAGRAM_BEGIN, CLASSIC_DIAGRAM_END, render_classic_mermaid()
-    )
+CLASSIC_DIAGRAM_BEGIN = CLASSIC_MACHINE.begin
+CLASSIC_DIAGRAM_END = CLASSIC_MACHINE.end
+next_classic_state = CLASSIC_MACHINE.next
+render_classic_mermaid = CLASSIC_MACHINE.render_mermaid
+replace_classic_diagram = CLASSIC_MACHINE.replace_diagram

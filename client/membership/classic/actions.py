@@ -1,37 +1,26 @@
 """Actions of the classic member, beyond the shared ones.
 
 The classic member also returns the shared actions of
-:mod:`kgroup.membership.actions`: ``StopFetching``, ``StartFetching``,
-``CommitOffsets`` (with generation id, member id and instance id),
-``RunCallback``, ``RaiseCallbackError``, ``RediscoverCoordinator``,
-``ReportFatalError``, ``LeaveComplete`` and ``Closed``.
+:mod:`kgroup.membership.common.actions` (its ``CommitOffsets`` carry generation
+id, member id and instance id; it never reports ``protocol_unsupported``).
 
 Requests carry a ``seq``; the runtime reports their outcome with the same
 ``seq`` (a ``*ResponseReceived`` event or
-:class:`~kgroup.membership.classic_events.RequestFailed`).
+:class:`~kgroup.membership.common.RequestFailed`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kgroup.membership.actions import (
-    Closed,
-    CommitOffsets,
-    LeaveComplete,
-    RaiseCallbackError,
-    RediscoverCoordinator,
-    ReportFatalError,
-    RunCallback,
-    StartFetching,
-    StopFetching,
-)
-from kgroup.membership.classic_types import GroupMember, MemberAssignment, MemberSubscription
+from kgroup.membership.classic.types import ClassicAssignment, GroupMember, MemberSubscription
+from kgroup.membership.common.actions import CommonAction
 
 __all__ = [
     "PROTOCOL_TYPE",
     "ClassicAction",
     "ClassicAssignorOnAssignment",
+    "ClassicMemberAction",
     "JoinGroupRequest",
     "JoinProtocol",
     "ReportAssignorError",
@@ -88,7 +77,7 @@ class SyncGroupRequest:
     member_id: str
     instance_id: str | None
     protocol_name: str
-    assignments: tuple[tuple[str, MemberAssignment], ...] = ()
+    assignments: tuple[tuple[str, ClassicAssignment], ...] = ()
     protocol_type: str = PROTOCOL_TYPE
 
 
@@ -161,36 +150,31 @@ class ClassicAssignorOnAssignment:
 
     protocol_name: str
     generation_id: int
-    assignment: MemberAssignment
+    assignment: ClassicAssignment
 
 
 @dataclass(frozen=True, slots=True)
 class ReportAssignorError:
     """The leader's assignor failed; raise a typed assignor error from poll from now on.
 
-    The member is then FATAL, as with :class:`~kgroup.membership.actions.ReportFatalError`.
+    The member is then FATAL, as with :class:`~kgroup.membership.common.ReportFatalError`.
     """
 
     protocol_name: str
     message: str
 
 
-ClassicAction = (
-    SendJoinGroup
+ClassicMemberAction = (
+    CommonAction
+    | SendJoinGroup
     | SendSyncGroup
     | SendClassicHeartbeat
     | SendLeaveGroup
     | RunAssignor
     | ClassicAssignorOnAssignment
     | ReportAssignorError
-    | StopFetching
-    | StartFetching
-    | CommitOffsets
-    | RunCallback
-    | RaiseCallbackError
-    | RediscoverCoordinator
-    | ReportFatalError
-    | LeaveComplete
-    | Closed
 )
 """Every action :meth:`~kgroup.membership.classic.ClassicMember.handle` returns."""
+
+ClassicAction = ClassicMemberAction
+"""The earlier name of :data:`ClassicMemberAction`."""

@@ -1,13 +1,9 @@
 """Events of the classic member (JoinGroup / SyncGroup / Heartbeat / LeaveGroup).
 
 The classic member also takes the shared events of
-:mod:`kgroup.membership.events`: ``SubscriptionChanged``, ``Unsubscribe``,
-``PollCalled``, ``CallbackCompleted``, ``CommitCompleted``,
-``CloseRequested``, ``TimerTick`` and ``CoordinatorRediscovered``.
-
-Request outcomes echo the ``seq`` of the action that sent the request; an
-outcome whose ``seq`` the member no longer waits for (a request of an
-abandoned round) is ignored. All events are frozen dataclasses.
+:mod:`kgroup.membership.common.events` (among them ``RequestFailed``, for any
+of its requests). Request outcomes echo the ``seq`` of the action that sent
+the request.
 """
 
 from __future__ import annotations
@@ -15,18 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kgroup.membership.classic_types import GroupMember, MemberAssignment
-from kgroup.membership.events import (
-    CallbackCompleted,
-    CloseRequested,
-    CommitCompleted,
-    CoordinatorRediscovered,
-    FailureKind,
-    PollCalled,
-    SubscriptionChanged,
-    TimerTick,
-    Unsubscribe,
-)
+from kgroup.membership.classic.types import ClassicAssignment, GroupMember
+from kgroup.membership.common.events import CommonEvent
 from kgroup.types import TopicPartition
 
 __all__ = [
@@ -34,11 +20,11 @@ __all__ = [
     "AssignorFailed",
     "ClassicEvent",
     "ClassicHeartbeatResponseReceived",
+    "ClassicMemberEvent",
     "CommitFailed",
     "JoinGroupResponse",
     "JoinGroupResponseReceived",
     "LeaveGroupResponseReceived",
-    "RequestFailed",
     "SubscribedMetadataChanged",
     "SyncGroupResponse",
     "SyncGroupResponseReceived",
@@ -74,7 +60,7 @@ class SyncGroupResponse:
     """
 
     error_code: int = 0
-    assignment: MemberAssignment | None = None
+    assignment: ClassicAssignment | None = None
     protocol_type: str | None = None
     protocol_name: str | None = None
     error_message: str | None = None
@@ -113,15 +99,6 @@ class LeaveGroupResponseReceived:
 
 
 @dataclass(frozen=True, slots=True)
-class RequestFailed:
-    """The JoinGroup, SyncGroup, Heartbeat or LeaveGroup sent with ``seq`` got no response."""
-
-    seq: int
-    kind: FailureKind
-    detail: str = ""
-
-
-@dataclass(frozen=True, slots=True)
 class AssignmentComputed:
     """The runtime ran the assignor a RunAssignor asked for and validated its output.
 
@@ -129,7 +106,7 @@ class AssignmentComputed:
     """
 
     generation_id: int
-    assignments: Mapping[str, MemberAssignment]
+    assignments: Mapping[str, ClassicAssignment]
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,23 +142,18 @@ class CommitFailed:
     offsets: Mapping[TopicPartition, int] | None = field(default=None, hash=False)
 
 
-ClassicEvent = (
-    SubscriptionChanged
-    | Unsubscribe
-    | PollCalled
+ClassicMemberEvent = (
+    CommonEvent
     | JoinGroupResponseReceived
     | SyncGroupResponseReceived
     | ClassicHeartbeatResponseReceived
     | LeaveGroupResponseReceived
-    | RequestFailed
     | AssignmentComputed
     | AssignorFailed
     | SubscribedMetadataChanged
-    | CallbackCompleted
-    | CommitCompleted
     | CommitFailed
-    | CloseRequested
-    | TimerTick
-    | CoordinatorRediscovered
 )
 """Every event :meth:`~kgroup.membership.classic.ClassicMember.handle` takes."""
+
+ClassicEvent = ClassicMemberEvent
+"""The earlier name of :data:`ClassicMemberEvent`."""
