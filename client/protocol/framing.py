@@ -53,6 +53,7 @@ __all__ = [
     "encode_response",
     "frame_size",
     "peek_correlation_id",
+    "read_entity",
     "request_header_class",
     "response_header_class",
 ]
@@ -191,36 +192,35 @@ def _split_frame(frame: bytes) -> bytes:
     return frame[SIZE_PREFIX:]
 
 
-def _checked(
-    what: str, cls: type[Entity], payload: bytes, offset: int, *, request_header: bool = False
-) -> int:
-    """Where ``cls`` encoded at ``offset`` ends, by the structural walk (nothing allocated)."""
+def read_entity(
+    what: str, cls: type[_E], data: bytes, offset: int = 0, *, request_header: bool = False
+) -> tuple[_E, int]:
+    """Decode ``cls`` from ``data`` at ``offset``: the entity and where it ends.
+
+    The bytes pass the structural walk first (:func:`kgroup.protocol.structure.check`),
+    so kio never reads an unchecked length. ``what`` names the bytes in errors
+    (``"Metadata v12 response"``).
+
+    Raises:
+        KafkaProtocolError: the bytes do not decode; the message starts with
+            ``what`` and names the field where it can.
+    """
     try:
-        return check(cls, payload, offset, request_header=request_header)
+        end = check(cls, data, offset, request_header=request_header)
     except StructureError as exc:
         raise KafkaProtocolError(f"{what}: {exc}") from None
-
-
-def _read(
-    what: str, cls: type[_E], payload: bytes, offset: int, *, request_header: bool = False
-) -> _E:
-    """kio's reading of bytes that passed :func:`_checked`."""
     try:
-        entity, _ = entity_reader(cls)(payload, offset)
+        entity, _ = entity_reader(cls)(data, offset)
     except Exception as exc:  # kio raises assorted errors for values it refuses
-        raise _undecodable(
-            what, cls, payload, offset, request_header=request_header, exc=exc
-        ) from exc
+        raise _undecodable(what, cls, data, offset, request_header=request_header, exc=exc) from exc
     except BaseException as exc:
         # A Rust panic inside kio surfaces as pyo3's PanicException, which derives
         # from BaseException; it is a decode failure like any other. Everything
         # else (KeyboardInterrupt ...) passes.
         if type(exc).__name__ != "PanicException":
             raise
-        raise _undecodable(
-            what, cls, payload, offset, request_header=request_header, exc=exc
-        ) from exc
-    return entity
+        raise _undecodable(what, cls, data, offset, request_header=request_header, exc=exc) from exc
+    return entity, end
 
 
 def _undecodable(
@@ -256,12 +256,12 @@ def decode_request(frame: bytes) -> RequestFrame:
         raise KafkaProtocolError(str(exc)) from None
     header_cls = request_header_class(cls)
     label = f"{api_label(cls)} request"
-    header_size = _checked(label + " header", header_cls, payload, 0, request_header=True)
-    body_size = _checked(label, cls, payload, header_size) - header_size
-    if header_size + body_size != len(payload):
+    header, header_size = read_entity(
+        label + " header", header_cls, payload, 0, request_header=True
+    )
+    request, end = read_entity(label, cls, payload, header_size)
+    if end != len(payload):
         raise KafkaProtocolError(f"{label} has trailing bytes")
-    header = _read(label + " header", header_cls, payload, 0, request_header=True)
-    request = _read(label, cls, payload, header_size)
     return RequestFrame(header=header, request=request)
 
 
@@ -292,8 +292,7 @@ def decode_response_payload(
     label = api_label(response_cls)
     header_cls = response_header_class(response_cls)
     try:
-        header_size = _checked(f"{label} response header", header_cls, payload, 0)
-        header = _read(f"{label} response header", header_cls, payload, 0)
+        header, header_size = read_entity(f"{label} response header", header_cls, payload)
     except KafkaProtocolError as exc:
         raise MalformedResponseError(str(exc)) from exc.__cause__
     if header.correlation_id != correlation_id:
@@ -304,11 +303,10 @@ def decode_response_payload(
     if int(response_cls.__api_key__) == ApiKey.API_VERSIONS and response_cls.__version__ > 0:
         response_cls = _api_versions_fallback(payload, header_size) or response_cls
     try:
-        end = _checked(f"{label} response", response_cls, payload, header_size)
+        response, end = read_entity(f"{label} response", response_cls, payload, header_size)
         extra = len(payload) - end
         if extra:
             raise KafkaProtocolError(f"{label} response has {extra} trailing bytes")
-        response = _read(f"{label} response", response_cls, payload, header_size)
     except KafkaProtocolError as exc:
         raise MalformedResponseError(str(exc)) from exc.__cause__
     return ResponseFrame(header=header, response=response)
