@@ -38,7 +38,7 @@ from kio.static.protocol import (
 
 from kgroup.errors import KafkaProtocolError, MalformedResponseError
 from kgroup.protocol.apis import ApiKey, request_class, response_class
-from kgroup.protocol.structure import StructureError, check, locate
+from kgroup.protocol.structure import StructureError, check, locate, strip_unknown_tags
 
 __all__ = [
     "MAX_FRAME_SIZE",
@@ -198,17 +198,26 @@ def read_entity(
     """Decode ``cls`` from ``data`` at ``offset``: the entity and where it ends.
 
     The bytes pass the structural walk first (:func:`kgroup.protocol.structure.check`),
-    so kio never reads an unchecked length. ``what`` names the bytes in errors
+    so kio never reads an unchecked length. Tagged fields the schema lacks are
+    skipped, as Kafka requires (kio alone refuses them). ``what`` names the bytes in errors
     (``"Metadata v12 response"``).
 
     Raises:
         KafkaProtocolError: the bytes do not decode; the message starts with
             ``what`` and names the field where it can.
     """
+    removed = 0
     try:
         end = check(cls, data, offset, request_header=request_header)
     except StructureError as exc:
-        raise KafkaProtocolError(f"{what}: {exc}") from None
+        if exc.unknown_tag is None:
+            raise KafkaProtocolError(f"{what}: {exc}") from None
+        # Tagged fields a newer peer added: Kafka says skip them, kio refuses them.
+        try:
+            data, removed = strip_unknown_tags(cls, data, offset, request_header=request_header)
+            end = check(cls, data, offset, request_header=request_header)
+        except StructureError as again:
+            raise KafkaProtocolError(f"{what}: {again}") from None
     try:
         entity, _ = entity_reader(cls)(data, offset)
     except Exception as exc:  # kio raises assorted errors for values it refuses
@@ -220,7 +229,8 @@ def read_entity(
         if type(exc).__name__ != "PanicException":
             raise
         raise _undecodable(what, cls, data, offset, request_header=request_header, exc=exc) from exc
-    return entity, end
+    # ``end`` in the caller's bytes: what was stripped lay before it.
+    return entity, end + removed
 
 
 def _undecodable(

@@ -119,7 +119,7 @@ def _random_text(rnd: random.Random) -> bytes:
     return "".join(rnd.choice(alphabet) for _ in range(size)).encode()
 
 
-def _random_value(op: structure._Op, rnd: random.Random, depth: int) -> bytes:
+def _random_value(op: structure._Op, rnd: random.Random, depth: int, unknown: bool) -> bytes:
     kind, arg, nullable, _ = op
     if kind == structure._FIXED:
         return rnd.randbytes(arg)
@@ -144,47 +144,61 @@ def _random_value(op: structure._Op, rnd: random.Random, depth: int) -> bytes:
             return struct.pack(">i", len(data)) + data
         return _uvarint(len(data) + 1) + data
     if kind == structure._ENTITY:
-        return _random_entity(arg, rnd, depth + 1)
+        return _random_entity(arg, rnd, depth + 1, unknown)
     if kind in (structure._ARR32, structure._ARRV):
         if nullable and rnd.random() < 0.2:
             return b"\xff\xff\xff\xff" if kind == structure._ARR32 else b"\x00"
         count = 0 if depth > 3 else rnd.choice((0, 1, 2, 3, 5))
-        items = b"".join(_random_value(arg, rnd, depth + 1) for _ in range(count))
+        items = b"".join(_random_value(arg, rnd, depth + 1, unknown) for _ in range(count))
         prefix = struct.pack(">i", count) if kind == structure._ARR32 else _uvarint(count + 1)
         return prefix + items
     raise AssertionError(f"unknown operation kind {kind}")
 
 
-def _random_entity(schema: structure._Schema, rnd: random.Random, depth: int) -> bytes:
+def _random_entity(
+    schema: structure._Schema, rnd: random.Random, depth: int, unknown: bool
+) -> bytes:
     if schema.nullable:
         if rnd.random() < 0.2:
             return b"\xff"
         head = b"\x01"
     else:
         head = b""
-    body = b"".join(_random_value(op, rnd, depth) for op in schema.ops)
+    body = b"".join(_random_value(op, rnd, depth, unknown) for op in schema.ops)
     if not schema.flexible:
         return head + body
-    tags = [t for t in sorted(schema.tagged) if rnd.random() < 0.3]
-    tagged = _uvarint(len(tags))
-    for tag in tags:
-        value = _random_value(schema.tagged[tag], rnd, depth)
+    fields: list[tuple[int, bytes]] = [
+        # Inside a known tag's value, an unknown one cannot be skipped (see structure).
+        (tag, _random_value(schema.tagged[tag], rnd, depth, False))
+        for tag in sorted(schema.tagged)
+        if rnd.random() < 0.3
+    ]
+    if unknown and rnd.random() < 0.3:
+        # A tag a newer broker might send: decoding must skip it.
+        fields.append((rnd.randint(max(schema.tagged, default=0) + 1, 300), rnd.randbytes(3)))
+    tagged = _uvarint(len(fields))
+    for tag, value in fields:
         tagged += _uvarint(tag) + _uvarint(len(value)) + value
     return head + body + tagged
 
 
-def random_body(cls: type[ResponsePayload], rnd: random.Random) -> bytes:
-    """A random, valid encoding of a ``cls`` response body (kio decodes it)."""
-    return _random_entity(structure._compile(cls, False, False, True), rnd, 0)
+def random_body(cls: type[ResponsePayload], rnd: random.Random, *, unknown: bool = False) -> bytes:
+    """A random, valid encoding of a ``cls`` response body.
+
+    ``unknown`` adds, now and then, tagged fields the schema lacks (which Kafka
+    readers skip; kio alone refuses them, kgroup's decoding skips them).
+    """
+    return _random_entity(structure._compile(cls, False, False, True), rnd, 0, unknown)
 
 
-def random_frame(target: Target, rnd: random.Random) -> bytes:
-    """A valid response frame of ``target``: size prefix, header, random body."""
+def random_frame(target: Target, rnd: random.Random, *, unknown: bool = False) -> bytes:
+    """A valid response frame of ``target``: size prefix, header, random body
+    (``unknown``: see :func:`random_body`)."""
     cls = target.response_cls
     header = struct.pack(">i", CORRELATION_ID)
     if response_header_class(cls).__flexible__:
         header += b"\x00"  # no tagged fields
-    payload = header + random_body(cls, rnd)
+    payload = header + random_body(cls, rnd, unknown=unknown)
     if target.api == ApiKey.API_VERSIONS and target.version > 0:
         # UNSUPPORTED_VERSION is read as v0 on purpose; keep generated frames on
         # the version they claim to be.
@@ -307,7 +321,7 @@ def _worker(until: float, seed: int, slot_path: str) -> None:
     every = targets()
     # Generating a valid frame costs more than decoding one; mutate a pool of
     # them, renewing one member of the pool per round.
-    pool = [random_frame(t, rnd) for t in every for _ in range(4)]
+    pool = [random_frame(t, rnd, unknown=rnd.random() < 0.5) for t in every for _ in range(4)]
     pool_targets = [t for t in every for _ in range(4)]
     counts = {Outcome.DECODED: 0, Outcome.MALFORMED: 0, "unexpected": 0}
     unexpected: list[str] = []
@@ -316,7 +330,7 @@ def _worker(until: float, seed: int, slot_path: str) -> None:
         # At least one round, however late the worker started.
         while tried == 0 or time.time() < until:
             renew = rnd.randrange(len(pool))
-            pool[renew] = random_frame(pool_targets[renew], rnd)
+            pool[renew] = random_frame(pool_targets[renew], rnd, unknown=rnd.random() < 0.5)
             for _ in range(50):
                 index = rnd.randrange(len(pool))
                 target, frame = pool_targets[index], pool[index]

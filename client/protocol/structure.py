@@ -53,7 +53,7 @@ from kio.serial._introspect import (
 )
 from kio.static.protocol import Entity
 
-__all__ = ["StructureError", "check", "locate"]
+__all__ = ["StructureError", "UnknownTag", "check", "locate", "strip_unknown_tags"]
 
 
 class StructureError(Exception):
@@ -63,21 +63,43 @@ class StructureError(Exception):
         field: the path of the offending field (``topics[2].partitions``), or
             ``""`` for the entity as a whole.
         detail: what is wrong, in words.
+        unknown_tag: for a tagged field the schema lacks (and nothing else wrong
+            before it), where it is; :func:`strip_unknown_tags` removes such fields.
     """
 
-    def __init__(self, field: str, detail: str) -> None:
+    def __init__(self, field: str, detail: str, unknown_tag: UnknownTag | None = None) -> None:
         self.field = field
         self.detail = detail
+        self.unknown_tag = unknown_tag
         super().__init__(f"field {field}: {detail}" if field else detail)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class UnknownTag:
+    """Where a tagged field unknown to the schema sits in the bytes.
+
+    Attributes:
+        tag: its tag number.
+        count_at, count_size, count: the entity's tagged-field count varint.
+        start, stop: the field's bytes (tag, size and value).
+    """
+
+    tag: int
+    count_at: int
+    count_size: int
+    count: int
+    start: int
+    stop: int
 
 
 class _FaultError(Exception):
     """Raised inside the walk; each enclosing level adds its part of the path."""
 
-    def __init__(self, detail: str) -> None:
+    def __init__(self, detail: str, unknown_tag: UnknownTag | None = None) -> None:
         super().__init__(detail)
         self.detail = detail
         self.path: list[str] = []
+        self.unknown_tag = unknown_tag
 
     def error(self) -> StructureError:
         parts: list[str] = []
@@ -86,7 +108,7 @@ class _FaultError(Exception):
                 parts.append(part)
             else:
                 parts.append("." + part)
-        return StructureError("".join(parts), self.detail)
+        return StructureError("".join(parts), self.detail, self.unknown_tag)
 
 
 # Operation kinds. An operation is a tuple (kind, argument, nullable, field name).
@@ -390,6 +412,7 @@ def _entity(schema: _Schema, buf: bytes, pos: int, end: int) -> int:
 
 
 def _tagged_fields(schema: _Schema, buf: bytes, pos: int, end: int) -> int:
+    count_at = pos
     try:
         count, pos = _uvarint(buf, pos, end)
     except _FaultError as fault:
@@ -399,7 +422,9 @@ def _tagged_fields(schema: _Schema, buf: bytes, pos: int, end: int) -> int:
         too_many = _FaultError(f"{count} tagged fields exceed the {end - pos} bytes left")
         too_many.path.append("(tagged fields)")
         raise too_many
+    count_size = pos - count_at
     for _ in range(count):
+        start = pos
         try:
             tag, pos = _uvarint(buf, pos, end)
             size, pos = _uvarint(buf, pos, end)
@@ -412,9 +437,16 @@ def _tagged_fields(schema: _Schema, buf: bytes, pos: int, end: int) -> int:
             if size > end - pos:
                 raise _FaultError(f"size {size} exceeds the {end - pos} bytes left")
             if op is None:
-                # kio 0.6 refuses tags its schema lacks rather than skipping them.
-                raise _FaultError("unknown tagged field")
-            stop = _value(op, buf, pos, pos + size)
+                # Kafka says skip it; kio 0.6 raises instead. The caller may strip it
+                # (strip_unknown_tags) and walk again.
+                where = UnknownTag(tag, count_at, count_size, count, start, pos + size)
+                raise _FaultError("unknown tagged field", where)
+            try:
+                stop = _value(op, buf, pos, pos + size)
+            except _FaultError as inner:
+                # Stripping a field inside a tag's value would change the tag's size.
+                inner.unknown_tag = None
+                raise
             if stop != pos + size:
                 raise _FaultError(f"value takes {stop - pos} of its {size} bytes")
         except _FaultError as fault:
@@ -460,3 +492,50 @@ def locate(
     except StructureError as error:
         return error
     return None
+
+
+def _uvarint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_MAX_STRIPPED: Final = 64
+
+
+def strip_unknown_tags(
+    cls: type[Entity], buf: bytes, offset: int = 0, *, request_header: bool = False
+) -> tuple[bytes, int]:
+    """``buf`` without the tagged fields ``cls``'s schema lacks, and how many bytes went.
+
+    Kafka's rule is that a reader skips tagged fields it does not know (a newer
+    broker may send more of them); kio 0.6 raises on them instead. Each one is
+    cut out and its entity's tagged-field count lowered, until :func:`check`
+    passes.
+
+    Raises:
+        StructureError: something else is wrong, an unknown field sits inside a
+            known tagged field's value, or there are more than 64 of them.
+    """
+    removed = 0
+    for _ in range(_MAX_STRIPPED + 1):
+        try:
+            check(cls, buf, offset, request_header=request_header)
+        except StructureError as error:
+            where = error.unknown_tag
+            if where is None:
+                raise
+            count = _uvarint_bytes(where.count - 1)
+            buf = (
+                buf[: where.count_at]
+                + count
+                + buf[where.count_at + where.count_size : where.start]
+                + buf[where.stop :]
+            )
+            removed += where.stop - where.start + where.count_size - len(count)
+            continue
+        return buf, removed
+    raise StructureError("", f"more than {_MAX_STRIPPED} unknown tagged fields")

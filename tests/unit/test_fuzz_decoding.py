@@ -25,8 +25,10 @@ from kio.static.protocol import ResponsePayload
 from kgroup.errors import MalformedResponseError
 from kgroup.protocol import (
     SUPPORTED_VERSIONS,
+    ApiKey,
     decode_response,
     encode_response,
+    response_class,
 )
 from kgroup.protocol.fuzz import (
     CORRELATION_ID,
@@ -74,10 +76,17 @@ def test_generated_frames_decode_and_the_walk_ends_where_kio_does(target: Target
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=str)
+def test_generated_frames_with_unknown_tagged_fields_decode(target: Target) -> None:
+    rnd = random.Random(f"unknown tags in {target}")
+    for _ in range(20):
+        assert try_frame(random_frame(target, rnd, unknown=True), target) == Outcome.DECODED
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=str)
 def test_mutated_frames_decode_or_raise_malformed_response_error(target: Target) -> None:
     rnd = random.Random(f"mutations of {target}")
     outcomes = {Outcome.DECODED: 0, Outcome.MALFORMED: 0}
-    seeds = [random_frame(target, rnd) for _ in range(5)]
+    seeds = [random_frame(target, rnd, unknown=i % 2 == 1) for i in range(6)]
     for _ in range(200):
         frame = mutate(rnd.choice(seeds), rnd, rnd.choice(seeds))
         outcomes[try_frame(frame, target)] += 1  # anything else raised fails the test
@@ -199,13 +208,33 @@ def test_value_kio_refuses_is_named_by_the_thorough_walk() -> None:
     assert 32767 not in {int(code) for code in ErrorCode}
 
 
-def test_tagged_fields_are_checked() -> None:
-    unknown = heartbeat_v0(rest="ff01050100")
-    with pytest.raises(MalformedResponseError, match=r"\(tag 5\): unknown tagged field"):
-        decode_response(unknown, HEARTBEAT_V0, 7)
+def test_unknown_tagged_fields_are_skipped_as_kafka_requires() -> None:
+    plain = decode_response(heartbeat_v0(), HEARTBEAT_V0, 7).response
+    # Tag 5 (one byte) and tag 7 (two bytes) in the body; kio alone raises on them.
+    tagged = heartbeat_v0(rest="ff020501aa0702abcd")
+    with pytest.raises(KeyError):
+        entity_reader(HEARTBEAT_V0)(tagged[4:], 5)
+    assert decode_response(tagged, HEARTBEAT_V0, 7).response == plain
+    # In a nested entity: an assignment with no partitions and tag 9 (empty).
+    nested = heartbeat_v0(rest="010101090000")
+    response = decode_response(nested, HEARTBEAT_V0, 7).response
+    assert isinstance(response, ConsumerGroupHeartbeatResponseV0)
+    assert response.assignment is not None
+    assert response.assignment.topic_partitions == ()
+
+
+def test_tagged_fields_that_do_not_fit_are_malformed() -> None:
     oversized = heartbeat_v0(rest="ff01057f00")
     with pytest.raises(MalformedResponseError, match=r"\(tag 5\): size 127 exceeds"):
         decode_response(oversized, HEARTBEAT_V0, 7)
+    # ApiVersions v3: no api keys, and in its known tag 0 (supported features) a
+    # feature carrying unknown tag 5. Cutting it out would change tag 0's size.
+    api_versions = frame_of("000000070000010000000001000a02026100010002010500")
+    with pytest.raises(MalformedResponseError, match=r"supported_features \(tag 0\)"):
+        decode_response(api_versions, response_class(ApiKey.API_VERSIONS, 3), 7)
+    many = "".join(f"{tag:02x}00" for tag in range(10, 75))  # 65 unknown, empty tags
+    with pytest.raises(MalformedResponseError, match="more than 64 unknown tagged fields"):
+        decode_response(heartbeat_v0(rest="ff41" + many), HEARTBEAT_V0, 7)
 
 
 def test_locate_agrees_with_check_on_valid_bytes() -> None:
