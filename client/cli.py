@@ -172,7 +172,26 @@ def _broker_up(args: argparse.Namespace) -> int:
     shutil.rmtree(work, ignore_errors=True)
     overrides = dict(args.override or [])
     broker: KafkaBroker | KafkaCluster
-    if args.nodes == 1:
+    secured = None
+    if getattr(args, "security", None):
+        from kgroup.testing.security import SecuredKafkaBroker  # noqa: PLC0415
+
+        if args.nodes != 1:
+            print("kgroup: --security starts a single node; drop --nodes", file=sys.stderr)
+            return _FAILED
+        work.mkdir(parents=True, exist_ok=True)
+        secured = SecuredKafkaBroker(
+            ("alice",),
+            overrides=overrides,
+            work_dir=work,
+            version=args.version,
+            detach=True,
+            startup_timeout=args.timeout,
+        )
+        broker = secured.broker
+        nodes: tuple[KafkaBroker, ...] = (broker,)
+        version = broker.version
+    elif args.nodes == 1:
         broker = KafkaBroker(
             overrides,
             version=args.version,
@@ -180,7 +199,7 @@ def _broker_up(args: argparse.Namespace) -> int:
             detach=True,
             startup_timeout=args.timeout,
         )
-        nodes: tuple[KafkaBroker, ...] = (broker,)
+        nodes = (broker,)
         version = broker.version
     else:
         broker = KafkaCluster(
@@ -226,6 +245,11 @@ def _broker_up(args: argparse.Namespace) -> int:
         time.monotonic() - started,
         " ".join(str(n.pid) for n in record.nodes),
     )
+    if secured is not None:
+        from kgroup.testing.security import print_client_config  # noqa: PLC0415
+
+        print_client_config(secured, args.security, work)
+        return _OK
     print(record.bootstrap_servers)
     return _OK
 
@@ -289,6 +313,13 @@ def _add_broker_commands(subparsers: argparse._SubParsersAction[argparse.Argumen
         help="broker setting replacing the harness default (repeatable)",
     )
     up.add_argument("--version", help="Kafka release (default $KGROUP_KAFKA_VERSION or pinned)")
+    up.add_argument(
+        "--security",
+        choices=("sasl-scram", "sasl-plain", "tls", "mtls"),
+        help="also open secured listeners (test CA, SASL users, ACLs) and print the client "
+        "config for this set-up instead of the bootstrap servers; secrets are masked on "
+        "screen and written to a private file",
+    )
     up.add_argument(
         "--timeout", type=float, default=180.0, help="seconds to wait for readiness (default 180)"
     )
