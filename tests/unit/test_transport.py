@@ -127,7 +127,7 @@ class FakeBroker:
         # ApiVersions included: a path that went half-open.
         self.muted: set[int] = set()
         # (connection index, API) of every request read, answered or not.
-        self.arrivals: list[tuple[int, ApiKey]] = []
+        self.arrivals: list[tuple[int, int]] = []
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
@@ -148,7 +148,7 @@ class FakeBroker:
                     prefix = await reader.receive_exactly(4)
                     body = await reader.receive_exactly(frame_size(prefix))
                     frame = decode_request(prefix + body)
-                    self.arrivals.append((conn.index, ApiKey(frame.header.request_api_key)))
+                    self.arrivals.append((conn.index, int(frame.header.request_api_key)))
                     if conn.index in self.muted:
                         continue
                     if int(frame.header.request_api_key) == ApiKey.API_VERSIONS:
