@@ -157,6 +157,7 @@ class _Link:
     scope: anyio.CancelScope = dataclasses.field(default_factory=anyio.CancelScope)
     upstream: anyio.abc.SocketStream | None = None
     upstream_scope: anyio.CancelScope = dataclasses.field(default_factory=anyio.CancelScope)
+    upstream_port: int | None = None
     zombie: bool = False
     client_id: str | None = None
     # Correlation id -> (api key, version) of each forwarded request awaiting its response.
@@ -182,8 +183,9 @@ class FaultProxy:
         self._mode = _Mode.NORMAL
         self._mode_nodes: frozenset[int] | None = None
         self._delay = 0.0
+        self._delay_nodes: frozenset[int] | None = None
         self._rate: float | None = None
-        self._impaired_nodes: frozenset[int] | None = None
+        self._rate_nodes: frozenset[int] | None = None
         self._corruptions: list[_Corruption] = []
         self._accepted = 0
         self._forwarded: Counter[int] = Counter()
@@ -243,17 +245,23 @@ class FaultProxy:
         # run them on that loop, whichever thread calls.
         if self._tg is None:
             raise RuntimeError("the FaultProxy is not running")
-        if self._portal is not None and threading.get_ident() != self._loop_thread:
+        if threading.get_ident() == self._loop_thread:
+            change()
+        elif self._portal is not None:
             self._portal.call(change)
         else:
-            change()
+            raise RuntimeError(
+                "call a FaultProxy's fault methods from the thread of the event loop it "
+                "runs on, or run it with running_in_thread()"
+            )
 
     # ------------------------------------------------------------- addresses
 
     @property
     def bootstrap_servers(self) -> str:
         """The proxy's addresses of the bootstrap servers, for the client's config."""
-        return ",".join(f"{_HOST}:{self._listeners[a].port}" for a in self._bootstrap)
+        with self._lock:
+            return ",".join(f"{_HOST}:{self._listeners[a].port}" for a in self._bootstrap)
 
     def address(self, node_id: int) -> str:
         """The proxy's ``host:port`` for broker ``node_id`` (once a response named it).
@@ -261,7 +269,9 @@ class FaultProxy:
         Raises:
             HarnessError: no Metadata or FindCoordinator response named that node yet.
         """
-        for entry in list(self._listeners.values()):
+        with self._lock:
+            entries = list(self._listeners.values())
+        for entry in entries:
             if entry.node_id == node_id:
                 return f"{_HOST}:{entry.port}"
         raise HarnessError(f"the proxy has not seen broker {node_id} in any response yet")
@@ -269,7 +279,8 @@ class FaultProxy:
     @property
     def ports(self) -> frozenset[int]:
         """Every port the proxy listens on."""
-        return frozenset(entry.port for entry in list(self._listeners.values()))
+        with self._lock:
+            return frozenset(entry.port for entry in self._listeners.values())
 
     async def _listener_for(self, upstream: tuple[str, int]) -> _Listener:
         entry = self._listeners.get(upstream)
@@ -282,7 +293,8 @@ class FaultProxy:
             await listener.aclose()
             return entry
         entry = _Listener(upstream, listener, listener.extra(SocketAttribute.local_port))
-        self._listeners[upstream] = entry
+        with self._lock:
+            self._listeners[upstream] = entry
         self._tg.start_soon(self._listen, entry)
         log.debug("proxy :%d -> %s", entry.port, entry.upstream_address)
         return entry
@@ -344,7 +356,7 @@ class FaultProxy:
         chosen = _nodes(nodes)
 
         def change() -> None:
-            self._delay, self._impaired_nodes = seconds, chosen
+            self._delay, self._delay_nodes = seconds, chosen
 
         self._control(change)
 
@@ -357,7 +369,7 @@ class FaultProxy:
         chosen = _nodes(nodes)
 
         def change() -> None:
-            self._rate, self._impaired_nodes = bytes_per_second, chosen
+            self._rate, self._rate_nodes = bytes_per_second, chosen
 
         self._control(change)
 
@@ -387,7 +399,7 @@ class FaultProxy:
 
         def change() -> None:
             self._mode, self._mode_nodes = _Mode.NORMAL, None
-            self._delay, self._rate, self._impaired_nodes = 0.0, None, None
+            self._delay, self._delay_nodes, self._rate, self._rate_nodes = 0.0, None, None, None
             self._corruptions.clear()
             for link in self._links.values():
                 if link.zombie:
@@ -408,11 +420,7 @@ class FaultProxy:
                 upstream=link.listener.upstream_address,
                 client_id=link.client_id,
                 zombie=link.zombie,
-                upstream_port=(
-                    None
-                    if link.upstream is None
-                    else link.upstream.extra(SocketAttribute.local_port)
-                ),
+                upstream_port=link.upstream_port,
             )
             for link in links
         ]
@@ -449,6 +457,7 @@ class FaultProxy:
                 else:
                     try:
                         link.upstream = await anyio.connect_tcp(*entry.upstream)
+                        link.upstream_port = link.upstream.extra(SocketAttribute.local_port)
                     except OSError as exc:
                         log.info("proxy: %s unreachable: %s", entry.upstream_address, exc)
                         return
@@ -494,7 +503,7 @@ class FaultProxy:
                     await upstream.aclose()
 
     def _due(self, link: _Link) -> float:
-        delay = self._delay if _hits(self._impaired_nodes, link) else 0.0
+        delay = self._delay if _hits(self._delay_nodes, link) else 0.0
         return anyio.current_time() + delay
 
     async def _from_client(
@@ -558,7 +567,7 @@ class FaultProxy:
                 wait = due - anyio.current_time()
                 if wait > 0:
                     await anyio.sleep(wait)
-                rate = self._rate if _hits(self._impaired_nodes, link) else None
+                rate = self._rate if _hits(self._rate_nodes, link) else None
                 if rate:
                     # A slow link: a frame takes its size / rate to get through, and
                     # the frames behind it wait their turn.

@@ -224,3 +224,10 @@ def test_a_proxy_in_a_thread_is_driven_from_another_thread() -> None:
                 assert response.coordinators[0].key == "g"
 
         anyio.run(main)
+
+
+async def test_fault_methods_from_a_foreign_thread_are_refused_without_a_portal() -> None:
+    async with cluster(nodes=1) as (_, proxy):
+        with pytest.raises(RuntimeError, match="running_in_thread"):
+            await anyio.to_thread.run_sync(proxy.blackhole)
+        assert not proxy.connections()
