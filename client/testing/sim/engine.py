@@ -723,6 +723,7 @@ class Simulation:
     def _end(self, proc: _Proc, why: str) -> None:
         """The incarnation is gone (crashed or closed): it fetches nothing any more."""
         proc.alive = False
+        proc.conn += 1  # its connections die with it
         for span in proc.fetching.values():
             EpochLedger.stop(span)
         proc.fetching.clear()
@@ -1220,7 +1221,7 @@ class Simulation:
             # Requests of one member reach the coordinator in order (one connection).
             at = proc.link_last + 1e-6
         proc.link_last = at
-        q.schedule(at, self._ev_arrive, (proc, rid, kind, ident, payload))
+        q.schedule(at, self._ev_arrive, (proc, rid, kind, ident, payload, proc.conn))
 
     def _process(self, kind: int, payload: Any) -> Any:
         status = self.status
@@ -1238,8 +1239,13 @@ class Simulation:
             return self.coordinator.commit(member_id, epoch, parts)
         return self.coordinator.heartbeat(payload, self._q.now)
 
-    def _ev_arrive(self, arg: tuple[_Proc, int, int, Any, Any]) -> None:
-        proc, rid, kind, ident, payload = arg
+    def _ev_arrive(self, arg: tuple[_Proc, int, int, Any, Any, int]) -> None:
+        proc, rid, kind, ident, payload, conn = arg
+        if conn != proc.conn:
+            # The client closed that connection (timeout, crash, failover) before the
+            # request reached the broker: it went down with the socket. Without this a
+            # stale request could overtake a newer one, which TCP does not allow.
+            return
         result = self._process(kind, payload)
         if self.violation is not None:
             return
@@ -1303,7 +1309,6 @@ class Simulation:
     def _close_connection(self, proc: _Proc, kind: FailureKind) -> None:
         old = proc.conn
         proc.conn += 1
-        proc.link_last = self._q.now
         failed = [(rid, p) for rid, p in proc.pending.items() if p[2] == old]
         for rid, _ in failed:
             del proc.pending[rid]

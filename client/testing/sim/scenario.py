@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from kgroup.testing.sim.engine import (
     InjectedBug,
@@ -43,6 +43,11 @@ __all__ = [
     "shrink",
     "soak",
 ]
+
+
+# One shared configuration: its assignor objects compare by identity, so scenarios
+# built from the same seed compare equal.
+DEFAULT_CONFIG = SimulationConfig()
 
 
 class FaultKind(enum.Enum):
@@ -112,7 +117,7 @@ class Scenario:
     members: tuple[MemberPlan, ...]
     faults: tuple[Fault, ...]
     faults_end: float
-    config: SimulationConfig = field(default_factory=SimulationConfig)
+    config: SimulationConfig = DEFAULT_CONFIG
 
     def build(self, *, bug: InjectedBug | None = None, trace: bool = False) -> Simulation:
         """A :class:`Simulation` with this scenario's members and faults scheduled."""
@@ -230,14 +235,14 @@ def generate(seed: int) -> Scenario:
                 server_assignor=rng.choice(["uniform", "range"]) if assignors else None,
                 max_poll_interval_ms=rng.choice([6000, 8000, 10000, 15000]),
                 auto_commit=rng.random() < 0.8,
-                poll_interval=rng.uniform(0.2, 2.0),
+                poll_interval=rng.uniform(0.3, 2.5),
                 callback_time=rng.uniform(0.1, 1.5) if slow_members else rng.uniform(0.0, 0.1),
                 has_listener=rng.random() < 0.9,
                 start_at=rng.uniform(0.0, 0.3) if storm else rng.uniform(0.0, 6.0),
             )
         )
 
-    horizon = rng.uniform(8.0, 25.0)
+    horizon = rng.uniform(6.0, 20.0)
     faults: list[Fault] = []
 
     def when() -> float:
