@@ -114,9 +114,9 @@ class SimulatedCallbackError(Exception):
 class NetworkConditions:
     """How the network misbehaves while a lossy window is open (probabilities per message).
 
-    ``duplicate`` makes the coordinator process a request twice in a row (a
-    client retry whose first attempt got through) and delivers a response
-    twice to the member machine (it must ignore the copy); ``spike`` adds a
+    ``duplicate`` makes the coordinator process a request twice in a row and
+    delivers the (first) response twice to the member machine, which must
+    ignore the copy; ``spike`` adds a
     latency of up to ``spike_max`` seconds, beyond the request timeout at times.
     """
 
@@ -1256,10 +1256,15 @@ class Simulation:
             return
         cond = self._lossy
         rng = self.rng
-        duplicate = None
+        duplicate = False
         if cond is not None and cond.duplicate and rng.random() < cond.duplicate:
+            # Processed twice (the coordinator must stay consistent), but a client
+            # only ever sees one response per request: copies of the first one.
             self._count("duplicated")
-            duplicate = self._process(kind, payload)
+            duplicate = True
+            self._process(kind, payload)
+            if self.violation is not None:
+                return
         q = self._q
         if proc.slot.cut_until > q.now:
             return
@@ -1267,8 +1272,8 @@ class Simulation:
             self._count("dropped_response")
             return
         q.after(self._latency(), self._ev_response, (proc, rid, result))
-        if duplicate is not None and kind != _COMMIT:
-            q.after(self._latency(), self._ev_duplicate, (proc, ident, duplicate))
+        if duplicate and kind != _COMMIT:
+            q.after(self._latency(), self._ev_duplicate, (proc, ident, result))
 
     def _ev_response(self, arg: tuple[_Proc, int, Any]) -> None:
         proc, rid, result = arg
