@@ -86,9 +86,9 @@ def make(
         GROUP,
         config or CoordinatorConfig(heartbeat_interval_ms=1000, session_timeout_ms=6000),
         cluster,
-        rec.schedule,
-        lambda: rec.now,
-        Observer(rec),
+        schedule=rec.schedule,
+        clock=lambda: rec.now,
+        observer=Observer(rec),
     )
     return coord, rec, cluster
 
@@ -318,9 +318,9 @@ def test_a_failover_reloads_epochs_targets_and_assignments() -> None:
         GROUP,
         coord.config,
         cluster,
-        rec.schedule,
-        lambda: rec.now,
-        Observer(rec),
+        schedule=rec.schedule,
+        clock=lambda: rec.now,
+        observer=Observer(rec),
         persisted=snapshot,
     )
     assert reloaded.persist() == snapshot
@@ -420,14 +420,16 @@ class _LeavesOneOut:
     def assign(self, spec: AssignmentSpec) -> TargetAssignment:
         first = next(iter(spec.members))
         return TargetAssignment(
-            {first: MemberAssignment({t: frozenset(range(1, m.num_partitions)) for t, m in spec.topics.items()})}
+            {
+                first: MemberAssignment(
+                    {t: frozenset(range(1, m.num_partitions)) for t, m in spec.topics.items()}
+                )
+            }
         )
 
 
 def test_an_assignor_that_leaves_a_partition_unassigned_is_reported() -> None:
-    coord, rec, _ = make(
-        config=CoordinatorConfig(assignors=(_LeavesOneOut(),))  # type: ignore[arg-type]
-    )
+    coord, rec, _ = make(config=CoordinatorConfig(assignors=(_LeavesOneOut(),)))
     join(coord, "a")
     assert rec.illegal == ["assignor 'leaves-one-out' left t-0 unassigned"]
 

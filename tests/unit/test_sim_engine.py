@@ -16,7 +16,7 @@ from kgroup.testing.sim import (
     FaultKind,
     InjectedBug,
     Invariant,
-    InvariantViolation,
+    InvariantViolationError,
     NetworkConditions,
     ScenarioError,
     Simulation,
@@ -126,7 +126,11 @@ class _EverythingToTheSmallestId:
     def assign(self, spec: AssignmentSpec) -> TargetAssignment:
         first = min(spec.members)
         return TargetAssignment(
-            {first: MemberAssignment({t: frozenset(range(m.num_partitions)) for t, m in spec.topics.items()})}
+            {
+                first: MemberAssignment(
+                    {t: frozenset(range(m.num_partitions)) for t, m in spec.topics.items()}
+                )
+            }
         )
 
 
@@ -159,7 +163,7 @@ class _LosesPartitions(_EverythingToTheSmallestId):
 def test_an_assignor_that_leaves_partitions_unassigned_breaks_the_run() -> None:
     sim = Simulation(seed=9, topics={"t": 2}, assignors=[_LosesPartitions()])
     sim.add_member("m0", topics=frozenset({"t"}))
-    with pytest.raises(InvariantViolation) as info:
+    with pytest.raises(InvariantViolationError) as info:
         sim.run_until_converged()
     assert info.value.violation.invariant is Invariant.ILLEGAL_ASSIGNMENT
     assert "left t-0 unassigned" in info.value.violation.message
@@ -172,12 +176,13 @@ def test_a_commit_accepted_for_a_partition_the_member_does_not_own_is_caught() -
     sim.run(6.0)
     m0 = sim.member("m0")
     m1 = sim.member("m1")
-    assert m0 is not None and m1 is not None
+    assert m0 is not None
+    assert m1 is not None
     theirs = next(iter(m1.assignment))
     sim.coordinator.commit(m0.member_id, m0.member_epoch, frozenset({theirs}))
     assert sim.violation is not None
     assert sim.violation.invariant is Invariant.COMMIT_NOT_OWNED
-    with pytest.raises(InvariantViolation):
+    with pytest.raises(InvariantViolationError):
         sim.run(7.0)
 
 
@@ -274,7 +279,9 @@ def test_an_injected_bug_is_caught(bug: InjectedBug, caught: set[Invariant]) -> 
 
 def test_a_failing_scenario_shrinks_and_still_fails_the_same_way() -> None:
     bug = InjectedBug.ACK_BEFORE_REVOKE
-    seed = next(s for s in range(100) if len(generate(s).faults) >= 3 and not run_scenario(s, bug=bug).ok)
+    seed = next(
+        s for s in range(100) if len(generate(s).faults) >= 3 and not run_scenario(s, bug=bug).ok
+    )
     scenario = generate(seed)
     result = run(scenario, bug=bug)
     assert result.violation is not None
@@ -371,6 +378,7 @@ def test_fault_descriptions_are_one_line() -> None:
 def test_topic_ids_in_a_run_come_from_the_seed() -> None:
     a = Simulation(seed=11, topics={"t": 1}).cluster.get("t")
     b = Simulation(seed=11, topics={"t": 1}).cluster.get("t")
-    assert a is not None and b is not None
+    assert a is not None
+    assert b is not None
     assert a.topic_id == b.topic_id
     assert isinstance(a.topic_id, uuid.UUID)

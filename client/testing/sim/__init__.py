@@ -13,7 +13,7 @@ invariants after every step (see ``docs/simulation.md``)::
     for i in range(4):
         sim.add_member(f"m{i}", topics={"orders"}, listener=MyListener())
     sim.crash("m1", at=5.0, restart_after=2.0)
-    sim.run_until_converged(faults_end=10.0)  # raises InvariantViolation
+    sim.run_until_converged(faults_end=10.0)  # raises InvariantViolationError
     print(sim.assignment())
 
 Seeded scenarios: :func:`run_scenario` (one seed -> one reproducible run),
@@ -40,7 +40,7 @@ from kgroup.testing.sim.engine import (
     Simulation,
     SimulationConfig,
 )
-from kgroup.testing.sim.errors import InvariantViolation, ScenarioError, SimulationError
+from kgroup.testing.sim.errors import InvariantViolationError, ScenarioError, SimulationError
 from kgroup.testing.sim.invariants import Invariant, Violation
 from kgroup.testing.sim.scenario import (
     Fault,
@@ -66,7 +66,7 @@ __all__ = [
     "FaultKind",
     "InjectedBug",
     "Invariant",
-    "InvariantViolation",
+    "InvariantViolationError",
     "MemberPlan",
     "MemberRecord",
     "NetworkConditions",

@@ -61,18 +61,25 @@ def _replay(seed: int, bug: InjectedBug | None, do_shrink: bool, lines: int) -> 
     if result.ok or not do_shrink:
         print(result.report(trace_lines=lines))
         return 0 if result.ok else 1
-    assert result.violation is not None and result.scenario is not None
+    assert result.violation is not None
+    assert result.scenario is not None
     small = shrink(result.scenario, result.violation.invariant, bug=bug)
     shrunk = run(small, bug=bug, trace=True)
-    print(f"shrunk from {len(result.scenario.faults)} faults and {len(result.scenario.members)} "
-          f"members to {len(small.faults)} faults and {len(small.members)} members")
-    print(shrunk.report(trace_lines=lines).replace(
-        replay_command(seed, bug), replay_command(seed, bug) + " --shrink"
-    ))
+    print(
+        f"shrunk from {len(result.scenario.faults)} faults and {len(result.scenario.members)} "
+        f"members to {len(small.faults)} faults and {len(small.members)} members"
+    )
+    print(
+        shrunk.report(trace_lines=lines).replace(
+            replay_command(seed, bug), replay_command(seed, bug) + " --shrink"
+        )
+    )
     return 1
 
 
-def _soak(start: int, count: int, bug: InjectedBug | None, stop_after: int | None, lines: int) -> int:
+def _soak(
+    start: int, count: int, bug: InjectedBug | None, stop_after: int | None, lines: int
+) -> int:
     began = time.perf_counter()
 
     def progress(seed: int, result: Result) -> None:

@@ -60,5 +60,4 @@ class EventQueue:
                     return
         finally:
             self.steps = steps
-        if until > self.now:
-            self.now = until
+        self.now = max(self.now, until)

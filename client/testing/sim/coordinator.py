@@ -259,7 +259,7 @@ class CoordinatorObserver(Protocol):
         """Something worth a line in the trace."""
 
 
-class _Reject(Exception):
+class _RejectError(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
@@ -282,10 +282,10 @@ class ConsumerGroupCoordinator:
         group_id: str,
         config: CoordinatorConfig,
         cluster: SimCluster,
+        *,
         schedule: Schedule,
         clock: Callable[[], float],
         observer: CoordinatorObserver,
-        *,
         persisted: PersistedGroup | None = None,
         bug_skip_release: bool = False,
     ) -> None:
@@ -396,39 +396,40 @@ class ConsumerGroupCoordinator:
             if req.member_epoch < 0:
                 return self._leave(req, now)
             return self._heartbeat(req, now)
-        except _Reject as r:
+        except _RejectError as r:
             return HeartbeatResponse(error_code=int(r.code), error_message=r.message)
 
     def _validate(self, req: HeartbeatRequest) -> None:
         bad = ErrorCode.INVALID_REQUEST
         if not req.group_id or req.group_id != self.group_id:
-            raise _Reject(bad, f"GroupId must be {self.group_id!r}, got {req.group_id!r}")
+            raise _RejectError(bad, f"GroupId must be {self.group_id!r}, got {req.group_id!r}")
         if not req.member_id:
-            raise _Reject(bad, "MemberId can't be empty.")
+            raise _RejectError(bad, "MemberId can't be empty.")
         if req.instance_id == "":
-            raise _Reject(bad, "InstanceId can't be empty.")
+            raise _RejectError(bad, "InstanceId can't be empty.")
         if req.rack_id == "":
-            raise _Reject(bad, "RackId can't be empty.")
+            raise _RejectError(bad, "RackId can't be empty.")
         if req.member_epoch < -2:
-            raise _Reject(bad, f"MemberEpoch {req.member_epoch} is invalid.")
+            raise _RejectError(bad, f"MemberEpoch {req.member_epoch} is invalid.")
         if req.member_epoch == -2 and req.instance_id is None:
-            raise _Reject(bad, "InstanceId can't be null when leaving with epoch -2.")
+            raise _RejectError(bad, "InstanceId can't be null when leaving with epoch -2.")
         if req.member_epoch == 0:
             if req.rebalance_timeout_ms is None or req.rebalance_timeout_ms <= 0:
-                raise _Reject(bad, "RebalanceTimeoutMs must be provided in first request.")
+                raise _RejectError(bad, "RebalanceTimeoutMs must be provided in first request.")
             if req.topic_partitions is None or req.topic_partitions:
-                raise _Reject(bad, "TopicPartitions must be empty when (re-)joining.")
+                raise _RejectError(bad, "TopicPartitions must be empty when (re-)joining.")
             if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
-                raise _Reject(
-                    bad, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+                raise _RejectError(
+                    bad,
+                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
                 )
         if req.subscribed_topic_regex and self._regex(req.subscribed_topic_regex) is None:
-            raise _Reject(
+            raise _RejectError(
                 ErrorCode.INVALID_REGULAR_EXPRESSION,
                 f"SubscribedTopicRegex {req.subscribed_topic_regex!r} is not a valid regex.",
             )
         if req.server_assignor is not None and req.server_assignor not in self._assignors:
-            raise _Reject(
+            raise _RejectError(
                 ErrorCode.UNSUPPORTED_ASSIGNOR,
                 f"ServerAssignor {req.server_assignor!r} is not supported; supported: "
                 f"{sorted(self._assignors)}.",
@@ -457,9 +458,10 @@ class ConsumerGroupCoordinator:
             or rec.subscribed_topic_regex != old_regex
             or rec.server_assignor != old_assignor
         )
-        if bump or self._metadata_version != self._cluster.version:
-            if self._refresh_subscription_metadata():
-                bump = True
+        # Member or cluster metadata changed: the subscribed topics' metadata may differ.
+        stale = bump or self._metadata_version != self._cluster.version
+        if stale and self._refresh_subscription_metadata():
+            bump = True
         if bump:
             self.group_epoch += 1
             self._note(f"group epoch {self.group_epoch}")
@@ -493,7 +495,9 @@ class ConsumerGroupCoordinator:
             rec = self._members.get(mid)
             if rec is None:
                 if epoch != 0:
-                    raise _Reject(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {mid} is not in the group.")
+                    raise _RejectError(
+                        ErrorCode.UNKNOWN_MEMBER_ID, f"Member {mid} is not in the group."
+                    )
                 return self._create(mid, None), True
             self._check_epoch(rec, epoch, req.topic_partitions)
             return rec, False
@@ -503,24 +507,25 @@ class ConsumerGroupCoordinator:
         if epoch == 0:
             if existing is None:
                 if mid in self._members:
-                    raise _Reject(
-                        ErrorCode.FENCED_INSTANCE_ID, f"Member {mid} joined without its instance id."
+                    raise _RejectError(
+                        ErrorCode.FENCED_INSTANCE_ID,
+                        f"Member {mid} joined without its instance id.",
                     )
                 return self._create(mid, iid), True
             # As the broker: the instance id must have been released with a -2 leave,
             # even by the same member id (the epoch 0 leniency of KAFKA-19233 applies
             # to dynamic members only).
             if existing.epoch != -2:
-                raise _Reject(
+                raise _RejectError(
                     ErrorCode.UNRELEASED_INSTANCE_ID,
                     f"Static member {mid} with instance id {iid} cannot join the group because "
                     f"the instance id is owned by {existing.member_id} member.",
                 )
             return self._replace(existing, mid, now), False
         if existing is None:
-            raise _Reject(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {iid} is unknown.")
+            raise _RejectError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {iid} is unknown.")
         if existing.member_id != mid:
-            raise _Reject(
+            raise _RejectError(
                 ErrorCode.FENCED_INSTANCE_ID,
                 f"Static member {mid} with instance id {iid} was fenced by member "
                 f"{existing.member_id}.",
@@ -531,7 +536,7 @@ class ConsumerGroupCoordinator:
     def _create(self, member_id: str, instance_id: str | None) -> MemberRecord:
         limit = self.config.max_group_size
         if limit is not None and len(self._members) >= limit:
-            raise _Reject(
+            raise _RejectError(
                 ErrorCode.GROUP_MAX_SIZE_REACHED, f"The group has reached its size limit {limit}."
             )
         rec = MemberRecord(member_id)
@@ -558,9 +563,7 @@ class ConsumerGroupCoordinator:
         for tip in old.owned():
             self._owner[tip] = member_id
         self._forget_timers(old.member_id)
-        self._note(
-            f"static member {rec.instance_id}: {member_id[:8]} replaces {old.member_id[:8]}"
-        )
+        self._note(f"static member {rec.instance_id}: {member_id[:8]} replaces {old.member_id[:8]}")
         if not same:
             self._obs.removed(old.member_id, "replaced by a new static member")
         return rec
@@ -571,7 +574,7 @@ class ConsumerGroupCoordinator:
         if epoch == 0:
             return  # rejoining with the same member id (KAFKA-19233)
         if epoch > rec.epoch:
-            raise _Reject(
+            raise _RejectError(
                 ErrorCode.FENCED_MEMBER_EPOCH,
                 f"The consumer group member has a greater member epoch ({epoch}) than the one "
                 f"known by the group coordinator ({rec.epoch}). The member must abandon all "
@@ -580,7 +583,7 @@ class ConsumerGroupCoordinator:
         if epoch < rec.epoch and (
             epoch != rec.previous_epoch or owned is None or not owned <= rec.assigned
         ):
-            raise _Reject(
+            raise _RejectError(
                 ErrorCode.FENCED_MEMBER_EPOCH,
                 f"The consumer group member has a smaller member epoch ({epoch}) than the one "
                 f"known by the group coordinator ({rec.epoch}). The member must abandon all "
@@ -594,15 +597,19 @@ class ConsumerGroupCoordinator:
         if req.instance_id is None:
             rec = self._members.get(mid)
             if rec is None:
-                raise _Reject(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {mid} is not in the group.")
+                raise _RejectError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Member {mid} is not in the group."
+                )
             self._fence(rec, "left the group")
             return HeartbeatResponse(member_id=mid, member_epoch=req.member_epoch)
         existing_id = self._static.get(req.instance_id)
         rec = self._members.get(existing_id) if existing_id is not None else None
         if rec is None:
-            raise _Reject(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+            raise _RejectError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown."
+            )
         if rec.member_id != mid:
-            raise _Reject(
+            raise _RejectError(
                 ErrorCode.FENCED_INSTANCE_ID,
                 f"Static member {mid} with instance id {req.instance_id} was fenced by member "
                 f"{rec.member_id}.",
@@ -721,7 +728,8 @@ class ConsumerGroupCoordinator:
         assignor = self._select_assignor()
         epoch = self.group_epoch
         try:
-            result = assignor.assign(AssignmentSpec(members=members, topics=topics))
+            # Typed as object: a user assignor may return anything.
+            result: object = assignor.assign(AssignmentSpec(members=members, topics=topics))
         except KgroupError as exc:
             self._obs.illegal_assignment(f"assignor {assignor.name!r} failed: {exc}")
             return
@@ -735,11 +743,11 @@ class ConsumerGroupCoordinator:
     def _validate_target(
         self,
         name: str,
-        result: TargetAssignment,
+        result: object,
         members: Mapping[str, MemberSpec],
         topics: Mapping[uuid.UUID, TopicMetadata],
     ) -> dict[str, frozenset[TopicIdPartition]] | None:
-        """The assignor's output if it gives every subscribed partition to exactly one subscriber."""
+        """The assignor's output if it gives each subscribed partition to exactly one subscriber."""
         if not isinstance(result, TargetAssignment):
             self._obs.illegal_assignment(
                 f"assignor {name!r} returned {type(result).__name__}, not a TargetAssignment"
@@ -826,9 +834,7 @@ class ConsumerGroupCoordinator:
         if revoke and (owned is None or not owned.isdisjoint(revoke)):
             new = (AssignmentState.UNREVOKED_PARTITIONS, epoch, keep, revoke)
         elif add:
-            state = (
-                AssignmentState.UNRELEASED_PARTITIONS if unreleased else AssignmentState.STABLE
-            )
+            state = AssignmentState.UNRELEASED_PARTITIONS if unreleased else AssignmentState.STABLE
             new = (state, te, keep | add, _EMPTY)
         elif unreleased:
             new = (AssignmentState.UNRELEASED_PARTITIONS, te, keep, _EMPTY)

@@ -8,7 +8,7 @@ on a virtual clock. Faults are scheduled with its methods (crash, close,
 partition, stall, failover, lossy network, slow or failing callbacks,
 subscription changes, new topics and partitions). Invariants are checked as
 the run goes; the first one broken raises
-:class:`~kgroup.testing.sim.errors.InvariantViolation`.
+:class:`~kgroup.testing.sim.errors.InvariantViolationError`.
 
 Everything random comes from one :class:`random.Random` seeded by ``seed``:
 the same inputs give the same run, event for event.
@@ -32,7 +32,6 @@ from kgroup.membership import (
     Action,
     AssignorOnAssignment,
     CallbackCompleted,
-    CallbackKind,
     Closed,
     CloseRequested,
     CommitCompleted,
@@ -70,7 +69,7 @@ from kgroup.testing.sim.coordinator import (
     ErrorCode,
     MemberRecord,
 )
-from kgroup.testing.sim.errors import InvariantViolation, ScenarioError, SimulationError
+from kgroup.testing.sim.errors import InvariantViolationError, ScenarioError, SimulationError
 from kgroup.testing.sim.invariants import EpochLedger, Invariant, Span, Violation
 from kgroup.types import Backoff, TopicIdPartition, TopicPartition
 
@@ -79,9 +78,9 @@ __all__ = [
     "InjectedBug",
     "MemberPlan",
     "NetworkConditions",
+    "SimulatedCallbackError",
     "Simulation",
     "SimulationConfig",
-    "SimulatedCallbackError",
 ]
 
 
@@ -157,7 +156,9 @@ class SimulationConfig:
     def __post_init__(self) -> None:
         lo, hi = self.latency
         if not 0 <= lo <= hi:
-            raise ScenarioError(f"latency must be (low, high) with 0 <= low <= high, got {self.latency}")
+            raise ScenarioError(
+                f"latency must be (low, high) with 0 <= low <= high, got {self.latency}"
+            )
         if self.request_timeout <= hi:
             raise ScenarioError("request_timeout must exceed the highest normal latency")
         lo, hi = self.restart_delay
@@ -205,7 +206,9 @@ class MemberPlan:
         if not self.name:
             raise ScenarioError("a member needs a non-empty name")
         if not self.topics and self.pattern is None:
-            raise ScenarioError(f"member {self.name!r} subscribes to nothing: give topics or a pattern")
+            raise ScenarioError(
+                f"member {self.name!r} subscribes to nothing: give topics or a pattern"
+            )
         if self.poll_interval <= 0:
             raise ScenarioError(f"member {self.name!r}: poll_interval must be positive")
         if self.callback_time < 0:
@@ -254,13 +257,13 @@ class _Slot:
         "callback_error_p",
         "cut_until",
         "name",
+        "pattern",
         "plan",
         "proc",
         "restarts",
         "stall_until",
         "subscribed",
         "topics",
-        "pattern",
         "wanted",
     )
 
@@ -556,13 +559,13 @@ class Simulation:
     # -------------------------------------------------------------- running
 
     def run(self, until: float) -> None:
-        """Run up to virtual time ``until``; raise InvariantViolation on the first violation."""
+        """Run up to virtual time ``until``; InvariantViolationError at the first violation."""
         if self.violation is not None:
-            raise InvariantViolation(self.violation)
+            raise InvariantViolationError(self.violation)
         with quiet_member_logs():
             self._q.run_until(until)
         if self.violation is not None:
-            raise InvariantViolation(self.violation)
+            raise InvariantViolationError(self.violation)
 
     def run_until_converged(self, *, faults_end: float = 0.0, bound: float | None = None) -> float:
         """Run until the group converges after ``faults_end``; the time it converged.
@@ -574,7 +577,7 @@ class Simulation:
         a heartbeat interval.
 
         Raises:
-            InvariantViolation: an invariant broke, or the group did not converge in time.
+            InvariantViolationError: an invariant broke, or the group did not converge in time.
         """
         if self._last_fault_at > faults_end:
             raise ScenarioError(
@@ -639,9 +642,9 @@ class Simulation:
             self.config.group_id,
             self.config.coordinator,
             self.cluster,
-            q.schedule,
-            lambda: q.now,
-            self._observer,
+            schedule=q.schedule,
+            clock=lambda: q.now,
+            observer=self._observer,
             persisted=persisted,
             bug_skip_release=self.bug is InjectedBug.COORDINATOR_SKIPS_RELEASE,
         )
@@ -652,6 +655,9 @@ class Simulation:
     def _log(self, who: str, text: str) -> None:
         assert self._trace is not None
         self._trace.append(f"{self._q.now:9.3f} {who:<10} {text}")
+
+    def _broken(self) -> bool:
+        return self.violation is not None
 
     def _violate(self, invariant: Invariant, message: str, proc: _Proc | None = None) -> None:
         if self.violation is not None:
@@ -755,7 +761,9 @@ class Simulation:
         candidates = [
             s
             for s in self._slots.values()
-            if s.proc is not None and s.proc.alive and s.proc.member.state is MemberState.RECONCILING
+            if s.proc is not None
+            and s.proc.alive
+            and s.proc.member.state is MemberState.RECONCILING
         ]
         if not candidates:
             return
@@ -871,7 +879,9 @@ class Simulation:
         if self._trace is not None:
             self._log("coord", f"loaded: group epoch {self.coordinator.group_epoch}")
 
-    def _on_released(self, member_id: str, partitions: frozenset[TopicIdPartition], why: str) -> None:
+    def _on_released(
+        self, member_id: str, partitions: frozenset[TopicIdPartition], why: str
+    ) -> None:
         proc = self._by_member_id.get(member_id)
         if proc is None or not proc.alive or not proc.fetching:
             return
@@ -932,7 +942,7 @@ class Simulation:
         dispatch = self._dispatch
         for action in actions:
             dispatch[type(action)](proc, action)
-            if not proc.alive:
+            if _gone(proc):  # the action ended the incarnation (Closed)
                 return
         epoch = member.member_epoch
         if epoch != proc.epoch:
@@ -1157,7 +1167,9 @@ class Simulation:
             return
         self._q.after(self.config.auto_commit_interval, self._ev_auto_commit, proc)
         if proc.fetching and not proc.closing:
-            task = _Commit(None, frozenset(proc.fetching), self._q.now + self.config.request_timeout)
+            task = _Commit(
+                None, frozenset(proc.fetching), self._q.now + self.config.request_timeout
+            )
             proc.commits.append(task)
             self._commit_attempt((proc, task))
 
@@ -1263,7 +1275,7 @@ class Simulation:
             self._count("duplicated")
             duplicate = True
             self._process(kind, payload)
-            if self.violation is not None:
+            if self._broken():
                 return
         q = self._q
         if proc.slot.cut_until > q.now:
@@ -1383,7 +1395,7 @@ class Simulation:
             return
         proc.busy = False
         self._feed(proc, CallbackCompleted(action.kind, action.token, error))
-        if not proc.alive:
+        if _gone(proc):
             return
         if proc.callbacks:
             self._run_callback(proc)
@@ -1471,6 +1483,12 @@ class Simulation:
         return None
 
 
+def _gone(proc: _Proc) -> bool:
+    # A function, not an inline test, because handlers called in between may end
+    # the incarnation (mypy would keep the earlier narrowing of ``proc.alive``).
+    return not proc.alive
+
+
 def _uuid4(rng: random.Random) -> uuid.UUID:
     return uuid.UUID(int=rng.getrandbits(128), version=4)
 
@@ -1486,7 +1504,11 @@ def _describe_event(event: Event) -> str:
         case HeartbeatResponseReceived(seq=seq, response=r):
             if r.error_code:
                 return f"hb#{seq} error {_error_name(r.error_code)}"
-            a = "" if r.assignment is None else f" assignment {sum(len(p) for p in r.assignment.values())}p"
+            a = (
+                ""
+                if r.assignment is None
+                else f" assignment {sum(len(p) for p in r.assignment.values())}p"
+            )
             return f"hb#{seq} ok epoch {r.member_epoch}{a}"
         case HeartbeatFailed(seq=seq, kind=kind):
             return f"hb#{seq} failed ({kind.value})"
@@ -1528,7 +1550,11 @@ def _describe_result(kind: int, result: Any) -> str:
         return f"commit {ErrorCode(result).name}"
     if result.error_code:
         return f"{'leave' if kind == _LEAVE else 'hb'} {_error_name(result.error_code)}"
-    a = "" if result.assignment is None else f" assignment {sum(len(p) for p in result.assignment.values())}p"
+    a = (
+        ""
+        if result.assignment is None
+        else f" assignment {sum(len(p) for p in result.assignment.values())}p"
+    )
     return f"{'leave' if kind == _LEAVE else 'hb'} epoch {result.member_epoch}{a}"
 
 

@@ -9,7 +9,7 @@ from kgroup.errors import KgroupError
 if TYPE_CHECKING:
     from kgroup.testing.sim.invariants import Violation
 
-__all__ = ["InvariantViolation", "ScenarioError", "SimulationError"]
+__all__ = ["InvariantViolationError", "ScenarioError", "SimulationError"]
 
 
 class SimulationError(KgroupError):
@@ -20,7 +20,7 @@ class ScenarioError(SimulationError, ValueError):
     """A scenario or simulation setting is invalid; the message names it and the fix."""
 
 
-class InvariantViolation(SimulationError):
+class InvariantViolationError(SimulationError):
     """A safety or liveness invariant failed during a run.
 
     ``violation`` says which one, when (virtual seconds) and what was seen.

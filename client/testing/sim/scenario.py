@@ -27,7 +27,7 @@ from kgroup.testing.sim.engine import (
     Simulation,
     SimulationConfig,
 )
-from kgroup.testing.sim.errors import InvariantViolation
+from kgroup.testing.sim.errors import InvariantViolationError
 from kgroup.testing.sim.invariants import Invariant, Violation
 
 __all__ = [
@@ -102,7 +102,10 @@ class Fault:
         if k in (FaultKind.CREATE_TOPIC, FaultKind.ADD_PARTITIONS):
             return f"{self.at:7.3f}s {k.name} {self.topic} +{self.count}"
         if k is FaultKind.CALLBACK_ERRORS:
-            return f"{self.at:7.3f}s CALLBACK_ERRORS{who} p={self.probability:.2f} {self.duration:.2f}s"
+            return (
+                f"{self.at:7.3f}s CALLBACK_ERRORS{who} p={self.probability:.2f} "
+                f"{self.duration:.2f}s"
+            )
         return f"{self.at:7.3f}s {k.name}{who} {self.duration:.2f}s"
 
 
@@ -279,7 +282,9 @@ def generate(seed: int) -> Scenario:
                 spike=rng.uniform(0.0, 0.1),
                 spike_max=rng.uniform(0.5, 5.0),
             )
-            faults.append(Fault(FaultKind.LOSSY, when(), duration=rng.uniform(1.0, 10.0), conditions=cond))
+            faults.append(
+                Fault(FaultKind.LOSSY, when(), duration=rng.uniform(1.0, 10.0), conditions=cond)
+            )
     if pick("coordinator failover", 0.25):
         for _ in range(rng.randint(1, 2)):
             faults.append(
@@ -296,7 +301,9 @@ def generate(seed: int) -> Scenario:
                 Fault(FaultKind.PARTITION, when(), someone().name, duration=rng.uniform(0.5, 12.0))
             )
     if pick("poll stalls", 0.2):
-        faults.append(Fault(FaultKind.STALL, when(), someone().name, duration=rng.uniform(1.0, 18.0)))
+        faults.append(
+            Fault(FaultKind.STALL, when(), someone().name, duration=rng.uniform(1.0, 18.0))
+        )
     if pick("slow callback window", 0.2):
         faults.append(
             Fault(
@@ -402,7 +409,7 @@ def run(scenario: Scenario, *, bug: InjectedBug | None = None, trace: bool = Fal
     converged_at = None
     try:
         converged_at = sim.run_until_converged(faults_end=scenario.faults_end)
-    except InvariantViolation as exc:
+    except InvariantViolationError as exc:
         violation = exc.violation
     return Result(
         seed=scenario.seed,
