@@ -152,6 +152,8 @@ class SimulationConfig:
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 1000
     auto_commit_interval: float = 2.0
+    # Off by default: ConsumerMember does not implement the rule yet (see docs/simulation.md).
+    check_session_loss: bool = False
 
     def __post_init__(self) -> None:
         lo, hi = self.latency
@@ -295,6 +297,7 @@ class _Proc:
         "fetching",
         "hb_in_flight",
         "label",
+        "last_ok",
         "last_wake",
         "link_last",
         "max_epoch",
@@ -326,7 +329,8 @@ class _Proc:
         self.timer_at: float | None = None
         self.timer_gen = 0
         self.hb_in_flight: set[int] = set()
-        self.pending: dict[int, tuple[int, Any, int]] = {}  # rid -> (kind, ident, conn)
+        # rid -> (kind, ident, connection, timeout deadline)
+        self.pending: dict[int, tuple[int, Any, int, float]] = {}
         self.conn = 0
         self.link_last = 0.0
         self.callbacks: list[RunCallback] = []
@@ -335,6 +339,7 @@ class _Proc:
         self.commits: list[_Commit] = []
         self.same_instant = 0
         self.last_wake = -1.0
+        self.last_ok = 0.0  # when the last successful heartbeat response arrived
 
 
 class _Observer:
@@ -413,6 +418,8 @@ class Simulation:
         self._slots: dict[str, _Slot] = {}
         self._by_member_id: dict[str, _Proc] = {}
         self._ledger = EpochLedger()
+        # Who fetches each partition right now (for the wall-clock half of DOUBLE_FETCH).
+        self._fetchers: dict[TopicPartition, list[_Proc]] = {}
         self._lossy: NetworkConditions | None = None
         self._slow_callbacks = 0.0
         self._next_rid = 0
@@ -425,6 +432,9 @@ class Simulation:
         self._last_reason = ""
         self._last_fault_at = 0.0
         self.stats: dict[str, int] = {}
+        self._session_loss = (
+            cfg.coordinator.session_timeout_ms / 1000.0 if cfg.check_session_loss else None
+        )
         lat_lo, lat_hi = cfg.latency
         self._lat_lo = lat_lo
         self._lat_span = lat_hi - lat_lo
@@ -704,6 +714,7 @@ class Simulation:
             random=self.rng.random,
         )
         proc = _Proc(slot, member, label)
+        proc.last_ok = self._q.now
         slot.proc = proc
         self._by_member_id[member_id] = proc
         if self._trace is not None:
@@ -730,8 +741,9 @@ class Simulation:
         """The incarnation is gone (crashed or closed): it fetches nothing any more."""
         proc.alive = False
         proc.conn += 1  # its connections die with it
-        for span in proc.fetching.values():
+        for tp, span in proc.fetching.items():
             EpochLedger.stop(span)
+            self._fetchers[tp].remove(proc)
         proc.fetching.clear()
         proc.pending.clear()
         proc.commits.clear()
@@ -947,6 +959,15 @@ class Simulation:
         epoch = member.member_epoch
         if epoch != proc.epoch:
             self._epoch_changed(proc, epoch)
+        limit = self._session_loss
+        if limit is not None and proc.fetching and now - proc.last_ok > limit:
+            self._violate(
+                Invariant.SESSION_LOST_FETCH,
+                f"still fetches {_parts(frozenset(proc.fetching))} {now - proc.last_ok:.3f}s after "
+                "its last successful heartbeat",
+                proc,
+            )
+            return
         if proc.commits:
             owned = member.assignment
             for task in proc.commits:
@@ -1056,6 +1077,7 @@ class Simulation:
             span = fetching.pop(tp, None)
             if span is not None:
                 EpochLedger.stop(span)
+                self._fetchers[tp].remove(proc)
 
     def _do_start(self, proc: _Proc, action: StartFetching) -> None:
         epoch = proc.member.member_epoch
@@ -1066,12 +1088,27 @@ class Simulation:
                 proc,
             )
             return
-        record = self.coordinator.members.get(proc.member_id)
+        members = self.coordinator.members
+        record = members.get(proc.member_id)
         owned = record.owned() if record is not None else None
         ledger = self._ledger
+        fetchers = self._fetchers
         for tp in action.partitions:
             if tp in proc.fetching:
                 continue
+            others = fetchers.setdefault(tp, [])
+            for other in others:
+                # A process the coordinator fenced (no record) is a zombie that cannot
+                # know yet: tolerated here. Two members of the group must never overlap.
+                if record is not None and other.member_id in members:
+                    self._violate(
+                        Invariant.DOUBLE_FETCH,
+                        f"{proc.label} starts fetching {tp} while {other.label}, also a member "
+                        "of the group, fetches it",
+                        proc,
+                    )
+                    return
+            others.append(proc)
             if owned is not None:
                 tip = self.cluster.to_id(tp)
                 if tip not in owned:
@@ -1219,14 +1256,18 @@ class Simulation:
     def _send(self, proc: _Proc, kind: int, ident: Any, payload: Any) -> None:
         self._next_rid += 1
         rid = self._next_rid
-        proc.pending[rid] = (kind, ident, proc.conn)
         q = self._q
-        q.after(self.config.request_timeout, self._ev_timeout, (proc, rid))
+        deadline = q.now + self.config.request_timeout
+        proc.pending[rid] = (kind, ident, proc.conn, deadline)
+        # The timeout is scheduled only once the request or its response is known
+        # to be lost or late: most requests are answered, and this saves an event each.
         if proc.slot.cut_until > q.now:
+            q.schedule(deadline, self._ev_timeout, (proc, rid))
             return
         cond = self._lossy
         if cond is not None and cond.drop_request and self.rng.random() < cond.drop_request:
             self._count("dropped_request")
+            q.schedule(deadline, self._ev_timeout, (proc, rid))
             return
         at = q.now + self._latency()
         if at <= proc.link_last:
@@ -1278,29 +1319,46 @@ class Simulation:
             if self._broken():
                 return
         q = self._q
+        pend = proc.pending.get(rid)
+        if pend is None:
+            return  # already failed
+        deadline = pend[3]
         if proc.slot.cut_until > q.now:
+            q.schedule(deadline, self._ev_timeout, (proc, rid))
             return
         if cond is not None and cond.drop_response and rng.random() < cond.drop_response:
             self._count("dropped_response")
+            q.schedule(deadline, self._ev_timeout, (proc, rid))
             return
-        q.after(self._latency(), self._ev_response, (proc, rid, result))
+        at = q.now + self._latency()
+        if at >= deadline:
+            q.schedule(deadline, self._ev_timeout, (proc, rid))
+        q.schedule(at, self._ev_response, (proc, rid, result))
         if duplicate and kind != _COMMIT:
             q.after(self._latency(), self._ev_duplicate, (proc, ident, result))
 
     def _ev_response(self, arg: tuple[_Proc, int, Any]) -> None:
         proc, rid, result = arg
-        if not proc.alive or proc.slot.cut_until > self._q.now:
-            return  # lost on the way: the request times out
+        if not proc.alive:
+            return
+        if proc.slot.cut_until > self._q.now:
+            # Lost on the way: the request times out.
+            lost = proc.pending.get(rid)
+            if lost is not None:
+                self._q.schedule(lost[3], self._ev_timeout, (proc, rid))
+            return
         pend = proc.pending.pop(rid, None)
         if pend is None:
             return
-        kind, ident, conn = pend
+        kind, ident, conn, _ = pend
         if conn != proc.conn:
             return
         if kind == _COMMIT:
             self._commit_result(proc, ident, result)
             return
         proc.hb_in_flight.discard(ident)
+        if not result.error_code:
+            proc.last_ok = self._q.now
         self._feed(proc, HeartbeatResponseReceived(ident, result))
 
     def _ev_duplicate(self, arg: tuple[_Proc, int, HeartbeatResponse]) -> None:
@@ -1310,6 +1368,8 @@ class Simulation:
         # A copy the runtime would drop; the member must ignore it if it arrives
         # after the original, and treat it as the answer if it comes first.
         proc.hb_in_flight.discard(seq)
+        if not response.error_code:
+            proc.last_ok = self._q.now
         self._feed(proc, HeartbeatResponseReceived(seq, response))
 
     def _ev_timeout(self, arg: tuple[_Proc, int]) -> None:
@@ -1332,13 +1392,13 @@ class Simulation:
         for _, pend in failed:
             self._q.after(0.0, self._ev_fail, (proc, pend, kind))
 
-    def _ev_fail(self, arg: tuple[_Proc, tuple[int, Any, int], FailureKind]) -> None:
+    def _ev_fail(self, arg: tuple[_Proc, tuple[int, Any, int, float], FailureKind]) -> None:
         proc, pend, kind = arg
         if proc.alive:
             self._fail(proc, pend, kind)
 
-    def _fail(self, proc: _Proc, pend: tuple[int, Any, int], kind: FailureKind) -> None:
-        req_kind, ident, _ = pend
+    def _fail(self, proc: _Proc, pend: tuple[int, Any, int, float], kind: FailureKind) -> None:
+        req_kind, ident, _, _ = pend
         if req_kind == _COMMIT:
             self._commit_result(proc, ident, None)
             return

@@ -37,6 +37,10 @@ class Invariant(enum.Enum):
         "to its topic"
     )
     MEMBER_RAISED = "the member machine never raises from handle()"
+    SESSION_LOST_FETCH = (
+        "a member that has had no successful heartbeat for a session timeout fetches nothing "
+        "(design.md's reliability rule; checked only with SimulationConfig.check_session_loss)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +79,11 @@ class EpochLedger:
     process of the same instance inherits its partitions at the same epoch,
     which is no overlap). A span starts at the member's epoch when it starts
     fetching and grows with the epochs the member learns while it fetches.
-    Ownership of a partition moves forward in epochs: a new span must start
-    above every other owner's span, and a growing span must not reach a span
-    another owner started later. A member cut off from the coordinator keeps
-    fetching at its old epoch (it cannot know better) and its span does not
-    grow, so a zombie the coordinator has fenced is tolerated, as Kafka itself
-    tolerates it (its commits are refused).
+    Spans of different owners must not share an epoch. A member cut off from
+    the coordinator keeps fetching at its old epoch (it cannot know better) and
+    its span does not grow, so a zombie the coordinator has fenced does not
+    count here, as Kafka itself tolerates it (its commits are refused); see
+    :attr:`Invariant.SESSION_LOST_FETCH` for the stricter rule.
     """
 
     __slots__ = ("_spans",)
@@ -97,7 +100,7 @@ class EpochLedger:
             return span, None
         clash = None
         for other in spans:
-            if other.owner != owner and other.hi >= epoch:
+            if other.owner != owner and other.lo <= epoch <= other.hi:
                 clash = (other.owner, other.lo, other.hi)
                 break
         spans.append(span)
