@@ -205,6 +205,8 @@ class MemberPlan:
     start_at: float = 0.0
 
     def __post_init__(self) -> None:
+        # Accept any collection of names (a set literal reads best in tests).
+        object.__setattr__(self, "topics", frozenset(self.topics))
         if not self.name:
             raise ScenarioError("a member needs a non-empty name")
         if not self.topics and self.pattern is None:
