@@ -5,19 +5,21 @@ Classic protocol (JoinGroup/SyncGroup, the leader assigns):
 (``range``), :class:`RoundRobinAssignor` (``roundrobin``), :class:`StickyAssignor`
 (``sticky``) and :class:`CooperativeStickyAssignor` (``cooperative-sticky``);
 :func:`resolve_assignors` for ``partition.assignment.strategy``;
-:func:`validate_assignment` for the leader's check before SyncGroup.
+:func:`validate_assignment` for the leader's check before SyncGroup;
+:func:`use_rack_aware` for whether rack-aware placement (KIP-881) applies.
 
-New protocol (KIP-848, the broker assigns): :class:`PartitionAssignor`, and
+Consumer protocol (KIP-848, the broker assigns; module
+``kgroup.assignors.consumer_protocol``): :class:`PartitionAssignor`, and
 :class:`UniformAssignor` (``uniform``) and :class:`RangeServerAssignor`
 (``range``), which reproduce the broker's assignors for offline use.
 
 See ``docs/assignors.md``.
 """
 
+from kgroup.assignors._common import use_rack_aware
 from kgroup.assignors.classic import (
     Assignment,
     Cluster,
-    ClusterMetadata,
     ConsumerPartitionAssignor,
     GroupAssignment,
     GroupMetadata,
@@ -25,7 +27,7 @@ from kgroup.assignors.classic import (
     RebalanceProtocol,
     Subscription,
 )
-from kgroup.assignors.modern import (
+from kgroup.assignors.consumer_protocol import (
     AssignmentSpec,
     MemberAssignment,
     MemberSpec,
@@ -50,7 +52,6 @@ __all__ = [
     "AssignmentViolation",
     "AssignorError",
     "Cluster",
-    "ClusterMetadata",
     "ConsumerPartitionAssignor",
     "CooperativeStickyAssignor",
     "GroupAssignment",
@@ -71,5 +72,6 @@ __all__ = [
     "TopicMetadata",
     "UniformAssignor",
     "resolve_assignors",
+    "use_rack_aware",
     "validate_assignment",
 ]

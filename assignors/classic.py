@@ -13,18 +13,16 @@ inheriting from kgroup). The protocol is ``runtime_checkable`` so that
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
-from kgroup.types import TopicPartition
+from kgroup.types import RebalanceProtocol, TopicPartition
 
 __all__ = [
     "Assignment",
     "Cluster",
-    "ClusterMetadata",
     "ConsumerPartitionAssignor",
     "GroupAssignment",
     "GroupMetadata",
@@ -32,18 +30,6 @@ __all__ = [
     "RebalanceProtocol",
     "Subscription",
 ]
-
-
-class RebalanceProtocol(enum.Enum):
-    """How members give up partitions during a classic rebalance (KIP-429).
-
-    The values are the ids the Java client uses.
-    """
-
-    EAGER = 0
-    """Every member revokes everything before it rejoins."""
-    COOPERATIVE = 1
-    """Members keep their partitions; only partitions that move are revoked."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,10 +99,6 @@ class Cluster:
 
     def __hash__(self) -> int:
         return hash((frozenset(self.partition_counts.items()), frozenset(self.replica_racks)))
-
-
-ClusterMetadata = Cluster
-"""Another name for :class:`Cluster`."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,7 +54,6 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kgroup.assignors._common import member_rack, sorted_members, use_rack_aware
-from kgroup.assignors._java import grown_capacity, hash_order, java_string_hash
 from kgroup.assignors.classic import (
     Assignment,
     Cluster,
@@ -64,6 +63,7 @@ from kgroup.assignors.classic import (
     RebalanceProtocol,
     Subscription,
 )
+from kgroup.assignors.java_order import grown_capacity, hash_order, java_string_hash
 from kgroup.types import TopicPartition
 
 __all__ = [

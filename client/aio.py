@@ -61,9 +61,11 @@ class AsyncConsumer(ConsumerViews):
     inside ``poll()`` / ``consume()`` / iteration / ``close()``.
     """
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
+    def __init__(self, config: Mapping[str, Any], *, dataplane: DataPlane | None = None) -> None:
         self._config: ConsumerConfig = build_config(config)
-        self._dataplane = DataPlane(self._config)
+        # dataplane: the fetcher to drive instead of librdkafka (tests pass
+        # kgroup.testing.fake.FakeDataPlane); the consumer closes it.
+        self._dataplane = DataPlane(self._config) if dataplane is None else dataplane
         self._wake: anyio.Event | None = None
         # group.protocol=auto is resolved on entry (it asks the cluster).
         protocol = self._config.group_protocol

@@ -10,9 +10,10 @@ the generation id, with member id and instance id). What it adds:
 - the group requests, sent to the coordinator; a JoinGroup may be held by
   the broker until the rebalance completes, so its timeout is the rebalance
   timeout (``max.poll.interval.ms``) plus ``request.timeout.ms``;
-- the embedded consumer protocol: each JoinGroup protocol entry gets its
+- the embedded classic payload: each JoinGroup protocol entry gets its
   assignor's subscription user data and is encoded with
-  :mod:`kgroup.protocol.consumer_protocol`; assignments are decoded there too;
+  :mod:`kgroup.protocol.classic_payload` (by :mod:`kgroup.protocol.requests.join_group`);
+  assignments are decoded there too;
 - leader duties: on ``RunAssignor`` the assignor the coordinator chose runs
   (in a worker thread, so heartbeats go on) on every member's subscription and
   the metadata of the subscribed topics (partition counts and replica racks);
@@ -34,16 +35,15 @@ the generation id, with member id and instance id). What it adds:
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import logging
 import re
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeVar
 
 import anyio
 import anyio.to_thread
 from kio.schema.errors import ErrorCode
-from kio.static.protocol import RequestPayload
+from kio.static.protocol import ResponsePayload
 
 from kgroup.assignors import (
     Assignment,
@@ -80,9 +80,9 @@ from kgroup.membership import (
     CommitFailed,
     CommitOffsets,
     FailureKind,
-    GroupMember,
     JoinGroupResponse,
     JoinGroupResponseReceived,
+    JoinProtocol,
     LeaveGroupResponseReceived,
     MemberAssignment,
     MemberSubscription,
@@ -100,16 +100,16 @@ from kgroup.membership import (
     SyncGroupResponseReceived,
     Unsubscribe,
 )
-from kgroup.protocol import ApiKey, NegotiatedVersions
-from kgroup.protocol.consumer_protocol import (
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-    read_version,
+from kgroup.protocol import ApiKey
+from kgroup.protocol.requests import (
+    consumer_group_describe,
+    heartbeat,
+    join_group,
+    leave_group,
+    sync_group,
 )
 from kgroup.runtime import DrivenMember, Runtime, _connect_timeout, _PendingCommit
-from kgroup.transport import Backoff, ClusterMetadata, KafkaClient
+from kgroup.transport import Backoff, ClusterMetadata, KafkaClient, RequestBuilder
 from kgroup.types import TopicPartition
 
 __all__ = [
@@ -119,6 +119,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("kgroup.runtime")
+
+_Response = TypeVar("_Response")
 
 DEFAULT_ASSIGNMENT_STRATEGY = "range,cooperative-sticky"
 """``partition.assignment.strategy`` when not set: the Java client's default since 3.0."""
@@ -312,15 +314,21 @@ class ClassicRuntime(Runtime):
     # ------------------------------------------------------------ group requests
 
     async def _coordinator_call(
-        self, build: Any, timeout: float
-    ) -> tuple[Any, BrokerError | None, FailureKind | None, str]:
-        """Send a group request to the coordinator: (response, lookup error, failure, detail)."""
+        self,
+        build: RequestBuilder,
+        narrow: Callable[[ResponsePayload], _Response],
+        timeout: float,
+    ) -> tuple[_Response | None, BrokerError | None, FailureKind | None, str]:
+        """Send a group request to the coordinator: (response, lookup error, failure, detail).
+
+        ``narrow`` checks the response's type (a mismatch is a DISCONNECTED failure).
+        """
         assert self._client is not None
         client = self._client
         try:
             address = await client.coordinator(self.group_id)
             conn = await client.connection(address.node_id)
-            response = await conn.request(build(conn.versions), timeout=timeout)
+            response = narrow(await conn.request(build(conn.versions), timeout=timeout))
         except BrokerError as exc:
             return None, exc, None, str(exc)
         except UnsupportedVersionError as exc:
@@ -348,30 +356,15 @@ class ClassicRuntime(Runtime):
                 )
                 self._set_fatal(AssignorError(proto.name, f"subscription_user_data raised {exc!r}"))
                 return
-            protocols.append((proto.name, encode_subscription(_with_user_data(sub, user_data))))
-
-        def build(versions: NegotiatedVersions) -> RequestPayload:
-            module: Any = versions.request_module(ApiKey.JOIN_GROUP)
-            fields: dict[str, Any] = {
-                "group_id": request.group_id,
-                "session_timeout": datetime.timedelta(milliseconds=request.session_timeout_ms),
-                "rebalance_timeout": datetime.timedelta(milliseconds=request.rebalance_timeout_ms),
-                "member_id": request.member_id,
-                "group_instance_id": request.instance_id,
-                "protocol_type": request.protocol_type,
-                "protocols": tuple(
-                    module.JoinGroupRequestProtocol(name=name, metadata=data)
-                    for name, data in protocols
-                ),
-            }
-            if versions.version(ApiKey.JOIN_GROUP) >= 8:
-                fields["reason"] = request.reason
-            return versions.new_request(ApiKey.JOIN_GROUP, **fields)
+            protocols.append(JoinProtocol(proto.name, _with_user_data(sub, user_data)))
+        request = dataclasses.replace(request, protocols=tuple(protocols))
 
         # The broker holds a JoinGroup until every member rejoined (at most the
         # rebalance timeout), so the wait is longer than a plain request's.
         timeout = request.rebalance_timeout_ms / 1000 + self._request_timeout
-        response, error, failure, detail = await self._coordinator_call(build, timeout)
+        response, error, failure, detail = await self._coordinator_call(
+            lambda versions: join_group.build(versions, request), join_group.narrow, timeout
+        )
         event: ClassicEvent
         if error is not None:
             event = JoinGroupResponseReceived(
@@ -380,9 +373,10 @@ class ClassicRuntime(Runtime):
         elif failure is not None:
             event = RequestFailed(action.seq, failure, detail)
         else:
+            assert response is not None  # neither a lookup error nor a failure
             self._group_response_ok(int(response.error_code))
             try:
-                event = JoinGroupResponseReceived(action.seq, _join_response(response))
+                event = JoinGroupResponseReceived(action.seq, join_group.parse(response))
             except KgroupError as exc:
                 event = RequestFailed(action.seq, FailureKind.DISCONNECTED, str(exc))
                 log.error("group %s: undecodable JoinGroup response: %s", self.group_id, exc)
@@ -390,27 +384,11 @@ class ClassicRuntime(Runtime):
 
     async def _sync_group(self, action: SendSyncGroup) -> None:
         request = action.request
-        encoded = [(m, encode_assignment(a)) for m, a in request.assignments]
-
-        def build(versions: NegotiatedVersions) -> RequestPayload:
-            module: Any = versions.request_module(ApiKey.SYNC_GROUP)
-            return versions.new_request(
-                ApiKey.SYNC_GROUP,
-                group_id=request.group_id,
-                generation_id=request.generation_id,
-                member_id=request.member_id,
-                group_instance_id=request.instance_id,
-                protocol_type=request.protocol_type,
-                protocol_name=request.protocol_name,
-                assignments=tuple(
-                    module.SyncGroupRequestAssignment(member_id=m, assignment=data)
-                    for m, data in encoded
-                ),
-            )
-
         # The broker holds a follower's SyncGroup until the leader's arrives.
         timeout = self.config.max_poll_interval_ms / 1000 + self._request_timeout
-        response, error, failure, detail = await self._coordinator_call(build, timeout)
+        response, error, failure, detail = await self._coordinator_call(
+            lambda versions: sync_group.build(versions, request), sync_group.narrow, timeout
+        )
         event: ClassicEvent
         if error is not None:
             event = SyncGroupResponseReceived(
@@ -419,40 +397,28 @@ class ClassicRuntime(Runtime):
         elif failure is not None:
             event = RequestFailed(action.seq, failure, detail)
         else:
-            code = int(response.error_code)
-            self._group_response_ok(code)
-            assignment = None
-            if code == 0:
-                data = bytes(response.assignment)
-                try:
-                    assignment = decode_assignment(data) if data else MemberAssignment()
-                except KgroupError as exc:
-                    log.error("group %s: undecodable assignment: %s", self.group_id, exc)
-                    self._set_fatal(exc)
-                    return
-            event = SyncGroupResponseReceived(
-                action.seq,
-                SyncGroupResponse(
-                    error_code=code,
-                    assignment=assignment,
-                    protocol_type=response.protocol_type,
-                    protocol_name=response.protocol_name,
-                ),
-            )
+            assert response is not None  # neither a lookup error nor a failure
+            self._group_response_ok(int(response.error_code))
+            try:
+                parsed = sync_group.parse(response)
+            except KgroupError as exc:
+                log.error("group %s: undecodable assignment: %s", self.group_id, exc)
+                self._set_fatal(exc)
+                return
+            event = SyncGroupResponseReceived(action.seq, parsed)
         self.submit(event)
 
     async def _classic_heartbeat(self, action: SendClassicHeartbeat) -> None:
-        def build(versions: NegotiatedVersions) -> RequestPayload:
-            return versions.new_request(
-                ApiKey.HEARTBEAT,
+        response, error, failure, detail = await self._coordinator_call(
+            lambda versions: heartbeat.build(
+                versions,
                 group_id=action.group_id,
                 generation_id=action.generation_id,
                 member_id=action.member_id,
-                group_instance_id=action.instance_id,
-            )
-
-        response, error, failure, detail = await self._coordinator_call(
-            build, self._request_timeout
+                instance_id=action.instance_id,
+            ),
+            heartbeat.narrow,
+            self._request_timeout,
         )
         event: ClassicEvent
         if error is not None:
@@ -460,27 +426,23 @@ class ClassicRuntime(Runtime):
         elif failure is not None:
             event = RequestFailed(action.seq, failure, detail)
         else:
-            self._group_response_ok(int(response.error_code))
-            event = ClassicHeartbeatResponseReceived(action.seq, int(response.error_code))
+            assert response is not None  # neither a lookup error nor a failure
+            code = heartbeat.parse(response)
+            self._group_response_ok(code)
+            event = ClassicHeartbeatResponseReceived(action.seq, code)
         self.submit(event)
 
     async def _leave_group(self, action: SendLeaveGroup) -> None:
-        def build(versions: NegotiatedVersions) -> RequestPayload:
-            module: Any = versions.request_module(ApiKey.LEAVE_GROUP)
-            return versions.new_request(
-                ApiKey.LEAVE_GROUP,
-                group_id=action.group_id,
-                members=(
-                    module.MemberIdentity(
-                        member_id=action.member_id,
-                        group_instance_id=action.instance_id,
-                        reason=action.reason,
-                    ),
-                ),
-            )
-
         response, error, failure, detail = await self._coordinator_call(
-            build, self._request_timeout
+            lambda versions: leave_group.build(
+                versions,
+                group_id=action.group_id,
+                member_id=action.member_id,
+                instance_id=action.instance_id,
+                reason=action.reason,
+            ),
+            leave_group.narrow,
+            self._request_timeout,
         )
         event: ClassicEvent
         if error is not None:
@@ -488,10 +450,8 @@ class ClassicRuntime(Runtime):
         elif failure is not None:
             event = RequestFailed(action.seq, failure, detail)
         else:
-            code = int(response.error_code)
-            if code == 0:
-                code = next((int(m.error_code) for m in response.members if m.error_code), 0)
-            event = LeaveGroupResponseReceived(action.seq, code)
+            assert response is not None  # neither a lookup error nor a failure
+            event = LeaveGroupResponseReceived(action.seq, leave_group.parse(response))
         self.submit(event)
 
     async def _rediscover(self) -> None:
@@ -637,30 +597,6 @@ def _with_user_data(sub: MemberSubscription, user_data: bytes | None) -> MemberS
     return dataclasses.replace(sub, user_data=user_data)
 
 
-def _join_response(response: Any) -> JoinGroupResponse:
-    members = []
-    for m in response.members:
-        data = bytes(m.metadata)
-        members.append(
-            GroupMember(
-                member_id=m.member_id,
-                subscription=decode_subscription(data),
-                instance_id=m.group_instance_id,
-                protocol_version=min(read_version(data), 3),
-            )
-        )
-    return JoinGroupResponse(
-        error_code=int(response.error_code),
-        generation_id=int(response.generation_id),
-        protocol_type=response.protocol_type,
-        protocol_name=response.protocol_name,
-        leader=response.leader,
-        member_id=response.member_id,
-        members=tuple(members),
-        error_message=None,
-    )
-
-
 def _cluster(metadata: ClusterMetadata, topics: list[str]) -> Cluster:
     counts: dict[str, int] = {}
     racks: dict[TopicPartition, frozenset[str]] = {}
@@ -712,14 +648,11 @@ async def choose_group_protocol(
                 if not versions.supports(ApiKey.CONSUMER_GROUP_HEARTBEAT):
                     reason = "the group coordinator does not support ConsumerGroupHeartbeat"
                 elif versions.supports(ApiKey.CONSUMER_GROUP_DESCRIBE):
-                    response: Any = await conn.request(
-                        versions.new_request(
-                            ApiKey.CONSUMER_GROUP_DESCRIBE,
-                            group_ids=(config.group_id,),
-                            include_authorized_operations=False,
-                        )
+                    response = await conn.request(
+                        consumer_group_describe.build(versions, (config.group_id,))
                     )
-                    codes = {int(g.error_code) for g in response.groups}
+                    described = consumer_group_describe.narrow(response)
+                    codes = set(consumer_group_describe.parse(described).values())
                     if ErrorCode.unsupported_version in codes:
                         reason = "the group coordinator has the new consumer protocol disabled"
         except KgroupError as exc:

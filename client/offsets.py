@@ -24,11 +24,9 @@ import logging
 import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 from kio.schema.errors import ErrorCode
-from kio.static.protocol import RequestPayload
 
 from kgroup.errors import (
     BrokerError,
@@ -40,7 +38,7 @@ from kgroup.errors import (
     StaleMemberEpochError,
     TransportError,
 )
-from kgroup.protocol import ApiKey, NegotiatedVersions, broker_error
+from kgroup.protocol.requests import offset_commit, offset_fetch
 from kgroup.transport import KafkaClient
 from kgroup.types import Backoff, TopicPartition
 
@@ -171,65 +169,30 @@ class OffsetManager:
                             self._group_id,
                             epoch,
                         )
-            if anyio.current_time() >= deadline:
-                raise RequestTimeoutError(
-                    f"commit of {sorted(remaining)} did not complete in time"
-                ) from last_error
-            await self._sleep(attempt, deadline)
+            await self._before_retry(
+                attempt, deadline, f"commit of {sorted(remaining)}", last_error
+            )
             attempt += 1
 
     async def _commit_once(
         self, offsets: Mapping[TopicPartition, int], epoch: int, deadline: float
     ) -> dict[TopicPartition, BrokerError]:
         ids = await self._topic_ids({tp.topic for tp in offsets})
-        by_topic: dict[str, list[tuple[int, int]]] = {}
-        for tp, offset in sorted(offsets.items()):
-            by_topic.setdefault(tp.topic, []).append((tp.partition, offset))
         member_id = self._member.member_id()
-
-        def build(versions: NegotiatedVersions) -> RequestPayload:
-            module: Any = versions.request_module(ApiKey.OFFSET_COMMIT)
-            by_id = versions.version(ApiKey.OFFSET_COMMIT) >= 10
-            topics = []
-            for topic, parts in by_topic.items():
-                partitions = tuple(
-                    module.OffsetCommitRequestPartition(
-                        partition_index=p, committed_offset=o, committed_metadata=None
-                    )
-                    for p, o in parts
-                )
-                if by_id:
-                    topics.append(
-                        module.OffsetCommitRequestTopic(topic_id=ids[topic], partitions=partitions)
-                    )
-                else:
-                    topics.append(
-                        module.OffsetCommitRequestTopic(name=topic, partitions=partitions)
-                    )
-            return versions.new_request(
-                ApiKey.OFFSET_COMMIT,
+        response = await self._client.coordinator_request(
+            self._group_id,
+            lambda versions: offset_commit.build(
+                versions,
                 group_id=self._group_id,
-                generation_id_or_member_epoch=epoch,
                 member_id=member_id,
-                group_instance_id=self._member.instance_id,
-                topics=tuple(topics),
-            )
-
-        response: Any = await self._client.coordinator_request(
-            self._group_id, build, timeout=self._budget(deadline)
+                member_epoch=epoch,
+                instance_id=self._member.instance_id,
+                offsets=offsets,
+                topic_ids=ids,
+            ),
+            timeout=self._budget(deadline),
         )
-        names = {v: k for k, v in ids.items()}
-        errors: dict[TopicPartition, BrokerError] = {}
-        for topic in response.topics:
-            name = getattr(topic, "name", None) or names.get(topic.topic_id)
-            if name is None:
-                continue
-            for part in topic.partitions:
-                if part.error_code != ErrorCode.none:
-                    errors[TopicPartition(name, int(part.partition_index))] = broker_error(
-                        part.error_code
-                    )
-        return errors
+        return offset_commit.parse(offset_commit.narrow(response), {v: k for k, v in ids.items()})
 
     # ------------------------------------------------------------------- fetch
 
@@ -274,11 +237,9 @@ class OffsetManager:
                     last_error = exc
                 else:
                     return result
-            if anyio.current_time() >= deadline:
-                raise RequestTimeoutError(
-                    f"fetching committed offsets of {sorted(partitions)} did not complete in time"
-                ) from last_error
-            await self._sleep(attempt, deadline)
+            await self._before_retry(
+                attempt, deadline, f"fetching committed offsets of {sorted(partitions)}", last_error
+            )
             attempt += 1
         return {}
 
@@ -290,44 +251,20 @@ class OffsetManager:
         deadline: float,
     ) -> dict[TopicPartition, int | None]:
         ids = await self._topic_ids({tp.topic for tp in partitions})
-        by_topic: dict[str, list[int]] = {}
-        for tp in sorted(partitions):
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
         member_id = self._member.member_id() if as_member else None
-
-        def build(versions: NegotiatedVersions) -> RequestPayload:
-            module: Any = versions.request_module(ApiKey.OFFSET_FETCH)
-            by_id = versions.version(ApiKey.OFFSET_FETCH) >= 10
-            topics = tuple(
-                module.OffsetFetchRequestTopics(topic_id=ids[t], partition_indexes=tuple(p))
-                if by_id
-                else module.OffsetFetchRequestTopics(name=t, partition_indexes=tuple(p))
-                for t, p in by_topic.items()
-            )
-            group = module.OffsetFetchRequestGroup(
-                group_id=self._group_id, member_id=member_id, member_epoch=epoch, topics=topics
-            )
-            return versions.new_request(ApiKey.OFFSET_FETCH, groups=(group,), require_stable=True)
-
-        response: Any = await self._client.coordinator_request(
-            self._group_id, build, timeout=self._budget(deadline)
+        response = await self._client.coordinator_request(
+            self._group_id,
+            lambda versions: offset_fetch.build(
+                versions,
+                group_id=self._group_id,
+                member_id=member_id,
+                member_epoch=epoch,
+                partitions=partitions,
+                topic_ids=ids,
+            ),
+            timeout=self._budget(deadline),
         )
-        names = {v: k for k, v in ids.items()}
-        result: dict[TopicPartition, int | None] = {}
-        for group in response.groups:
-            if group.error_code != ErrorCode.none:
-                raise broker_error(group.error_code)
-            for topic in group.topics:
-                name = getattr(topic, "name", None) or names.get(topic.topic_id)
-                if name is None:
-                    continue
-                for part in topic.partitions:
-                    if part.error_code != ErrorCode.none:
-                        raise broker_error(part.error_code)
-                    offset = int(part.committed_offset)
-                    result[TopicPartition(name, int(part.partition_index))] = (
-                        offset if offset >= 0 else None
-                    )
+        result = offset_fetch.parse(offset_fetch.narrow(response), {v: k for k, v in ids.items()})
         for tp in partitions:
             result.setdefault(tp, None)
         return result
@@ -349,6 +286,11 @@ class OffsetManager:
     def _budget(self, deadline: float) -> float:
         return max(0.001, min(self._request_timeout, deadline - anyio.current_time()))
 
-    async def _sleep(self, attempt: int, deadline: float) -> None:
+    async def _before_retry(
+        self, attempt: int, deadline: float, what: str, last_error: KgroupError | None
+    ) -> None:
+        """Back off before attempt ``attempt + 1``, or raise if ``deadline`` has passed."""
+        if anyio.current_time() >= deadline:
+            raise RequestTimeoutError(f"{what} did not complete in time") from last_error
         delay = self._backoff.delay(attempt)
         await anyio.sleep(max(0.0, min(delay, deadline - anyio.current_time())))

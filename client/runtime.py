@@ -40,7 +40,6 @@ the loop through an anyio blocking portal.
 from __future__ import annotations
 
 import collections
-import datetime
 import enum
 import logging
 import math
@@ -51,7 +50,6 @@ from typing import Any, ClassVar, Protocol
 
 import anyio
 import anyio.abc
-from kio.static.protocol import RequestPayload
 
 from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.dataplane.librdkafka import DataPlane, DataPlaneError
@@ -79,7 +77,6 @@ from kgroup.membership import (
     Event,
     FailureKind,
     HeartbeatFailed,
-    HeartbeatRequest,
     HeartbeatResponse,
     HeartbeatResponseReceived,
     LeaveComplete,
@@ -100,7 +97,8 @@ from kgroup.membership import (
     Unsubscribe,
 )
 from kgroup.offsets import MemberView, OffsetManager
-from kgroup.protocol import ApiKey, NegotiatedVersions, broker_error
+from kgroup.protocol import broker_error
+from kgroup.protocol.requests import consumer_group_heartbeat
 from kgroup.transport import KafkaClient
 from kgroup.types import Backoff, TopicPartition
 
@@ -491,9 +489,10 @@ class Runtime:
         request = action.request
         event: Event
         try:
-            response: Any = await self._client.coordinator_request(
-                self.group_id, lambda versions: _heartbeat_request(versions, request)
+            response = await self._client.coordinator_request(
+                self.group_id, lambda versions: consumer_group_heartbeat.build(versions, request)
             )
+            parsed = consumer_group_heartbeat.parse(consumer_group_heartbeat.narrow(response))
         except BrokerError as exc:
             # FindCoordinator's own error (authorization ...): the member reacts as
             # to the same code in a heartbeat response.
@@ -507,7 +506,7 @@ class Runtime:
         except (TransportError, KafkaProtocolError) as exc:
             event = HeartbeatFailed(action.seq, FailureKind.DISCONNECTED, str(exc))
         else:
-            event = HeartbeatResponseReceived(action.seq, _heartbeat_response(response))
+            event = HeartbeatResponseReceived(action.seq, parsed)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("group %s heartbeat %s -> %s", self.group_id, request, event)
         self.submit(event)
@@ -781,48 +780,3 @@ def _connect_timeout(config: ConsumerConfig) -> float:
     raw = config.passthrough.get("socket.connection.setup.timeout.ms", "").strip()
     setup = int(raw) / 1000 if raw.isdigit() else _DEFAULT_CONNECT_TIMEOUT
     return min(setup, config.request_timeout_ms / 1000)
-
-
-def _heartbeat_request(versions: NegotiatedVersions, request: HeartbeatRequest) -> RequestPayload:
-    module: Any = versions.request_module(ApiKey.CONSUMER_GROUP_HEARTBEAT)
-    by_id = request.topic_partitions_by_id()
-    fields: dict[str, Any] = {
-        "group_id": request.group_id,
-        "member_id": request.member_id,
-        "member_epoch": request.member_epoch,
-        "instance_id": request.instance_id,
-        "rack_id": request.rack_id,
-        "subscribed_topic_names": request.subscribed_topic_names,
-        "server_assignor": request.server_assignor,
-        "topic_partitions": None
-        if by_id is None
-        else tuple(
-            module.TopicPartitions(topic_id=topic_id, partitions=tuple(parts))
-            for topic_id, parts in by_id.items()
-        ),
-    }
-    if request.rebalance_timeout_ms is not None:
-        fields["rebalance_timeout"] = datetime.timedelta(milliseconds=request.rebalance_timeout_ms)
-    # v0 has no regex field (a v0-only broker cannot take a regex subscription).
-    if versions.version(ApiKey.CONSUMER_GROUP_HEARTBEAT) >= 1:
-        fields["subscribed_topic_regex"] = request.subscribed_topic_regex
-    return versions.new_request(ApiKey.CONSUMER_GROUP_HEARTBEAT, **fields)
-
-
-def _heartbeat_response(response: Any) -> HeartbeatResponse:
-    assignment = None
-    if response.assignment is not None:
-        assignment = {
-            tp.topic_id: tuple(int(p) for p in tp.partitions)
-            for tp in response.assignment.topic_partitions
-            if tp.topic_id is not None
-        }
-    interval: datetime.timedelta = response.heartbeat_interval
-    return HeartbeatResponse(
-        error_code=int(response.error_code),
-        error_message=response.error_message,
-        member_id=response.member_id,
-        member_epoch=int(response.member_epoch),
-        heartbeat_interval_ms=int(interval.total_seconds() * 1000),
-        assignment=assignment,
-    )

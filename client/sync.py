@@ -124,9 +124,17 @@ class Consumer(ConsumerViews):
     consumer at a time.
     """
 
-    def __init__(self, config: Mapping[str, Any], *, backend: str = "asyncio") -> None:
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        *,
+        backend: str = "asyncio",
+        dataplane: DataPlane | None = None,
+    ) -> None:
         self._config: ConsumerConfig = build_config(config)
-        self._dataplane = DataPlane(self._config)
+        # dataplane: the fetcher to drive instead of librdkafka (tests pass
+        # kgroup.testing.fake.FakeDataPlane); the consumer closes it.
+        self._dataplane = DataPlane(self._config) if dataplane is None else dataplane
         self._wake = threading.Event()
         try:
             self._loop = _LoopThread(backend, f"kgroup-{self._config.group_id}")

@@ -6,6 +6,7 @@ machines import this module, as do the transport and the runtime.
 
 from __future__ import annotations
 
+import enum
 import math
 import random as _random
 import uuid
@@ -14,7 +15,20 @@ from dataclasses import dataclass
 
 from kgroup.errors import ConfigError
 
-__all__ = ["Backoff", "TopicIdPartition", "TopicPartition"]
+__all__ = ["Backoff", "RebalanceProtocol", "TopicIdPartition", "TopicPartition"]
+
+
+class RebalanceProtocol(enum.Enum):
+    """How members give up partitions during a classic rebalance (KIP-429).
+
+    What a classic assignor supports and how a classic member rebalances; the
+    values are the ids the Java client uses.
+    """
+
+    EAGER = 0
+    """Every member revokes everything before it rejoins."""
+    COOPERATIVE = 1
+    """Members keep their partitions; only partitions that move are revoked."""
 
 
 @dataclass(frozen=True, slots=True, order=True)

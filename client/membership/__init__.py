@@ -1,169 +1,43 @@
 """kgroup.membership: sans-IO group membership state machines.
 
-Standard library and :mod:`kgroup.types` only: no I/O, no clock reads. The
-new-protocol (KIP-848) member is :class:`ConsumerMember`; feed it
-:mod:`~kgroup.membership.events` with the time, perform the
-:mod:`~kgroup.membership.actions` it returns. The classic-protocol member is
-:class:`ClassicMember`; it takes the shared events plus
-:mod:`~kgroup.membership.classic_events` and returns the shared actions plus
-:mod:`~kgroup.membership.classic_actions`.
+Standard library and :mod:`kgroup.types` only: no I/O, no clock reads (a unit
+test enforces it). Three subpackages, one home each:
+
+- :mod:`~kgroup.membership.common`: the events and actions both members use,
+  the error codes, the transition-table machinery and the lifecycle skeleton
+  (poll timer, close deadline, leave and stale bookkeeping, retry delay) both
+  members compose;
+- :mod:`~kgroup.membership.consumer`: the new-protocol (KIP-848) member,
+  :class:`ConsumerMember`: feed it :data:`ConsumerMemberEvent` with the time,
+  perform the :data:`ConsumerMemberAction` it returns;
+- :mod:`~kgroup.membership.classic`: the classic-protocol member,
+  :class:`ClassicMember`, with :data:`ClassicMemberEvent` and
+  :data:`ClassicMemberAction`.
+
+Every name of the three is importable from here.
 """
 
-from kgroup.membership.actions import (
-    Action,
-    AssignorOnAssignment,
-    Closed,
-    CommitOffsets,
-    HeartbeatRequest,
-    LeaveComplete,
-    RaiseCallbackError,
-    RediscoverCoordinator,
-    ReportError,
-    ReportFatalError,
-    RequestMetadata,
-    RunCallback,
-    SendHeartbeat,
-    StartFetching,
-    StopFetching,
-)
-from kgroup.membership.classic import NO_GENERATION, ClassicMember, ClassicMemberConfig
-from kgroup.membership.classic_actions import (
-    PROTOCOL_TYPE,
-    ClassicAction,
-    ClassicAssignorOnAssignment,
-    JoinGroupRequest,
-    JoinProtocol,
-    ReportAssignorError,
-    RunAssignor,
-    SendClassicHeartbeat,
-    SendJoinGroup,
-    SendLeaveGroup,
-    SendSyncGroup,
-    SyncGroupRequest,
-)
-from kgroup.membership.classic_events import (
-    AssignmentComputed,
-    AssignorFailed,
-    ClassicEvent,
-    ClassicHeartbeatResponseReceived,
-    CommitFailed,
-    JoinGroupResponse,
-    JoinGroupResponseReceived,
-    LeaveGroupResponseReceived,
-    RequestFailed,
-    SubscribedMetadataChanged,
-    SyncGroupResponse,
-    SyncGroupResponseReceived,
-)
-from kgroup.membership.classic_states import (
-    CLASSIC_TRANSITIONS,
-    ClassicState,
-    ClassicTrigger,
-    render_classic_mermaid,
-)
-from kgroup.membership.classic_types import (
-    GroupMember,
-    MemberAssignment,
-    MemberSubscription,
-    RebalanceProtocol,
-)
-from kgroup.membership.consumer import ConsumerMember, MemberConfig
-from kgroup.membership.events import (
-    CallbackCompleted,
-    CallbackKind,
-    CloseRequested,
-    CommitCompleted,
-    CoordinatorRediscovered,
-    Event,
-    FailureKind,
-    HeartbeatFailed,
-    HeartbeatResponse,
-    HeartbeatResponseReceived,
-    MetadataUpdated,
-    PollCalled,
-    SubscriptionChanged,
-    TimerTick,
-    Unsubscribe,
-)
-from kgroup.membership.states import (
-    TRANSITIONS,
-    IllegalTransitionError,
-    MemberState,
-    Trigger,
-    render_mermaid,
-)
+# The leaf modules are star-imported too: mypy follows one level of star
+# import inside the package, not a subpackage's own star imports.
+from kgroup.membership import classic, common, consumer
+from kgroup.membership.classic import *  # noqa: F403
+from kgroup.membership.classic.actions import *  # noqa: F403
+from kgroup.membership.classic.events import *  # noqa: F403
+from kgroup.membership.classic.types import *  # noqa: F403
+from kgroup.membership.classic.types import ClassicAssignment
+from kgroup.membership.common import *  # noqa: F403
+from kgroup.membership.common.actions import *  # noqa: F403
+from kgroup.membership.common.events import *  # noqa: F403
+from kgroup.membership.consumer import *  # noqa: F403
+from kgroup.membership.consumer.actions import *  # noqa: F403
+from kgroup.membership.consumer.events import *  # noqa: F403
+from kgroup.types import RebalanceProtocol
 
-__all__ = [
-    "CLASSIC_TRANSITIONS",
-    "NO_GENERATION",
-    "PROTOCOL_TYPE",
-    "TRANSITIONS",
-    "Action",
-    "AssignmentComputed",
-    "AssignorFailed",
-    "AssignorOnAssignment",
-    "CallbackCompleted",
-    "CallbackKind",
-    "ClassicAction",
-    "ClassicAssignorOnAssignment",
-    "ClassicEvent",
-    "ClassicHeartbeatResponseReceived",
-    "ClassicMember",
-    "ClassicMemberConfig",
-    "ClassicState",
-    "ClassicTrigger",
-    "CloseRequested",
-    "Closed",
-    "CommitCompleted",
-    "CommitFailed",
-    "CommitOffsets",
-    "ConsumerMember",
-    "CoordinatorRediscovered",
-    "Event",
-    "FailureKind",
-    "GroupMember",
-    "HeartbeatFailed",
-    "HeartbeatRequest",
-    "HeartbeatResponse",
-    "HeartbeatResponseReceived",
-    "IllegalTransitionError",
-    "JoinGroupRequest",
-    "JoinGroupResponse",
-    "JoinGroupResponseReceived",
-    "JoinProtocol",
-    "LeaveComplete",
-    "LeaveGroupResponseReceived",
-    "MemberAssignment",
-    "MemberConfig",
-    "MemberState",
-    "MemberSubscription",
-    "MetadataUpdated",
-    "PollCalled",
-    "RaiseCallbackError",
-    "RebalanceProtocol",
-    "RediscoverCoordinator",
-    "ReportAssignorError",
-    "ReportError",
-    "ReportFatalError",
-    "RequestFailed",
-    "RequestMetadata",
-    "RunAssignor",
-    "RunCallback",
-    "SendClassicHeartbeat",
-    "SendHeartbeat",
-    "SendJoinGroup",
-    "SendLeaveGroup",
-    "SendSyncGroup",
-    "StartFetching",
-    "StopFetching",
-    "SubscribedMetadataChanged",
-    "SubscriptionChanged",
-    "SyncGroupRequest",
-    "SyncGroupResponse",
-    "SyncGroupResponseReceived",
-    "TimerTick",
-    "Trigger",
-    "Unsubscribe",
-    "render_classic_mermaid",
-    "render_mermaid",
-]
+MemberAssignment = ClassicAssignment
+"""The earlier name of :class:`ClassicAssignment` (not the new protocol's
+:class:`kgroup.assignors.modern.MemberAssignment`), kept while callers move."""
+
+__all__ = ["MemberAssignment", "RebalanceProtocol"]
+__all__ += common.__all__
+__all__ += consumer.__all__
+__all__ += classic.__all__

@@ -1,4 +1,5 @@
-"""The Kafka protocol layer: frames, headers, correlation ids, version negotiation, errors.
+"""The Kafka protocol layer: frames, headers, correlation ids, version negotiation, errors,
+and every request kgroup sends.
 
 Built on kio's generated codecs; pure code over bytes, no I/O and no anyio.
 
@@ -6,6 +7,10 @@ Built on kio's generated codecs; pure code over bytes, no I/O and no anyio.
 - :mod:`~kgroup.protocol.framing`: size prefix, headers, encode/decode of whole frames.
 - :mod:`~kgroup.protocol.negotiation`: choosing versions from a broker's ApiVersions.
 - :mod:`~kgroup.protocol.errors`: broker error codes to :mod:`kgroup.errors` classes.
+- :mod:`~kgroup.protocol.requests`: one module per API: build the request, parse the response.
+- :mod:`~kgroup.protocol.classic_payload`: the subscription / assignment bytes
+  embedded in JoinGroup and SyncGroup.
+- :mod:`~kgroup.protocol.cluster`: the cluster metadata values (brokers, topics, partitions).
 """
 
 from kgroup.protocol.apis import (

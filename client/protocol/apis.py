@@ -9,10 +9,10 @@ with a broker's.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType, ModuleType
-from typing import Final
+from typing import Final, Literal, TypeVar
 
 from kio.index import load_payload_module, load_request_schema, load_response_schema
 from kio.static.constants import EntityType
@@ -27,6 +27,9 @@ __all__ = [
     "response_class",
     "response_module",
 ]
+
+
+_T = TypeVar("_T")
 
 
 class ApiKey(enum.IntEnum):
@@ -111,16 +114,20 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, VersionRange]] = MappingProxyType(
 """The version range kgroup supports for every API it uses."""
 
 
+def _load(kind: str, api_key: int, version: int, load: Callable[[], _T]) -> _T:
+    try:
+        return load()
+    except Exception as exc:  # kio raises its own index errors and ImportErrors
+        raise KeyError(f"kio has no {kind} for API key {api_key} v{version}") from exc
+
+
 def request_class(api_key: int, version: int) -> type[RequestPayload]:
     """kio's request class of ``api_key`` at ``version``.
 
     Raises:
         KeyError: kio has no such API or version.
     """
-    try:
-        return load_request_schema(api_key, version)
-    except Exception as exc:  # kio raises its own index errors and ImportErrors
-        raise KeyError(f"kio has no request for API key {api_key} v{version}") from exc
+    return _load("request", api_key, version, lambda: load_request_schema(api_key, version))
 
 
 def response_class(api_key: int, version: int) -> type[ResponsePayload]:
@@ -129,10 +136,7 @@ def response_class(api_key: int, version: int) -> type[ResponsePayload]:
     Raises:
         KeyError: kio has no such API or version.
     """
-    try:
-        return load_response_schema(api_key, version)
-    except Exception as exc:
-        raise KeyError(f"kio has no response for API key {api_key} v{version}") from exc
+    return _load("response", api_key, version, lambda: load_response_schema(api_key, version))
 
 
 def request_module(api_key: int, version: int) -> ModuleType:
@@ -141,10 +145,7 @@ def request_module(api_key: int, version: int) -> ModuleType:
     Raises:
         KeyError: kio has no such API or version.
     """
-    try:
-        return load_payload_module(api_key, version, EntityType.request)
-    except Exception as exc:
-        raise KeyError(f"kio has no request for API key {api_key} v{version}") from exc
+    return _payload_module(EntityType.request, api_key, version)
 
 
 def response_module(api_key: int, version: int) -> ModuleType:
@@ -153,7 +154,10 @@ def response_module(api_key: int, version: int) -> ModuleType:
     Raises:
         KeyError: kio has no such API or version.
     """
-    try:
-        return load_payload_module(api_key, version, EntityType.response)
-    except Exception as exc:
-        raise KeyError(f"kio has no response for API key {api_key} v{version}") from exc
+    return _payload_module(EntityType.response, api_key, version)
+
+
+def _payload_module(
+    kind: Literal[EntityType.request, EntityType.response], api_key: int, version: int
+) -> ModuleType:
+    return _load(kind.name, api_key, version, lambda: load_payload_module(api_key, version, kind))

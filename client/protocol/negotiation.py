@@ -16,18 +16,18 @@ still fine for the classic one.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType, ModuleType
 from typing import Any, Final
 
-from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-from kgroup.errors import KafkaProtocolError, UnsupportedVersionError
+from kgroup.errors import UnsupportedVersionError
 from kgroup.protocol import apis
 from kgroup.protocol.apis import SUPPORTED_VERSIONS, ApiKey, VersionRange
+from kgroup.protocol.requests import api_versions
+from kgroup.protocol.requests.api_versions import build as api_versions_request
 
 __all__ = [
     "API_VERSIONS_FIRST_VERSION",
@@ -41,9 +41,6 @@ __all__ = [
 
 API_VERSIONS_FIRST_VERSION: Final = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS].max
 """The ApiVersions version a connection tries first."""
-
-# What brokers accept as ClientSoftwareName / ClientSoftwareVersion (KIP-511).
-_SOFTWARE_FIELD = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 def _api_name(api_key: int) -> str:
@@ -79,16 +76,7 @@ def broker_ranges(response: ResponsePayload) -> dict[int, VersionRange]:
     Raises:
         KafkaProtocolError: ``response`` is not an ApiVersions response.
     """
-    if int(response.__api_key__) != ApiKey.API_VERSIONS:
-        raise KafkaProtocolError(f"expected an ApiVersions response, got {type(response)}")
-    ranges: dict[int, VersionRange] = {}
-    for entry in getattr(response, "api_keys", ()):
-        # A broker never sends an empty range; skip one rather than fail the connection.
-        if 0 <= entry.min_version <= entry.max_version:
-            ranges[int(entry.api_key)] = VersionRange(
-                int(entry.min_version), int(entry.max_version)
-            )
-    return ranges
+    return api_versions.parse(api_versions.narrow(response))
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,40 +169,12 @@ def negotiate(
     )
 
 
-def api_versions_request(
-    version: int, software_name: str = "kgroup", software_version: str = "0"
-) -> RequestPayload:
-    """An ApiVersions request of ``version``; v3+ carry the client's software name and version.
-
-    Raises:
-        ValueError: a software field has characters brokers reject.
-    """
-    cls: Any = apis.request_class(ApiKey.API_VERSIONS, version)
-    if version < 3:
-        request: RequestPayload = cls()
-        return request
-    for value in (software_name, software_version):
-        if not _SOFTWARE_FIELD.fullmatch(value):
-            raise ValueError(f"brokers reject {value!r} as client software name or version")
-    request = cls(client_software_name=software_name, client_software_version=software_version)
-    return request
-
-
 def api_versions_retry_version(response: ResponsePayload, sent_version: int) -> int | None:
     """The ApiVersions version to retry with after ``response``, or None to stop.
 
-    A broker that does not know the version sent answers UNSUPPORTED_VERSION and
-    (usually) its own ApiVersions range; retry with the highest version both
-    support, or with v0, as Kafka's clients do.
+    See :func:`kgroup.protocol.requests.api_versions.retry_version`.
+
+    Raises:
+        KafkaProtocolError: ``response`` is not an ApiVersions response.
     """
-    if int(response.__api_key__) != ApiKey.API_VERSIONS:
-        raise KafkaProtocolError(f"expected an ApiVersions response, got {type(response)}")
-    error = getattr(response, "error_code", ErrorCode.none)
-    if error != ErrorCode.unsupported_version or sent_version == 0:
-        return None
-    theirs = broker_ranges(response).get(ApiKey.API_VERSIONS)
-    ours = SUPPORTED_VERSIONS[ApiKey.API_VERSIONS]
-    common = ours.intersect(theirs) if theirs is not None else None
-    if common is not None and common.max < sent_version:
-        return common.max
-    return 0
+    return api_versions.retry_version(api_versions.narrow(response), sent_version)

@@ -34,8 +34,7 @@ from kgroup.testing.config import (
     pick_free_ports,
     render_properties,
 )
-from kgroup.testing.process import DEFAULT_JVM_OPTIONS, KafkaBroker, KafkaCluster, NodeState
-from kgroup.testing.runtime import (
+from kgroup.testing.jvm import (
     DEFAULT_KAFKA_VERSION,
     JavaRuntime,
     cache_root,
@@ -43,6 +42,7 @@ from kgroup.testing.runtime import (
     kafka_version,
     resolve_kafka_libs,
 )
+from kgroup.testing.process import DEFAULT_JVM_OPTIONS, KafkaBroker, KafkaCluster, NodeState
 from kgroup.testing.topics import create_topic, delete_topics
 
 __all__ = [

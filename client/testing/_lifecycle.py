@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Generic, Protocol, Self, TypeVar
+from typing import ClassVar, Generic, Self, TypeVar
 
-from kgroup.errors import BrokerStartError
+from kgroup.errors import BrokerStartError, HarnessError
 from kgroup.testing.readiness import wait_until_answers
 
-__all__ = ["NodeCluster", "NodeState", "StartsOnEnter"]
+__all__ = ["BrokerNode", "NodeCluster", "NodeState", "StartsOnEnter", "failure_summary"]
 
 
 class NodeState(enum.Enum):
@@ -47,34 +50,182 @@ class StartsOnEnter:
         self.close()
 
 
-class _Node(Protocol):
-    """What a cluster needs of its nodes (KafkaBroker and ContainerBroker both are)."""
+def failure_summary(lines: Sequence[str]) -> str:
+    """``cause:`` and the lines of a broker's output that say why it failed, or ``""``.
 
+    The tail of a Java stack trace often hides the message that matters, so
+    the first ERROR (or uncaught exception) line, the line it logs, and the
+    root cause are quoted on their own.
+    """
+    picked: list[str] = []
+    for i, line in enumerate(lines):
+        if " ERROR " in line or line.startswith("Exception in thread"):
+            picked.append(line)
+            # An ERROR line is often followed by the exception it logs.
+            following = lines[i + 1] if i + 1 < len(lines) else ""
+            if following and not following.startswith(("[", "\t", " ")):
+                picked.append(following)
+            break
+    picked += [ln for ln in reversed(lines) if ln.startswith("Caused by:")][:1]
+    summary = "".join(f"\n  {ln.strip()}" for ln in picked)
+    return f"cause:{summary}\n" if summary else ""
+
+
+class BrokerNode(StartsOnEnter):
+    """One Kafka node, whatever runs it: the lifecycle both backends share.
+
+    The guards of :meth:`start` and :meth:`restart`, and the wait until a
+    launched node answers, live here; a backend supplies the mechanics:
+    ``_first_start`` (everything a node's first start does), ``_launch`` (run
+    it again on its kept storage and ports), ``_check_alive`` (raise
+    BrokerStartError if it exited), ``_abandon_start`` (stop a node that did
+    not become ready), ``_failure_report`` and ``_describe`` (for messages),
+    optionally ``_wait_started`` (what to see before asking for metadata), and
+    the public ``state``, ``bootstrap_servers``, ``log_tail``, ``stop``,
+    ``kill`` and ``close``.
+    """
+
+    _cluster_kind: ClassVar[str]
+    """The cluster class that first starts a node belonging to it."""
+    _logger: ClassVar[logging.Logger]
+
+    # Set by the backend's __init__.
+    startup_timeout: float
+    stop_timeout: float
+    _node_id: int
     _state: NodeState
+    _cluster_member: bool  # set by the cluster, which does the first start
+    _launched_at: float
+    _lock: threading.RLock
+
+    # -- public view -------------------------------------------------------------
 
     @property
-    def node_id(self) -> int: ...
+    def node_id(self) -> int:
+        """The broker's ``node.id``."""
+        return self._node_id
 
     @property
-    def bootstrap_servers(self) -> str: ...
+    def state(self) -> NodeState:
+        raise NotImplementedError
 
     @property
-    def state(self) -> NodeState: ...
+    def bootstrap_servers(self) -> str:
+        raise NotImplementedError
 
-    def log_tail(self, lines: int = ...) -> str: ...
+    def log_tail(self, lines: int = 40) -> str:
+        raise NotImplementedError
 
-    def kill(self) -> None: ...
+    # -- lifecycle ---------------------------------------------------------------
 
-    def _launch(self) -> None: ...
+    def start(self) -> Self:
+        """Start the broker and return once it answers metadata requests.
 
-    def _check_alive(self) -> None: ...
+        A later start (after :meth:`stop` or :meth:`kill`) brings the same node
+        back on its storage and ports; starting a running broker does nothing.
 
-    def _await_ready(
-        self, deadline: float, peers_alive: Callable[[], None] | None = None
-    ) -> None: ...
+        Raises:
+            HarnessError: the broker is closed, or belongs to a cluster that
+                has not started it yet; and what the backend's first start
+                raises (see the class).
+            BrokerStartError: the node exited or did not answer within
+                ``startup_timeout``; the message has the tail of its log.
+        """
+        with self._lock:
+            state = self.state
+            if state is NodeState.CLOSED:
+                raise HarnessError("the broker is closed; create a new one")
+            if state is NodeState.RUNNING:
+                return self
+            if state is NodeState.STOPPED:
+                self._launch_and_wait()
+            elif self._cluster_member:
+                raise HarnessError(f"a cluster node is first started by its {self._cluster_kind}")
+            else:
+                self._first_start()
+            return self
+
+    def stop(self, timeout: float | None = None) -> None:
+        raise NotImplementedError
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+    def restart(self, *, kill: bool = False) -> None:
+        """Stop (or with ``kill=True``, kill) the broker if it runs, then start it again.
+
+        Same storage, same ports, same node id; returns once it answers.
+        """
+        with self._lock:
+            if self._state is NodeState.NEW:
+                raise HarnessError("the broker was never started; call start() first")
+            if self._state is NodeState.CLOSED:
+                raise HarnessError("the broker is closed; create a new one")
+            if kill:
+                self.kill()
+            else:
+                self.stop()
+            self._launch_and_wait()
+
+    # -- steps, also driven by the clusters ----------------------------------------
+
+    def _first_start(self) -> None:
+        raise NotImplementedError
+
+    def _launch(self) -> None:
+        raise NotImplementedError
+
+    def _check_alive(self) -> None:
+        raise NotImplementedError
+
+    def _abandon_start(self) -> None:
+        raise NotImplementedError
+
+    def _failure_report(self) -> str:
+        raise NotImplementedError
+
+    def _describe(self) -> str:
+        raise NotImplementedError
+
+    def _wait_started(self, deadline: float, check: Callable[[], None]) -> None:
+        """Wait for what precedes a metadata check; ``check()`` raises if the node died."""
+
+    def _launch_and_wait(self) -> None:
+        self._launch()
+        self._await_ready(time.monotonic() + self.startup_timeout)
+
+    def _await_ready(self, deadline: float, peers_alive: Callable[[], None] | None = None) -> None:
+        # peers_alive: a cluster's check that no other node died meanwhile,
+        # which would leave this one waiting for a quorum until the deadline.
+        def check() -> None:
+            self._check_alive()
+            if peers_alive is not None:
+                peers_alive()
+
+        try:
+            self._wait_started(deadline, check)
+            wait_until_answers(
+                self.bootstrap_servers,
+                deadline=deadline,
+                expected_broker_ids=(self._node_id,),
+                check_alive=check,
+            )
+        except TimeoutError as exc:
+            report = self._failure_report()
+            self._abandon_start()
+            raise BrokerStartError(
+                f"{self._describe()} was not ready within {self.startup_timeout:.0f} s "
+                f"({exc}); {report}"
+            ) from None
+        self._logger.info(
+            "%s ready at %s, %.1f s after launch",
+            self._describe(),
+            self.bootstrap_servers,
+            time.monotonic() - self._launched_at,
+        )
 
 
-_N = TypeVar("_N", bound=_Node)
+_N = TypeVar("_N", bound=BrokerNode)
 
 
 class NodeCluster(StartsOnEnter, Generic[_N]):

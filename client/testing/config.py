@@ -20,6 +20,7 @@ __all__ = [
     "NodePorts",
     "QuorumNode",
     "generate_cluster_id",
+    "internal_topic_settings",
     "node_properties",
     "pick_free_ports",
     "render_properties",
@@ -118,6 +119,23 @@ def pick_free_ports(count: int, host: str = "127.0.0.1") -> tuple[int, ...]:
         return tuple(ports)
 
 
+def internal_topic_settings(nodes: int) -> dict[str, str]:
+    """The internal topics' replication in a cluster of ``nodes`` nodes.
+
+    Replication factor ``min(3, nodes)``, min ISR ``min(2, nodes)``; for one
+    node these are the values of :data:`FAST_TEST_DEFAULTS`.
+    """
+    replicas = str(min(3, nodes))
+    min_isr = str(min(2, nodes))
+    return {
+        "offsets.topic.replication.factor": replicas,
+        "transaction.state.log.replication.factor": replicas,
+        "transaction.state.log.min.isr": min_isr,
+        "share.coordinator.state.topic.replication.factor": replicas,
+        "share.coordinator.state.topic.min.isr": min_isr,
+    }
+
+
 def node_properties(
     *,
     node_id: int,
@@ -159,17 +177,7 @@ def node_properties(
         props["controller.quorum.voters"] = ",".join(
             f"{v.node_id}@{host}:{v.ports.controller}" for v in voter_list
         )
-        replicas = str(min(3, len(voter_list)))
-        min_isr = str(min(2, len(voter_list)))
-        props.update(
-            {
-                "offsets.topic.replication.factor": replicas,
-                "transaction.state.log.replication.factor": replicas,
-                "transaction.state.log.min.isr": min_isr,
-                "share.coordinator.state.topic.replication.factor": replicas,
-                "share.coordinator.state.topic.min.isr": min_isr,
-            }
-        )
+        props.update(internal_topic_settings(len(voter_list)))
     if overrides:
         props.update({str(k): str(v) for k, v in overrides.items()})
     return props

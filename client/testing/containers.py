@@ -35,11 +35,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
 
 from kgroup.errors import BrokerStartError, HarnessError
-from kgroup.testing._lifecycle import NodeCluster, NodeState, StartsOnEnter
-from kgroup.testing.config import FAST_TEST_DEFAULTS, generate_cluster_id, pick_free_ports
+from kgroup.testing._lifecycle import BrokerNode, NodeCluster, NodeState, failure_summary
+from kgroup.testing.config import (
+    FAST_TEST_DEFAULTS,
+    generate_cluster_id,
+    internal_topic_settings,
+    pick_free_ports,
+)
+from kgroup.testing.jvm import DEFAULT_KAFKA_VERSION
 from kgroup.testing.process import DEFAULT_JVM_OPTIONS
-from kgroup.testing.readiness import wait_until_answers
-from kgroup.testing.runtime import DEFAULT_KAFKA_VERSION
 
 __all__ = [
     "CLIENT_PORT",
@@ -153,18 +157,7 @@ def container_environment(
         "log.dirs": _DATA_DIR,
     }
     settings.update(FAST_TEST_DEFAULTS)
-    if len(quorum) > 1:
-        replicas = str(min(3, len(quorum)))
-        min_isr = str(min(2, len(quorum)))
-        settings.update(
-            {
-                "offsets.topic.replication.factor": replicas,
-                "transaction.state.log.replication.factor": replicas,
-                "transaction.state.log.min.isr": min_isr,
-                "share.coordinator.state.topic.replication.factor": replicas,
-                "share.coordinator.state.topic.min.isr": min_isr,
-            }
-        )
+    settings.update(internal_topic_settings(len(quorum)))
     if overrides:
         settings.update({str(k): str(v) for k, v in overrides.items()})
     env = {_env_key(k): v for k, v in settings.items()}
@@ -281,24 +274,10 @@ def _logs_tail(wrapped: Any, lines: int = _TAIL_LINES) -> str:
         return f"(no logs: {exc})"
 
 
-def _failure_report(wrapped: Any) -> str:
-    # The tail of a Java stack trace often hides the message that matters, so
-    # the first ERROR or exception line and the root cause are quoted first.
-    try:
-        lines = wrapped.logs(tail=2000).decode("utf-8", "replace").splitlines()
-    except Exception:
-        lines = []
-    picked = [ln for ln in lines if " ERROR " in ln or ln.startswith("Exception in thread")][:1]
-    picked += [ln for ln in reversed(lines) if ln.startswith("Caused by:")][:1]
-    summary = "".join(f"\n  {ln.strip()}" for ln in picked)
-    cause = f"cause:{summary}\n" if summary else ""
-    return f"{cause}last lines of its log:\n{_logs_tail(wrapped)}"
-
-
 # -- one node ------------------------------------------------------------------------------
 
 
-class ContainerBroker(StartsOnEnter):
+class ContainerBroker(BrokerNode):
     """One Apache Kafka node (KRaft, broker and controller) in an ``apache/kafka`` container.
 
     Use it as a context manager, or call :meth:`start` and :meth:`close`::
@@ -319,7 +298,14 @@ class ContainerBroker(StartsOnEnter):
         startup_timeout: seconds a start may take until the broker answers.
         stop_timeout: seconds :meth:`stop` waits before the engine kills.
         jvm_options: replaces :data:`~kgroup.testing.DEFAULT_JVM_OPTIONS`.
+
+    The first :meth:`start` creates the container; it raises
+    :class:`~kgroup.errors.HarnessError` when testcontainers is missing, no
+    engine answers, or the image is absent and cannot be pulled.
     """
+
+    _cluster_kind = "ContainerCluster"
+    _logger = _log
 
     def __init__(
         self,
@@ -341,7 +327,7 @@ class ContainerBroker(StartsOnEnter):
         self._port: int | None = None
         self._container: Any = None  # testcontainers' DockerContainer
         self._name: str | None = None
-        self._started_at = 0.0
+        self._launched_at = 0.0
         self._lock = threading.RLock()
         # Set by ContainerCluster: the network, this node's name on it, the voters.
         self._network: Any = None
@@ -351,11 +337,6 @@ class ContainerBroker(StartsOnEnter):
         self._cluster_member = False
 
     # -- public view -----------------------------------------------------------------
-
-    @property
-    def node_id(self) -> int:
-        """The broker's ``node.id``."""
-        return self._node_id
 
     @property
     def state(self) -> NodeState:
@@ -395,30 +376,6 @@ class ContainerBroker(StartsOnEnter):
 
     # -- lifecycle -------------------------------------------------------------------
 
-    def start(self) -> Self:
-        """Create and start the container (or start the stopped one); return once it answers.
-
-        Raises:
-            HarnessError: no testcontainers package, no reachable engine, or the
-                image is missing and cannot be pulled.
-            BrokerStartError: the container exited during start-up, or the
-                broker did not answer within ``startup_timeout``; the message
-                has the tail of the container's log.
-        """
-        with self._lock:
-            if self._state is NodeState.CLOSED:
-                raise HarnessError("the broker is closed; create a new one")
-            if self.state is NodeState.RUNNING:
-                return self
-            if self._state is NodeState.NEW:
-                if self._cluster_member:
-                    raise HarnessError("a cluster node is first started by its ContainerCluster")
-                self._create_and_launch()
-            else:
-                self._launch()
-            self._await_ready(time.monotonic() + self.startup_timeout)
-            return self
-
     def stop(self, timeout: float | None = None) -> None:
         """Stop the container gracefully (SIGTERM: controlled shutdown), SIGKILL after ``timeout``.
 
@@ -445,23 +402,6 @@ class ContainerBroker(StartsOnEnter):
             self._wait_exited()
             self._state = NodeState.STOPPED
 
-    def restart(self, *, kill: bool = False) -> None:
-        """Stop (or with ``kill=True``, kill) the broker, then start the same container again.
-
-        Same storage, same host port, same node id; returns once it answers.
-        """
-        with self._lock:
-            if self._state is NodeState.NEW:
-                raise HarnessError("the container broker was never started; call start() first")
-            if self._state is NodeState.CLOSED:
-                raise HarnessError("the broker is closed; create a new one")
-            if kill:
-                self.kill()
-            else:
-                self.stop()
-            self._launch()
-            self._await_ready(time.monotonic() + self.startup_timeout)
-
     def close(self) -> None:
         """Remove the container (killed: nothing in it needs to be consistent)."""
         with self._lock:
@@ -471,6 +411,10 @@ class ContainerBroker(StartsOnEnter):
             self._remove()
 
     # -- steps, also driven by ContainerCluster ----------------------------------------
+
+    def _first_start(self) -> None:
+        self._create_and_launch()
+        self._await_ready(time.monotonic() + self.startup_timeout)
 
     def _wrapped(self) -> Any:
         return self._container.get_wrapped_container()
@@ -520,7 +464,7 @@ class ContainerBroker(StartsOnEnter):
             _log.info(
                 "node %d: starting %s as %s on 127.0.0.1:%d", self._node_id, self.image, name, port
             )
-            self._started_at = time.monotonic()
+            self._launched_at = time.monotonic()
             try:
                 container.start()
             except Exception as exc:
@@ -545,7 +489,7 @@ class ContainerBroker(StartsOnEnter):
 
     def _launch(self) -> None:
         _log.info("node %d: starting its container again", self._node_id)
-        self._started_at = time.monotonic()
+        self._launched_at = time.monotonic()
         try:
             self._wrapped().start()
         except Exception as exc:
@@ -562,39 +506,23 @@ class ContainerBroker(StartsOnEnter):
         wrapped = self._wrapped()
         code = wrapped.attrs.get("State", {}).get("ExitCode")
         raise BrokerStartError(
-            f"the Kafka container of node {self._node_id} ({self.image}) exited with code {code} "
-            f"during start-up; {_failure_report(wrapped)}"
+            f"{self._describe()} exited with code {code} during start-up; {self._failure_report()}"
         )
 
-    def _await_ready(self, deadline: float, peers_alive: Callable[[], None] | None = None) -> None:
-        # peers_alive: a cluster's check that no other node died meanwhile,
-        # which would leave this one waiting for a quorum until the deadline.
-        def check() -> None:
-            self._check_alive()
-            if peers_alive is not None:
-                peers_alive()
-
+    def _failure_report(self) -> str:
+        wrapped = self._wrapped()
         try:
-            wait_until_answers(
-                self.bootstrap_servers,
-                deadline=deadline,
-                expected_broker_ids=(self._node_id,),
-                check_alive=check,
-            )
-        except TimeoutError as exc:
-            report = _failure_report(self._wrapped())
-            with contextlib.suppress(Exception):
-                self.kill()
-            raise BrokerStartError(
-                f"the Kafka container of node {self._node_id} ({self.image}) was not ready "
-                f"within {self.startup_timeout:.0f} s ({exc}); {report}"
-            ) from None
-        _log.info(
-            "node %d ready at %s, %.1f s after its container started",
-            self._node_id,
-            self.bootstrap_servers,
-            time.monotonic() - self._started_at,
-        )
+            lines = wrapped.logs(tail=2000).decode("utf-8", "replace").splitlines()
+        except Exception:
+            lines = []
+        return f"{failure_summary(lines)}last lines of its log:\n{_logs_tail(wrapped)}"
+
+    def _describe(self) -> str:
+        return f"the Kafka container of node {self._node_id} ({self.image})"
+
+    def _abandon_start(self) -> None:
+        with contextlib.suppress(Exception):
+            self.kill()
 
     def _wait_exited(self, timeout: float = 30.0) -> None:
         # kill() returns once the signal is sent; a restart must not race the exit.

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Self
 
 from kgroup.errors import BrokerStartError, HarnessError
-from kgroup.testing._lifecycle import NodeCluster, NodeState, StartsOnEnter
+from kgroup.testing._lifecycle import BrokerNode, NodeCluster, NodeState, failure_summary
 from kgroup.testing.config import (
     NodePorts,
     QuorumNode,
@@ -35,8 +35,7 @@ from kgroup.testing.config import (
     pick_free_ports,
     render_properties,
 )
-from kgroup.testing.readiness import wait_until_answers
-from kgroup.testing.runtime import (
+from kgroup.testing.jvm import (
     JavaRuntime,
     find_java,
     kafka_version,
@@ -114,7 +113,7 @@ class _Quorum:
     voters: tuple[QuorumNode, ...] | None  # None: standalone (single node)
 
 
-class KafkaBroker(StartsOnEnter):
+class KafkaBroker(BrokerNode):
     """One Apache Kafka node (KRaft, broker and controller) run as a local JVM.
 
     Use it as a context manager, or call :meth:`start` and :meth:`close`::
@@ -141,7 +140,17 @@ class KafkaBroker(StartsOnEnter):
         detach: run the JVM in its own session and do not kill it when this
             interpreter exits (for ``kgroup broker up``).
         jvm_options: replaces :data:`DEFAULT_JVM_OPTIONS`.
+
+    The first :meth:`start` resolves the jars (see
+    :func:`~kgroup.testing.resolve_kafka_libs`), picks ports, formats storage
+    and launches the JVM; if a port was taken in between, it retries with new
+    ports. It raises :class:`~kgroup.errors.JavaNotFoundError` without a usable
+    Java and :class:`~kgroup.errors.JarResolutionError` when the jars cannot be
+    resolved.
     """
+
+    _cluster_kind = "KafkaCluster"
+    _logger = _log
 
     def __init__(
         self,
@@ -183,11 +192,6 @@ class KafkaBroker(StartsOnEnter):
         self._lock = threading.RLock()
 
     # -- public view -----------------------------------------------------------------
-
-    @property
-    def node_id(self) -> int:
-        """The broker's ``node.id``."""
-        return self._node_id
 
     @property
     def version(self) -> str:
@@ -266,49 +270,21 @@ class KafkaBroker(StartsOnEnter):
 
     # -- lifecycle -------------------------------------------------------------------
 
-    def start(self) -> Self:
-        """Start the broker and return once it answers metadata requests.
-
-        The first start resolves the jars (see
-        :func:`~kgroup.testing.resolve_kafka_libs`), picks ports, formats
-        storage and launches the JVM; if a port was taken in between, it
-        retries with new ports. A later start (after :meth:`stop` or
-        :meth:`kill`) is a :meth:`restart`. Starting a running broker does
-        nothing.
-
-        Raises:
-            JavaNotFoundError: no usable Java.
-            JarResolutionError: the jars could not be resolved.
-            BrokerStartError: the JVM exited or did not answer within
-                ``startup_timeout``; the message has the tail of its log.
-        """
-        with self._lock:
-            self._refresh()
-            if self._state is NodeState.RUNNING:
-                return self
-            if self._state is NodeState.CLOSED:
-                raise HarnessError("the broker is closed; create a new one")
-            if self._state is NodeState.STOPPED:
+    def _first_start(self) -> None:
+        # Jars and Java first: a missing one is reported before any port is taken.
+        self._prepare_runtime()
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
+            client, controller = pick_free_ports(2)
+            self._configure(NodePorts(client, controller), _Quorum(generate_cluster_id(), None))
+            self._format()
+            try:
                 self._launch_and_wait()
-                return self
-            if self._cluster_member:
-                raise HarnessError("a cluster node is first started by its KafkaCluster")
-            self._prepare_runtime()
-            for attempt in range(1, _PORT_ATTEMPTS + 1):
-                client, controller = pick_free_ports(2)
-                self._configure(NodePorts(client, controller), _Quorum(generate_cluster_id(), None))
-                self._format()
-                try:
-                    self._launch_and_wait()
-                except _PortConflictError:
-                    if attempt == _PORT_ATTEMPTS:
-                        raise
-                    _log.warning(
-                        "node %d: a port was taken; retrying with new ports", self._node_id
-                    )
-                    continue
-                return self
-        raise AssertionError("unreachable")  # pragma: no cover
+            except _PortConflictError:
+                if attempt == _PORT_ATTEMPTS:
+                    raise
+                _log.warning("node %d: a port was taken; retrying with new ports", self._node_id)
+                continue
+            return
 
     def stop(self, timeout: float | None = None) -> None:
         """Stop the JVM gracefully (SIGTERM: controlled shutdown), SIGKILL after ``timeout``.
@@ -324,22 +300,6 @@ class KafkaBroker(StartsOnEnter):
         """Kill the JVM at once (SIGKILL): no controlled shutdown, like a crash."""
         with self._lock:
             self._terminate(signal.SIGKILL, self.stop_timeout)
-
-    def restart(self, *, kill: bool = False) -> None:
-        """Stop (or with ``kill=True``, kill) the broker if it runs, then start it again.
-
-        Same storage, same ports, same node id; returns once it answers.
-        """
-        with self._lock:
-            if self._state is NodeState.NEW:
-                raise HarnessError("the broker was never started; call start() first")
-            if self._state is NodeState.CLOSED:
-                raise HarnessError("the broker is closed; create a new one")
-            if kill:
-                self.kill()
-            else:
-                self.stop()
-            self._launch_and_wait()
 
     def close(self) -> None:
         """Stop the broker for good and remove its work directory (unless kept or given).
@@ -446,31 +406,24 @@ class KafkaBroker(StartsOnEnter):
                 + self._failure_report()
             )
 
-    def _run_output(self) -> str:
+    def _log_since(self, offset: int) -> bytes | None:
+        """The log from byte ``offset`` on; None if it cannot be read."""
         try:
             with self.log_path.open("rb") as handle:
-                handle.seek(self._run_offset)
-                return handle.read().decode("utf-8", "replace")
+                handle.seek(offset)
+                return handle.read()
         except OSError:
-            return ""
+            return None
+
+    def _run_output(self) -> str:
+        return (self._log_since(self._run_offset) or b"").decode("utf-8", "replace")
 
     def _failure_report(self) -> str:
-        # The tail of a Java stack trace often hides the message that matters,
-        # so the first ERROR line and the root cause are quoted separately.
-        lines = self._run_output().splitlines()
-        picked: list[str] = []
-        for i, line in enumerate(lines):
-            if " ERROR " in line or line.startswith("Exception in thread"):
-                picked.append(line)
-                # An ERROR line is often followed by the exception it logs.
-                following = lines[i + 1] if i + 1 < len(lines) else ""
-                if following and not following.startswith(("[", "\t", " ")):
-                    picked.append(following)
-                break
-        picked += [ln for ln in reversed(lines) if ln.startswith("Caused by:")][:1]
-        summary = "".join(f"\n  {ln.strip()}" for ln in picked)
-        cause = f"cause:{summary}\n" if summary else ""
-        return f"{cause}last lines of {self.log_path}:\n{self.log_tail()}"
+        summary = failure_summary(self._run_output().splitlines())
+        return f"{summary}last lines of {self.log_path}:\n{self.log_tail()}"
+
+    def _describe(self) -> str:
+        return f"Kafka node {self._node_id}"
 
     def _format(self) -> None:
         self._finish_format(self._spawn_format(), time.monotonic() + self.startup_timeout)
@@ -507,16 +460,13 @@ class KafkaBroker(StartsOnEnter):
         conflict = _PORT_IN_USE.decode() in self._run_output()
         cls = _PortConflictError if conflict else BrokerStartError
         raise cls(
-            f"Kafka node {self._node_id} exited with code {proc.returncode} during start-up; "
+            f"{self._describe()} exited with code {proc.returncode} during start-up; "
             + self._failure_report()
         )
 
     def _started_line_seen(self) -> bool:
-        try:
-            with self.log_path.open("rb") as handle:
-                handle.seek(self._scan_offset)
-                chunk = handle.read()
-        except OSError:
+        chunk = self._log_since(self._scan_offset)
+        if chunk is None:
             return False
         if _STARTED_LINE in chunk:
             return True
@@ -524,42 +474,17 @@ class KafkaBroker(StartsOnEnter):
         self._scan_offset += max(0, chunk.rfind(b"\n") + 1)
         return False
 
-    def _await_ready(self, deadline: float, peers_alive: Callable[[], None] | None = None) -> None:
-        # peers_alive: a cluster's check that no other node died meanwhile,
-        # which would leave this one waiting for a quorum until the deadline.
-        def check() -> None:
-            self._check_alive()
-            if peers_alive is not None:
-                peers_alive()
+    def _wait_started(self, deadline: float, check: Callable[[], None]) -> None:
+        # The log says when the broker is up; asking for metadata earlier only
+        # costs connection attempts.
+        while not self._started_line_seen():
+            check()
+            if time.monotonic() >= deadline:
+                raise TimeoutError("no 'Kafka Server started' in its log")
+            time.sleep(_POLL)
 
-        try:
-            while not self._started_line_seen():
-                check()
-                if time.monotonic() >= deadline:
-                    raise TimeoutError("no 'Kafka Server started' in its log")
-                time.sleep(_POLL)
-            wait_until_answers(
-                self.bootstrap_servers,
-                deadline=deadline,
-                expected_broker_ids=(self._node_id,),
-                check_alive=check,
-            )
-        except TimeoutError as exc:
-            self._terminate(signal.SIGKILL, self.stop_timeout)
-            raise BrokerStartError(
-                f"Kafka node {self._node_id} was not ready within {self.startup_timeout:.0f} s "
-                f"({exc}); " + self._failure_report()
-            ) from None
-        _log.info(
-            "Kafka node %d ready at %s, %.1f s after launch",
-            self._node_id,
-            self.bootstrap_servers,
-            time.monotonic() - self._launched_at,
-        )
-
-    def _launch_and_wait(self) -> None:
-        self._launch()
-        self._await_ready(time.monotonic() + self.startup_timeout)
+    def _abandon_start(self) -> None:
+        self._terminate(signal.SIGKILL, self.stop_timeout)
 
     def _forget_process(self) -> None:
         proc = self._proc

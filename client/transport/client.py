@@ -6,27 +6,26 @@ import logging
 import random as _random
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 import anyio
 import anyio.abc
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i8
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from kgroup.errors import (
+    BrokerError,
     ConfigError,
     KafkaConnectionError,
     KgroupError,
     NoBrokersAvailableError,
     RequestTimeoutError,
 )
-from kgroup.protocol.apis import ApiKey
-from kgroup.protocol.errors import broker_error
+from kgroup.protocol.cluster import BrokerAddress, ClusterMetadata
 from kgroup.protocol.negotiation import NegotiatedVersions
+from kgroup.protocol.requests import find_coordinator, metadata
 from kgroup.transport._tasks import OwnedTaskGroup
 from kgroup.transport.connection import BrokerConnection
-from kgroup.transport.metadata import BrokerAddress, ClusterMetadata
 from kgroup.transport.security import Authenticator, SecurityConfig
 from kgroup.types import Backoff
 
@@ -38,7 +37,6 @@ RequestBuilder = Callable[[NegotiatedVersions], RequestPayload]
 """Builds a request from the versions negotiated with the broker it will go to."""
 
 _COORDINATOR_MOVED = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available})
-_GROUP_KEY_TYPE = i8(0)
 
 
 def parse_bootstrap_servers(servers: str | Sequence[str]) -> list[tuple[str, int]]:
@@ -161,16 +159,30 @@ class KafkaClient:
             authenticator=self._authenticator,
         )
 
+    async def _use_bootstrap_server(
+        self, host: str, port: int, failures: list[str], level: int
+    ) -> BrokerConnection | None:
+        """Open ``host:port`` as the pool's bootstrap connection (node -1), replacing
+        the previous one; None when it cannot be opened (logged at ``level`` and
+        added to ``failures``)."""
+        try:
+            conn = await self._open(host, port, None)
+        except KgroupError as exc:
+            log.log(level, "bootstrap server %s:%d failed: %s", host, port, exc)
+            failures.append(f"{host}:{port}: {exc}")
+            return None
+        old = self._connections.pop(-1, None)
+        if old is not None:
+            await old.aclose()
+        self._connections[-1] = conn
+        return conn
+
     async def _bootstrap(self) -> None:
         failures: list[str] = []
         for host, port in self.bootstrap_servers:
-            try:
-                conn = await self._open(host, port, None)
-            except KgroupError as exc:
-                log.warning("bootstrap server %s:%d failed: %s", host, port, exc)
-                failures.append(f"{host}:{port}: {exc}")
+            conn = await self._use_bootstrap_server(host, port, failures, logging.WARNING)
+            if conn is None:
                 continue
-            self._connections[-1] = conn
             try:
                 await self.metadata(())
             except KgroupError as exc:
@@ -237,18 +249,11 @@ class KafkaClient:
         # Every known broker failed: start over from the bootstrap list, as the
         # cluster may have moved entirely.
         for host, port in self.bootstrap_servers:
-            try:
-                conn = await self._open(host, port, None)
-            except KgroupError as exc:
-                log.info("bootstrap server %s:%d failed: %s", host, port, exc)
-                failures.append(f"{host}:{port}: {exc}")
+            bootstrap = await self._use_bootstrap_server(host, port, failures, logging.INFO)
+            if bootstrap is None:
                 continue
-            old = self._connections.pop(-1, None)
-            if old is not None:
-                await old.aclose()
-            self._connections[-1] = conn
             try:
-                return await conn.request(build(conn.versions), timeout=timeout)
+                return await bootstrap.request(build(bootstrap.versions), timeout=timeout)
             except (KafkaConnectionError, RequestTimeoutError) as exc:
                 failures.append(f"{host}:{port}: {exc}")
         raise NoBrokersAvailableError("no broker could answer: " + "; ".join(failures))
@@ -302,22 +307,8 @@ class KafkaClient:
         brokers only. Topics are never auto-created.
         """
         names = None if topics is None else tuple(topics)
-
-        def build(versions: NegotiatedVersions) -> RequestPayload:
-            module = versions.request_module(ApiKey.METADATA)
-            fields: dict[str, Any] = {
-                "topics": None
-                if names is None
-                else tuple(module.MetadataRequestTopic(topic_id=None, name=n) for n in names),
-                "allow_auto_topic_creation": False,
-                "include_topic_authorized_operations": False,
-            }
-            if versions.version(ApiKey.METADATA) <= 10:
-                fields["include_cluster_authorized_operations"] = False
-            return versions.new_request(ApiKey.METADATA, **fields)
-
-        response = await self._request_any(build, timeout)
-        fresh = ClusterMetadata.from_response(response)
+        response = await self._request_any(lambda v: metadata.build(v, names), timeout)
+        fresh = metadata.parse(metadata.narrow(response))
         self._metadata = self._metadata.merge(fresh, all_topics=names is None)
         self._addresses.update(fresh.brokers)
         return self._metadata
@@ -349,35 +340,26 @@ class KafkaClient:
         if cached is not None:
             return cached
 
-        def build(versions: NegotiatedVersions) -> RequestPayload:
-            return versions.new_request(
-                ApiKey.FIND_COORDINATOR, key_type=_GROUP_KEY_TYPE, coordinator_keys=(group_id,)
-            )
-
         deadline = anyio.current_time() + (self.request_timeout if timeout is None else timeout)
         attempt = 0
         while True:
             try:
-                response: Any = await self._request_any(build, None)
+                response = await self._request_any(
+                    lambda v: find_coordinator.build(v, group_id), None
+                )
+                address = find_coordinator.parse(find_coordinator.narrow(response), group_id)
             except NoBrokersAvailableError:
                 if anyio.current_time() >= deadline:
                     raise
-                await self._sleep(attempt, deadline)
-                attempt += 1
-                continue
-            entry = next((c for c in response.coordinators if c.key == group_id), None)
-            if entry is None:
-                raise broker_error(ErrorCode.invalid_request, "FindCoordinator skipped the group")
-            if entry.error_code == ErrorCode.none:
-                address = BrokerAddress(int(entry.node_id), entry.host, int(entry.port))
+            except BrokerError as error:
+                if not error.retriable or anyio.current_time() >= deadline:
+                    raise
+                log.debug("FindCoordinator for %r: %s; retrying", group_id, error)
+            else:
                 self._remember_address(address)
                 self._coordinators[group_id] = address
                 log.info("coordinator of group %r is %s", group_id, address)
                 return address
-            error = broker_error(entry.error_code, entry.error_message)
-            if not error.retriable or anyio.current_time() >= deadline:
-                raise error
-            log.debug("FindCoordinator for %r: %s; retrying", group_id, error)
             await self._sleep(attempt, deadline)
             attempt += 1
 

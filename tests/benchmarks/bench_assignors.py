@@ -67,7 +67,7 @@ from kgroup.assignors import (
     Subscription,
     UniformAssignor,
 )
-from kgroup.assignors.modern import AssignmentSpec, MemberSpec, TopicMetadata
+from kgroup.assignors.consumer_protocol import AssignmentSpec, MemberSpec, TopicMetadata
 from kgroup.assignors.sticky import encode_cooperative_user_data, encode_sticky_user_data
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -11,10 +11,9 @@ import threading
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
-from consumer_helpers import EventLog, Runner, converged, partitions_of, produce, wait_until
+from helpers import EventLog, Runner, classic_conf, converged, partitions_of, produce, wait_until
 
 from kgroup import Consumer
 from kgroup.assignors import (
@@ -43,18 +42,6 @@ def _example() -> ModuleType:
     return module
 
 
-def _conf(bootstrap: str, group: str, assignor: object) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "group.protocol": "classic",
-        "partition.assignment.strategy": [assignor],
-        "auto.offset.reset": "earliest",
-        "heartbeat.interval.ms": 500,
-        "session.timeout.ms": 6000,
-    }
-
-
 def test_custom_assignor_runs_on_the_leader_with_user_data(
     kafka_broker: KafkaBroker, make_topic: MakeTopic, make_group_id: MakeGroupId
 ) -> None:
@@ -78,7 +65,8 @@ def test_custom_assignor_runs_on_the_leader_with_user_data(
     log = EventLog()
     assignors = {name: Recording(capacity=c) for name, c in (("a", 1), ("b", 2), ("c", 3))}
     runners = [
-        Runner(_conf(bootstrap, group, assignors[name]), [topic], log, name) for name in "abc"
+        Runner(classic_conf(bootstrap, group, [assignors[name]]), [topic], log, name)
+        for name in "abc"
     ]
     try:
         wait_until(
@@ -122,7 +110,9 @@ def test_invalid_assignment_is_a_fatal_error_naming_the_assignor_and_never_sent(
     kafka_broker: KafkaBroker, make_topic: MakeTopic, make_group_id: MakeGroupId
 ) -> None:
     topic = make_topic(partitions=3)
-    with Consumer(_conf(kafka_broker.bootstrap_servers, make_group_id(), _DroppingAssignor())) as c:
+    with Consumer(
+        classic_conf(kafka_broker.bootstrap_servers, make_group_id(), [_DroppingAssignor()])
+    ) as c:
         c.subscribe([topic])
         deadline = time.monotonic() + 20
         with pytest.raises(InvalidAssignmentError) as info:  # noqa: PT012 - polls until it fails

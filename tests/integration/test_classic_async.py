@@ -4,35 +4,13 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from consumer_helpers import EventLog, partitions_of, produce, text
+from helpers import AsyncRecorder, EventLog, classic_conf, partitions_of, produce, text
 
-from kgroup import AsyncConsumer, GroupProtocol, TopicPartition
+from kgroup import AsyncConsumer, GroupProtocol
 from kgroup.testing import KafkaBroker
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    backend: str = request.param
-    return backend
-
-
-class _AsyncRecorder:
-    def __init__(self, log: EventLog, member: str) -> None:
-        self.log = log
-        self.member = member
-
-    async def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
-        await anyio.sleep(0)
-        if partitions:
-            self.log.add(self.member, "assigned", partitions)
-
-    async def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
-        await anyio.sleep(0)
-        if partitions:
-            self.log.add(self.member, "revoked", partitions)
 
 
 async def test_two_async_classic_members_split_and_commit(
@@ -42,20 +20,12 @@ async def test_two_async_classic_members_split_and_commit(
     topic = make_topic(partitions=4)
     values = produce(bootstrap, topic, 4, 200)
     log = EventLog()
-    conf = {
-        "bootstrap.servers": bootstrap,
-        "group.id": make_group_id(),
-        "group.protocol": "classic",
-        "partition.assignment.strategy": "cooperative-sticky",
-        "auto.offset.reset": "earliest",
-        "heartbeat.interval.ms": 500,
-        "session.timeout.ms": 6000,
-    }
+    conf = classic_conf(bootstrap, make_group_id(), "cooperative-sticky")
     got: list[str] = []
     async with AsyncConsumer(conf) as a, AsyncConsumer(conf) as b:
         assert a.group_protocol is GroupProtocol.CLASSIC
-        a.subscribe([topic], _AsyncRecorder(log, "a"))
-        b.subscribe([topic], _AsyncRecorder(log, "b"))
+        a.subscribe([topic], AsyncRecorder(log, "a"))
+        b.subscribe([topic], AsyncRecorder(log, "b"))
         with anyio.fail_after(30):
             while not (
                 len(a.assignment()) == 2

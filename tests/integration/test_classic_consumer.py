@@ -7,8 +7,6 @@ and a 6 s session timeout.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,16 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewPartitions
-from consumer_helpers import EventLog, Runner, converged, partitions_of, produce, wait_until
+from helpers import (
+    EventLog,
+    Runner,
+    classic_conf,
+    converged,
+    partitions_of,
+    produce,
+    run_python,
+    wait_until,
+)
 
 from kgroup import Consumer, GroupProtocol, TopicPartition
 from kgroup.errors import FencedInstanceIdError
@@ -25,19 +32,6 @@ from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
 from kgroup.testing.topics import create_topic
 
 pytestmark = pytest.mark.integration
-
-
-def classic_conf(bootstrap: str, group: str, strategy: object, **extra: Any) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "group.protocol": "classic",
-        "partition.assignment.strategy": strategy,
-        "auto.offset.reset": "earliest",
-        "heartbeat.interval.ms": 500,
-        "session.timeout.ms": 6000,
-        **{k.replace("_", "."): v for k, v in extra.items()},
-    }
 
 
 def _consumed_all(runners: list[Runner], values: set[str]) -> bool:
@@ -266,21 +260,8 @@ def test_classic_consumer_example_reads_every_record(
     topic = make_topic(partitions=3)
     produce(bootstrap, topic, 3, 30)
     script = Path(__file__).resolve().parents[2] / "examples" / "classic_consumer.py"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(script),
-            bootstrap,
-            topic,
-            make_group_id(),
-            *extra,
-            "--max-records",
-            "30",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    result = run_python(
+        str(script), bootstrap, topic, make_group_id(), *extra, "--max-records", "30"
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "group protocol: classic" in result.stdout

@@ -10,14 +10,22 @@ consumed at least once.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer as ConfluentConsumer
-from consumer_helpers import EventLog, Runner, partitions_of, produce, text, wait_until
+from helpers import (
+    EventLog,
+    PollingThread,
+    Runner,
+    classic_conf,
+    partitions_of,
+    produce,
+    text,
+    wait_until,
+)
 from kafka import KafkaConsumer
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -34,7 +42,7 @@ _KAFKA_PYTHON_ASSIGNORS: dict[str, Any] = {
 }
 
 
-class _Peer:
+class _Peer(PollingThread):
     """A consumer written by others, polling in its own thread."""
 
     def __init__(
@@ -44,52 +52,27 @@ class _Peer:
         assignment: Callable[[], Any],
         close: Callable[[], None],
     ) -> None:
-        self.name = name
+        super().__init__(name, "peer")
         self.values: list[str] = []
-        self.errors: list[BaseException] = []
         self.assigned: frozenset[TopicPartition] = frozenset()
         self._poll, self._assignment, self._close = poll, assignment, close
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"peer-{name}", daemon=True)
-        self._thread.start()
+        self.start()
 
-    def _loop(self) -> None:
-        try:
-            while not self._stop.is_set():
-                self.values.extend(self._poll())
-                self.assigned = frozenset(
-                    TopicPartition(tp.topic, tp.partition) for tp in self._assignment()
-                )
-        except BaseException as exc:
-            self.errors.append(exc)
-        finally:
-            try:
-                self._close()
-            except BaseException as exc:
-                self.errors.append(exc)
+    def poll_once(self) -> None:
+        self.values.extend(self._poll())
+        self.assigned = frozenset(
+            TopicPartition(tp.topic, tp.partition) for tp in self._assignment()
+        )
+
+    def close_consumer(self) -> None:
+        self._close()
 
     def assignment(self) -> frozenset[TopicPartition]:
         return self.assigned
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        assert not self._thread.is_alive(), f"{self.name} did not stop"
-        assert not self.errors, f"{self.name} failed: {self.errors!r}"
-
 
 def _confluent(bootstrap: str, group: str, topic: str, strategy: str) -> _Peer:
-    consumer = ConfluentConsumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group,
-            "group.protocol": "classic",
-            "partition.assignment.strategy": strategy,
-            "auto.offset.reset": "earliest",
-            "session.timeout.ms": 6000,
-            "heartbeat.interval.ms": 500,
-        }
-    )
+    consumer = ConfluentConsumer(classic_conf(bootstrap, group, strategy))
     consumer.subscribe([topic])
 
     def poll() -> list[str]:
@@ -137,15 +120,7 @@ def test_mixed_group_converges_and_consumes_everything(
     group = make_group_id()
     first = produce(bootstrap, topic, 6, 300)
     log = EventLog()
-    kgroup_conf = {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "group.protocol": "classic",
-        "partition.assignment.strategy": strategy,
-        "auto.offset.reset": "earliest",
-        "heartbeat.interval.ms": 500,
-        "session.timeout.ms": 6000,
-    }
+    kgroup_conf = classic_conf(bootstrap, group, strategy)
     starters: dict[str, Callable[[], Any]] = {
         "kgroup": lambda: Runner(kgroup_conf, [topic], log, "kgroup-1"),
         "confluent": lambda: _confluent(bootstrap, group, topic, strategy),

@@ -9,11 +9,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import anyio
 import pytest
-from consumer_helpers import produce, text
+from helpers import consumer_conf, produce, text
 
 from kgroup import AsyncConsumer, Consumer, GroupProtocol
 from kgroup.errors import UnsupportedVersionError
@@ -22,16 +21,6 @@ from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
 from kgroup.testing.topics import create_topic
 
 pytestmark = pytest.mark.integration
-
-
-def _conf(bootstrap: str, group: str, protocol: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "group.protocol": protocol,
-        "auto.offset.reset": "earliest",
-        **{k.replace("_", "."): v for k, v in extra.items()},
-    }
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +35,7 @@ def test_auto_uses_the_new_protocol_on_a_4x_broker(
     bootstrap = kafka_broker.bootstrap_servers
     topic = make_topic(partitions=2)
     values = produce(bootstrap, topic, 2, 20)
-    with Consumer(_conf(bootstrap, make_group_id(), "auto")) as consumer:
+    with Consumer(consumer_conf(bootstrap, make_group_id(), group_protocol="auto")) as consumer:
         assert consumer.group_protocol is GroupProtocol.CONSUMER
         consumer.subscribe([topic])
         got: set[str] = set()
@@ -65,8 +54,12 @@ def test_auto_falls_back_to_classic_with_a_warning(
     with (
         caplog.at_level(logging.WARNING, logger="kgroup"),
         Consumer(
-            _conf(
-                bootstrap, "g-fallback", "auto", heartbeat_interval_ms=500, session_timeout_ms=6000
+            consumer_conf(
+                bootstrap,
+                "g-fallback",
+                group_protocol="auto",
+                heartbeat_interval_ms=500,
+                session_timeout_ms=6000,
             )
         ) as consumer,
     ):
@@ -85,7 +78,9 @@ def test_async_auto_falls_back_to_classic(classic_only_broker: KafkaBroker) -> N
     bootstrap = classic_only_broker.bootstrap_servers
 
     async def main() -> GroupProtocol:
-        consumer = AsyncConsumer(_conf(bootstrap, "g-fallback-async", "auto"))
+        consumer = AsyncConsumer(
+            consumer_conf(bootstrap, "g-fallback-async", group_protocol="auto")
+        )
         async with consumer:
             return consumer.group_protocol
 
@@ -97,7 +92,9 @@ def test_consumer_protocol_on_a_classic_only_broker_is_a_typed_fatal_error(
 ) -> None:
     bootstrap = classic_only_broker.bootstrap_servers
     create_topic(bootstrap, "no-new-protocol", partitions=1)
-    with Consumer(_conf(bootstrap, "g-consumer-only", "consumer")) as consumer:
+    with Consumer(
+        consumer_conf(bootstrap, "g-consumer-only", group_protocol="consumer")
+    ) as consumer:
         consumer.subscribe(["no-new-protocol"])
         deadline = time.monotonic() + 20
         with pytest.raises(UnsupportedVersionError):  # noqa: PT012 - polls until it fails

@@ -11,13 +11,14 @@ import time
 from typing import Any
 
 import pytest
-from consumer_helpers import (
+from helpers import (
     EventLog,
     Runner,
+    consumer_conf,
     converged,
+    drain,
     partitions_of,
     produce,
-    text,
     wait_until,
 )
 
@@ -32,23 +33,6 @@ from kgroup.testing import KafkaBroker
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
 
 pytestmark = pytest.mark.integration
-
-
-def _conf(bootstrap: str, group: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "auto.offset.reset": "earliest",
-        **{k.replace("_", "."): v for k, v in extra.items()},
-    }
-
-
-def _drain(consumer: Consumer, want: int, timeout: float) -> list[str]:
-    values: list[str] = []
-    deadline = time.monotonic() + timeout
-    while len(values) < want and time.monotonic() < deadline:
-        values.extend(text(m) for m in consumer.consume(500, 0.2))
-    return values
 
 
 def _poll_for(consumer: Consumer, seconds: float) -> None:
@@ -66,9 +50,9 @@ def test_single_member_consumes_everything_and_commits_survive_a_restart(
     first = produce(bootstrap, topic, 12, 600)
     log = EventLog()
 
-    with Consumer(_conf(bootstrap, group)) as consumer:
+    with Consumer(consumer_conf(bootstrap, group)) as consumer:
         consumer.subscribe([topic], log.listener("a"))
-        values = _drain(consumer, len(first), 30)
+        values = drain(consumer, len(first), 30)
         assert set(values) == first
         assert consumer.assignment() == partitions_of(topic, 12)
         assert consumer.member_epoch > 0
@@ -81,9 +65,9 @@ def test_single_member_consumes_everything_and_commits_survive_a_restart(
     assert [e.kind for e in log.of("a")] == ["assigned", "revoked"]
 
     second = produce(bootstrap, topic, 12, 120, start=600)
-    with Consumer(_conf(bootstrap, group)) as consumer:
+    with Consumer(consumer_conf(bootstrap, group)) as consumer:
         consumer.subscribe([topic])
-        values = _drain(consumer, len(second), 30)
+        values = drain(consumer, len(second), 30)
         # Resumes after the commit: nothing before it again, nothing after it skipped.
         assert set(values) == second
         assert len(values) == len(second)
@@ -97,7 +81,7 @@ def test_members_converge_hand_over_in_order_and_lose_nothing(
     group = make_group_id()
     everything = produce(bootstrap, topic, 6, 300)
     log = EventLog()
-    conf = _conf(bootstrap, group, auto_commit_interval_ms=200)
+    conf = consumer_conf(bootstrap, group, auto_commit_interval_ms=200)
     all_partitions = partitions_of(topic, 6)
 
     runners = [Runner(conf, [topic], log, "a")]
@@ -141,7 +125,7 @@ def test_members_converge_hand_over_in_order_and_lose_nothing(
     assert consumed() == everything
     log.check_handover_order()
     # Every member committed what it consumed before giving partitions up or closing.
-    with Consumer(_conf(bootstrap, group)) as probe:
+    with Consumer(consumer_conf(bootstrap, group)) as probe:
         assert probe.committed(all_partitions) == {tp: 150 for tp in all_partitions}
     # b was revoked what it had been assigned, as deltas.
     b_assigned: set[TopicPartition] = set().union(*(e.partitions for e in log.of("b", "assigned")))
@@ -159,8 +143,8 @@ def test_static_member_rejoining_within_session_timeout_keeps_its_partitions(
     group = make_group_id()
     log = EventLog()
     all_partitions = partitions_of(topic, 4)
-    static = _conf(bootstrap, group, group_instance_id="static-1")
-    dynamic = Runner(_conf(bootstrap, group), [topic], log, "dynamic")
+    static = consumer_conf(bootstrap, group, group_instance_id="static-1")
+    dynamic = Runner(consumer_conf(bootstrap, group), [topic], log, "dynamic")
     first = Runner(static, [topic], log, "static")
     runners = [dynamic, first]
     try:
@@ -191,7 +175,7 @@ def test_second_live_member_with_the_same_instance_id_fails_fatally(
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     topic = make_topic(partitions=2)
-    conf = _conf(bootstrap, make_group_id(), group_instance_id="same")
+    conf = consumer_conf(bootstrap, make_group_id(), group_instance_id="same")
     with Consumer(conf) as first:
         first.subscribe([topic])
         deadline = time.monotonic() + 20
@@ -214,7 +198,7 @@ def test_regex_subscription_picks_up_a_topic_created_later(
     prefix = f"rx{make_group_id('')}"
     first = make_topic(partitions=2, name=f"{prefix}-one")
     log = EventLog()
-    with Consumer(_conf(bootstrap, make_group_id())) as consumer:
+    with Consumer(consumer_conf(bootstrap, make_group_id())) as consumer:
         consumer.subscribe(pattern=re.compile(f"{prefix}-.*"), listener=log.listener("a"))
         deadline = time.monotonic() + 20
         while consumer.assignment() != partitions_of(first, 2) and time.monotonic() < deadline:
@@ -222,7 +206,7 @@ def test_regex_subscription_picks_up_a_topic_created_later(
         assert consumer.assignment() == partitions_of(first, 2)
         second = make_topic(partitions=2, name=f"{prefix}-two")
         values = produce(bootstrap, second, 2, 20)
-        got = _drain(consumer, 20, 40)
+        got = drain(consumer, 20, 40)
         assert set(got) == values
         assert consumer.assignment() == partitions_of(first, 2) | partitions_of(second, 2)
 
@@ -233,9 +217,9 @@ def test_manual_commit_with_a_stale_epoch_is_retried_with_the_new_one(
     bootstrap = kafka_broker.bootstrap_servers
     topic = make_topic(partitions=2)
     produce(bootstrap, topic, 2, 10)
-    with Consumer(_conf(bootstrap, make_group_id(), enable_auto_commit=False)) as consumer:
+    with Consumer(consumer_conf(bootstrap, make_group_id(), enable_auto_commit=False)) as consumer:
         consumer.subscribe([topic])
-        assert len(_drain(consumer, 10, 30)) == 10
+        assert len(drain(consumer, 10, 30)) == 10
         # Make the first commit attempt carry an epoch older than the one the
         # partitions were assigned in, as if the epoch moved on while it was in
         # flight; the broker answers STALE_MEMBER_EPOCH.
@@ -263,7 +247,7 @@ def test_commit_of_partitions_not_owned_is_dropped(
     bootstrap = kafka_broker.bootstrap_servers
     topic = make_topic(partitions=1)
     other = make_topic(partitions=1)
-    with Consumer(_conf(bootstrap, make_group_id())) as consumer:
+    with Consumer(consumer_conf(bootstrap, make_group_id())) as consumer:
         consumer.subscribe([topic])
         wait_until(
             lambda: bool(consumer.consume(1, 0.1)) or bool(consumer.assignment()),
@@ -293,11 +277,11 @@ def test_listener_exception_surfaces_from_poll_and_the_callback_is_retried(
             if len(calls) == 1:
                 raise _ListenerError("first call fails")
 
-    with Consumer(_conf(bootstrap, make_group_id())) as consumer:
+    with Consumer(consumer_conf(bootstrap, make_group_id())) as consumer:
         consumer.subscribe([topic], FailsOnce())
         with pytest.raises(_ListenerError):
             _poll_for(consumer, 20)
-        got = _drain(consumer, 10, 20)
+        got = drain(consumer, 10, 20)
         assert set(got) == expected
     assert calls == [partitions_of(topic, 2), partitions_of(topic, 2)]
 
@@ -309,10 +293,10 @@ def test_commit_async_reports_to_its_callback_in_a_later_poll(
     topic = make_topic(partitions=1)
     produce(bootstrap, topic, 1, 5)
     results: list[tuple[dict[TopicPartition, int], BaseException | None]] = []
-    conf = _conf(bootstrap, make_group_id(), enable_auto_commit=False)
+    conf = consumer_conf(bootstrap, make_group_id(), enable_auto_commit=False)
     with Consumer(conf) as consumer:
         consumer.subscribe([topic])
-        assert len(_drain(consumer, 5, 20)) == 5
+        assert len(drain(consumer, 5, 20)) == 5
         consumer.commit_async(
             callback=lambda offsets, error: results.append((dict(offsets), error))
         )
@@ -329,7 +313,7 @@ def test_poll_timeout_loses_the_partitions_and_the_next_poll_rejoins(
     bootstrap = kafka_broker.bootstrap_servers
     topic = make_topic(partitions=2)
     log = EventLog()
-    conf = _conf(bootstrap, make_group_id(), max_poll_interval_ms=3000)
+    conf = consumer_conf(bootstrap, make_group_id(), max_poll_interval_ms=3000)
     with Consumer(conf) as consumer:
         consumer.subscribe([topic], log.listener("a"))
         deadline = time.monotonic() + 20
@@ -355,7 +339,7 @@ def test_poll_timeout_loses_the_partitions_and_the_next_poll_rejoins(
 def test_invalid_regex_is_a_typed_fatal_error_from_poll(
     kafka_broker: KafkaBroker, make_group_id: MakeGroupId
 ) -> None:
-    with Consumer(_conf(kafka_broker.bootstrap_servers, make_group_id())) as consumer:
+    with Consumer(consumer_conf(kafka_broker.bootstrap_servers, make_group_id())) as consumer:
         consumer.subscribe(pattern="orders-(")
         with pytest.raises(InvalidRegularExpressionError):
             _poll_for(consumer, 20)

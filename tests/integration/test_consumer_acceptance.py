@@ -31,7 +31,7 @@ from confluent_kafka.admin._acl import (
     AclPermissionType,
 )
 from confluent_kafka.admin._resource import ResourcePatternType, ResourceType
-from consumer_helpers import EventLog, partitions_of, produce, text, wait_until
+from helpers import EventLog, PollingThread, consumer_conf, partitions_of, produce, text, wait_until
 from process_helpers import SteadyProducer
 
 from kgroup import Consumer, TopicPartition
@@ -44,15 +44,6 @@ pytestmark = pytest.mark.integration
 HEARTBEAT = 0.5  # group.consumer.heartbeat.interval.ms of the test brokers
 
 
-def _conf(bootstrap: str, group: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "auto.offset.reset": "earliest",
-        **extra,
-    }
-
-
 def _where(message: Message) -> tuple[TopicPartition, int]:
     topic, partition, offset = message.topic(), message.partition(), message.offset()
     assert topic is not None
@@ -61,35 +52,26 @@ def _where(message: Message) -> tuple[TopicPartition, int]:
     return TopicPartition(topic, partition), offset
 
 
-class TimedRunner:
+class TimedRunner(PollingThread):
     """A blocking consumer polling in a thread, noting when it got each record."""
 
     def __init__(self, conf: dict[str, Any], topic: str, log: EventLog, name: str) -> None:
-        self.name = name
+        super().__init__(name, "runner")
         self.consumer = Consumer(conf)
         self.consumer.subscribe([topic], log.listener(name))
         self.got: list[tuple[float, TopicPartition, int]] = []
-        self.errors: list[BaseException] = []
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"runner-{name}", daemon=True)
-        self._thread.start()
+        self.start()
 
-    def _loop(self) -> None:
-        try:
-            while not self._stop.is_set():
-                batch = self.consumer.consume(500, 0.05)
-                now = time.monotonic()
-                got = [(now, *_where(m)) for m in batch]
-                with self._lock:
-                    self.got.extend(got)
-        except BaseException as exc:
-            self.errors.append(exc)
-        finally:
-            try:
-                self.consumer.close(15)
-            except BaseException as exc:
-                self.errors.append(exc)
+    def poll_once(self) -> None:
+        batch = self.consumer.consume(500, 0.05)
+        now = time.monotonic()
+        got = [(now, *_where(m)) for m in batch]
+        with self._lock:
+            self.got.extend(got)
+
+    def close_consumer(self) -> None:
+        self.consumer.close(15)
 
     def assignment(self) -> frozenset[TopicPartition]:
         return self.consumer.assignment()
@@ -97,13 +79,6 @@ class TimedRunner:
     def records(self) -> list[tuple[float, TopicPartition, int]]:
         with self._lock:
             return list(self.got)
-
-    def stop(self) -> None:
-        """Close the consumer (from its thread: revoke callback, leave) and wait for it."""
-        self._stop.set()
-        self._thread.join(30)
-        assert not self._thread.is_alive(), f"{self.name} did not stop"
-        assert not self.errors, f"{self.name} failed: {self.errors!r}"
 
 
 def _settled(runners: Iterable[TimedRunner], log: EventLog, expected: set[TopicPartition]) -> bool:
@@ -136,7 +111,7 @@ def test_fourth_member_moves_only_what_it_takes_and_a_closing_member_hands_over_
     bootstrap = kafka_broker.bootstrap_servers
     topic = make_topic(partitions=12)
     everything = set(partitions_of(topic, 12))
-    conf = _conf(bootstrap, make_group_id(), **{"auto.commit.interval.ms": 500})
+    conf = consumer_conf(bootstrap, make_group_id(), auto_commit_interval_ms=500)
     log = EventLog()
     # 20 records a second on every partition, from before the first member
     # joins until the end: a partition that keeps being consumed shows it.
@@ -324,7 +299,7 @@ def _first_poll_error(consumer: Consumer, timeout: float) -> tuple[BaseException
 def _check_control_group(bootstrap: str, topic: str, group: str) -> None:
     """A group no ACL covers works on the authorizing broker."""
     values = produce(bootstrap, topic, 2, 10)
-    with Consumer(_conf(bootstrap, group)) as allowed:
+    with Consumer(consumer_conf(bootstrap, group)) as allowed:
         allowed.subscribe([topic])
         got: set[str] = set()
         deadline = time.monotonic() + 30
@@ -344,7 +319,7 @@ def test_missing_group_read_authorization_is_a_typed_fatal_error_from_poll(
     _check_control_group(bootstrap, topic, make_group_id("allowed"))
 
     # FindCoordinator (DESCRIBE) passes; ConsumerGroupHeartbeat (READ) is refused.
-    with Consumer(_conf(bootstrap, f"{denied}-app")) as consumer:
+    with Consumer(consumer_conf(bootstrap, f"{denied}-app")) as consumer:
         consumer.subscribe([topic])
         error, after = _first_poll_error(consumer, 20)
         assert isinstance(error, GroupAuthorizationFailedError), repr(error)
@@ -370,7 +345,7 @@ def test_no_access_to_the_group_at_all_is_a_typed_fatal_error_from_the_first_fai
     # up before subscribing): the failure is a race between kgroup's heartbeat
     # and the lookup librdkafka starts when the consumer is created.
     for attempt in range(4):
-        with Consumer(_conf(bootstrap, f"{denied}-app{attempt}")) as consumer:
+        with Consumer(consumer_conf(bootstrap, f"{denied}-app{attempt}")) as consumer:
             time.sleep(1.0)
             consumer.subscribe([topic])
             error, after = _first_poll_error(consumer, 20)

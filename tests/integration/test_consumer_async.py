@@ -2,58 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 import pytest
-from consumer_helpers import EventLog, partitions_of, produce, text
+from helpers import (
+    AsyncRecorder,
+    EventLog,
+    consumer_conf,
+    drain_async,
+    partitions_of,
+    produce,
+    text,
+)
 
-from kgroup import AsyncConsumer, Consumer, TopicPartition
+from kgroup import AsyncConsumer, Consumer
 from kgroup.testing import KafkaBroker
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
 
 pytestmark = [pytest.mark.integration, pytest.mark.anyio]
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    backend: str = request.param
-    return backend
-
-
-def _conf(bootstrap: str, group: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "auto.offset.reset": "earliest",
-        **extra,
-    }
-
-
-class AsyncRecorder:
-    """An async rebalance listener (coroutine methods) writing to an EventLog."""
-
-    def __init__(self, log: EventLog, member: str) -> None:
-        self.log = log
-        self.member = member
-
-    async def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
-        await anyio.sleep(0)
-        if partitions:
-            self.log.add(self.member, "assigned", partitions)
-
-    async def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
-        await anyio.sleep(0)
-        if partitions:
-            self.log.add(self.member, "revoked", partitions)
-
-
-async def _drain(consumer: AsyncConsumer, want: int, timeout: float) -> list[str]:
-    values: list[str] = []
-    with anyio.move_on_after(timeout):
-        while len(values) < want:
-            values.extend(text(m) for m in await consumer.consume(500, 0.2))
-    return values
 
 
 async def test_async_member_consumes_commits_and_a_new_member_resumes(
@@ -67,9 +32,9 @@ async def test_async_member_consumes_commits_and_a_new_member_resumes(
     group = make_group_id()
     first = produce(bootstrap, topic, 4, 200)
     log = EventLog()
-    async with AsyncConsumer(_conf(bootstrap, group)) as consumer:
+    async with AsyncConsumer(consumer_conf(bootstrap, group)) as consumer:
         consumer.subscribe([topic], AsyncRecorder(log, "a"))
-        values = await _drain(consumer, len(first), 30)
+        values = await drain_async(consumer, len(first), 30)
         assert set(values) == first
         assert consumer.assignment() == partitions_of(topic, 4)
         assert await consumer.commit() == {tp: 50 for tp in partitions_of(topic, 4)}
@@ -79,7 +44,7 @@ async def test_async_member_consumes_commits_and_a_new_member_resumes(
     assert [e.kind for e in log.of("a")] == ["assigned", "revoked"]
 
     second = produce(bootstrap, topic, 4, 40, start=200)
-    async with AsyncConsumer(_conf(bootstrap, group)) as consumer:
+    async with AsyncConsumer(consumer_conf(bootstrap, group)) as consumer:
         consumer.subscribe([topic])
         received = []
         with anyio.fail_after(30):
@@ -100,7 +65,7 @@ async def test_async_members_split_the_topic_and_take_over_on_close(
     topic = make_topic(partitions=4)
     group = make_group_id()
     everything = produce(bootstrap, topic, 4, 200)
-    conf = _conf(bootstrap, group, **{"auto.commit.interval.ms": 200})
+    config = consumer_conf(bootstrap, group, auto_commit_interval_ms=200)
     log = EventLog()
     values: dict[str, list[str]] = {"a": [], "b": []}
     leave_b = anyio.Event()
@@ -108,7 +73,7 @@ async def test_async_members_split_the_topic_and_take_over_on_close(
     consumers: dict[str, AsyncConsumer] = {}
 
     async def member(name: str, stop: anyio.Event) -> None:
-        async with AsyncConsumer(conf) as consumer:
+        async with AsyncConsumer(config) as consumer:
             consumers[name] = consumer
             consumer.subscribe([topic], AsyncRecorder(log, name))
             while not stop.is_set():
@@ -143,7 +108,7 @@ def test_blocking_consumer_runs_its_loop_on_trio(
     bootstrap = kafka_broker.bootstrap_servers
     topic = make_topic(partitions=2)
     expected = produce(bootstrap, topic, 2, 20)
-    with Consumer(_conf(bootstrap, make_group_id()), backend="trio") as consumer:
+    with Consumer(consumer_conf(bootstrap, make_group_id()), backend="trio") as consumer:
         consumer.subscribe(topic)
         got: list[str] = []
         for message in consumer:

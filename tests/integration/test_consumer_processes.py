@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from consumer_helpers import partitions_of, wait_until
+from helpers import consumer_conf, partitions_of, wait_until
 from process_helpers import MemberProcess, SteadyProducer, assignments_converged, tps
 
 from kgroup import Consumer, TopicPartition
@@ -32,13 +32,8 @@ Spawn = Callable[..., MemberProcess]
 
 
 def _conf(bootstrap: str, group: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "auto.offset.reset": "earliest",
-        "auto.commit.interval.ms": 500,
-        **extra,
-    }
+    # Commits every 500 ms: what a killed member loses to its successor stays small.
+    return consumer_conf(bootstrap, group, auto_commit_interval_ms=500, **extra)
 
 
 @pytest.fixture
@@ -129,7 +124,7 @@ def test_static_member_restarted_in_a_new_process_gets_its_partitions_back_and_a
     topic = make_topic(partitions=4)
     everything = partitions_of(topic, 4)
     group = make_group_id()
-    static = _conf(bootstrap, group, **{"group.instance.id": "static-x"})
+    static = _conf(bootstrap, group, group_instance_id="static-x")
     first = spawn("static-1", static, [topic])
     other = spawn("dynamic", _conf(bootstrap, group), [topic])
     wait_until(lambda: assignments_converged([first, other], everything), 30, "two members share")

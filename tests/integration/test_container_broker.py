@@ -26,6 +26,7 @@ from typing import Any
 
 import anyio
 import pytest
+from helpers import coordinator_moved
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload
 
@@ -294,13 +295,7 @@ async def test_a_three_node_cluster_survives_its_coordinator_being_killed(
         async with KafkaClient(cluster.bootstrap_servers, request_timeout=10) as client:
             first = await client.coordinator(group_id, timeout=60)
             cluster.node(first.node_id).kill()
-            with anyio.fail_after(60):
-                while True:
-                    current = await client.coordinator(group_id, refresh=True, timeout=30)
-                    if current.node_id != first.node_id:
-                        break
-                    # Leadership moves once the dead node's session expires (3 s).
-                    await anyio.sleep(0.5)
+            await coordinator_moved(client, group_id, first.node_id)
             topic_id = (await client.metadata([topic])).topic_id(topic)
             member = Member(group_id, topic)
             await _heartbeat_until(client, [member], lambda: len(member.partitions(topic_id)) == 3)

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from confluent_kafka import Producer
+from helpers import produce_values
 
 from kgroup.config import ConsumerConfig
 from kgroup.dataplane import DataPlane, Record, validate_passthrough
@@ -19,11 +19,9 @@ pytestmark = pytest.mark.integration
 
 
 def produce(bootstrap: str, topic: str, per_partition: int, partitions: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for p in range(partitions):
-        for i in range(per_partition):
-            producer.produce(topic, value=f"{p}:{i}".encode(), partition=p)
-    assert producer.flush(30) == 0
+    """``per_partition`` records into each partition, valued ``"<partition>:<i>"``."""
+    records = ((p, f"{p}:{i}") for p in range(partitions) for i in range(per_partition))
+    produce_values(bootstrap, topic, records)
 
 
 def value(record: Record) -> str:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from helpers import run_python
 
 from kgroup.demo import run_demo
 
@@ -23,23 +21,16 @@ def test_demo_converges_rebalances_and_consumes_every_record(kafka_bootstrap_ser
 
 
 def test_demo_command_exits_zero_on_a_named_broker(kafka_bootstrap_servers: str) -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "kgroup.cli",
-            "demo",
-            "--bootstrap-servers",
-            kafka_bootstrap_servers,
-            "--partitions",
-            "3",
-            "--records",
-            "90",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    result = run_python(
+        "-m",
+        "kgroup.cli",
+        "demo",
+        "--bootstrap-servers",
+        kafka_bootstrap_servers,
+        "--partitions",
+        "3",
+        "--records",
+        "90",
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "[demo] every one of the 90 records was consumed by the group" in result.stdout

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from helpers import produce_values, run_python
 
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
 
@@ -19,20 +18,11 @@ RECORDS = 20
 
 
 def produce(bootstrap: str, topic: str, count: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for i in range(count):
-        producer.produce(topic, value=f"example {i}".encode())
-    assert producer.flush(30) == 0
+    produce_values(bootstrap, topic, (f"example {i}" for i in range(count)))
 
 
 def run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(EXAMPLES / script), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_python(str(EXAMPLES / script), *args)
 
 
 @pytest.mark.parametrize(
@@ -100,12 +90,8 @@ def test_custom_assignor_example_prints_an_assignment() -> None:
 
 
 def test_wire_tour_example_talks_to_the_broker(kafka_bootstrap_servers: str) -> None:
-    result = subprocess.run(
-        [sys.executable, str(EXAMPLES / "wire_tour.py")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    result = run_python(
+        str(EXAMPLES / "wire_tour.py"),
         env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap_servers},
     )
     assert result.returncode == 0, result.stdout + result.stderr

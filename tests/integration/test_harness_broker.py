@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
+from helpers import consume, produce_values, state_of, wait_until
 
 from kgroup.testing import (
     Broker,
@@ -25,62 +24,13 @@ from kgroup.testing.readiness import port_accepts
 pytestmark = pytest.mark.integration
 
 
-def state_of(broker: KafkaBroker) -> NodeState:
-    # A call, not an attribute: mypy would otherwise keep the state narrowed
-    # across stop()/kill() calls that change it.
-    return broker.state
-
-
 def pid_of(broker: KafkaBroker) -> int | None:
     return broker.pid
-
-
-def produce(bootstrap: str, topic: str, values: list[str]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    for value in values:
-        producer.produce(topic, key=value, value=value)
-    assert producer.flush(30) == 0
-
-
-def consume(
-    bootstrap: str, topic: str, group_id: str, count: int, timeout: float = 30
-) -> list[str]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": group_id,
-            "group.protocol": "consumer",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    values: list[str] = []
-    try:
-        consumer.subscribe([topic])
-        deadline = time.monotonic() + timeout
-        while len(values) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None or message.error() is not None:
-                continue
-            payload = message.value()
-            assert isinstance(payload, bytes)
-            values.append(payload.decode())
-    finally:
-        consumer.close()
-    return values
 
 
 def topic_names(bootstrap: str) -> set[str]:
     metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
     return set(metadata.topics)
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 class TestSessionFixtures:
@@ -89,7 +39,7 @@ class TestSessionFixtures:
     ) -> None:
         topic = make_topic(partitions=3)
         sent = [f"m{i}" for i in range(30)]
-        produce(kafka_broker.bootstrap_servers, topic, sent)
+        produce_values(kafka_broker.bootstrap_servers, topic, sent)
         received = consume(kafka_broker.bootstrap_servers, topic, make_group_id(), len(sent))
         assert sorted(received) == sorted(sent)
 
@@ -142,7 +92,7 @@ class TestLifecycle:
         assert own_broker.node_id == 1
         assert "num.partitions=2\n" in own_broker.config_path.read_text()
         create_topic(bootstrap, "kept", partitions=2)
-        produce(bootstrap, "kept", ["before"])
+        produce_values(bootstrap, "kept", ["before"])
 
         own_broker.stop()
         assert state_of(own_broker) is NodeState.STOPPED
@@ -165,8 +115,11 @@ class TestLifecycle:
         own_broker.start()
         assert state_of(own_broker) is NodeState.RUNNING
         assert "kept" in topic_names(bootstrap)
-        produce(bootstrap, "kept", ["after"])
-        assert sorted(consume(bootstrap, "kept", "lifecycle-group", 2)) == ["after", "before"]
+        produce_values(bootstrap, "kept", ["after"])
+        assert sorted(consume(bootstrap, "kept", "lifecycle-group", 2)) == [
+            "after",
+            "before",
+        ]
         assert own_broker.log_path.is_file()
         assert own_broker.log_path.read_text().count("Kafka Server started") == 3
 
@@ -174,7 +127,7 @@ class TestLifecycle:
         crashed_pid = pid_of(own_broker)
         assert crashed_pid is not None
         os.kill(crashed_pid, signal.SIGKILL)
-        wait_for(lambda: state_of(own_broker) is NodeState.STOPPED, 10, "the crash to show")
+        wait_until(lambda: state_of(own_broker) is NodeState.STOPPED, 10, "the crash to show")
 
 
 @pytest.mark.timeout(240)

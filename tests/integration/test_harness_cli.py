@@ -6,25 +6,18 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from helpers import run_python
 
 pytestmark = pytest.mark.integration
 
 
 def kgroup(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kgroup.cli", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    return run_python("-m", "kgroup.cli", *args, env=env, timeout=240)
 
 
 def alive(pid: int) -> bool:

@@ -14,9 +14,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka import ConsumerGroupTopicPartitions, Producer
+from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient
+from helpers import produce
 
 from kgroup.testing import KafkaBroker
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
@@ -27,14 +28,6 @@ from peers import Peer, PeerGroup, balanced, check_exclusive
 pytestmark = pytest.mark.integration
 
 Record = tuple[int, int]  # (partition, offset)
-
-
-def produce(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
-    """``per_partition`` more records into each partition."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for i in range(per_partition * partitions):
-        producer.produce(topic, f"{topic}:{i}".encode(), partition=i % partitions)
-    assert producer.flush(30) == 0
 
 
 def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
@@ -62,7 +55,7 @@ def test_mixed_group_converges_to_disjoint_assignments_and_consumes_everything_o
     """Two members of each kind split 12 partitions; clean closes commit what was consumed."""
     bootstrap = kafka_broker.bootstrap_servers
     topic, group = make_topic(partitions=12), make_group_id("interop-mixed")
-    produce(bootstrap, topic, 12, 50)
+    produce(bootstrap, topic, 12, 12 * 50)
     with PeerGroup(bootstrap) as peers:
         members = [
             peers.start(kind, group, name=f"{kind}-{i}", topic=topic)
@@ -138,7 +131,7 @@ def test_members_leave_join_and_crash_in_sequence(
 
     def feed() -> None:
         nonlocal produced
-        produce(bootstrap, topic, 12, per_step)
+        produce(bootstrap, topic, 12, 12 * per_step)
         produced += per_step
 
     with PeerGroup(bootstrap) as peers:
@@ -244,7 +237,7 @@ def test_group_handed_over_resumes_where_the_previous_members_stopped(
     """
     bootstrap = kafka_broker.bootstrap_servers
     topic, group = make_topic(partitions=6), make_group_id("interop-handover")
-    produce(bootstrap, topic, 6, 200)
+    produce(bootstrap, topic, 6, 6 * 200)
     with PeerGroup(bootstrap) as peers:
         olds = [peers.start(kind, group, name=f"old-{kind}-{i}") for i, kind in enumerate(first)]
         for old in olds:

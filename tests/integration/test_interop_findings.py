@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer as CkConsumer
-from confluent_kafka import Producer
+from helpers import consumer_conf, produce
 
 import kgroup
 from kgroup import TopicPartition
@@ -23,24 +23,13 @@ from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
 pytestmark = pytest.mark.integration
 
 
-def _produce(bootstrap: str, topic: str, partitions: int, count: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap})
-    for i in range(count):
-        producer.produce(topic, b"x", partition=i % partitions)
-    assert producer.flush(30) == 0
-
-
 def test_kgroup_pause_in_on_partitions_assigned_holds_the_partitions(
     kafka_broker: KafkaBroker, make_topic: MakeTopic, make_group_id: MakeGroupId
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     topic = make_topic(partitions=3)
-    _produce(bootstrap, topic, 3, 30)
-    config = {
-        "bootstrap.servers": bootstrap,
-        "group.id": make_group_id("pause-in-assign"),
-        "auto.offset.reset": "earliest",
-    }
+    produce(bootstrap, topic, 3, 30)
+    config = consumer_conf(bootstrap, make_group_id("pause-in-assign"))
     assigned: list[frozenset[TopicPartition]] = []
     with kgroup.Consumer(config) as consumer:
 
@@ -64,7 +53,7 @@ def test_librdkafka_pause_in_on_assign_holds_the_partitions(
     """The control: librdkafka (new protocol) honours a pause made in its assign callback."""
     bootstrap = kafka_broker.bootstrap_servers
     topic = make_topic(partitions=3)
-    _produce(bootstrap, topic, 3, 30)
+    produce(bootstrap, topic, 3, 30)
     consumer = CkConsumer(
         {
             "bootstrap.servers": bootstrap,

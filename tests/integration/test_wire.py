@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+from helpers import coordinator_moved
 from kio.schema.errors import ErrorCode
 from kio.static.constants import uuid_zero
 from kio.static.protocol import RequestPayload
@@ -19,12 +20,6 @@ from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
 from kgroup.transport import Backoff, KafkaClient, connect, parse_bootstrap_servers
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(params=["asyncio", "trio"])
-def anyio_backend(request: pytest.FixtureRequest) -> str:
-    backend: str = request.param
-    return backend
 
 
 @pytest.fixture
@@ -165,13 +160,7 @@ def test_coordinator_moves_when_its_node_is_killed(asyncio_only: str) -> None:
                 # The offsets topic is created on first use; lookups wait for it.
                 first = await client.coordinator(group_id, timeout=60)
                 cluster.node(first.node_id).kill()
-                with anyio.fail_after(60):
-                    while True:
-                        current = await client.coordinator(group_id, refresh=True, timeout=30)
-                        if current.node_id != first.node_id:
-                            break
-                        # Leadership moves once the dead node's session expires (3 s).
-                        await anyio.sleep(0.5)
+                current = await coordinator_moved(client, group_id, first.node_id)
                 assert current.node_id in {n.node_id for n in cluster.nodes} - {first.node_id}
                 # The new coordinator really answers for the group.
                 conn = await client.connection(current.node_id)

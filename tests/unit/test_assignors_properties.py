@@ -25,9 +25,9 @@ from kgroup.assignors import (
     TargetAssignment,
     TopicMetadata,
     UniformAssignor,
+    use_rack_aware,
     validate_assignment,
 )
-from kgroup.assignors._common import use_rack_aware
 from kgroup.types import TopicIdPartition, TopicPartition
 
 SETTINGS = settings(max_examples=100, deadline=None)

@@ -15,6 +15,7 @@ from kgroup.membership import (
     CallbackCompleted,
     CallbackKind,
     ClassicAction,
+    ClassicAssignment,
     ClassicAssignorOnAssignment,
     ClassicEvent,
     ClassicHeartbeatResponseReceived,
@@ -35,7 +36,6 @@ from kgroup.membership import (
     JoinGroupResponseReceived,
     LeaveComplete,
     LeaveGroupResponseReceived,
-    MemberAssignment,
     MemberSubscription,
     PollCalled,
     RaiseCallbackError,
@@ -60,18 +60,15 @@ from kgroup.membership import (
     Unsubscribe,
     render_classic_mermaid,
 )
-from kgroup.membership.classic_errors import (
-    CLASSIC_ERROR_CODES,
-    ClassicReaction,
-    classic_error_name,
-    classic_reaction_for,
-)
-from kgroup.membership.classic_states import (
+from kgroup.membership.classic.reactions import ClassicReaction, classic_reaction_for
+from kgroup.membership.classic.states import (
     CLASSIC_DIAGRAM_BEGIN,
     CLASSIC_DIAGRAM_END,
     next_classic_state,
     replace_classic_diagram,
 )
+from kgroup.membership.common.errors import ERROR_CODES as CLASSIC_ERROR_CODES
+from kgroup.membership.common.errors import error_name as classic_error_name
 from kgroup.types import TopicPartition
 
 S = ClassicState
@@ -185,7 +182,7 @@ class Harness:
         self, *specs: str, error: int = 0, user_data: bytes | None = None
     ) -> list[ClassicAction]:
         assert self.sync is not None
-        assignment = MemberAssignment(tps(*specs), user_data) if not error else None
+        assignment = ClassicAssignment(tps(*specs), user_data) if not error else None
         return self.do(
             SyncGroupResponseReceived(self.sync.seq, SyncGroupResponse(error, assignment))
         )
@@ -232,7 +229,7 @@ class Harness:
         acts = self.joined(generation=generation, protocol=protocol, leader=leader)
         if leader == ME:
             run = one(RunAssignor, acts)
-            self.do(AssignmentComputed(run.generation_id, {ME: MemberAssignment(tps(*specs))}))
+            self.do(AssignmentComputed(run.generation_id, {ME: ClassicAssignment(tps(*specs))}))
         self.synced(*specs)
         self.finish()
         assert self.state() is S.STABLE, self.state()
@@ -289,7 +286,7 @@ def test_follower_syncs_without_assignments_then_assigns_everything_eagerly() ->
     assert h.state() is S.SYNCING
     acts = h.synced("a-0", "a-1", user_data=b"u")
     assert acts == [
-        ClassicAssignorOnAssignment("range", 7, MemberAssignment(tps("a-0", "a-1"), b"u")),
+        ClassicAssignorOnAssignment("range", 7, ClassicAssignment(tps("a-0", "a-1"), b"u")),
         RunCallback(CallbackKind.ASSIGNED, h.callbacks[-1].token, tps("a-0", "a-1")),
     ]
     assert h.state() is S.RECONCILING
@@ -321,16 +318,16 @@ def test_leader_runs_the_assignor_and_syncs_every_members_assignment() -> None:
     assert h.state() is S.AWAITING_ASSIGNOR
     assert h.m.is_leader
     # An answer for another generation is not this round's.
-    assert h.do(AssignmentComputed(2, {ME: MemberAssignment()})) == []
+    assert h.do(AssignmentComputed(2, {ME: ClassicAssignment()})) == []
     acts = h.do(
         AssignmentComputed(
-            3, {OTHER: MemberAssignment(tps("a-1")), ME: MemberAssignment(tps("a-0"))}
+            3, {OTHER: ClassicAssignment(tps("a-1")), ME: ClassicAssignment(tps("a-0"))}
         )
     )
     sync = one(SendSyncGroup, acts)
     assert sync.request.assignments == (
-        (ME, MemberAssignment(tps("a-0"))),
-        (OTHER, MemberAssignment(tps("a-1"))),
+        (ME, ClassicAssignment(tps("a-0"))),
+        (OTHER, ClassicAssignment(tps("a-1"))),
     )
     assert h.state() is S.SYNCING
 
@@ -491,7 +488,7 @@ def test_cooperative_keeps_partitions_through_the_join_and_revokes_only_the_move
     assert h.commit_done() == [RunCallback(CallbackKind.REVOKED, h.callbacks[-1].token, tps("a-0"))]
     acts = h.callback_done()
     assert acts == [
-        ClassicAssignorOnAssignment("cooperative-sticky", 2, MemberAssignment(tps("a-1", "a-2"))),
+        ClassicAssignorOnAssignment("cooperative-sticky", 2, ClassicAssignment(tps("a-1", "a-2"))),
         RunCallback(CallbackKind.ASSIGNED, h.callbacks[-1].token, tps("a-2")),
     ]
     acts = h.callback_done()
@@ -1068,11 +1065,11 @@ def _events(h: Harness) -> list[ClassicEvent]:
         JoinGroupResponseReceived(
             join_seq, JoinGroupResponse(0, 2, "consumer", "range", OTHER, ME)
         ),
-        SyncGroupResponseReceived(sync_seq, SyncGroupResponse(0, MemberAssignment(tps("a-1")))),
+        SyncGroupResponseReceived(sync_seq, SyncGroupResponse(0, ClassicAssignment(tps("a-1")))),
         ClassicHeartbeatResponseReceived(hb_seq, E["REBALANCE_IN_PROGRESS"]),
         LeaveGroupResponseReceived(leave_seq),
         RequestFailed(join_seq, FailureKind.TIMEOUT),
-        AssignmentComputed(gen, {ME: MemberAssignment(tps("a-0"))}),
+        AssignmentComputed(gen, {ME: ClassicAssignment(tps("a-0"))}),
         AssignorFailed(gen, "bad"),
         SubscribedMetadataChanged(),
         CallbackCompleted(CallbackKind.ASSIGNED, token),
@@ -1155,7 +1152,7 @@ def test_docs_diagram_matches_the_table() -> None:
     text = doc.read_text()
     assert replace_classic_diagram(text) == text, (
         "docs/classic-protocol.md is out of date: regenerate its diagram with "
-        "kgroup.membership.classic_states.replace_classic_diagram"
+        "kgroup.membership.classic.states.replace_classic_diagram"
     )
 
 

@@ -13,6 +13,7 @@ from kgroup.membership import (
     CallbackCompleted,
     CallbackKind,
     ClassicAction,
+    ClassicAssignment,
     ClassicEvent,
     ClassicHeartbeatResponseReceived,
     ClassicMember,
@@ -28,7 +29,6 @@ from kgroup.membership import (
     JoinGroupResponse,
     JoinGroupResponseReceived,
     LeaveGroupResponseReceived,
-    MemberAssignment,
     PollCalled,
     RebalanceProtocol,
     RequestFailed,
@@ -47,7 +47,7 @@ from kgroup.membership import (
     TimerTick,
     Unsubscribe,
 )
-from kgroup.membership.classic_errors import CLASSIC_ERROR_CODES as E
+from kgroup.membership.common.errors import ERROR_CODES as E
 from kgroup.types import TopicPartition
 
 EAGER = RebalanceProtocol.EAGER
@@ -242,7 +242,7 @@ def _step(world: World, data: st.DataObject) -> None:
             w.handle(SyncGroupResponseReceived(seq, SyncGroupResponse(code)))
             return
         assigned = data.draw(_subset())
-        sync_resp = SyncGroupResponse(0, MemberAssignment(assigned))
+        sync_resp = SyncGroupResponse(0, ClassicAssignment(assigned))
         w.handle(SyncGroupResponseReceived(seq, sync_resp), synced=assigned)
     elif choice == "heartbeat":
         seq = w.answered(SendClassicHeartbeat)
@@ -287,7 +287,7 @@ def _step(world: World, data: st.DataObject) -> None:
         if data.draw(st.integers(0, 19)) == 0:
             w.handle(AssignorFailed(run.generation_id, "invalid"))
         else:
-            mine = MemberAssignment(data.draw(_subset()))
+            mine = ClassicAssignment(data.draw(_subset()))
             w.handle(AssignmentComputed(run.generation_id, {"me": mine}))
     elif choice == "subscribe":
         topics = data.draw(st.sets(st.sampled_from(["a", "b"]), min_size=1))
@@ -350,7 +350,7 @@ def test_cooperative_member_never_fetches_a_partition_its_assignment_dropped(
         elif choice == "sync" and (seq := world.answered(SendSyncGroup)) is not None:
             assigned = data.draw(_subset())
             world.handle(
-                SyncGroupResponseReceived(seq, SyncGroupResponse(0, MemberAssignment(assigned))),
+                SyncGroupResponseReceived(seq, SyncGroupResponse(0, ClassicAssignment(assigned))),
                 synced=assigned,
             )
         elif choice == "callback" and world.callbacks:

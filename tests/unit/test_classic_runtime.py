@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from types import SimpleNamespace
 
 import anyio
 import pytest
@@ -11,13 +10,10 @@ import pytest
 from kgroup.classic_runtime import (
     ClassicRuntime,
     _cluster,
-    _join_response,
     choose_group_protocol,
     runtime_class,
 )
 from kgroup.config import ConsumerConfig, GroupProtocol
-from kgroup.membership import MemberSubscription
-from kgroup.protocol.consumer_protocol import encode_subscription
 from kgroup.runtime import Runtime
 from kgroup.transport import BrokerAddress, ClusterMetadata, PartitionInfo, TopicInfo
 from kgroup.types import TopicPartition
@@ -45,43 +41,6 @@ def test_cluster_has_partition_counts_and_replica_racks_of_known_topics() -> Non
     assert dict(cluster.partition_counts) == {"t": 2}
     assert cluster.racks_of(TopicPartition("t", 0)) == {"r1", "r2"}
     assert cluster.racks_of(TopicPartition("t", 1)) == frozenset()
-
-
-def test_join_response_decodes_every_member_subscription() -> None:
-    sub = MemberSubscription(
-        topics=frozenset({"a", "b"}),
-        user_data=b"x",
-        owned_partitions=frozenset({TopicPartition("a", 1)}),
-        generation_id=4,
-        rack_id="r1",
-    )
-    response = SimpleNamespace(
-        error_code=0,
-        generation_id=5,
-        protocol_type="consumer",
-        protocol_name="range",
-        leader="m1",
-        member_id="m1",
-        members=[
-            SimpleNamespace(
-                member_id="m1", group_instance_id="i1", metadata=encode_subscription(sub, 3)
-            ),
-            SimpleNamespace(
-                member_id="m2", group_instance_id=None, metadata=encode_subscription(sub, 0)
-            ),
-        ],
-    )
-    decoded = _join_response(response)
-    assert decoded.generation_id == 5
-    assert decoded.leader == "m1"
-    first, second = decoded.members
-    assert first.subscription == sub
-    assert first.instance_id == "i1"
-    assert first.protocol_version == 3
-    # v0 carries topics and user data only.
-    assert second.subscription.topics == sub.topics
-    assert second.subscription.owned_partitions == frozenset()
-    assert second.protocol_version == 0
 
 
 def test_runtime_class_per_protocol() -> None:

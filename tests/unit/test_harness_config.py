@@ -31,7 +31,7 @@ from kgroup.testing import (
     render_properties,
 )
 from kgroup.testing.backends import ContainerBroker
-from kgroup.testing.runtime import read_resource
+from kgroup.testing.jvm import read_resource
 
 
 def parse_properties(text: str) -> dict[str, str]:

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from kgroup.errors import BrokerStartError, JarResolutionError, JavaNotFoundError
-from kgroup.testing import KafkaBroker, NodeState, find_java, resolve_kafka_libs
-from kgroup.testing import runtime as runtime_module
+from kgroup.testing import KafkaBroker, NodeState, find_java, jvm, resolve_kafka_libs
 
 needs_java = pytest.mark.skipif(shutil.which("java") is None, reason="needs java")
 needs_maven = pytest.mark.skipif(shutil.which("mvn") is None, reason="needs mvn")
@@ -83,7 +82,7 @@ class TestJars:
     def test_complete_cache_needs_no_maven(self, tmp_path: Path, empty_path: str) -> None:
         root = tmp_path / "kafka-4.4.0"
         (root / "libs").mkdir(parents=True)
-        (root / "complete").write_text(runtime_module._pom_digest() + "\n")
+        (root / "complete").write_text(jvm.pom_digest() + "\n")
         assert resolve_kafka_libs("4.4.0", cache_dir=tmp_path, environ={"PATH": empty_path}) == (
             root / "libs"
         )

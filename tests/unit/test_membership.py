@@ -46,11 +46,17 @@ from kgroup.membership import (
     TimerTick,
     Trigger,
     Unsubscribe,
-    reconcile,
     render_mermaid,
 )
-from kgroup.membership import errors as merrors
-from kgroup.membership.states import DIAGRAM_BEGIN, DIAGRAM_END, next_state, replace_diagram
+from kgroup.membership.common.errors import ERROR_CODES, error_name
+from kgroup.membership.consumer import reconcile
+from kgroup.membership.consumer.reactions import Reaction, reaction_for
+from kgroup.membership.consumer.states import (
+    DIAGRAM_BEGIN,
+    DIAGRAM_END,
+    next_state,
+    replace_diagram,
+)
 from kgroup.types import TopicIdPartition, TopicPartition
 
 A = uuid.UUID(int=0xA)
@@ -377,7 +383,7 @@ def test_fence_aborts_reconciliation_and_its_results_are_never_applied() -> None
     h.tick(3.0)
     h.respond(2, {A: [1], B: [0]})  # revoke callback for a-0 pending
     h.tick(6.0)
-    acts = h.respond(error=merrors.ERROR_CODES["FENCED_MEMBER_EPOCH"])
+    acts = h.respond(error=ERROR_CODES["FENCED_MEMBER_EPOCH"])
     lost = h.callbacks[-1]
     assert acts == [
         StopFetching(tps("a-0", "a-1")),
@@ -521,7 +527,7 @@ def test_after_an_error_the_next_heartbeat_is_full() -> None:
     h = Harness(server_assignor="uniform")
     h.stable({A: [0]})
     h.tick(3.0)
-    h.respond(error=merrors.ERROR_CODES["COORDINATOR_LOAD_IN_PROGRESS"], at=3.1)
+    h.respond(error=ERROR_CODES["COORDINATOR_LOAD_IN_PROGRESS"], at=3.1)
     [hb] = heartbeats(h.tick(3.2))
     assert hb.subscribed_topic_names == ("a", "b")
     assert hb.server_assignor == "uniform"
@@ -609,7 +615,7 @@ def error_in_stable(code: int, **config: Any) -> tuple[Harness, list[Action]]:
 
 @pytest.mark.parametrize("name", ["NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE"])
 def test_coordinator_moved_rediscovers_and_retries_without_backoff(name: str) -> None:
-    h, acts = error_in_stable(merrors.ERROR_CODES[name])
+    h, acts = error_in_stable(ERROR_CODES[name])
     assert acts == [RediscoverCoordinator()]
     assert h.state() is S.STABLE
     assert h.m.next_deadline() == pytest.approx(60.0)  # no heartbeat until rediscovered
@@ -622,7 +628,7 @@ def test_coordinator_moved_rediscovers_and_retries_without_backoff(name: str) ->
     "name", ["COORDINATOR_LOAD_IN_PROGRESS", "REQUEST_TIMED_OUT", "NETWORK_EXCEPTION"]
 )
 def test_retriable_codes_back_off_and_keep_state(name: str) -> None:
-    h, acts = error_in_stable(merrors.ERROR_CODES[name])
+    h, acts = error_in_stable(ERROR_CODES[name])
     assert acts == []
     assert h.state() is S.STABLE
     assert h.m.next_deadline() == pytest.approx(3.6)
@@ -641,7 +647,7 @@ def test_transport_failures_back_off_and_keep_state(kind: FailureKind) -> None:
 
 @pytest.mark.parametrize("name", ["FENCED_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID"])
 def test_fencing_codes_lose_partitions_and_rejoin_with_the_same_id(name: str) -> None:
-    h, acts = error_in_stable(merrors.ERROR_CODES[name])
+    h, acts = error_in_stable(ERROR_CODES[name])
     assert acts == [
         StopFetching(tps("a-0")),
         RunCallback(CallbackKind.LOST, h.callbacks[-1].token, tps("a-0")),
@@ -658,14 +664,14 @@ def test_fence_without_partitions_rejoins_at_once() -> None:
     h.respond(1, {})
     h.callback(CallbackKind.ASSIGNED)
     h.tick(3.0)
-    acts = h.respond(error=merrors.ERROR_CODES["UNKNOWN_MEMBER_ID"], at=3.1)
+    acts = h.respond(error=ERROR_CODES["UNKNOWN_MEMBER_ID"], at=3.1)
     [join] = heartbeats(acts)
     assert join.member_epoch == 0
     assert h.state() is S.JOINING
 
 
 def test_topic_authorization_failure_is_reported_not_fatal() -> None:
-    code = merrors.ERROR_CODES["TOPIC_AUTHORIZATION_FAILED"]
+    code = ERROR_CODES["TOPIC_AUTHORIZATION_FAILED"]
     h, acts = error_in_stable(code)
     assert acts == [ReportError(code, "TOPIC_AUTHORIZATION_FAILED", None)]
     assert h.state() is S.STABLE
@@ -688,7 +694,7 @@ FATAL_NAMES = [
 
 @pytest.mark.parametrize("name", [*FATAL_NAMES, "UNSUPPORTED_VERSION", 9999])
 def test_fatal_codes_lose_partitions_and_report(name: str | int) -> None:
-    code = name if isinstance(name, int) else merrors.ERROR_CODES[name]
+    code = name if isinstance(name, int) else ERROR_CODES[name]
     h, acts = error_in_stable(code)
     expected_name = f"UNKNOWN_ERROR_{code}" if isinstance(name, int) else name
     assert acts == [
@@ -715,7 +721,7 @@ def test_fatal_while_leaving_runs_no_lost_callback() -> None:
     h.stable({A: [0]})
     h.tick(3.0)
     h.do(Unsubscribe())  # revoke callback pending, heartbeat in flight
-    acts = h.respond(error=merrors.ERROR_CODES["GROUP_AUTHORIZATION_FAILED"])
+    acts = h.respond(error=ERROR_CODES["GROUP_AUTHORIZATION_FAILED"])
     assert only(acts, RunCallback) == []
     assert only(acts, ReportFatalError)
     assert LeaveComplete() in acts
@@ -723,13 +729,13 @@ def test_fatal_while_leaving_runs_no_lost_callback() -> None:
 
 
 def test_every_code_in_the_table_has_a_reaction_and_a_name() -> None:
-    for name, code in merrors.ERROR_CODES.items():
-        assert merrors.error_name(code) == name
+    for name, code in ERROR_CODES.items():
+        assert error_name(code) == name
         if code:
-            assert isinstance(merrors.reaction_for(code), merrors.Reaction)
-    assert merrors.reaction_for(12345) is merrors.Reaction.FATAL
+            assert isinstance(reaction_for(code), Reaction)
+    assert reaction_for(12345) is Reaction.FATAL
     with pytest.raises(ValueError, match="success"):
-        merrors.reaction_for(0)
+        reaction_for(0)
 
 
 # ----------------------------------------------------- leaving, closing, staleness
@@ -825,12 +831,12 @@ def test_close_outside_the_group_closes_at_once(state: str) -> None:
         h.stable({A: [0]})
         if state == "fatal":
             h.tick(3.0)
-            h.respond(error=merrors.ERROR_CODES["INVALID_REQUEST"])
+            h.respond(error=ERROR_CODES["INVALID_REQUEST"])
         elif state == "stale":
             h.tick(60.0)
         else:
             h.tick(3.0)
-            h.respond(error=merrors.ERROR_CODES["UNKNOWN_MEMBER_ID"])
+            h.respond(error=ERROR_CODES["UNKNOWN_MEMBER_ID"])
     assert h.do(CloseRequested(deadline=100.0), at=70.0) == [Closed(timed_out=False)]
 
 
@@ -900,7 +906,7 @@ def test_fence_while_preparing_to_leave_sends_no_leave() -> None:
     h.stable({A: [0]})
     h.tick(3.0)
     h.do(Unsubscribe())
-    acts = h.respond(error=merrors.ERROR_CODES["FENCED_MEMBER_EPOCH"])
+    acts = h.respond(error=ERROR_CODES["FENCED_MEMBER_EPOCH"])
     assert acts == [LeaveComplete()]
     assert h.state() is S.UNSUBSCRIBED
     assert h.leave is None
@@ -918,7 +924,7 @@ def test_leave_without_a_known_coordinator_completes_at_once() -> None:
     h = Harness()
     h.stable({})
     h.tick(3.0)
-    h.respond(error=merrors.ERROR_CODES["NOT_COORDINATOR"])
+    h.respond(error=ERROR_CODES["NOT_COORDINATOR"])
     assert h.do(Unsubscribe()) == [LeaveComplete()]
 
 
@@ -986,7 +992,7 @@ def test_docs_diagram_matches_the_table() -> None:
     assert DIAGRAM_BEGIN in text
     assert DIAGRAM_END in text
     assert replace_diagram(text) == text, (
-        "docs/new-protocol.md is out of date with kgroup.membership.states.TRANSITIONS; "
+        "docs/new-protocol.md is out of date with kgroup.membership.consumer.states.TRANSITIONS; "
         "regenerate it with the command given in the doc"
     )
 
@@ -1022,7 +1028,7 @@ def reach(state: MemberState) -> Harness:
     elif state is S.FENCED:
         h.stable({A: [0]})
         h.tick(3.0)
-        h.respond(error=merrors.ERROR_CODES["FENCED_MEMBER_EPOCH"])
+        h.respond(error=ERROR_CODES["FENCED_MEMBER_EPOCH"])
     elif state is S.PREPARE_LEAVING:
         h.stable({A: [0]})
         h.do(Unsubscribe())
@@ -1032,7 +1038,7 @@ def reach(state: MemberState) -> Harness:
     elif state is S.FATAL:
         h.stable({A: [0]})
         h.tick(3.0)
-        h.respond(error=merrors.ERROR_CODES["INVALID_REQUEST"])
+        h.respond(error=ERROR_CODES["INVALID_REQUEST"])
     assert h.state() is state
     return h
 
@@ -1178,7 +1184,7 @@ def test_an_error_answering_the_leave_still_completes_it() -> None:
     h.stable({})
     h.do(Unsubscribe())
     assert h.leave is not None
-    resp = HeartbeatResponse(error_code=merrors.ERROR_CODES["UNKNOWN_MEMBER_ID"])
+    resp = HeartbeatResponse(error_code=ERROR_CODES["UNKNOWN_MEMBER_ID"])
     assert h.do(HeartbeatResponseReceived(h.leave.seq, resp)) == [LeaveComplete()]
     assert h.state() is S.UNSUBSCRIBED
 
@@ -1402,7 +1408,7 @@ def test_lost_ack_refused_by_the_broker_fences_and_rejoins() -> None:
     h.callback(CallbackKind.ASSIGNED)
     h.fail(at=3.5)
     h.tick(3.6)
-    acts = h.respond(error=merrors.ERROR_CODES["FENCED_MEMBER_EPOCH"])
+    acts = h.respond(error=ERROR_CODES["FENCED_MEMBER_EPOCH"])
     assert acts == [
         StopFetching(tps("a-0", "b-0")),
         RunCallback(CallbackKind.LOST, h.callbacks[-1].token, tps("a-0", "b-0")),
@@ -1439,7 +1445,7 @@ def test_aborted_reconciliation_outcomes_are_ignored(how: str) -> None:
         h.tick(10.0)
     else:
         h.tick(6.0)
-        h.respond(error=merrors.ERROR_CODES["GROUP_AUTHORIZATION_FAILED"])
+        h.respond(error=ERROR_CODES["GROUP_AUTHORIZATION_FAILED"])
     if how in {"unsubscribe", "close"}:
         # Releasing: only a-0 fetched, so only a-0 is committed; b-0 never fetched.
         assert h.state() is S.PREPARE_LEAVING
@@ -1466,7 +1472,7 @@ def test_aborted_commit_outcome_is_ignored() -> None:
     h.respond(2, {A: [1]})  # commit before revoking a-0 pending
     commit = h.commits[-1]
     h.tick(6.0)
-    h.respond(error=merrors.ERROR_CODES["UNKNOWN_MEMBER_ID"])
+    h.respond(error=ERROR_CODES["UNKNOWN_MEMBER_ID"])
     assert h.state() is S.FENCED
     assert h.do(CommitCompleted(commit.token)) == []
     assert [c.kind for c in h.callbacks] == [CallbackKind.ASSIGNED, CallbackKind.LOST]

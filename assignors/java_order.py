@@ -1,0 +1,88 @@
+"""Java semantics the Java assignors depend on: hash codes, HashMap order, Uuid order.
+
+Public so that an assignor written in Python can match a Java one where the
+outcome hangs on iteration order (kgroup's ``sticky`` and the consumer-protocol
+assignors use it for that).
+
+The broker's assignors iterate ``HashMap``s and ``HashSet``s, so which member gets
+an extra partition depends on Java's iteration order. To reproduce the broker's
+decisions we order things the way a ``java.util.HashMap`` iterates them: by
+bucket (the spread hash code masked by the table size), then by insertion order
+within a bucket.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+__all__ = [
+    "grown_capacity",
+    "hash_order",
+    "java_string_hash",
+    "java_uuid_hash",
+    "presized_capacity",
+    "uuid_order_key",
+]
+
+K = TypeVar("K")
+
+_MASK32 = 0xFFFFFFFF
+_MASK64 = 0xFFFFFFFFFFFFFFFF
+
+
+def java_string_hash(s: str) -> int:
+    """``String.hashCode()`` as an unsigned 32-bit value (over UTF-16 code units)."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & _MASK32
+    return h
+
+
+def _signed64(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def java_uuid_hash(u: uuid.UUID) -> int:
+    """Kafka's ``Uuid.hashCode()`` as an unsigned 32-bit value."""
+    msb, lsb = u.int >> 64, u.int & _MASK64
+    x = msb ^ lsb
+    return ((x >> 32) ^ x) & _MASK32
+
+
+def uuid_order_key(u: uuid.UUID) -> tuple[int, int]:
+    """A sort key matching Kafka's ``Uuid.compareTo`` (signed 64-bit halves)."""
+    return (_signed64(u.int >> 64), _signed64(u.int & _MASK64))
+
+
+def grown_capacity(size: int) -> int:
+    """Table size of a default ``new HashMap<>()`` after ``size`` insertions."""
+    capacity = 16
+    while size > int(capacity * 0.75):
+        capacity *= 2
+    return capacity
+
+
+def presized_capacity(size: int) -> int:
+    """Table size of ``new HashSet<>(collection)`` for a collection of ``size`` elements."""
+    wanted = max(int(size / 0.75) + 1, 16)
+    capacity = 1
+    while capacity < wanted:
+        capacity *= 2
+    return capacity
+
+
+def hash_order(keys: Sequence[K], hash_code: Callable[[K], int], capacity: int) -> list[K]:
+    """``keys`` in the iteration order of a Java HashMap of that capacity.
+
+    Keys in the same bucket keep their order in ``keys`` (Java keeps insertion
+    order within a bucket, barring buckets of eight or more, which become trees).
+    """
+
+    def bucket(k: K) -> int:
+        h = hash_code(k)
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return [k for _, k in sorted(enumerate(keys), key=lambda ik: (bucket(ik[1]), ik[0]))]

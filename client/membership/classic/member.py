@@ -1,0 +1,1219 @@
+"""The classic-protocol consumer group member, as a sans-IO state machine.
+
+:class:`ClassicMember` speaks JoinGroup / SyncGroup / Heartbeat / LeaveGroup
+(eager and cooperative rebalancing, KIP-429; static membership, KIP-345) with
+time passed in::
+
+    actions = member.handle(event, now)
+    deadline = member.next_deadline()
+
+Like :class:`~kgroup.membership.consumer.ConsumerMember` it never sleeps,
+reads a clock or touches a socket; the runtime performs the actions in order
+and feeds back what happened. States change only through the table in
+:mod:`kgroup.membership.classic.states`; the skeleton it shares with the
+new-protocol member is :class:`~kgroup.membership.common.member.MemberBase`.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+
+from kgroup.membership.classic.actions import (
+    PROTOCOL_TYPE,
+    ClassicAssignorOnAssignment,
+    ClassicMemberAction,
+    JoinGroupRequest,
+    JoinProtocol,
+    ReportAssignorError,
+    RunAssignor,
+    SendClassicHeartbeat,
+    SendJoinGroup,
+    SendLeaveGroup,
+    SendSyncGroup,
+    SyncGroupRequest,
+)
+from kgroup.membership.classic.events import (
+    AssignmentComputed,
+    AssignorFailed,
+    ClassicHeartbeatResponseReceived,
+    ClassicMemberEvent,
+    CommitFailed,
+    JoinGroupResponse,
+    JoinGroupResponseReceived,
+    LeaveGroupResponseReceived,
+    SubscribedMetadataChanged,
+    SyncGroupResponse,
+    SyncGroupResponseReceived,
+)
+from kgroup.membership.classic.reactions import ClassicReaction, classic_reaction_for
+from kgroup.membership.classic.states import (
+    CLASSIC_MACHINE,
+    IN_GROUP,
+    ClassicState,
+    ClassicTrigger,
+)
+from kgroup.membership.classic.types import ClassicAssignment, MemberSubscription
+from kgroup.membership.common.actions import (
+    Closed,
+    CommitOffsets,
+    LeaveComplete,
+    RaiseCallbackError,
+    RediscoverCoordinator,
+    ReportFatalError,
+    RunCallback,
+    StartFetching,
+    StopFetching,
+)
+from kgroup.membership.common.errors import ErrorCode, error_name
+from kgroup.membership.common.events import (
+    CallbackCompleted,
+    CallbackKind,
+    FailureKind,
+    RequestFailed,
+    SubscriptionChanged,
+)
+from kgroup.membership.common.lifecycle import (
+    LeaveReason,
+    Step,
+    check_backoff,
+    check_optional_ids,
+)
+from kgroup.membership.common.member import MemberBase
+from kgroup.types import RebalanceProtocol, TopicPartition
+
+__all__ = ["NO_GENERATION", "ClassicMember", "ClassicMemberConfig"]
+
+log = logging.getLogger("kgroup.membership.classic")
+
+NO_GENERATION = -1
+"""The generation id of a member outside any generation (Kafka's DEFAULT_GENERATION_ID)."""
+
+_S = ClassicState
+_T = ClassicTrigger
+_E = ErrorCode
+_Action = ClassicMemberAction
+# States that heartbeat (given a generation and a member id): the Java client's
+# COMPLETING_REBALANCE and STABLE, plus the preparation of a rejoin, which in
+# Java runs while the heartbeat thread still sees STABLE.
+_HEARTBEATING = frozenset(
+    {_S.PREPARING, _S.AWAITING_ASSIGNOR, _S.SYNCING, _S.RECONCILING, _S.STABLE}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicMemberConfig:
+    """What the classic member needs from the consumer configuration.
+
+    Attributes:
+        group_id: ``group.id``.
+        instance_id: ``group.instance.id``: static membership (KIP-345).
+        rack_id: ``client.rack``, sent in the subscription (v3).
+        session_timeout_ms: ``session.timeout.ms``, sent in JoinGroup; also how
+            long the member goes without a successful heartbeat before it
+            looks the coordinator up again.
+        heartbeat_interval_ms: ``heartbeat.interval.ms``.
+        max_poll_interval_ms: ``max.poll.interval.ms``: the poll timer, the
+            rebalance timeout sent in JoinGroup, and the bound of a commit
+            before revocation.
+        auto_commit: ``enable.auto.commit``: commit before revoking.
+        retry_backoff_ms / retry_backoff_max_ms: backoff after failures,
+            doubling from the first to the second (as the new-protocol member).
+    """
+
+    group_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    session_timeout_ms: int = 45_000
+    heartbeat_interval_ms: int = 3_000
+    max_poll_interval_ms: int = 300_000
+    auto_commit: bool = True
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1000
+
+    def __post_init__(self) -> None:
+        if not self.group_id:
+            raise ValueError("group_id must be a non-empty string")
+        check_optional_ids(self, ("instance_id", "rack_id"))
+        for name in ("session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError("heartbeat_interval_ms must be lower than session_timeout_ms")
+        check_backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
+
+
+class _Kind(enum.Enum):
+    """Coordinator request kinds; at most one of each is in flight."""
+
+    JOIN = "JoinGroup"
+    SYNC = "SyncGroup"
+    HEARTBEAT = "Heartbeat"
+    LEAVE = "LeaveGroup"
+
+
+@dataclass(frozen=True, slots=True)
+class _InFlight:
+    seq: int
+    round: int
+    generation: int
+
+
+class _Flow(enum.Enum):
+    PREPARE = "prepare"
+    RECONCILE = "reconcile"
+    RELEASE = "release"
+
+
+@dataclass(slots=True)
+class _Op:
+    """The one outside operation (commit or callback) a flow waits for."""
+
+    flow: _Flow
+    step: Step
+    token: int
+    revoked: frozenset[TopicPartition] = frozenset()
+    assigned: frozenset[TopicPartition] = frozenset()
+    added: frozenset[TopicPartition] = frozenset()
+    assignment: ClassicAssignment | None = None
+    deadline: float | None = None
+
+
+class ClassicMember(
+    MemberBase[ClassicState, ClassicTrigger, ClassicMemberEvent, ClassicMemberAction]
+):
+    """A classic-protocol (JoinGroup / SyncGroup) consumer group member.
+
+    ``assignors`` maps each assignor name this member supports, in preference
+    order, to the rebalance protocols it supports; one JoinGroup protocol is
+    advertised per entry. The member rebalances cooperatively only while the
+    group's chosen assignor supports COOPERATIVE, so a member advertising an
+    eager and a cooperative assignor behaves eagerly until the whole group
+    agrees on the cooperative one (the KIP-429 upgrade path).
+
+    Promises:
+
+    - at most one request of each kind (JoinGroup, SyncGroup, Heartbeat,
+      LeaveGroup) in flight;
+    - only partitions of the installed assignment are fetched; revoked
+      partitions stop fetching before the commit and the revoke callback;
+    - a lost assignment (generation reset, poll timeout, fatal) is never
+      committed, and commits parked across a rebalance are retried only for
+      partitions the member owns after it;
+    - every state change follows
+      :data:`~kgroup.membership.classic.states.CLASSIC_TRANSITIONS`.
+
+    ``random`` is the source of the backoff's jitter, as for every member
+    (:class:`~kgroup.membership.common.member.MemberBase`).
+    """
+
+    _LOG = log
+    _POSITION = "generation"
+    _FATAL = _S.FATAL
+    _STALE = _S.STALE
+    _IN_GROUP = IN_GROUP
+
+    def __init__(
+        self,
+        config: ClassicMemberConfig,
+        assignors: Mapping[str, Collection[RebalanceProtocol]],
+        *,
+        random: Callable[[], float] | None = None,
+    ) -> None:
+        if not assignors:
+            raise ValueError("at least one assignor is needed")
+        for name, protocols in assignors.items():
+            if not name:
+                raise ValueError("assignor names must be non-empty")
+            if not protocols:
+                raise ValueError(f"assignor {name!r} supports no rebalance protocol")
+        super().__init__(config, CLASSIC_MACHINE, member_id="", random=random)
+        self._cfg = config
+        self._assignors: tuple[tuple[str, frozenset[RebalanceProtocol]], ...] = tuple(
+            (name, frozenset(protocols)) for name, protocols in assignors.items()
+        )
+        self._supports = dict(self._assignors)
+        # Identity in the group.
+        self._generation = NO_GENERATION
+        self._protocol_name: str | None = None
+        self._leader_id = ""
+        self._subscription: frozenset[str] | None = None
+        # Assignment.
+        self._owned: frozenset[TopicPartition] = frozenset()
+        self._fetching: frozenset[TopicPartition] = frozenset()
+        self._op: _Op | None = None
+        self._parked: dict[TopicPartition, int | None] = {}
+        self._rejoin_pending = False
+        self._rejoin_reason = ""
+        # Java's needsJoinPrepare: a retried join round (failed SyncGroup, no
+        # reset) goes straight to JoinGroup; the preparation already ran.
+        self._needs_prepare = True
+        # Requests.
+        self._round = 0
+        self._in_flight: dict[_Kind, _InFlight] = {}
+        self._sync_request: SyncGroupRequest | None = None
+        # Heartbeats and timers.
+        self._next_heartbeat_at: float | None = None
+        self._last_heartbeat_ok: float | None = None
+        # Stale (poll timeout) and leaving.
+        self._stale_token: int | None = None
+        self._leave_seq: int | None = None
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def generation_id(self) -> int:
+        """The generation id, or :data:`NO_GENERATION` outside a generation."""
+        return self._generation
+
+    @property
+    def protocol_name(self) -> str | None:
+        """The assignor the coordinator chose for the current generation."""
+        return self._protocol_name
+
+    @property
+    def is_leader(self) -> bool:
+        """True when this member leads the current generation."""
+        return bool(self._member_id) and self._leader_id == self._member_id
+
+    @property
+    def rebalance_protocol(self) -> RebalanceProtocol:
+        """COOPERATIVE when the current generation's assignor supports it, else EAGER."""
+        name = self._protocol_name
+        if name is not None and RebalanceProtocol.COOPERATIVE in self._supports.get(name, ()):
+            return RebalanceProtocol.COOPERATIVE
+        return RebalanceProtocol.EAGER
+
+    @property
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The partitions this member owns."""
+        return self._owned
+
+    @property
+    def closed(self) -> bool:
+        """True once a close finished; the member then ignores every event."""
+        return self._state is _S.CLOSED
+
+    # ------------------------------------------------------------------ hooks
+
+    def _position(self) -> int:
+        return self._generation
+
+    def _deadlines(self) -> list[float | None]:
+        candidates = [None if self._op is None else self._op.deadline]
+        if self._heartbeating() and not self._awaiting_coordinator:
+            if self._last_heartbeat_ok is not None:
+                candidates.append(self._session_deadline(self._last_heartbeat_ok))
+            if _Kind.HEARTBEAT not in self._in_flight and self._next_heartbeat_at is not None:
+                candidates.append(max(self._next_heartbeat_at, self._retry.until or 0.0))
+        joining = self._state is _S.JOINING and _Kind.JOIN not in self._in_flight
+        if joining and not self._awaiting_coordinator:
+            candidates.append(self._retry.until)
+        return candidates
+
+    def _dispatch_protocol(
+        self, event: ClassicMemberEvent, now: float, acts: list[_Action]
+    ) -> None:
+        match event:
+            case JoinGroupResponseReceived():
+                self._on_join_response(event, now, acts)
+            case SyncGroupResponseReceived():
+                self._on_sync_response(event, now, acts)
+            case ClassicHeartbeatResponseReceived():
+                self._on_heartbeat_response(event, now, acts)
+            case LeaveGroupResponseReceived():
+                self._on_leave_outcome(event.seq, event.error_code, now, acts)
+            case AssignmentComputed():
+                self._on_assignment_computed(event, acts)
+            case AssignorFailed():
+                self._on_assignor_failed(event, acts)
+            case SubscribedMetadataChanged():
+                self._on_metadata_changed(now, acts)
+            case CommitFailed():
+                self._on_commit_failed(event, now, acts)
+
+    def _on_coordinator_rediscovered(self, now: float) -> None:
+        if self._awaiting_coordinator:
+            self._awaiting_coordinator = False
+            # A new coordinator gets a full session before it is doubted.
+            self._last_heartbeat_ok = now
+
+    def _on_commit(
+        self, token: int, error: BaseException | None, now: float, acts: list[_Action]
+    ) -> None:
+        self._on_commit_done(token, error is None, now, acts)
+
+    def _session_deadline(self, since: float) -> float:
+        return since + self._cfg.session_timeout_ms / 1000.0
+
+    def _has_generation(self) -> bool:
+        return self._generation != NO_GENERATION and bool(self._member_id)
+
+    def _heartbeating(self) -> bool:
+        return self._state in _HEARTBEATING and self._has_generation()
+
+    # ----------------------------------------------------------------- timers
+
+    def _on_timers(self, now: float, acts: list[_Action]) -> None:
+        op = self._op
+        if op is not None and op.deadline is not None and now >= op.deadline:
+            self._warn_commit_timed_out()
+            self._on_commit_done(op.token, False, now, acts)
+        if self._state in IN_GROUP and self._life.poll_expired(now):
+            self._poll_expired(now, acts)
+            return
+        if (
+            self._heartbeating()
+            and not self._awaiting_coordinator
+            and self._last_heartbeat_ok is not None
+            and now >= self._session_deadline(self._last_heartbeat_ok)
+        ):
+            log.warning(
+                "group %s member %s: no successful heartbeat within session.timeout.ms; "
+                "looking the coordinator up again",
+                self._cfg.group_id,
+                self._member_id,
+            )
+            self._mark_coordinator_unknown(acts)
+
+    # ----------------------------------------------------------- subscription
+
+    def _subscribe(self, event: SubscriptionChanged, now: float, acts: list[_Action]) -> None:
+        # Classic subscriptions are topic names; the runtime resolves a pattern
+        # against metadata and reports the matching names.
+        topics = frozenset(event.topics)
+        changed = topics != self._subscription
+        self._subscription = topics
+        if self._state is _S.UNJOINED:
+            self._life.last_poll = now
+            self._go(_T.SUBSCRIBE)
+            self._prepare(now, acts)
+        elif self._state is _S.LEAVING:
+            self._life.rejoin_after_leave = True
+        elif self._state is _S.STABLE and changed:
+            self._rejoin(_T.REJOIN, "subscription changed", now, acts)
+        elif self._state in IN_GROUP and changed and not self._join_unsent():
+            self._request_rejoin("subscription changed")
+        # STALE keeps it for its rejoin.
+
+    def _unsubscribe(self, now: float, acts: list[_Action]) -> None:
+        self._subscription = None
+        if self._state in IN_GROUP or self._state is _S.STALE:
+            self._start_release(LeaveReason.UNSUBSCRIBE, now, acts)
+        elif self._state is _S.UNJOINED and not self._life.closing:
+            acts.append(LeaveComplete())
+        # LEAVING: already leaving; its end reports LeaveComplete or Closed.
+
+    def _on_metadata_changed(self, now: float, acts: list[_Action]) -> None:
+        # Only the leader watches partition counts (as in the Java client): its
+        # rejoin makes every member rejoin, and the new assignment covers them.
+        if not self.is_leader:
+            return
+        if self._state is _S.STABLE:
+            self._rejoin(_T.REJOIN, "metadata of subscribed topics changed", now, acts)
+        elif self._state in (_S.AWAITING_ASSIGNOR, _S.SYNCING, _S.RECONCILING):
+            self._request_rejoin("metadata of subscribed topics changed")
+
+    def _join_unsent(self) -> bool:
+        # The next JoinGroup is not out yet, so it carries the new subscription.
+        joining = self._in_flight.get(_Kind.JOIN)
+        in_round = joining is not None and joining.round == self._round
+        return self._state is _S.PREPARING or (self._state is _S.JOINING and not in_round)
+
+    def _request_rejoin(self, reason: str) -> None:
+        self._rejoin_pending = True
+        self._rejoin_reason = reason
+
+    # ------------------------------------------------------------------- poll
+
+    def _poll_expired(self, now: float, acts: list[_Action]) -> None:
+        self._warn_poll_expired(self._cfg.max_poll_interval_ms)
+        self._abort_op()
+        lost = self._owned
+        self._stop_fetching(lost, acts)
+        self._drop_parked(lost)
+        self._owned = frozenset()
+        self._rejoin_pending = False
+        self._round += 1
+        self._go(_T.POLL_EXPIRED)
+        # As Java's maybeLeaveGroup: dynamic members say goodbye, everyone
+        # forgets generation and member id, and the loss is reported.
+        self._send_leave("consumer poll timeout has expired", acts)
+        self._reset_generation(reset_member_id=True)
+        self._life.stale_polled = False
+        if lost:
+            self._stale_token = self._next_token()
+            acts.append(RunCallback(CallbackKind.LOST, self._stale_token, lost))
+        else:
+            self._stale_token = None
+
+    def _maybe_rejoin_stale(self, now: float, acts: list[_Action]) -> None:
+        if self._state is _S.STALE and self._stale_token is None and self._life.stale_polled:
+            if self._subscription is None:
+                self._start_release(LeaveReason.UNSUBSCRIBE, now, acts)
+                return
+            self._go(_T.POLLED)
+            self._prepare(now, acts)
+
+    # --------------------------------------------------------------- preparing
+
+    def _rejoin(
+        self, trigger: ClassicTrigger, reason: str, now: float, acts: list[_Action]
+    ) -> None:
+        self._rejoin_reason = reason
+        self._go(trigger)
+        self._prepare(now, acts)
+
+    def _prepare(self, now: float, acts: list[_Action]) -> None:
+        """Enter PREPARING: what to give up before the next JoinGroup (Java's onJoinPrepare)."""
+        self._abort_op()
+        self._rejoin_pending = False
+        self._round += 1
+        self._sync_request = None
+        owned = self._owned
+        if not self._needs_prepare:
+            self._prepared(now, acts)
+            return
+        if not self._has_generation():
+            # The generation was reset: whatever is owned is lost, never committed.
+            if owned:
+                log.info(
+                    "group %s member %s: giving away %s as lost (generation reset)",
+                    self._cfg.group_id,
+                    self._member_id or "-",
+                    sorted(owned),
+                )
+                self._stop_fetching(owned, acts)
+                self._drop_parked(owned)
+                self._owned = frozenset()
+                self._op = _Op(_Flow.PREPARE, Step.LOST, self._next_token(), revoked=owned)
+                acts.append(RunCallback(CallbackKind.LOST, self._op.token, owned))
+                return
+            self._prepared(now, acts)
+            return
+        if self.rebalance_protocol is RebalanceProtocol.EAGER:
+            revoked = owned
+        else:
+            subscribed = self._subscription or frozenset()
+            revoked = frozenset(tp for tp in owned if tp.topic not in subscribed)
+            if not revoked:
+                self._prepared(now, acts)
+                return
+        self._stop_fetching(revoked, acts)
+        self._op = _Op(_Flow.PREPARE, Step.COMMIT, 0, revoked=revoked)
+        if revoked and self._cfg.auto_commit:
+            self._commit_before_revoke(self._op, revoked, now, acts)
+            return
+        self._revoke(self._op, acts)
+
+    def _revoke(self, op: _Op, acts: list[_Action]) -> None:
+        # Eager: the revoke callback runs on every rebalance, even with nothing
+        # owned (as Java's onJoinPrepare); cooperative only calls it for a
+        # non-empty set, which _prepare already checked.
+        acts.append(self._callback(op, CallbackKind.REVOKED, op.revoked))
+
+    def _prepared(self, now: float, acts: list[_Action]) -> None:
+        self._op = None
+        self._needs_prepare = False
+        self._go(_T.PREPARED)
+
+    # ---------------------------------------------------------------- joining
+
+    def _join_request(self) -> JoinGroupRequest:
+        sub = MemberSubscription(
+            topics=self._subscription or frozenset(),
+            owned_partitions=self._owned,
+            generation_id=self._generation,
+            rack_id=self._cfg.rack_id,
+        )
+        return JoinGroupRequest(
+            group_id=self._cfg.group_id,
+            member_id=self._member_id,
+            instance_id=self._cfg.instance_id,
+            session_timeout_ms=self._cfg.session_timeout_ms,
+            rebalance_timeout_ms=self._cfg.max_poll_interval_ms,
+            protocols=tuple(JoinProtocol(name, sub) for name, _ in self._assignors),
+            reason=self._rejoin_reason or None,
+        )
+
+    def _accept(self, kind: _Kind, seq: int) -> _InFlight | None:
+        """The in-flight record ``seq`` answers (now cleared), or None for an unknown seq."""
+        current = self._in_flight.get(kind)
+        if current is None or current.seq != seq:
+            return None
+        del self._in_flight[kind]
+        return current
+
+    def _answers_round(self, kind: _Kind, seq: int, state: ClassicState) -> bool:
+        """Whether ``seq`` answers this round's ``kind`` request, in ``state`` still."""
+        sent = self._accept(kind, seq)
+        return sent is not None and sent.round == self._round and self._state is state
+
+    def _round_failed(self, kind: _Kind, code: int) -> ClassicReaction:
+        reaction = classic_reaction_for(code)
+        log.info(
+            "group %s member %s: %s failed with %s (%s)",
+            self._cfg.group_id,
+            self._member_id or "-",
+            kind.value,
+            error_name(code),
+            reaction.name,
+        )
+        return reaction
+
+    def _on_join_response(
+        self, event: JoinGroupResponseReceived, now: float, acts: list[_Action]
+    ) -> None:
+        if self._answers_round(_Kind.JOIN, event.seq, _S.JOINING):
+            if event.response.error_code:
+                self._on_join_error(event.response, now, acts)
+            else:
+                self._on_joined(event.response, now, acts)
+
+    def _on_join_error(self, resp: JoinGroupResponse, now: float, acts: list[_Action]) -> None:
+        code = resp.error_code
+        reaction = self._round_failed(_Kind.JOIN, code)
+        if reaction is ClassicReaction.MEMBER_ID_REQUIRED:
+            self._member_id = resp.member_id
+            self._go(_T.MEMBER_ID_REQUIRED)  # sent again at once by _pump
+        elif reaction is ClassicReaction.REBALANCING:
+            pass  # retried at once, as Java's joinGroupIfNeeded does
+        elif reaction in (ClassicReaction.RESET_GENERATION, ClassicReaction.RESET_MEMBER):
+            self._reset(reaction, now, acts)
+        else:
+            self._on_common_error(code, reaction, resp.error_message, now, acts)
+
+    def _on_joined(self, resp: JoinGroupResponse, now: float, acts: list[_Action]) -> None:
+        inconsistent = _E.INCONSISTENT_GROUP_PROTOCOL
+        if resp.protocol_type is not None and resp.protocol_type != PROTOCOL_TYPE:
+            self._fatal(
+                inconsistent,
+                f"JoinGroup answered with protocol type {resp.protocol_type!r}, "
+                f"expected {PROTOCOL_TYPE!r}",
+                acts,
+            )
+            return
+        name = resp.protocol_name
+        if name is None or name not in self._supports:
+            self._fatal(
+                inconsistent,
+                f"the coordinator chose assignor {name!r}, which this member "
+                f"does not support ({', '.join(self._supports)})",
+                acts,
+            )
+            return
+        self._retry.reset()
+        self._generation = resp.generation_id
+        self._member_id = resp.member_id
+        self._protocol_name = name
+        self._leader_id = resp.leader
+        self._last_heartbeat_ok = now
+        self._next_heartbeat_at = now + self._cfg.heartbeat_interval_ms / 1000.0
+        log.info(
+            "group %s member %s: joined generation %d with assignor %s (%s, %s)",
+            self._cfg.group_id,
+            self._member_id,
+            self._generation,
+            self._protocol_name,
+            "leader" if self.is_leader else "follower",
+            self.rebalance_protocol.name.lower(),
+        )
+        if self.is_leader:
+            self._go(_T.JOINED_AS_LEADER)
+            acts.append(RunAssignor(self._generation, name, resp.leader, resp.members))
+        else:
+            self._go(_T.JOINED_AS_FOLLOWER)
+            self._sync_request = self._sync(())
+
+    def _sync(self, assignments: tuple[tuple[str, ClassicAssignment], ...]) -> SyncGroupRequest:
+        assert self._protocol_name is not None
+        return SyncGroupRequest(
+            group_id=self._cfg.group_id,
+            generation_id=self._generation,
+            member_id=self._member_id,
+            instance_id=self._cfg.instance_id,
+            protocol_name=self._protocol_name,
+            assignments=assignments,
+        )
+
+    # ---------------------------------------------------------------- leading
+
+    def _on_assignment_computed(self, event: AssignmentComputed, acts: list[_Action]) -> None:
+        if self._state is not _S.AWAITING_ASSIGNOR or event.generation_id != self._generation:
+            return
+        assignments = tuple(sorted(event.assignments.items(), key=lambda kv: kv[0]))
+        self._go(_T.ASSIGNMENT_COMPUTED)
+        self._sync_request = self._sync(assignments)
+
+    def _on_assignor_failed(self, event: AssignorFailed, acts: list[_Action]) -> None:
+        if self._state is not _S.AWAITING_ASSIGNOR or event.generation_id != self._generation:
+            return
+        name = self._protocol_name or "?"
+        log.error(
+            "group %s member %s: assignor %s failed: %s",
+            self._cfg.group_id,
+            self._member_id,
+            name,
+            event.message,
+        )
+        self._enter_fatal(acts)
+        acts.append(ReportAssignorError(name, event.message))
+
+    # ---------------------------------------------------------------- syncing
+
+    def _on_sync_response(
+        self, event: SyncGroupResponseReceived, now: float, acts: list[_Action]
+    ) -> None:
+        if self._answers_round(_Kind.SYNC, event.seq, _S.SYNCING):
+            if event.response.error_code:
+                self._on_sync_error(event.response, now, acts)
+            else:
+                self._on_synced(event.response, now, acts)
+
+    def _on_sync_error(self, resp: SyncGroupResponse, now: float, acts: list[_Action]) -> None:
+        code = resp.error_code
+        reaction = self._round_failed(_Kind.SYNC, code)
+        name = error_name(code)
+        if reaction is ClassicReaction.REBALANCING:
+            self._rejoin(_T.REJOIN, "SyncGroup: the group began another rebalance", now, acts)
+        elif reaction in (ClassicReaction.RESET_GENERATION, ClassicReaction.RESET_MEMBER):
+            self._reset(reaction, now, acts)
+        elif reaction is ClassicReaction.REDISCOVER:
+            self._mark_coordinator_unknown(acts)
+            self._rejoin(_T.REJOIN, f"SyncGroup failed with {name}", now, acts)
+        elif reaction is ClassicReaction.RETRY_WITH_BACKOFF:
+            self._retry.failed(now)
+            self._rejoin(_T.REJOIN, f"SyncGroup failed with {name}", now, acts)
+        else:
+            self._fatal(code, resp.error_message, acts)
+
+    def _on_synced(self, resp: SyncGroupResponse, now: float, acts: list[_Action]) -> None:
+        inconsistent = _E.INCONSISTENT_GROUP_PROTOCOL
+        if (resp.protocol_type is not None and resp.protocol_type != PROTOCOL_TYPE) or (
+            resp.protocol_name is not None and resp.protocol_name != self._protocol_name
+        ):
+            self._fatal(
+                inconsistent,
+                f"SyncGroup answered with protocol {resp.protocol_type!r}/"
+                f"{resp.protocol_name!r}, joined with {PROTOCOL_TYPE!r}/{self._protocol_name!r}",
+                acts,
+            )
+            return
+        self._retry.reset()
+        assignment = resp.assignment
+        if assignment is None:
+            log.warning(
+                "group %s member %s: SyncGroup carried no assignment; taking it as empty",
+                self._cfg.group_id,
+                self._member_id,
+            )
+            assignment = ClassicAssignment()
+        self._go(_T.SYNCED)
+        self._reconcile(assignment, now, acts)
+
+    # --------------------------------------------------------- reconciliation
+
+    def _reconcile(self, assignment: ClassicAssignment, now: float, acts: list[_Action]) -> None:
+        """Apply a SyncGroup assignment (Java's onJoinComplete)."""
+        assigned = assignment.partitions
+        revoked = self._owned - assigned
+        added = assigned - self._owned
+        log.info(
+            "group %s member %s generation %d: assigned %s; revoking %s, adding %s",
+            self._cfg.group_id,
+            self._member_id,
+            self._generation,
+            sorted(assigned),
+            sorted(revoked),
+            sorted(added),
+        )
+        self._needs_prepare = True
+        self._flush_parked(assigned, now, acts)
+        op = _Op(_Flow.RECONCILE, Step.COMMIT, 0, revoked=revoked, assigned=assigned, added=added)
+        op.assignment = assignment
+        self._op = op
+        if revoked:
+            self._stop_fetching(revoked, acts)
+            if self._cfg.auto_commit:
+                self._commit_before_revoke(op, revoked, now, acts)
+                return
+            self._revoke(op, acts)
+            return
+        self._reconcile_assign(op, acts)
+
+    def _reconcile_assign(self, op: _Op, acts: list[_Action]) -> None:
+        # As Java's onJoinComplete: after the revocation, the assignor learns
+        # the assignment, then the assigned callback runs, also with nothing added.
+        assert self._protocol_name is not None
+        assert op.assignment is not None
+        acts.append(
+            ClassicAssignorOnAssignment(self._protocol_name, self._generation, op.assignment)
+        )
+        self._owned = op.assigned
+        acts.append(self._callback(op, CallbackKind.ASSIGNED, op.added))
+
+    def _reconciled(self, op: _Op, now: float, acts: list[_Action]) -> None:
+        self._op = None
+        start = op.added - self._fetching
+        if start:
+            self._fetching = self._fetching | start
+            acts.append(StartFetching(start))
+        cooperative = self.rebalance_protocol is RebalanceProtocol.COOPERATIVE
+        if cooperative and op.revoked:
+            # KIP-429: the revoked partitions are free now; the second round
+            # hands them to their new owners.
+            self._rejoin(_T.REJOIN, f"revoked {sorted(op.revoked)}; rejoining", now, acts)
+        elif self._rejoin_pending:
+            self._rejoin(_T.REJOIN, self._rejoin_reason, now, acts)
+        else:
+            self._go(_T.RECONCILED)
+
+    # ---------------------------------------------------------------- commits
+
+    def _commit_before_revoke(
+        self,
+        op: _Op,
+        partitions: frozenset[TopicPartition],
+        now: float,
+        acts: list[_Action],
+    ) -> None:
+        op.step = Step.COMMIT
+        op.token = self._next_token()
+        # The rebalance timeout bounds the wait, as Java's joinPrepareTimer.
+        op.deadline = self._life.rebalance_deadline(now)
+        if self._life.closing and self._life.close_deadline is not None:
+            op.deadline = min(op.deadline, self._life.close_deadline)
+        acts.append(self._commit_action(op.token, partitions, op.deadline))
+
+    def _commit_action(
+        self,
+        token: int,
+        partitions: frozenset[TopicPartition],
+        deadline: float,
+        offsets: Mapping[TopicPartition, int] | None = None,
+    ) -> CommitOffsets:
+        return CommitOffsets(
+            token=token,
+            partitions=partitions,
+            member_epoch=self._generation,
+            deadline=deadline,
+            member_id=self._member_id,
+            instance_id=self._cfg.instance_id,
+            offsets=offsets,
+        )
+
+    def _on_commit_done(self, token: int, ok: bool, now: float, acts: list[_Action]) -> None:
+        op = self._op
+        if op is None or op.step is not Step.COMMIT or op.token != token:
+            return
+        if not ok:
+            log.warning(
+                "group %s member %s: commit before revocation failed; revoking anyway",
+                self._cfg.group_id,
+                self._member_id,
+            )
+        if op.flow is _Flow.PREPARE or op.flow is _Flow.RECONCILE:
+            self._revoke(op, acts)
+        else:
+            self._release_callback(op, acts)
+
+    def _on_commit_failed(self, event: CommitFailed, now: float, acts: list[_Action]) -> None:
+        code = event.error_code
+        parks = code in (
+            _E.REBALANCE_IN_PROGRESS,
+            _E.ILLEGAL_GENERATION,
+            _E.UNKNOWN_MEMBER_ID,
+        )
+        # Only partitions the member still owns are parked: one lost since the
+        # commit was sent may have been processed elsewhere, its offsets are stale.
+        owned_now = self._owned if self._state in IN_GROUP else frozenset()
+        parked_now = event.partitions & owned_now
+        if parks and parked_now:
+            for tp in parked_now:
+                offset = None if event.offsets is None else event.offsets.get(tp)
+                self._parked[tp] = offset
+            log.info(
+                "group %s member %s: commit of %s refused with %s; retried after the rebalance "
+                "for the partitions still owned",
+                self._cfg.group_id,
+                self._member_id,
+                sorted(parked_now),
+                error_name(code),
+            )
+        if event.token is not None:
+            self._on_commit_done(event.token, False, now, acts)
+        same_generation = event.generation_id == self._generation
+        if code == _E.REBALANCE_IN_PROGRESS:
+            if self._state is _S.STABLE:
+                self._rejoin(_T.REJOIN, "offset commit: the group is rebalancing", now, acts)
+        elif code in (_E.ILLEGAL_GENERATION, _E.UNKNOWN_MEMBER_ID):
+            if not same_generation:
+                # Sent in an older generation: retry now if the member is stable
+                # again, otherwise after the next SyncGroup.
+                if self._state is _S.STABLE:
+                    self._flush_parked(self._owned, now, acts)
+            elif self._state in IN_GROUP:
+                reaction = classic_reaction_for(code)
+                self._reset(reaction, now, acts)
+        elif code == _E.FENCED_INSTANCE_ID and same_generation and self._state in IN_GROUP:
+            self._fatal(code, "offset commit: the group instance id was fenced", acts)
+
+    def _flush_parked(
+        self, owned: frozenset[TopicPartition], now: float, acts: list[_Action]
+    ) -> None:
+        """Re-send parked commits for the partitions in ``owned``; forget the others."""
+        parked, self._parked = self._parked, {}
+        retry = frozenset(tp for tp in parked if tp in owned)
+        if not retry:
+            return
+        offsets = {tp: off for tp, off in parked.items() if tp in retry and off is not None}
+        acts.append(
+            self._commit_action(
+                self._next_token(),
+                retry,
+                self._life.rebalance_deadline(now),
+                offsets or None,
+            )
+        )
+
+    def _abort_op(self) -> None:
+        """Stop waiting for the current flow; later outcomes of its token are ignored.
+
+        A revoke or lost callback already handed to the runtime still runs (it
+        is queued for the next poll), so its partitions count as given up:
+        they are not revoked, lost or committed a second time.
+        """
+        op = self._op
+        self._op = None
+        if op is not None and op.step in (Step.REVOKE, Step.LOST):
+            self._owned = self._owned - op.revoked
+
+    def _drop_parked(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            self._parked.pop(tp, None)
+
+    # -------------------------------------------------------------- callbacks
+
+    def _on_callback(self, event: CallbackCompleted, now: float, acts: list[_Action]) -> None:
+        if event.error is not None:
+            # As Java: a failing listener does not stop the rebalance; the
+            # error surfaces from poll.
+            acts.append(RaiseCallbackError(event.kind, event.error))
+        if self._stale_token is not None and event.token == self._stale_token:
+            self._stale_token = None
+            self._maybe_rejoin_stale(now, acts)
+            return
+        op = self._op
+        if op is None or op.step is Step.COMMIT or op.token != event.token:
+            return
+        if op.flow is _Flow.PREPARE:
+            self._owned = self._owned - op.revoked
+            self._drop_parked_not_owned_on_revoke(op.revoked)
+            self._prepared(now, acts)
+        elif op.flow is _Flow.RECONCILE:
+            if op.step is Step.REVOKE:
+                self._owned = self._owned - op.revoked
+                self._reconcile_assign(op, acts)
+            else:
+                self._reconciled(op, now, acts)
+        else:
+            self._owned = frozenset()
+            self._op = None
+            self._leave_after_release(now, acts)
+
+    def _drop_parked_not_owned_on_revoke(self, revoked: frozenset[TopicPartition]) -> None:
+        # Eager revocation keeps parked entries: the partitions may come back in
+        # the SyncGroup that follows, and nobody else owned them in between.
+        if self.rebalance_protocol is RebalanceProtocol.COOPERATIVE:
+            self._drop_parked(revoked)
+
+    # ------------------------------------------------------------- heartbeats
+
+    def _on_heartbeat_response(
+        self, event: ClassicHeartbeatResponseReceived, now: float, acts: list[_Action]
+    ) -> None:
+        sent = self._accept(_Kind.HEARTBEAT, event.seq)
+        if sent is None or not self._heartbeating():
+            return
+        code = event.error_code
+        if code == 0:
+            self._retry.reset()
+            self._last_heartbeat_ok = now
+            return
+        reaction = classic_reaction_for(code)
+        if sent.generation != self._generation and reaction in (
+            ClassicReaction.RESET_GENERATION,
+            ClassicReaction.RESET_MEMBER,
+            ClassicReaction.REBALANCING,
+        ):
+            return  # about a generation the member already left behind
+        log.info(
+            "group %s member %s: heartbeat failed with %s (%s)",
+            self._cfg.group_id,
+            self._member_id,
+            error_name(code),
+            reaction.name,
+        )
+        if reaction is ClassicReaction.REBALANCING:
+            # Heartbeats during a rebalance keep the member alive; only a
+            # member that thinks it is done has to rejoin (as Java).
+            self._last_heartbeat_ok = now
+            if self._state is _S.STABLE:
+                self._rejoin(_T.REJOIN, "heartbeat: the group is rebalancing", now, acts)
+            elif self._state is _S.RECONCILING:
+                self._request_rejoin("heartbeat: the group is rebalancing")
+        elif reaction in (ClassicReaction.RESET_GENERATION, ClassicReaction.RESET_MEMBER):
+            self._reset(reaction, now, acts)
+        else:
+            self._on_common_error(code, reaction, None, now, acts)
+
+    def _on_common_error(
+        self,
+        code: int,
+        reaction: ClassicReaction,
+        message: str | None,
+        now: float,
+        acts: list[_Action],
+    ) -> None:
+        if reaction is ClassicReaction.REDISCOVER:
+            self._mark_coordinator_unknown(acts)
+        elif reaction is ClassicReaction.RETRY_WITH_BACKOFF:
+            self._retry.failed(now)
+        else:
+            self._fatal(code, message, acts)
+
+    def _on_request_failed(self, event: RequestFailed, now: float, acts: list[_Action]) -> None:
+        if event.seq == self._leave_seq:
+            self._on_leave_outcome(event.seq, None, now, acts)
+            return
+        kind = next((k for k, f in self._in_flight.items() if f.seq == event.seq), None)
+        if kind is None:
+            return
+        sent = self._accept(kind, event.seq)
+        assert sent is not None
+        current = sent.round == self._round
+        if event.kind is FailureKind.UNSUPPORTED_VERSION and self._state in IN_GROUP:
+            self._fatal(_E.UNSUPPORTED_VERSION, event.detail or None, acts)
+            return
+        log.info(
+            "group %s member %s: %s failed (%s) %s",
+            self._cfg.group_id,
+            self._member_id or "-",
+            kind.value,
+            event.kind.value,
+            event.detail,
+        )
+        if kind is _Kind.JOIN and current and self._state is _S.JOINING:
+            self._retry.failed(now)
+        elif kind is _Kind.SYNC and current and self._state is _S.SYNCING:
+            self._retry.failed(now)
+            self._rejoin(_T.REJOIN, "SyncGroup got no response", now, acts)
+        elif kind is _Kind.HEARTBEAT and self._heartbeating():
+            self._retry.failed(now)
+
+    def _mark_coordinator_unknown(self, acts: list[_Action]) -> None:
+        self._retry.reset()
+        if not self._awaiting_coordinator:
+            self._awaiting_coordinator = True
+            acts.append(RediscoverCoordinator())
+
+    # ------------------------------------------------------------------ pump
+
+    def _pump(self, now: float, acts: list[_Action]) -> None:
+        """Send whatever request the state calls for and the rules allow."""
+        if self._awaiting_coordinator:
+            return
+        if self._retry.holds(now):
+            return
+        if self._state is _S.JOINING and _Kind.JOIN not in self._in_flight:
+            seq = self._send(_Kind.JOIN)
+            acts.append(SendJoinGroup(seq, self._join_request()))
+        if (
+            self._state is _S.SYNCING
+            and self._sync_request is not None
+            and _Kind.SYNC not in self._in_flight
+        ):
+            seq = self._send(_Kind.SYNC)
+            acts.append(SendSyncGroup(seq, self._sync_request))
+            self._sync_request = None
+        if (
+            self._heartbeating()
+            and _Kind.HEARTBEAT not in self._in_flight
+            and self._next_heartbeat_at is not None
+            and now >= self._next_heartbeat_at
+        ):
+            seq = self._send(_Kind.HEARTBEAT)
+            self._next_heartbeat_at = now + self._cfg.heartbeat_interval_ms / 1000.0
+            acts.append(
+                SendClassicHeartbeat(
+                    seq,
+                    self._cfg.group_id,
+                    self._generation,
+                    self._member_id,
+                    self._cfg.instance_id,
+                )
+            )
+
+    def _send(self, kind: _Kind) -> int:
+        seq = self._next_seq()
+        self._in_flight[kind] = _InFlight(seq, self._round, self._generation)
+        return seq
+
+    # ------------------------------------------------------- reset and fatal
+
+    def _reset_generation(self, *, reset_member_id: bool) -> None:
+        self._generation = NO_GENERATION
+        self._needs_prepare = True
+        # Parked commits die with the generation: other members may own and
+        # process those partitions before this member gets them back.
+        self._parked = {}
+        self._protocol_name = None
+        self._leader_id = ""
+        if reset_member_id:
+            self._member_id = ""
+
+    def _reset(self, reaction: ClassicReaction, now: float, acts: list[_Action]) -> None:
+        """ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID: reset, and rejoin (losing the assignment)."""
+        self._reset_generation(reset_member_id=reaction is ClassicReaction.RESET_MEMBER)
+        if self._state is _S.PREPARING:
+            # The preparation under way finishes as it began; the join then
+            # goes out with the reset identity.
+            return
+        self._rejoin(_T.RESET, f"generation reset ({reaction.name})", now, acts)
+
+    def _enter_fatal(self, acts: list[_Action]) -> None:
+        self._abort_op()
+        lost = self._owned
+        self._stop_fetching(lost, acts)
+        self._owned = frozenset()
+        self._parked = {}
+        self._round += 1
+        self._go(_T.FATAL_ERROR)
+        if lost:
+            acts.append(RunCallback(CallbackKind.LOST, self._next_token(), lost))
+
+    def _fatal(self, code: int, message: str | None, acts: list[_Action]) -> None:
+        name = error_name(code)
+        log.error(
+            "group %s member %s: fatal error %s: %s",
+            self._cfg.group_id,
+            self._member_id or "-",
+            name,
+            message,
+        )
+        was_closing = self._life.closing
+        self._enter_fatal(acts)
+        acts.append(ReportFatalError(code, name, message))
+        if was_closing:
+            self._finish_close(False, acts)
+
+    # ---------------------------------------------------------------- leaving
+
+    def _start_release(self, reason: LeaveReason, now: float, acts: list[_Action]) -> None:
+        """Give the assignment up before leaving (Java's onLeavePrepare), then leave."""
+        self._abort_op()
+        self._stale_token = None
+        self._rejoin_pending = False
+        self._round += 1
+        self._life.leave_reason = reason
+        self._go(_T.LEAVE)
+        owned = self._owned
+        self._parked = {}
+        if not owned:
+            self._leave_after_release(now, acts)
+            return
+        self._stop_fetching(owned, acts)
+        op = _Op(_Flow.RELEASE, Step.COMMIT, 0, revoked=owned)
+        self._op = op
+        if self._has_generation() and self._cfg.auto_commit:
+            self._commit_before_revoke(op, owned, now, acts)
+            return
+        self._release_callback(op, acts)
+
+    def _release_callback(self, op: _Op, acts: list[_Action]) -> None:
+        kind = CallbackKind.REVOKED if self._has_generation() else CallbackKind.LOST
+        acts.append(self._callback(op, kind, op.revoked))
+
+    def _leave_after_release(self, now: float, acts: list[_Action]) -> None:
+        closing = self._life.closing
+        self._send_leave(f"the consumer is {'closing' if closing else 'unsubscribing'}", acts)
+        self._reset_generation(reset_member_id=True)
+        if self._leave_seq is None:
+            self._finish_leave(False, now, acts)
+
+    def _send_leave(self, reason: str, acts: list[_Action]) -> None:
+        # KIP-345: static members never send LeaveGroup; their membership ends
+        # with the session timeout, so a quick bounce causes no rebalance.
+        if (
+            self._cfg.instance_id is not None
+            or self._awaiting_coordinator
+            or not self._member_id
+            or self._leave_seq is not None
+        ):
+            return
+        self._leave_seq = self._next_seq()
+        acts.append(
+            SendLeaveGroup(self._leave_seq, self._cfg.group_id, self._member_id, None, reason)
+        )
+
+    def _on_leave_outcome(
+        self, seq: int, code: int | None, now: float, acts: list[_Action]
+    ) -> None:
+        if seq != self._leave_seq:
+            return
+        self._leave_seq = None
+        if code:
+            log.info(
+                "group %s: LeaveGroup answered with %s",
+                self._cfg.group_id,
+                error_name(code),
+            )
+        if self._state is _S.LEAVING and self._op is None:
+            self._finish_leave(False, now, acts)
+
+    def _finish_leave(self, timed_out: bool, now: float, acts: list[_Action]) -> None:
+        reason = self._life.take_leave_reason()
+        if self._life.closing:
+            self._finish_close(timed_out, acts)
+            return
+        self._go(_T.LEFT)
+        if reason is LeaveReason.UNSUBSCRIBE:
+            acts.append(LeaveComplete())
+        if self._life.rejoin_after_leave and self._subscription is not None:
+            self._life.rejoin_after_leave = False
+            self._go(_T.SUBSCRIBE)
+            self._prepare(now, acts)
+
+    # ---------------------------------------------------------------- closing
+
+    def _close(self, now: float, acts: list[_Action]) -> None:
+        if self._state in IN_GROUP or self._state is _S.STALE:
+            self._start_release(LeaveReason.CLOSE, now, acts)
+        elif self._state in (_S.UNJOINED, _S.FATAL):
+            self._finish_close(False, acts)
+        # LEAVING: the leave under way ends in Closed.
+
+    def _close_timed_out(self, now: float, acts: list[_Action]) -> None:
+        if self._state is _S.LEAVING and self._op is not None:
+            # Give up on the release; still tell the broker, best effort.
+            self._op = None
+            self._owned = frozenset()
+            self._send_leave("the consumer is closing", acts)
+            self._reset_generation(reset_member_id=True)
+        self._finish_close(True, acts)
+
+    def _finish_close(self, timed_out: bool, acts: list[_Action]) -> None:
+        self._op = None
+        self._leave_seq = None
+        self._go(_T.CLOSE)
+        acts.append(Closed(timed_out))
+
+    # ---------------------------------------------------------------- helpers
+
+    def _stop_fetching(self, partitions: frozenset[TopicPartition], acts: list[_Action]) -> None:
+        stop = partitions & self._fetching
+        if stop:
+            self._fetching = self._fetching - stop
+            acts.append(StopFetching(stop))

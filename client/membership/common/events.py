@@ -1,0 +1,132 @@
+"""Events both members take: things that happened, fed to ``handle(event, now)``.
+
+All events are frozen dataclasses. Request outcomes echo the ``seq`` of the
+action that sent the request; callback and commit outcomes echo the ``token``
+of the action that asked for them. Outcomes whose ``seq`` / ``token`` a member
+no longer waits for (an aborted reconciliation, a request of an abandoned
+round, a request sent before a fence) are ignored.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+__all__ = [
+    "CallbackCompleted",
+    "CallbackKind",
+    "CloseRequested",
+    "CommitCompleted",
+    "CommonEvent",
+    "CoordinatorRediscovered",
+    "FailureKind",
+    "PollCalled",
+    "RequestFailed",
+    "SubscriptionChanged",
+    "TimerTick",
+    "Unsubscribe",
+]
+
+
+class CallbackKind(enum.Enum):
+    """Which rebalance listener method a callback action asks for."""
+
+    REVOKED = "on_partitions_revoked"
+    ASSIGNED = "on_partitions_assigned"
+    LOST = "on_partitions_lost"
+
+
+class FailureKind(enum.Enum):
+    """Why a request got no response."""
+
+    TIMEOUT = "timeout"
+    DISCONNECTED = "disconnected"
+    # The broker supports no version of the API (learned from ApiVersions); for
+    # ConsumerGroupHeartbeat the trigger of the classic fallback of group.protocol=auto.
+    UNSUPPORTED_VERSION = "unsupported version"
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionChanged:
+    """The application subscribed to topic names or a (RE2J) regex.
+
+    No names and no pattern means "subscribed to nothing", as :class:`Unsubscribe`.
+    The classic member takes topic names only: the runtime resolves a pattern
+    against metadata and reports the matching names.
+    """
+
+    topics: frozenset[str] = frozenset()
+    pattern: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Unsubscribe:
+    """The application unsubscribed: release the assignment and leave."""
+
+
+@dataclass(frozen=True, slots=True)
+class PollCalled:
+    """The application called poll (resets the max.poll.interval.ms timer)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFailed:
+    """The coordinator request sent with ``seq`` got no response (transport error or timeout).
+
+    The new-protocol member knows it as
+    :data:`~kgroup.membership.consumer.HeartbeatFailed` (its only request is
+    the heartbeat); the classic member's requests are JoinGroup, SyncGroup,
+    Heartbeat and LeaveGroup.
+    """
+
+    seq: int
+    kind: FailureKind
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CallbackCompleted:
+    """The callback asked for with ``token`` returned (``error`` None) or raised."""
+
+    kind: CallbackKind
+    token: int
+    error: BaseException | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitCompleted:
+    """The commit asked for with ``token`` succeeded (``error`` None) or failed for good."""
+
+    token: int
+    error: BaseException | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CloseRequested:
+    """The application is closing the consumer; give up waiting at ``deadline``."""
+
+    deadline: float
+
+
+@dataclass(frozen=True, slots=True)
+class TimerTick:
+    """A deadline from the member's ``next_deadline()`` was reached."""
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorRediscovered:
+    """After a RediscoverCoordinator action: the coordinator is known again."""
+
+
+CommonEvent = (
+    SubscriptionChanged
+    | Unsubscribe
+    | PollCalled
+    | RequestFailed
+    | CallbackCompleted
+    | CommitCompleted
+    | CloseRequested
+    | TimerTick
+    | CoordinatorRediscovered
+)
+"""The events both members take."""

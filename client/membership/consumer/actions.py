@@ -1,0 +1,100 @@
+"""Actions only the new-protocol member returns, and the union of all it returns.
+
+:class:`~kgroup.membership.consumer.ConsumerMember` also returns the shared
+actions of :mod:`kgroup.membership.common.actions`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from kgroup.membership.common.actions import CommonAction
+from kgroup.types import TopicIdPartition
+
+__all__ = [
+    "Action",
+    "AssignorOnAssignment",
+    "ConsumerMemberAction",
+    "HeartbeatRequest",
+    "ReportError",
+    "RequestMetadata",
+    "SendHeartbeat",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequest:
+    """The fields of one ConsumerGroupHeartbeat request.
+
+    None means null on the wire ("unchanged"). ``topic_partitions`` are the
+    owned partitions by topic id: empty when joining, None when unchanged,
+    the full owned set in a full heartbeat or an acknowledgement.
+    ``subscribed_topic_names`` is sorted.
+    """
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int | None = None
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    topic_partitions: frozenset[TopicIdPartition] | None = None
+
+    def topic_partitions_by_id(self) -> dict[uuid.UUID, list[int]] | None:
+        """``topic_partitions`` in the wire's shape: topic id -> sorted partitions."""
+        if self.topic_partitions is None:
+            return None
+        out: dict[uuid.UUID, list[int]] = {}
+        for tip in sorted(self.topic_partitions):
+            out.setdefault(tip.topic_id, []).append(tip.partition)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class SendHeartbeat:
+    """Send ``request``; report the outcome with ``seq``.
+
+    ``leave`` marks the leave heartbeat (epoch -1 / -2): it is sent even if
+    another heartbeat is in flight and is never retried.
+    """
+
+    seq: int
+    request: HeartbeatRequest
+    leave: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RequestMetadata:
+    """Refresh metadata: these topic ids of the target assignment have no known name."""
+
+    topic_ids: frozenset[uuid.UUID]
+
+
+@dataclass(frozen=True, slots=True)
+class ReportError:
+    """A non-fatal broker error to raise from poll; the member keeps going."""
+
+    code: int
+    name: str
+    message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AssignorOnAssignment:
+    """Forward to a new-protocol PartitionAssignor's on_assignment: once per epoch."""
+
+    member_epoch: int
+    assignment: frozenset[TopicIdPartition]
+
+
+ConsumerMemberAction = (
+    CommonAction | SendHeartbeat | RequestMetadata | ReportError | AssignorOnAssignment
+)
+"""Every action :meth:`~kgroup.membership.consumer.ConsumerMember.handle` returns."""
+
+Action = ConsumerMemberAction
+"""The name :data:`ConsumerMemberAction` had before the classic member existed."""

@@ -1,0 +1,937 @@
+"""The new-protocol (KIP-848) consumer group member, as a sans-IO state machine.
+
+:class:`ConsumerMember` holds a member's state and reacts to events with time
+passed in::
+
+    actions = member.handle(event, now)
+    deadline = member.next_deadline()
+
+It never sleeps, reads a clock or touches a socket; the runtime performs the
+actions in order and feeds back what happened. States change only through
+the table in :mod:`kgroup.membership.consumer.states`; the skeleton it shares
+with the classic member is :class:`~kgroup.membership.common.member.MemberBase`.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kgroup.membership.common.actions import (
+    Closed,
+    CommitOffsets,
+    LeaveComplete,
+    RaiseCallbackError,
+    RediscoverCoordinator,
+    ReportFatalError,
+    RunCallback,
+    StartFetching,
+    StopFetching,
+)
+from kgroup.membership.common.errors import ErrorCode, error_name
+from kgroup.membership.common.events import (
+    CallbackCompleted,
+    CallbackKind,
+    FailureKind,
+    RequestFailed,
+    SubscriptionChanged,
+)
+from kgroup.membership.common.lifecycle import (
+    LeaveReason,
+    Step,
+    check_backoff,
+    check_optional_ids,
+)
+from kgroup.membership.common.member import MemberBase
+from kgroup.membership.consumer import reconcile
+from kgroup.membership.consumer.actions import (
+    AssignorOnAssignment,
+    ConsumerMemberAction,
+    HeartbeatRequest,
+    ReportError,
+    RequestMetadata,
+    SendHeartbeat,
+)
+from kgroup.membership.consumer.events import (
+    ConsumerMemberEvent,
+    HeartbeatResponse,
+    HeartbeatResponseReceived,
+    MetadataUpdated,
+)
+from kgroup.membership.consumer.heartbeat import SentFields, SubscribedTopics, build_request
+from kgroup.membership.consumer.reactions import Reaction, reaction_for
+from kgroup.membership.consumer.states import IN_GROUP, MACHINE, MemberState, Trigger
+from kgroup.types import TopicIdPartition, TopicPartition
+
+__all__ = ["ConsumerMember", "MemberConfig"]
+
+log = logging.getLogger("kgroup.membership")
+
+JOIN_EPOCH = 0
+LEAVE_EPOCH = -1
+LEAVE_EPOCH_STATIC = -2
+
+_S = MemberState
+# States that heartbeat on their own schedule (LEAVING sends its one leave inline).
+_HEARTBEATING = IN_GROUP | {_S.PREPARE_LEAVING}
+_Action = ConsumerMemberAction
+
+
+@dataclass(frozen=True, slots=True)
+class MemberConfig:
+    """What the member needs from the consumer configuration.
+
+    Attributes:
+        group_id: ``group.id``.
+        member_id: the client-generated member id (a uuid4 string), kept for
+            the life of the consumer, across fencing, rejoining and leaving.
+        instance_id: ``group.instance.id`` (static membership); leaves with -2.
+        rack_id: ``client.rack``.
+        server_assignor: ``group.remote.assignor``, sent as ServerAssignor.
+        max_poll_interval_ms: ``max.poll.interval.ms``; also the rebalance
+            timeout sent to the broker and the bound of a revocation commit.
+        auto_commit: ``enable.auto.commit``: commit before revoking.
+        retry_backoff_ms / retry_backoff_max_ms: heartbeat failure backoff,
+            doubling from the first to the second.
+        heartbeat_interval_ms: interval used until the broker sends its own.
+        assignor_hook: emit AssignorOnAssignment (a new-protocol Python
+            PartitionAssignor is configured).
+    """
+
+    group_id: str
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    server_assignor: str | None = None
+    max_poll_interval_ms: int = 300_000
+    auto_commit: bool = True
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1000
+    heartbeat_interval_ms: int = 5000
+    assignor_hook: bool = False
+
+    def __post_init__(self) -> None:
+        # The broker answers empty ids with INVALID_REQUEST; fail early instead.
+        for name in ("group_id", "member_id"):
+            if not getattr(self, name):
+                raise ValueError(f"{name} must be a non-empty string")
+        check_optional_ids(self, ("instance_id", "rack_id", "server_assignor"))
+        if self.max_poll_interval_ms <= 0:
+            raise ValueError("max_poll_interval_ms must be positive")
+        check_backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
+
+
+@dataclass(slots=True)
+class _Reconciliation:
+    """One reconciliation in progress, waiting for one outside operation."""
+
+    target_version: int
+    resolved: frozenset[TopicIdPartition]
+    revoked: frozenset[TopicIdPartition]
+    added: frozenset[TopicIdPartition]
+    step: Step
+    token: int
+    deadline: float | None = None
+
+
+class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, ConsumerMemberAction]):
+    """A new-protocol consumer group member.
+
+    Promises:
+
+    - at most one heartbeat in flight (the leave heartbeat excepted);
+    - revoked partitions stop fetching before the commit and the revoke
+      callback, and before the acknowledgement;
+    - a lost assignment (fenced, stale, fatal) is never committed, nor is a
+      partition that never fetched;
+    - a partition a newer target dropped never starts fetching, even if its
+      assigned callback completes afterwards (it is reported revoked instead);
+    - no heartbeat leaves out a partition the member still holds or may still
+      install (the broker would hand it to another member);
+    - every state change follows :data:`kgroup.membership.consumer.states.TRANSITIONS`;
+      anything else raises :class:`~kgroup.membership.common.IllegalTransitionError`.
+
+    ``random``: see :class:`~kgroup.membership.common.member.MemberBase`.
+    """
+
+    _LOG = log
+    _POSITION = "epoch"
+    _FATAL = _S.FATAL
+    _STALE = _S.STALE
+    _IN_GROUP = IN_GROUP
+
+    def __init__(self, config: MemberConfig, *, random: Callable[[], float] | None = None) -> None:
+        super().__init__(config, MACHINE, member_id=config.member_id, random=random)
+        self._cfg = config
+        self._epoch = JOIN_EPOCH
+        self._subscription: SubscribedTopics | None = None
+        # Assignment
+        self._metadata: dict[uuid.UUID, str] = {}
+        self._assigned_names: dict[uuid.UUID, str] = {}
+        self._target: frozenset[TopicIdPartition] | None = None
+        self._target_version = 0
+        self._acked_target_version = -1
+        self._owned: frozenset[TopicIdPartition] = frozenset()  # installed assignment
+        self._current: frozenset[TopicIdPartition] | None = None  # last reconciled
+        self._ack_version = 0
+        self._fetching: frozenset[TopicIdPartition] = frozenset()
+        # Installed, but their assigned callback has not succeeded yet.
+        self._awaiting_assigned: frozenset[TopicIdPartition] = frozenset()
+        # Installed and never fetched since: nothing consumed, nothing to commit.
+        self._unstarted: frozenset[TopicIdPartition] = frozenset()
+        # TopicPartitions of the last heartbeat that carried them (see _reported).
+        self._last_reported: frozenset[TopicIdPartition] = frozenset()
+        self._rec: _Reconciliation | None = None
+        self._retry_on_poll = False
+        self._last_hook_epoch: int | None = None
+        # Outside operations the member waits for, by token.
+        self._lost_token: int | None = None  # FENCED / STALE
+        self._release_token: int | None = None  # PREPARE_LEAVING commit or callback
+        self._release_step: Step | None = None
+        self._release_deadline: float | None = None
+        self._stale_released = False
+        # Heartbeats
+        self._session = 0  # bumped on fence / leave: older responses are ignored
+        self._in_flight: int | None = None
+        self._in_flight_session = 0
+        self._leave_seq: int | None = None
+        self._sent: SentFields | None = None
+        self._interval = config.heartbeat_interval_ms / 1000.0
+        self._last_sent_at: float | None = None
+        self._next_heartbeat_at: float | None = None
+        self._heartbeat_asap = False
+        self._closed = False
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def member_epoch(self) -> int:
+        """The member epoch: 0 joining, > 0 in the group, -1 / -2 after leaving."""
+        return self._epoch
+
+    @property
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The installed assignment, by topic name."""
+        return reconcile.names_of(self._owned, self._assigned_names)
+
+    @property
+    def target(self) -> frozenset[TopicIdPartition] | None:
+        """The latest target assignment from the broker, by topic id (None if none yet)."""
+        return self._target
+
+    @property
+    def closed(self) -> bool:
+        """True once a close finished; the member then ignores every event."""
+        return self._closed
+
+    # ------------------------------------------------------------------ hooks
+
+    def _position(self) -> int:
+        return self._epoch
+
+    def _deadlines(self) -> list[float | None]:
+        rec_deadline = None if self._rec is None else self._rec.deadline
+        return [rec_deadline, self._release_deadline, self._heartbeat_due_at()]
+
+    def _dispatch_protocol(
+        self, event: ConsumerMemberEvent, now: float, acts: list[_Action]
+    ) -> None:
+        match event:
+            case HeartbeatResponseReceived():
+                self._on_response(event, now, acts)
+            case MetadataUpdated():
+                self._metadata.update(event.topic_names)
+                if self._state is _S.RECONCILING and self._rec is None:
+                    self._maybe_reconcile(now, acts)
+
+    def _names(self, partitions: frozenset[TopicIdPartition]) -> frozenset[TopicPartition]:
+        names = {**self._assigned_names, **self._metadata}
+        return reconcile.names_of(partitions, names)
+
+    # ----------------------------------------------------------------- timers
+
+    def _on_timers(self, now: float, acts: list[_Action]) -> None:
+        rec = self._rec
+        if rec is not None and rec.deadline is not None and now >= rec.deadline:
+            self._warn_commit_timed_out()
+            timeout = TimeoutError("commit before revocation timed out")
+            self._on_commit(rec.token, timeout, now, acts)
+        if (
+            self._release_deadline is not None
+            and now >= self._release_deadline
+            and self._release_token is not None
+        ):
+            self._on_commit(
+                self._release_token, TimeoutError("commit before leaving timed out"), now, acts
+            )
+        if self._state in IN_GROUP and self._life.poll_expired(now):
+            self._poll_expired(now, acts)
+
+    # ----------------------------------------------------------- subscription
+
+    def _subscribe(self, event: SubscriptionChanged, now: float, acts: list[_Action]) -> None:
+        sub = SubscribedTopics(tuple(sorted(event.topics)), event.pattern)
+        changed = sub != self._subscription
+        self._subscription = sub
+        if self._state is _S.UNSUBSCRIBED:
+            self._join(now, Trigger.SUBSCRIBE)
+        elif self._state in IN_GROUP:
+            # The new subscription goes out with the next heartbeat, sent at once.
+            self._heartbeat_asap = self._heartbeat_asap or changed
+        elif self._state is _S.PREPARE_LEAVING:
+            self._life.rejoin_after_leave = True
+        # FENCED and STALE keep it for their rejoin.
+
+    def _unsubscribe(self, now: float, acts: list[_Action]) -> None:
+        self._subscription = None
+        if self._state in IN_GROUP:
+            self._start_leave(LeaveReason.UNSUBSCRIBE, now, acts)
+        elif self._state in (_S.FENCED, _S.STALE):
+            # Not in the group any more: nothing to release, no leave heartbeat.
+            self._clear_assignment()
+            self._lost_token = None
+            self._go(Trigger.LEAVE)
+            if not self._life.closing:
+                acts.append(LeaveComplete())
+        elif self._state is _S.UNSUBSCRIBED and not self._life.closing:
+            if self._leave_seq is None:
+                acts.append(LeaveComplete())
+            else:
+                self._life.leave_reason = self._life.leave_reason or LeaveReason.UNSUBSCRIBE
+        # PREPARE_LEAVING: already leaving; its end reports LeaveComplete or Closed.
+
+    def _join(self, now: float, trigger: Trigger) -> None:
+        self._go(trigger)
+        self._epoch = JOIN_EPOCH
+        self._session += 1
+        self._sent = None
+        self._current = None
+        self._target = None
+        self._acked_target_version = -1
+        self._last_reported = frozenset()  # the join carries []
+        if trigger is Trigger.SUBSCRIBE or self._life.last_poll is None:
+            self._life.last_poll = now
+        self._heartbeat_asap = True
+
+    # ------------------------------------------------------------------- poll
+
+    def _polled(self, now: float, acts: list[_Action]) -> None:
+        if self._state is _S.RECONCILING and self._retry_on_poll and self._rec is None:
+            self._retry_on_poll = False
+            self._maybe_reconcile(now, acts)
+
+    def _poll_expired(self, now: float, acts: list[_Action]) -> None:
+        self._warn_poll_expired(self._cfg.max_poll_interval_ms)
+        lost = self._names(self._owned)
+        self._abort_reconciliation()
+        self._stop_all(acts)
+        self._clear_assignment()
+        self._go(Trigger.POLL_EXPIRED)
+        self._send_leave(now, acts)
+        self._go(Trigger.STALE_LEAVE_SENT)
+        self._life.stale_polled = False
+        if lost:
+            self._lost_token = self._next_token()
+            self._stale_released = False
+            acts.append(RunCallback(CallbackKind.LOST, self._lost_token, lost))
+        else:
+            self._stale_released = True
+
+    def _maybe_rejoin_stale(self, now: float, acts: list[_Action]) -> None:
+        if self._state is _S.STALE and self._stale_released and self._life.stale_polled:
+            if self._subscription is None:
+                self._go(Trigger.LEAVE)
+            else:
+                self._join(now, Trigger.REJOIN)
+
+    # -------------------------------------------------------------- heartbeat
+
+    def _accept(self, seq: int, now: float, acts: list[_Action]) -> bool:
+        """Whether ``seq`` is the heartbeat in flight (no longer in flight now).
+
+        An outcome of the leave heartbeat ends the leave instead.
+        """
+        if seq == self._leave_seq:
+            self._leave_seq = None
+            self._leave_done(False, now, acts)
+            return False
+        if seq != self._in_flight:
+            return False
+        self._in_flight = None
+        return True
+
+    def _current_session(self) -> bool:
+        # A response to a heartbeat sent before a fence or leave is of no use.
+        return self._in_flight_session == self._session and self._state in _HEARTBEATING
+
+    def _on_response(
+        self, event: HeartbeatResponseReceived, now: float, acts: list[_Action]
+    ) -> None:
+        resp = event.response
+        if event.seq == self._leave_seq and resp.error_code:
+            log.info(
+                "group %s member %s: leave heartbeat answered with %s",
+                self._cfg.group_id,
+                self._member_id,
+                error_name(resp.error_code),
+            )
+        if not self._accept(event.seq, now, acts) or not self._current_session():
+            return
+        if resp.error_code == 0:
+            self._on_success(resp, now, acts)
+        else:
+            self._on_error(resp.error_code, resp.error_message, now, acts)
+
+    def _on_success(self, resp: HeartbeatResponse, now: float, acts: list[_Action]) -> None:
+        self._retry.reset()
+        if resp.heartbeat_interval_ms > 0:
+            self._interval = resp.heartbeat_interval_ms / 1000.0
+        sent_at = self._last_sent_at if self._last_sent_at is not None else now
+        self._next_heartbeat_at = sent_at + self._interval
+        if resp.member_epoch < 0:
+            log.warning(
+                "group %s member %s: ignoring a success response with epoch %d",
+                self._cfg.group_id,
+                self._member_id,
+                resp.member_epoch,
+            )
+            return
+        if resp.member_id:
+            self._member_id = resp.member_id
+        if resp.member_epoch != self._epoch:
+            log.info(
+                "group %s member %s: epoch %d -> %d",
+                self._cfg.group_id,
+                self._member_id,
+                self._epoch,
+                resp.member_epoch,
+            )
+        self._epoch = resp.member_epoch
+        if self._state is _S.PREPARE_LEAVING:
+            return  # releasing everything: a new target is of no use
+        if resp.assignment is not None:
+            target = reconcile.to_id_partitions(resp.assignment)
+            if target != self._target:
+                self._target_version += 1
+                self._target = target
+        if (
+            self._cfg.assignor_hook
+            and self._target is not None
+            and self._epoch > 0
+            and self._epoch != self._last_hook_epoch
+        ):
+            self._last_hook_epoch = self._epoch
+            acts.append(AssignorOnAssignment(self._epoch, self._target))
+        if resp.assignment is not None:
+            self._on_target(now, acts)
+        self._request_unresolved(acts)
+
+    def _on_target(self, now: float, acts: list[_Action]) -> None:
+        if self._target == self._current and self._owned == self._current and self._rec is None:
+            # Same assignment: nothing to reconcile. An ACKNOWLEDGING member still sends its ack.
+            if self._state is _S.RECONCILING:
+                self._resume_fetching(frozenset(), acts)
+                self._reach_target(acts)
+            return
+        if self._state is _S.RECONCILING and self._rec is not None:
+            return  # superseded: picked up when the outstanding step completes
+        self._go(Trigger.NEW_TARGET)
+        self._maybe_reconcile(now, acts)
+
+    def _on_error(self, code: int, message: str | None, now: float, acts: list[_Action]) -> None:
+        reaction = reaction_for(code)
+        name = error_name(code)
+        log.info(
+            "group %s member %s: heartbeat failed with %s (%s): %s",
+            self._cfg.group_id,
+            self._member_id,
+            name,
+            reaction.name,
+            message,
+        )
+        self._sent = None  # after any error the next heartbeat is a full one
+        self._next_heartbeat_at = now
+        if reaction is Reaction.REDISCOVER:
+            self._retry.reset()
+            self._awaiting_coordinator = True
+            acts.append(RediscoverCoordinator())
+        elif reaction is Reaction.RETRY_WITH_BACKOFF:
+            self._retry.failed(now)
+        elif reaction is Reaction.REPORT_AND_RETRY:
+            self._retry.failed(now)
+            acts.append(ReportError(code, name, message))
+        elif reaction is Reaction.FENCED:
+            self._retry.reset()
+            self._fence(now, acts)
+        else:
+            self._fatal(code, name, message, reaction is Reaction.FATAL_UNSUPPORTED_VERSION, acts)
+
+    def _on_request_failed(self, event: RequestFailed, now: float, acts: list[_Action]) -> None:
+        if not self._accept(event.seq, now, acts):
+            return
+        self._sent = None
+        self._next_heartbeat_at = now
+        if not self._current_session():
+            return
+        if event.kind is FailureKind.UNSUPPORTED_VERSION:
+            code = ErrorCode.UNSUPPORTED_VERSION.value
+            self._fatal(code, error_name(code), event.detail or None, True, acts)
+            return
+        log.info(
+            "group %s member %s: heartbeat failed (%s) %s",
+            self._cfg.group_id,
+            self._member_id,
+            event.kind.value,
+            event.detail,
+        )
+        self._retry.failed(now)
+
+    def _needs_immediate_heartbeat(self) -> bool:
+        if self._state is _S.ACKNOWLEDGING or self._heartbeat_asap or self._sent is None:
+            return True
+        return self._state is _S.JOINING and self._epoch == JOIN_EPOCH
+
+    def _heartbeat_due_at(self) -> float | None:
+        if (
+            self._state not in _HEARTBEATING
+            or self._in_flight is not None
+            or self._awaiting_coordinator
+        ):
+            return None
+        backoff = self._retry.until if self._retry.until is not None else float("-inf")
+        if self._needs_immediate_heartbeat() or self._next_heartbeat_at is None:
+            return backoff if backoff != float("-inf") else None
+        return max(backoff, self._next_heartbeat_at)
+
+    def _pump(self, now: float, acts: list[_Action]) -> None:
+        if (
+            self._state not in _HEARTBEATING
+            or self._in_flight is not None
+            or self._awaiting_coordinator
+        ):
+            return
+        if self._retry.holds(now):
+            return
+        due = (
+            self._needs_immediate_heartbeat()
+            or self._next_heartbeat_at is None
+            or now >= self._next_heartbeat_at
+        )
+        if not due:
+            return
+        request = self._build_request()
+        self._in_flight = self._next_seq()
+        self._in_flight_session = self._session
+        self._last_sent_at = now
+        self._next_heartbeat_at = now + self._interval
+        self._heartbeat_asap = False
+        acts.append(SendHeartbeat(self._seq, request))
+        if self._state is _S.ACKNOWLEDGING:
+            # The ack is built: STABLE now, or back to the pending part of the target.
+            if self._target == self._current:
+                self._go(Trigger.ACK_SENT)
+            else:
+                self._go(Trigger.ACK_SENT_MORE_PENDING)
+                self._maybe_reconcile(now, acts)
+
+    def _build_request(self) -> HeartbeatRequest:
+        joining = self._state is _S.JOINING and self._epoch == JOIN_EPOCH
+        request, self._sent = build_request(
+            self._cfg,
+            member_id=self._member_id,
+            member_epoch=self._epoch,
+            joining=joining,
+            subscription=self._subscription,
+            owned=frozenset() if joining else self._reported(),
+            ack_version=self._ack_version,
+            prev=self._sent,
+        )
+        if request.topic_partitions is not None:
+            self._last_reported = request.topic_partitions
+        return request
+
+    # --------------------------------------------------------- reconciliation
+
+    def _request_unresolved(self, acts: list[_Action]) -> None:
+        # Asked on every heartbeat response while ids stay unresolved, so the
+        # refresh is retried at the heartbeat interval and no faster.
+        if self._target is None or self._target == self._current:
+            return
+        res = reconcile.resolve(self._target, self._metadata, self._assigned_names)
+        if res.unresolved_topic_ids:
+            acts.append(RequestMetadata(res.unresolved_topic_ids))
+
+    def _resume_fetching(self, revoked: frozenset[TopicIdPartition], acts: list[_Action]) -> None:
+        # Owned partitions paused for a revocation that no longer happens fetch again.
+        should = self._owned - revoked - self._awaiting_assigned
+        self._start(should - self._fetching, acts)
+
+    def _start(self, partitions: frozenset[TopicIdPartition], acts: list[_Action]) -> None:
+        if partitions:
+            self._fetching = self._fetching | partitions
+            self._unstarted = self._unstarted - partitions
+            acts.append(StartFetching(self._names(partitions)))
+
+    def _reported(self) -> frozenset[TopicIdPartition]:
+        # What acks and full heartbeats tell the broker the member owns. The
+        # broker hands a partition to another member as soon as a heartbeat
+        # leaves it out, so this leaves out only what the member was asked to
+        # give up and has given up: every partition still installed (a revoke
+        # callback not yet completed included) and the whole latest target
+        # (partitions whose topic id is not resolved yet, or whose assigned
+        # callback is still to run, included). See docs/new-protocol.md.
+        return self._owned | (self._target or frozenset())
+
+    def _reach_target(self, acts: list[_Action]) -> None:
+        # Target equals current. If the broker was last told about partitions
+        # the member no longer claims (unresolved ones the target dropped), it
+        # waits for their release: acknowledge instead of going STABLE silently.
+        if self._current is not None and self._reported() != self._last_reported:
+            self._complete(self._current, acts)
+        else:
+            self._go(Trigger.TARGET_REACHED)
+
+    def _maybe_reconcile(self, now: float, acts: list[_Action]) -> None:
+        if self._state is not _S.RECONCILING or self._rec is not None or self._target is None:
+            return
+        self._retry_on_poll = False
+        res = reconcile.resolve(self._target, self._metadata, self._assigned_names)
+        self._assigned_names.update(res.names)
+        d = reconcile.diff(self._owned, res.resolved)
+        added = d.added | (self._awaiting_assigned & res.resolved)
+        self._resume_fetching(d.revoked, acts)
+        if not d.revoked and not added and self._current is not None:
+            # Nothing to do locally (at most unresolved topics differ).
+            if self._target == self._current:
+                self._reach_target(acts)
+            elif (
+                res.resolved != self._current or self._target_version != self._acked_target_version
+            ):
+                self._complete(res.resolved, acts)
+            return
+        log.info(
+            "group %s member %s epoch %d reconciling: revoking %s, adding %s%s",
+            self._cfg.group_id,
+            self._member_id,
+            self._epoch,
+            sorted(self._names(d.revoked)),
+            sorted(self._names(added)),
+            f", {len(res.unresolved_topic_ids)} topic ids unresolved"
+            if res.unresolved_topic_ids
+            else "",
+        )
+        rec = _Reconciliation(
+            target_version=self._target_version,
+            resolved=res.resolved,
+            revoked=d.revoked,
+            added=added,
+            step=Step.COMMIT,
+            token=0,
+        )
+        self._rec = rec
+        if d.revoked:
+            stop = d.revoked & self._fetching
+            self._fetching = self._fetching - d.revoked
+            if stop:
+                acts.append(StopFetching(self._names(stop)))
+            # Partitions that never fetched (their assigned callback completed
+            # after a newer target dropped them) have consumed nothing.
+            consumed = d.revoked - self._unstarted
+            if consumed and self._cfg.auto_commit and self._epoch > 0:
+                rec.token = self._next_token()
+                rec.deadline = self._life.rebalance_deadline(now)
+                acts.append(
+                    CommitOffsets(rec.token, self._names(consumed), self._epoch, rec.deadline)
+                )
+                return
+        self._after_commit(rec, now, acts)
+
+    def _superseded(self, rec: _Reconciliation) -> bool:
+        return rec.target_version != self._target_version
+
+    def _restart(self, now: float, acts: list[_Action]) -> None:
+        self._rec = None
+        if self._target == self._current and self._owned == self._current:
+            self._resume_fetching(frozenset(), acts)
+            self._reach_target(acts)
+            return
+        self._maybe_reconcile(now, acts)
+
+    def _after_commit(self, rec: _Reconciliation, now: float, acts: list[_Action]) -> None:
+        rec.deadline = None
+        if self._superseded(rec):
+            self._restart(now, acts)
+            return
+        if rec.revoked:
+            acts.append(self._callback(rec, CallbackKind.REVOKED, self._names(rec.revoked)))
+            return
+        self._install(rec, now, acts)
+
+    def _install(self, rec: _Reconciliation, now: float, acts: list[_Action]) -> None:
+        self._owned = (self._owned - rec.revoked) | rec.added
+        self._unstarted = (self._unstarted & self._owned) | (rec.added - self._fetching)
+        self._awaiting_assigned = rec.added
+        # Forget names of topics no longer assigned (the cache serves revocation only).
+        keep = {tip.topic_id for tip in self._owned}
+        self._assigned_names = {k: v for k, v in self._assigned_names.items() if k in keep}
+        if rec.added or self._current is None:
+            acts.append(self._callback(rec, CallbackKind.ASSIGNED, self._names(rec.added)))
+            return
+        self._after_assigned(rec, now, acts)
+
+    def _after_assigned(self, rec: _Reconciliation, now: float, acts: list[_Action]) -> None:
+        self._awaiting_assigned = frozenset()
+        self._rec = None
+        start = rec.added - self._fetching
+        if self._superseded(rec):
+            # A newer target arrived while the callback ran: only what it still
+            # assigns starts; the rest never fetches and is revoked next (the
+            # listener was told it was assigned), without a commit.
+            start = start & (self._target or frozenset())
+        self._start(start, acts)
+        if self._superseded(rec):
+            self._restart(now, acts)
+            return
+        self._complete(rec.resolved, acts)
+
+    def _complete(self, resolved: frozenset[TopicIdPartition], acts: list[_Action]) -> None:
+        self._current = resolved
+        self._ack_version += 1
+        self._acked_target_version = self._target_version
+        self._go(Trigger.RECONCILED)
+
+    def _on_callback(self, event: CallbackCompleted, now: float, acts: list[_Action]) -> None:
+        if event.error is not None:
+            acts.append(RaiseCallbackError(event.kind, event.error))
+        rec = self._rec
+        if rec is not None and event.token == rec.token and rec.step is not Step.COMMIT:
+            if rec.step is Step.REVOKE:
+                if event.error is not None:
+                    # No ack; the broker fences us if this never succeeds. Retry on poll.
+                    self._rec = None
+                    self._retry_on_poll = True
+                    return
+                self._owned = self._owned - rec.revoked
+                self._unstarted = self._unstarted & self._owned
+                if self._superseded(rec):
+                    self._restart(now, acts)
+                else:
+                    self._install(rec, now, acts)
+            else:
+                if event.error is not None:
+                    self._rec = None
+                    self._retry_on_poll = True
+                    return
+                self._after_assigned(rec, now, acts)
+        elif event.token == self._lost_token:
+            self._lost_token = None
+            if self._state is _S.FENCED:
+                self._join(now, Trigger.LOST_RELEASED)
+            elif self._state is _S.STALE:
+                self._stale_released = True
+                self._maybe_rejoin_stale(now, acts)
+        elif event.token == self._release_token and self._release_step is not Step.COMMIT:
+            self._release_token = None
+            self._release_step = None
+            self._finish_release(now, acts)
+
+    def _on_commit(
+        self, token: int, error: BaseException | None, now: float, acts: list[_Action]
+    ) -> None:
+        if error is not None:
+            log.warning(
+                "group %s member %s: commit before revocation failed (%s); revoking anyway",
+                self._cfg.group_id,
+                self._member_id,
+                error,
+            )
+        rec = self._rec
+        if rec is not None and rec.step is Step.COMMIT and token == rec.token:
+            self._after_commit(rec, now, acts)
+        elif self._release_step is Step.COMMIT and token == self._release_token:
+            self._release_deadline = None
+            self._release_revoke(acts)
+
+    def _abort_reconciliation(self) -> None:
+        # Outstanding commit / callback outcomes are ignored from now on (token mismatch).
+        self._rec = None
+        self._retry_on_poll = False
+
+    def _clear_assignment(self) -> None:
+        self._owned = frozenset()
+        self._current = None
+        self._target = None
+        self._fetching = frozenset()
+        self._awaiting_assigned = frozenset()
+        self._unstarted = frozenset()
+        self._assigned_names = {}
+
+    def _stop_all(self, acts: list[_Action]) -> None:
+        if self._owned:
+            acts.append(StopFetching(self._names(self._owned)))
+        self._fetching = frozenset()
+
+    # ------------------------------------------------------- fence and fatal
+
+    def _fence(self, now: float, acts: list[_Action]) -> None:
+        self._abort_reconciliation()
+        self._session += 1
+        if self._state is _S.PREPARE_LEAVING:
+            # Already releasing for a leave; the broker dropped us, so no leave heartbeat.
+            self._release_token = None
+            self._release_step = None
+            self._release_deadline = None
+            self._clear_assignment()
+            self._epoch = self._leave_epoch()
+            self._go(Trigger.FENCED)
+            self._leave_done(False, now, acts)
+            return
+        lost = self._names(self._owned)
+        self._stop_all(acts)
+        self._clear_assignment()
+        self._epoch = JOIN_EPOCH
+        self._go(Trigger.FENCED)
+        if lost:
+            self._lost_token = self._next_token()
+            acts.append(RunCallback(CallbackKind.LOST, self._lost_token, lost))
+        else:
+            self._join(now, Trigger.LOST_RELEASED)
+
+    def _fatal(
+        self, code: int, name: str, message: str | None, unsupported: bool, acts: list[_Action]
+    ) -> None:
+        prev = self._state
+        self._abort_reconciliation()
+        lost = self._names(self._owned)
+        self._go(Trigger.FATAL_ERROR)
+        log.error(
+            "group %s member %s: fatal heartbeat error %s: %s",
+            self._cfg.group_id,
+            self._member_id,
+            name,
+            message,
+        )
+        if prev is not _S.PREPARE_LEAVING:
+            self._stop_all(acts)
+            if lost:
+                acts.append(RunCallback(CallbackKind.LOST, self._next_token(), lost))
+        self._clear_assignment()
+        self._release_token = None
+        self._release_step = None
+        self._release_deadline = None
+        acts.append(ReportFatalError(code, name, message, unsupported))
+        if prev is _S.PREPARE_LEAVING:
+            self._finish_leave_reason(timed_out=False, acts=acts)
+
+    # ---------------------------------------------------------------- leaving
+
+    def _leave_epoch(self) -> int:
+        return LEAVE_EPOCH_STATIC if self._cfg.instance_id is not None else LEAVE_EPOCH
+
+    def _start_leave(self, reason: LeaveReason, now: float, acts: list[_Action]) -> None:
+        self._abort_reconciliation()
+        self._life.leave_reason = reason
+        self._go(Trigger.LEAVE)
+        owned = self._names(self._owned)
+        if not owned:
+            self._finish_release(now, acts)
+            return
+        acts.append(StopFetching(owned))
+        self._fetching = frozenset()
+        consumed = self._names(self._owned - self._unstarted)
+        if self._epoch > 0 and self._cfg.auto_commit and consumed:
+            self._release_token = self._next_token()
+            self._release_step = Step.COMMIT
+            self._release_deadline = self._life.rebalance_deadline(now)
+            acts.append(
+                CommitOffsets(self._release_token, consumed, self._epoch, self._release_deadline)
+            )
+        else:
+            self._release_revoke(acts)
+
+    def _release_revoke(self, acts: list[_Action]) -> None:
+        owned = self._names(self._owned)
+        kind = CallbackKind.REVOKED if self._epoch > 0 else CallbackKind.LOST
+        self._release_token = self._next_token()
+        self._release_step = Step.REVOKE
+        acts.append(RunCallback(kind, self._release_token, owned))
+
+    def _finish_release(self, now: float, acts: list[_Action]) -> None:
+        self._clear_assignment()
+        self._go(Trigger.RELEASED)
+        self._send_leave(now, acts)
+        self._go(Trigger.LEAVE_SENT)
+        if self._leave_seq is None:
+            self._leave_done(False, now, acts)
+
+    def _send_leave(self, now: float, acts: list[_Action]) -> None:
+        self._epoch = self._leave_epoch()
+        self._session += 1
+        self._sent = None
+        self._leave_seq = None
+        if self._awaiting_coordinator:
+            log.info(
+                "group %s member %s: coordinator unknown, leaving without a leave heartbeat",
+                self._cfg.group_id,
+                self._member_id,
+            )
+            return
+        self._leave_seq = self._next_seq()
+        request = HeartbeatRequest(
+            group_id=self._cfg.group_id,
+            member_id=self._member_id,
+            member_epoch=self._epoch,
+            instance_id=self._cfg.instance_id,
+        )
+        acts.append(SendHeartbeat(self._leave_seq, request, leave=True))
+
+    def _leave_done(self, timed_out: bool, now: float, acts: list[_Action]) -> None:
+        self._finish_leave_reason(timed_out, acts)
+        if (
+            not self._closed
+            and self._state is _S.UNSUBSCRIBED
+            and self._life.rejoin_after_leave
+            and self._subscription is not None
+        ):
+            self._life.rejoin_after_leave = False
+            self._join(now, Trigger.SUBSCRIBE)
+
+    def _finish_leave_reason(self, timed_out: bool, acts: list[_Action]) -> None:
+        reason = self._life.take_leave_reason()
+        if self._life.closing:
+            self._closed = True
+            acts.append(Closed(timed_out))
+        elif reason is LeaveReason.UNSUBSCRIBE:
+            acts.append(LeaveComplete())
+
+    # ---------------------------------------------------------------- closing
+
+    def _close(self, now: float, acts: list[_Action]) -> None:
+        if self._state in IN_GROUP:
+            self._start_leave(LeaveReason.CLOSE, now, acts)
+        elif self._state in (_S.FENCED, _S.STALE):
+            self._lost_token = None
+            self._clear_assignment()
+            self._go(Trigger.LEAVE)
+            self._finish_leave_reason(False, acts)
+        elif self._state is _S.PREPARE_LEAVING:
+            pass  # the leave in progress ends in Closed
+        elif self._state is _S.UNSUBSCRIBED and self._leave_seq is not None:
+            pass  # wait for the leave response
+        else:
+            self._finish_leave_reason(False, acts)
+
+    def _close_timed_out(self, now: float, acts: list[_Action]) -> None:
+        if self._state is _S.PREPARE_LEAVING:
+            # Give up on the release; still tell the broker, best effort.
+            self._release_token = None
+            self._release_step = None
+            self._release_deadline = None
+            self._clear_assignment()
+            self._go(Trigger.CLOSE_TIMEOUT)
+            self._send_leave(now, acts)
+            self._go(Trigger.LEAVE_SENT)
+        self._leave_seq = None
+        self._finish_leave_reason(True, acts)

@@ -1,0 +1,73 @@
+"""Pieces the request modules share: topic grouping, topic naming, response checks."""
+
+from __future__ import annotations
+
+import typing
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Generic, TypeVar, cast
+
+from kio.static.protocol import ResponsePayload
+
+from kgroup.errors import KafkaProtocolError
+from kgroup.protocol.apis import ApiKey
+from kgroup.types import TopicPartition
+
+__all__ = ["Narrow", "by_topic", "topic_name", "unexpected"]
+
+_R = TypeVar("_R")
+
+
+def by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    """Partitions grouped by topic, topics and partitions sorted (the order Java sends)."""
+    out: dict[str, list[int]] = {}
+    for tp in sorted(partitions):
+        out.setdefault(tp.topic, []).append(tp.partition)
+    return out
+
+
+def topic_name(topic: object, names: Mapping[uuid.UUID, str]) -> str | None:
+    """The name of a response's topic entry: its own ``name`` (before topic ids), or
+    the name of its ``topic_id`` in ``names``; None when neither is known."""
+    name: str | None = getattr(topic, "name", None)
+    if name:
+        return name
+    topic_id: uuid.UUID | None = getattr(topic, "topic_id", None)
+    return None if topic_id is None else names.get(topic_id)
+
+
+def unexpected(payload: ResponsePayload, api: ApiKey) -> KafkaProtocolError:
+    """The error for a response that is not one of ``api``'s negotiable versions."""
+    return KafkaProtocolError(
+        f"expected a {api.api_name} response, got {type(payload).__name__} "
+        f"v{payload.__version__} of API key {payload.__api_key__}"
+    )
+
+
+class Narrow(Generic[_R]):
+    """Checks that a response the transport returned is one of an API's response classes.
+
+    The transport types every response as kio's ``ResponsePayload``; each request
+    module has ``narrow = Narrow[Response](API, Response)``, where ``Response`` is
+    the union of the response classes of the versions kgroup negotiates, so that
+    ``parse(narrow(payload))`` reads typed fields.
+    """
+
+    def __init__(self, api: ApiKey, response_type: object) -> None:
+        self._api = api
+        # The classes of the union, checked with isinstance (works on a union too,
+        # but a tuple names them in messages and tests).
+        self.classes: tuple[type, ...] = typing.get_args(response_type) or (
+            cast(type, response_type),
+        )
+
+    def __call__(self, payload: ResponsePayload) -> _R:
+        """``payload`` as one of the API's responses.
+
+        Raises:
+            KafkaProtocolError: it is another API's response, or a version kgroup
+                does not negotiate.
+        """
+        if isinstance(payload, self.classes):
+            return cast(_R, payload)
+        raise unexpected(payload, self._api)

@@ -1,0 +1,44 @@
+"""Heartbeat (classic, v3+): a member of a classic group is still alive."""
+
+from __future__ import annotations
+
+from typing import Final, TypeAlias
+
+import kio.schema.heartbeat.v3.response as v3
+import kio.schema.heartbeat.v4.response as v4
+from kio.static.protocol import RequestPayload
+
+from kgroup.protocol.apis import ApiKey
+from kgroup.protocol.negotiation import NegotiatedVersions
+from kgroup.protocol.requests._common import Narrow
+
+__all__ = ["Response", "build", "narrow", "parse"]
+
+API = ApiKey.HEARTBEAT
+
+Response: TypeAlias = v3.HeartbeatResponse | v4.HeartbeatResponse
+narrow: Final = Narrow[Response](API, Response)
+"""``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
+
+
+def build(
+    versions: NegotiatedVersions,
+    *,
+    group_id: str,
+    generation_id: int,
+    member_id: str,
+    instance_id: str | None,
+) -> RequestPayload:
+    """The heartbeat of ``member_id`` in ``generation_id``."""
+    return versions.new_request(
+        API,
+        group_id=group_id,
+        generation_id=generation_id,
+        member_id=member_id,
+        group_instance_id=instance_id,
+    )
+
+
+def parse(response: Response) -> int:
+    """The response's error code (0: still a member of the generation)."""
+    return int(response.error_code)

@@ -1,0 +1,46 @@
+"""LeaveGroup (classic, v3+): a member leaves, naming itself in the batched member list."""
+
+from __future__ import annotations
+
+from typing import Any, Final, TypeAlias
+
+import kio.schema.leave_group.v3.response as v3
+import kio.schema.leave_group.v4.response as v4
+import kio.schema.leave_group.v5.response as v5
+from kio.static.protocol import RequestPayload
+
+from kgroup.protocol.apis import ApiKey
+from kgroup.protocol.negotiation import NegotiatedVersions
+from kgroup.protocol.requests._common import Narrow
+
+__all__ = ["Response", "build", "narrow", "parse"]
+
+API = ApiKey.LEAVE_GROUP
+
+Response: TypeAlias = v3.LeaveGroupResponse | v4.LeaveGroupResponse | v5.LeaveGroupResponse
+narrow: Final = Narrow[Response](API, Response)
+"""``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
+
+
+def build(
+    versions: NegotiatedVersions,
+    *,
+    group_id: str,
+    member_id: str,
+    instance_id: str | None,
+    reason: str | None,
+) -> RequestPayload:
+    """The leave of ``member_id`` (the reason only from v5, KIP-800)."""
+    module: Any = versions.request_module(API)
+    member: dict[str, Any] = {"member_id": member_id, "group_instance_id": instance_id}
+    if versions.version(API) >= 5:
+        member["reason"] = reason
+    return versions.new_request(API, group_id=group_id, members=(module.MemberIdentity(**member),))
+
+
+def parse(response: Response) -> int:
+    """The response's error code, else the first member's error code (0: left)."""
+    code = int(response.error_code)
+    if code == 0:
+        code = next((int(m.error_code) for m in response.members if m.error_code), 0)
+    return code

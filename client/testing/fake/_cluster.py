@@ -1,0 +1,704 @@
+"""The fake cluster's state and how it answers each API, in the request's version.
+
+:class:`Cluster` holds the topics, the groups of both protocols (models in
+:mod:`._consumer_group` and :mod:`._classic_group`), committed offsets and the
+coordinator of each group, and translates kio requests into model calls and
+model outcomes into kio responses. :class:`~kgroup.testing.fake.FakeBroker`
+owns one, serves it over TCP and puts the test's interceptions in front of it.
+
+Every model change happens under :attr:`Cluster.lock` (held briefly, never
+across an await), so a test thread may read and change it too.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.abc
+from kio.schema.errors import ErrorCode
+from kio.static.constants import uuid_zero
+
+from kgroup.errors import KafkaProtocolError, KgroupError
+from kgroup.protocol import ApiKey, VersionRange, response_module
+from kgroup.testing.fake._classic_group import (
+    ClassicGroup,
+    JoinInput,
+    JoinResult,
+    Pending,
+    SyncResult,
+)
+from kgroup.testing.fake._consumer_group import ConsumerGroup, HeartbeatInput
+from kgroup.testing.fake._errors import described_error, error_response
+from kgroup.testing.fake._kio import SeenRequest, make, millis, timedelta_ms
+from kgroup.testing.fake._topics import FakeTopic, Topics
+from kgroup.types import TopicIdPartition, TopicPartition
+
+__all__ = ["Cluster", "Node", "now"]
+
+_HOST = "127.0.0.1"
+_CONSUMER_PROTOCOL_APIS = (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)
+
+
+def now() -> float:
+    """The model's clock: monotonic, so that a test thread and the broker's loop agree."""
+    return time.monotonic()
+
+
+@dataclass(slots=True)
+class Node:
+    """One node of the fake cluster: its id and, once listening, its port."""
+
+    node_id: int
+    port: int = 0
+    listener: anyio.abc.Listener[Any] | None = None
+
+
+class Cluster:
+    """The state of a fake cluster and its answers to requests."""
+
+    def __init__(
+        self,
+        *,
+        nodes: int,
+        versions: Mapping[ApiKey, VersionRange],
+        heartbeat_interval_ms: int,
+        session_timeout_ms: int,
+        on_change: Callable[[], None],
+    ) -> None:
+        self.nodes = [Node(n) for n in range(nodes)]
+        self.versions = dict(versions)
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.session_timeout_ms = session_timeout_ms
+        self.on_change = on_change
+        self.lock = threading.RLock()
+        self.topics = Topics()
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.classic_groups: dict[str, ClassicGroup] = {}
+        self.offsets: dict[str, dict[TopicPartition, int]] = {}
+        self.coordinators: dict[str, int] = {}
+        self.consumer_protocol = True
+        self.hide_consumer_protocol = False
+
+    def node(self, node: int) -> Node:
+        """Node ``node``. Raises KgroupError if there is no such node."""
+        if not 0 <= node < len(self.nodes):
+            raise KgroupError(f"the fake cluster has nodes 0..{len(self.nodes) - 1}, not {node}")
+        return self.nodes[node]
+
+    def coordinator(self, group_id: str) -> int:
+        """The node coordinating ``group_id`` (node 0 unless moved)."""
+        with self.lock:
+            return self.coordinators.get(group_id, 0)
+
+    def expire(self) -> list[tuple[str, str]]:
+        """Run the coordinator's timers; the (group, member) pairs removed."""
+        at = now()
+        gone: list[tuple[str, str]] = []
+        with self.lock:
+            for consumer_group in self.consumer_groups.values():
+                gone += [(consumer_group.group_id, m) for m in consumer_group.expire(at)]
+            for classic_group in self.classic_groups.values():
+                gone += [(classic_group.group_id, m) for m in classic_group.expire(at)]
+        return gone
+
+    async def answer(self, seen: SeenRequest) -> Any:
+        """The model's response to ``seen`` (held JoinGroup / SyncGroup wait here)."""
+        api = seen.api_key
+        if api == ApiKey.API_VERSIONS:
+            return self._api_versions(seen)
+        if api == ApiKey.METADATA:
+            return self._metadata(seen)
+        if api == ApiKey.FIND_COORDINATOR:
+            return self._find_coordinator(seen)
+        if api == ApiKey.CONSUMER_GROUP_DESCRIBE:
+            return self._consumer_group_describe(seen)
+        if api == ApiKey.OFFSET_FETCH:
+            return self._offset_fetch(seen)
+        group_id: str = seen.request.group_id
+        if self.coordinator(group_id) != seen.node_id:
+            return error_response(seen, ErrorCode.not_coordinator)
+        if api == ApiKey.CONSUMER_GROUP_HEARTBEAT:
+            return self._consumer_group_heartbeat(seen)
+        if api == ApiKey.JOIN_GROUP:
+            return await self._join_group(seen)
+        if api == ApiKey.SYNC_GROUP:
+            return await self._sync_group(seen)
+        if api == ApiKey.HEARTBEAT:
+            return self._heartbeat(seen)
+        if api == ApiKey.LEAVE_GROUP:
+            return self._leave_group(seen)
+        if api == ApiKey.OFFSET_COMMIT:
+            return self._offset_commit(seen)
+        raise KafkaProtocolError(f"the fake broker does not implement API key {api}")
+
+    def _module(self, seen: SeenRequest) -> Any:
+        return response_module(seen.api_key, seen.version)
+
+    def _api_versions(self, seen: SeenRequest) -> Any:
+        ours = self.versions[ApiKey.API_VERSIONS]
+        if seen.version not in ours:
+            # KIP-511: answer in v0 with our range so the client can retry.
+            m = response_module(ApiKey.API_VERSIONS, 0)
+            entry = m.ApiVersion(
+                api_key=ApiKey.API_VERSIONS, min_version=ours.min, max_version=ours.max
+            )
+            return m.ApiVersionsResponse(
+                error_code=ErrorCode.unsupported_version, api_keys=(entry,)
+            )
+        m = self._module(seen)
+        with self.lock:
+            hidden = _CONSUMER_PROTOCOL_APIS if self.hide_consumer_protocol else ()
+        entries = tuple(
+            m.ApiVersion(api_key=int(api), min_version=r.min, max_version=r.max)
+            for api, r in self.versions.items()
+            if api not in hidden
+        )
+        return make(
+            m,
+            "ApiVersionsResponse",
+            error_code=ErrorCode.none,
+            api_keys=entries,
+            throttle_time=timedelta_ms(0),
+        )
+
+    def _metadata(self, seen: SeenRequest) -> Any:
+        m = self._module(seen)
+        count = len(self.nodes)
+        with self.lock:
+            wanted = seen.request.topics
+            if wanted is None:
+                found: list[FakeTopic | str] = list(self.topics.by_name.values())
+            else:
+                found = []
+                for asked in wanted:
+                    known = self.topics.by_id.get(asked.topic_id) if asked.topic_id else None
+                    known = known or self.topics.by_name.get(asked.name or "")
+                    found.append(known if known is not None else (asked.name or ""))
+        topics = []
+        for topic in found:
+            if isinstance(topic, str):
+                topics.append(
+                    make(
+                        m,
+                        "MetadataResponseTopic",
+                        error_code=ErrorCode.unknown_topic_or_partition,
+                        name=topic,
+                        topic_id=uuid_zero,
+                        is_internal=False,
+                        partitions=(),
+                    )
+                )
+                continue
+            partitions = tuple(
+                make(
+                    m,
+                    "MetadataResponsePartition",
+                    error_code=ErrorCode.none,
+                    partition_index=p,
+                    leader_id=p % count,
+                    leader_epoch=0,
+                    replica_nodes=(p % count,),
+                    isr_nodes=(p % count,),
+                    offline_replicas=(),
+                )
+                for p in range(topic.partitions)
+            )
+            topics.append(
+                make(
+                    m,
+                    "MetadataResponseTopic",
+                    error_code=ErrorCode.none,
+                    name=topic.name,
+                    topic_id=topic.topic_id,
+                    is_internal=False,
+                    partitions=partitions,
+                )
+            )
+        brokers = tuple(
+            make(m, "MetadataResponseBroker", node_id=n.node_id, host=_HOST, port=n.port, rack=None)
+            for n in self.nodes
+        )
+        return make(
+            m,
+            "MetadataResponse",
+            throttle_time=timedelta_ms(0),
+            brokers=brokers,
+            cluster_id="kgroup-fake",
+            controller_id=0,
+            topics=tuple(topics),
+            error_code=ErrorCode.none,
+        )
+
+    def _find_coordinator(self, seen: SeenRequest) -> Any:
+        m = self._module(seen)
+        coordinators = []
+        for key in seen.request.coordinator_keys:
+            node = self.node(self.coordinator(key))
+            coordinators.append(
+                make(
+                    m,
+                    "Coordinator",
+                    key=key,
+                    node_id=node.node_id,
+                    host=_HOST,
+                    port=node.port,
+                    error_code=ErrorCode.none,
+                    error_message=None,
+                )
+            )
+        return make(
+            m,
+            "FindCoordinatorResponse",
+            throttle_time=timedelta_ms(0),
+            coordinators=tuple(coordinators),
+        )
+
+    # ------------------------------------------------------ consumer protocol
+
+    def _consumer_group_heartbeat(self, seen: SeenRequest) -> Any:
+        request = seen.request
+        with self.lock:
+            if not self.consumer_protocol:
+                return error_response(
+                    seen,
+                    ErrorCode.unsupported_version,
+                    "The new consumer group protocol is not enabled.",
+                )
+            if (
+                request.group_id in self.classic_groups
+                and self.classic_groups[request.group_id].members
+            ):
+                return error_response(
+                    seen,
+                    ErrorCode.group_id_not_found,
+                    "the fake broker does not convert classic groups",
+                )
+            group = self.consumer_groups.get(request.group_id)
+            if group is None:
+                if request.member_epoch != 0:
+                    return error_response(seen, ErrorCode.unknown_member_id)
+                group = ConsumerGroup(request.group_id, self.session_timeout_ms)
+                self.consumer_groups[request.group_id] = group
+            rebalance = millis(request.rebalance_timeout)
+            outcome = group.heartbeat(
+                HeartbeatInput(
+                    member_id=request.member_id,
+                    member_epoch=int(request.member_epoch),
+                    instance_id=request.instance_id,
+                    rack_id=request.rack_id,
+                    client_id=seen.client_id or "",
+                    rebalance_timeout_ms=rebalance if rebalance >= 0 else None,
+                    subscribed_names=None
+                    if request.subscribed_topic_names is None
+                    else tuple(request.subscribed_topic_names),
+                    regex=getattr(request, "subscribed_topic_regex", None),
+                    assignor=request.server_assignor,
+                    owned=None
+                    if request.topic_partitions is None
+                    else frozenset(
+                        TopicIdPartition(t.topic_id, int(p))
+                        for t in request.topic_partitions
+                        for p in t.partitions
+                    ),
+                ),
+                self.topics,
+                now(),
+            )
+        if outcome.error is not ErrorCode.none:
+            return error_response(seen, outcome.error, outcome.message)
+        m = self._module(seen)
+        assignment = None
+        if outcome.assignment is not None:
+            by_topic: dict[uuid.UUID, list[int]] = {}
+            for tp in sorted(outcome.assignment):
+                by_topic.setdefault(tp.topic_id, []).append(tp.partition)
+            assignment = m.Assignment(
+                topic_partitions=tuple(
+                    m.TopicPartitions(topic_id=t, partitions=tuple(ps))
+                    for t, ps in by_topic.items()
+                )
+            )
+        return m.ConsumerGroupHeartbeatResponse(
+            throttle_time=timedelta_ms(0),
+            error_code=ErrorCode.none,
+            error_message=None,
+            member_id=request.member_id,
+            member_epoch=outcome.member_epoch,
+            heartbeat_interval=timedelta_ms(self.heartbeat_interval_ms),
+            assignment=assignment,
+        )
+
+    def _consumer_group_describe(self, seen: SeenRequest) -> Any:
+        m = self._module(seen)
+        groups = []
+        with self.lock:
+            for group_id in seen.request.group_ids:
+                error: ErrorCode | None = None
+                if not self.consumer_protocol:
+                    error = ErrorCode.unsupported_version
+                elif self.coordinator(group_id) != seen.node_id:
+                    error = ErrorCode.not_coordinator
+                elif group_id not in self.consumer_groups:
+                    error = ErrorCode.group_id_not_found
+                if error is not None:
+                    groups.append(described_error(m, group_id, error))
+                    continue
+                groups.append(self._described(m, self.consumer_groups[group_id]))
+        return make(
+            m, "ConsumerGroupDescribeResponse", throttle_time=timedelta_ms(0), groups=tuple(groups)
+        )
+
+    def _described(self, m: Any, group: ConsumerGroup) -> Any:
+        def assignment(partitions: frozenset[TopicIdPartition]) -> Any:
+            by_topic: dict[uuid.UUID, list[int]] = {}
+            for tp in sorted(partitions):
+                by_topic.setdefault(tp.topic_id, []).append(tp.partition)
+            return m.Assignment(
+                topic_partitions=tuple(
+                    m.TopicPartitions(
+                        topic_id=t,
+                        topic_name=self.topics.by_id[t].name if t in self.topics.by_id else "",
+                        partitions=tuple(ps),
+                    )
+                    for t, ps in by_topic.items()
+                )
+            )
+
+        members = tuple(
+            make(
+                m,
+                "Member",
+                member_id=member.member_id,
+                instance_id=member.instance_id,
+                rack_id=member.rack_id,
+                member_epoch=member.epoch,
+                client_id=member.client_id,
+                client_host="/" + _HOST,
+                subscribed_topic_names=member.subscribed_names,
+                subscribed_topic_regex=member.regex,
+                assignment=assignment(member.assigned),
+                target_assignment=assignment(group.target.get(member.member_id, frozenset())),
+            )
+            for member in group.members.values()
+        )
+        return make(
+            m,
+            "DescribedGroup",
+            error_code=ErrorCode.none,
+            error_message=None,
+            group_id=group.group_id,
+            group_state=group.state,
+            group_epoch=group.epoch,
+            assignment_epoch=group.assignment_epoch,
+            assignor_name="uniform",
+            members=members,
+            authorized_operations=-(2**31),
+        )
+
+    # -------------------------------------------------------- classic protocol
+
+    def _classic(self, group_id: str) -> ClassicGroup | None:
+        # Caller holds the lock. None: the id belongs to a consumer-protocol group.
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None and consumer_group.members:
+            return None
+        group = self.classic_groups.get(group_id)
+        if group is None:
+            group = self.classic_groups[group_id] = ClassicGroup(group_id)
+        return group
+
+    async def _join_group(self, seen: SeenRequest) -> Any:
+        request = seen.request
+        event = anyio.Event()
+        waiter: Pending[JoinResult] = Pending(event.set)
+        with self.lock:
+            group = self._classic(request.group_id)
+            if group is None:
+                return error_response(seen, ErrorCode.inconsistent_group_protocol)
+            group.join(
+                JoinInput(
+                    member_id=request.member_id,
+                    instance_id=request.group_instance_id,
+                    client_id=seen.client_id or "consumer",
+                    session_timeout_ms=millis(request.session_timeout),
+                    rebalance_timeout_ms=millis(request.rebalance_timeout),
+                    protocol_type=request.protocol_type,
+                    protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+                ),
+                now(),
+                waiter,
+            )
+        self.on_change()
+        await event.wait()
+        result = waiter.result
+        assert result is not None
+        m = self._module(seen)
+        return make(
+            m,
+            "JoinGroupResponse",
+            throttle_time=timedelta_ms(0),
+            error_code=result.error,
+            generation_id=result.generation_id,
+            protocol_type=result.protocol_type,
+            protocol_name=result.protocol_name,
+            leader=result.leader,
+            skip_assignment=False,
+            member_id=result.member_id,
+            members=tuple(
+                make(
+                    m,
+                    "JoinGroupResponseMember",
+                    member_id=member_id,
+                    group_instance_id=instance_id,
+                    metadata=metadata,
+                )
+                for member_id, instance_id, metadata in result.members
+            ),
+        )
+
+    async def _sync_group(self, seen: SeenRequest) -> Any:
+        request = seen.request
+        event = anyio.Event()
+        waiter: Pending[SyncResult] = Pending(event.set)
+        with self.lock:
+            group = self.classic_groups.get(request.group_id)
+            if group is None:
+                return error_response(seen, ErrorCode.unknown_member_id)
+            group.sync(
+                member_id=request.member_id,
+                instance_id=request.group_instance_id,
+                generation_id=int(request.generation_id),
+                assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
+                now=now(),
+                waiter=waiter,
+            )
+        self.on_change()
+        await event.wait()
+        result = waiter.result
+        assert result is not None
+        return make(
+            self._module(seen),
+            "SyncGroupResponse",
+            throttle_time=timedelta_ms(0),
+            error_code=result.error,
+            protocol_type=result.protocol_type,
+            protocol_name=result.protocol_name,
+            assignment=result.assignment,
+        )
+
+    def _heartbeat(self, seen: SeenRequest) -> Any:
+        request = seen.request
+        with self.lock:
+            group = self.classic_groups.get(request.group_id)
+            code = (
+                ErrorCode.unknown_member_id
+                if group is None
+                else group.heartbeat(
+                    request.member_id,
+                    request.group_instance_id,
+                    int(request.generation_id),
+                    now(),
+                )
+            )
+        return make(
+            self._module(seen), "HeartbeatResponse", throttle_time=timedelta_ms(0), error_code=code
+        )
+
+    def _leave_group(self, seen: SeenRequest) -> Any:
+        m = self._module(seen)
+        request = seen.request
+        results = []
+        with self.lock:
+            group = self.classic_groups.get(request.group_id)
+            for identity in request.members:
+                code = (
+                    ErrorCode.unknown_member_id
+                    if group is None
+                    else group.leave(identity.member_id, identity.group_instance_id, now())
+                )
+                results.append(
+                    make(
+                        m,
+                        "MemberResponse",
+                        member_id=identity.member_id,
+                        group_instance_id=identity.group_instance_id,
+                        error_code=code,
+                    )
+                )
+        return make(
+            m,
+            "LeaveGroupResponse",
+            throttle_time=timedelta_ms(0),
+            error_code=ErrorCode.none,
+            members=tuple(results),
+        )
+
+    # ---------------------------------------------------------------- offsets
+
+    def _commit_error(
+        self, group_id: str, member_id: str, instance_id: str | None, epoch: int
+    ) -> ErrorCode:
+        # Caller holds the lock.
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None and consumer_group.members:
+            if epoch < 0 and not member_id:
+                return ErrorCode.unknown_member_id
+            current = consumer_group.member_epoch(member_id)
+            if current is None:
+                return ErrorCode.unknown_member_id
+            if epoch > current:
+                return ErrorCode.fenced_member_epoch
+            if epoch < current:
+                return ErrorCode.stale_member_epoch
+            return ErrorCode.none
+        classic_group = self.classic_groups.get(group_id)
+        if classic_group is not None and classic_group.members:
+            return classic_group.check_commit(member_id, instance_id, epoch)
+        # An empty or unknown group takes commits from outside (epoch -1) only.
+        return ErrorCode.none if epoch < 0 else ErrorCode.illegal_generation
+
+    def _offset_commit(self, seen: SeenRequest) -> Any:
+        m = self._module(seen)
+        request = seen.request
+        by_id = seen.version >= 10
+        topics = []
+        with self.lock:
+            code = self._commit_error(
+                request.group_id,
+                request.member_id,
+                request.group_instance_id,
+                int(request.generation_id_or_member_epoch),
+            )
+            stored = self.offsets.setdefault(request.group_id, {})
+            for topic in request.topics:
+                found = (
+                    self.topics.by_id.get(topic.topic_id)
+                    if by_id
+                    else self.topics.by_name.get(topic.name)
+                )
+                partitions = []
+                for part in topic.partitions:
+                    index = int(part.partition_index)
+                    error = code
+                    if error is ErrorCode.none and (found is None or index >= found.partitions):
+                        error = (
+                            ErrorCode.unknown_topic_id
+                            if by_id
+                            else ErrorCode.unknown_topic_or_partition
+                        )
+                    if error is ErrorCode.none and found is not None:
+                        stored[TopicPartition(found.name, index)] = int(part.committed_offset)
+                    partitions.append(
+                        make(
+                            m,
+                            "OffsetCommitResponsePartition",
+                            partition_index=index,
+                            error_code=error,
+                        )
+                    )
+                topics.append(
+                    make(
+                        m,
+                        "OffsetCommitResponseTopic",
+                        name=getattr(topic, "name", None),
+                        topic_id=getattr(topic, "topic_id", None),
+                        partitions=tuple(partitions),
+                    )
+                )
+        self.on_change()
+        return make(m, "OffsetCommitResponse", throttle_time=timedelta_ms(0), topics=tuple(topics))
+
+    def _offset_fetch(self, seen: SeenRequest) -> Any:
+        m = self._module(seen)
+        by_id = seen.version >= 10
+        groups = []
+        with self.lock:
+            for asked in seen.request.groups:
+                group_id = asked.group_id
+                error = ErrorCode.none
+                if self.coordinator(group_id) != seen.node_id:
+                    error = ErrorCode.not_coordinator
+                elif asked.member_id is not None:
+                    error = self._fetch_member_error(group_id, asked.member_id, asked.member_epoch)
+                if error is not ErrorCode.none:
+                    groups.append(
+                        make(
+                            m,
+                            "OffsetFetchResponseGroup",
+                            group_id=group_id,
+                            topics=(),
+                            error_code=error,
+                        )
+                    )
+                    continue
+                stored = self.offsets.get(group_id, {})
+                wanted: list[tuple[Any, FakeTopic | None, tuple[int, ...]]] = []
+                if asked.topics is None:
+                    for tp in sorted(stored):
+                        wanted.append(
+                            (tp.topic, self.topics.by_name.get(tp.topic), (tp.partition,))
+                        )
+                else:
+                    for t in asked.topics:
+                        found = (
+                            self.topics.by_id.get(t.topic_id)
+                            if by_id
+                            else self.topics.by_name.get(t.name)
+                        )
+                        wanted.append((t, found, tuple(int(p) for p in t.partition_indexes)))
+                topics = []
+                for asked_topic, found, indexes in wanted:
+                    partitions = tuple(
+                        make(
+                            m,
+                            "OffsetFetchResponsePartitions",
+                            partition_index=p,
+                            committed_offset=-1
+                            if found is None
+                            else stored.get(TopicPartition(found.name, p), -1),
+                            committed_leader_epoch=-1,
+                            metadata="",
+                            error_code=ErrorCode.unknown_topic_id
+                            if found is None and by_id
+                            else ErrorCode.none,
+                        )
+                        for p in indexes
+                    )
+                    topics.append(
+                        make(
+                            m,
+                            "OffsetFetchResponseTopics",
+                            name=found.name if found else getattr(asked_topic, "name", ""),
+                            topic_id=found.topic_id
+                            if found
+                            else getattr(asked_topic, "topic_id", None),
+                            partitions=partitions,
+                        )
+                    )
+                groups.append(
+                    make(
+                        m,
+                        "OffsetFetchResponseGroup",
+                        group_id=group_id,
+                        topics=tuple(topics),
+                        error_code=ErrorCode.none,
+                    )
+                )
+        return make(m, "OffsetFetchResponse", throttle_time=timedelta_ms(0), groups=tuple(groups))
+
+    def _fetch_member_error(self, group_id: str, member_id: str, epoch: int) -> ErrorCode:
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is None or not consumer_group.members:
+            return ErrorCode.none  # classic groups do not check OffsetFetch's member
+        current = consumer_group.member_epoch(member_id)
+        if current is None:
+            return ErrorCode.unknown_member_id
+        if epoch != current:
+            return ErrorCode.stale_member_epoch
+        return ErrorCode.none

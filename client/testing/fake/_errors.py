@@ -1,0 +1,163 @@
+"""Error responses of the right shape for every API the fake broker answers.
+
+An interception handler may answer with just an error code; the model answers
+errors too (NOT_COORDINATOR, UNSUPPORTED_VERSION ...). Each API carries its
+error in a different place (top level, per group, per partition), and the
+response must be of the request's version: these builders put the code
+wherever the API has room for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from kgroup.errors import KafkaProtocolError
+from kgroup.protocol import ApiKey, response_module
+from kgroup.testing.fake._kio import SeenRequest, make, timedelta_ms
+
+__all__ = ["described_error", "error_response"]
+
+
+def error_response(seen: SeenRequest, code: ErrorCode, message: str | None = None) -> Any:
+    """A response of ``seen``'s API and version carrying ``code`` wherever it has room."""
+    m = response_module(seen.api_key, seen.version)
+    request = seen.request
+    api = seen.api_key
+    zero = timedelta_ms(0)
+    if api == ApiKey.API_VERSIONS:
+        return make(m, "ApiVersionsResponse", error_code=code, api_keys=(), throttle_time=zero)
+    if api == ApiKey.METADATA:
+        return make(
+            m,
+            "MetadataResponse",
+            throttle_time=zero,
+            brokers=(),
+            cluster_id=None,
+            controller_id=-1,
+            topics=(),
+            error_code=code,
+        )
+    if api == ApiKey.FIND_COORDINATOR:
+        return make(
+            m,
+            "FindCoordinatorResponse",
+            throttle_time=zero,
+            coordinators=tuple(
+                make(
+                    m,
+                    "Coordinator",
+                    key=key,
+                    node_id=-1,
+                    host="",
+                    port=-1,
+                    error_code=code,
+                    error_message=message,
+                )
+                for key in request.coordinator_keys
+            ),
+        )
+    if api == ApiKey.CONSUMER_GROUP_HEARTBEAT:
+        return m.ConsumerGroupHeartbeatResponse(
+            throttle_time=zero,
+            error_code=code,
+            error_message=message,
+            member_id=request.member_id,
+            member_epoch=-1,
+            heartbeat_interval=timedelta_ms(0),
+            assignment=None,
+        )
+    if api == ApiKey.CONSUMER_GROUP_DESCRIBE:
+        return make(
+            m,
+            "ConsumerGroupDescribeResponse",
+            throttle_time=zero,
+            groups=tuple(described_error(m, g, code) for g in request.group_ids),
+        )
+    if api == ApiKey.JOIN_GROUP:
+        return make(
+            m,
+            "JoinGroupResponse",
+            throttle_time=zero,
+            error_code=code,
+            generation_id=-1,
+            protocol_type=None,
+            protocol_name=None,
+            leader="",
+            skip_assignment=False,
+            member_id=request.member_id,
+            members=(),
+        )
+    if api == ApiKey.SYNC_GROUP:
+        return make(
+            m,
+            "SyncGroupResponse",
+            throttle_time=zero,
+            error_code=code,
+            protocol_type=None,
+            protocol_name=None,
+            assignment=b"",
+        )
+    if api == ApiKey.HEARTBEAT:
+        return make(m, "HeartbeatResponse", throttle_time=zero, error_code=code)
+    if api == ApiKey.LEAVE_GROUP:
+        return make(m, "LeaveGroupResponse", throttle_time=zero, error_code=code, members=())
+    if api == ApiKey.OFFSET_COMMIT:
+        return make(
+            m,
+            "OffsetCommitResponse",
+            throttle_time=zero,
+            topics=tuple(
+                make(
+                    m,
+                    "OffsetCommitResponseTopic",
+                    name=getattr(t, "name", None),
+                    topic_id=getattr(t, "topic_id", None),
+                    partitions=tuple(
+                        make(
+                            m,
+                            "OffsetCommitResponsePartition",
+                            partition_index=p.partition_index,
+                            error_code=code,
+                        )
+                        for p in t.partitions
+                    ),
+                )
+                for t in request.topics
+            ),
+        )
+    if api == ApiKey.OFFSET_FETCH:
+        return make(
+            m,
+            "OffsetFetchResponse",
+            throttle_time=zero,
+            groups=tuple(
+                make(
+                    m,
+                    "OffsetFetchResponseGroup",
+                    group_id=g.group_id,
+                    topics=(),
+                    error_code=code,
+                )
+                for g in request.groups
+            ),
+        )
+    raise KafkaProtocolError(f"the fake broker cannot answer API key {api}")
+
+
+def described_error(m: Any, group_id: str, code: ErrorCode) -> Any:
+    """A ConsumerGroupDescribe group entry carrying only an error."""
+    return make(
+        m,
+        "DescribedGroup",
+        error_code=code,
+        error_message=None,
+        group_id=group_id,
+        group_state="",
+        group_epoch=-1,
+        assignment_epoch=-1,
+        assignor_name="",
+        members=(),
+        authorized_operations=-(2**31),
+    )

@@ -1,0 +1,69 @@
+"""The fake cluster's topics: names, ids and partition counts (created by the test)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+
+from kgroup.errors import KgroupError
+from kgroup.types import TopicIdPartition, TopicPartition
+
+__all__ = ["FakeTopic", "Topics"]
+
+
+@dataclass(frozen=True, slots=True)
+class FakeTopic:
+    """A topic of the fake cluster."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+
+
+class Topics:
+    """Topics by name and by id. Not thread-safe: the broker's lock guards it."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, FakeTopic] = {}
+        self.by_id: dict[uuid.UUID, FakeTopic] = {}
+
+    def create(self, name: str, partitions: int, topic_id: uuid.UUID | None = None) -> FakeTopic:
+        """Create ``name``, or grow it to ``partitions`` (Kafka never shrinks a topic).
+
+        Raises:
+            KgroupError: an empty name, fewer than one partition, or fewer
+                partitions than the topic already has.
+        """
+        if not name:
+            raise KgroupError("a topic needs a name")
+        if partitions < 1:
+            raise KgroupError(f"topic {name!r} needs at least one partition, got {partitions}")
+        known = self.by_name.get(name)
+        if known is not None:
+            if partitions < known.partitions:
+                raise KgroupError(
+                    f"topic {name!r} has {known.partitions} partitions; Kafka cannot shrink it "
+                    f"to {partitions}"
+                )
+            topic = FakeTopic(name, known.topic_id, partitions)
+        else:
+            topic = FakeTopic(name, topic_id or uuid.uuid4(), partitions)
+        self.by_name[name] = topic
+        self.by_id[topic.topic_id] = topic
+        return topic
+
+    def matching(self, names: tuple[str, ...], regex: str | None) -> dict[uuid.UUID, FakeTopic]:
+        """Existing topics named in ``names`` or fully matching ``regex``, by id."""
+        found = {self.by_name[n].topic_id: self.by_name[n] for n in names if n in self.by_name}
+        if regex:
+            pattern = re.compile(regex)
+            found.update(
+                {t.topic_id: t for t in self.by_name.values() if pattern.fullmatch(t.name)}
+            )
+        return found
+
+    def name_of(self, partition: TopicIdPartition) -> TopicPartition | None:
+        """The named form of ``partition``, None if its topic is unknown."""
+        topic = self.by_id.get(partition.topic_id)
+        return None if topic is None else TopicPartition(topic.name, partition.partition)

@@ -1,0 +1,551 @@
+"""The fake broker: an in-process Kafka cluster on 127.0.0.1 speaking the real wire protocol.
+
+One :class:`FakeBroker` is a cluster of one or more nodes, each an anyio TCP
+listener on an ephemeral port, all sharing one state: topics, groups of both
+protocols, committed offsets. Requests are decoded with kio
+(:func:`kgroup.protocol.decode_request`) and answered with kio responses of
+the version they came in (:func:`kgroup.protocol.encode_response`).
+
+Every request first goes past the test's interceptions (:meth:`FakeBroker.intercept`),
+then, unless one answered, to the model. See ``docs/testing.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import inspect
+import itertools
+import logging
+import threading
+import uuid
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self, TypeAlias
+
+import anyio
+import anyio.abc
+import anyio.from_thread
+from anyio.abc import SocketAttribute
+from anyio.streams.buffered import BufferedByteReceiveStream
+from kio.schema.errors import ErrorCode
+
+from kgroup.config import AutoOffsetReset
+from kgroup.errors import KafkaProtocolError, KgroupError
+from kgroup.protocol import SUPPORTED_VERSIONS, ApiKey, VersionRange
+from kgroup.protocol.framing import RequestFrame, decode_request, encode_response, frame_size
+from kgroup.testing.fake._classic_group import ClassicGroup
+from kgroup.testing.fake._cluster import Cluster, Node, now
+from kgroup.testing.fake._consumer_group import ConsumerGroup
+from kgroup.testing.fake._errors import error_response
+from kgroup.testing.fake._kio import SeenRequest
+from kgroup.testing.fake._topics import FakeTopic
+from kgroup.testing.fake.dataplane import FakeDataPlane, RecordLog
+from kgroup.types import TopicPartition
+
+__all__ = [
+    "FakeBroker",
+    "Handler",
+    "HandlerResult",
+    "Interception",
+    "SeenRequest",
+    "Verdict",
+]
+
+log = logging.getLogger("kgroup.testing.fake")
+
+_IMPLEMENTED = (
+    ApiKey.API_VERSIONS,
+    ApiKey.METADATA,
+    ApiKey.FIND_COORDINATOR,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT,
+    ApiKey.CONSUMER_GROUP_DESCRIBE,
+    ApiKey.JOIN_GROUP,
+    ApiKey.SYNC_GROUP,
+    ApiKey.HEARTBEAT,
+    ApiKey.LEAVE_GROUP,
+    ApiKey.OFFSET_COMMIT,
+    ApiKey.OFFSET_FETCH,
+)
+_HOST = "127.0.0.1"
+
+
+class Verdict(enum.Enum):
+    """What an interception handler may return besides a response or an error code."""
+
+    PASS = "pass"
+    """Not handled here: the next interception, or the model, answers."""
+    DROP = "drop"
+    """Close the connection without answering (the client sees a disconnect)."""
+    NO_ANSWER = "no-answer"
+    """Never answer; the connection stays open (the client times out)."""
+
+
+HandlerResult: TypeAlias = Verdict | ErrorCode | int | Any | None
+"""``None`` / PASS, DROP, NO_ANSWER, an error code (the broker builds an error
+response of the right shape), or a kio response to send as is."""
+
+Handler: TypeAlias = Callable[[SeenRequest], HandlerResult | Awaitable[HandlerResult]]
+"""An interception handler: plain or async (an async one may sleep to delay)."""
+
+
+@dataclass(eq=False)
+class Interception:
+    """A handler installed by :meth:`FakeBroker.intercept`."""
+
+    api_key: int
+    handler: Handler
+    remaining: int | None
+    node: int | None = None
+    when: Callable[[SeenRequest], bool] | None = None
+    calls: list[SeenRequest] = field(default_factory=list)
+    """The requests this interception was called with."""
+    removed: bool = False
+
+    def remove(self) -> None:
+        """Stop intercepting."""
+        self.removed = True
+
+    @property
+    def active(self) -> bool:
+        """Whether it will still be called."""
+        return not self.removed and (self.remaining is None or self.remaining > 0)
+
+    def _takes(self, seen: SeenRequest) -> bool:
+        if not self.active or seen.api_key != self.api_key:
+            return False
+        if self.node is not None and seen.node_id != self.node:
+            return False
+        return self.when is None or self.when(seen)
+
+
+@dataclass(eq=False)
+class _Connection:
+    connection_id: int
+    node_id: int
+    stream: anyio.abc.ByteStream
+    write_lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+    async def send(self, data: bytes) -> None:
+        async with self.write_lock:
+            await self.stream.send(data)
+
+
+class FakeBroker:
+    """An in-process fake Kafka cluster for runtime tests (never for integration claims).
+
+    Use it as ``async with FakeBroker() as broker:`` (asyncio or trio); it
+    listens while the block runs. For the blocking consumer, whose event loop
+    runs in its own thread, use ``with FakeBroker().running_in_thread():``.
+
+    Consumer-protocol groups get ``heartbeat_interval_ms`` and
+    ``session_timeout_ms`` (the broker-side settings of the new protocol).
+    ``versions`` overrides the advertised version ranges per API (default:
+    kgroup's own ranges); the fake answers every version kio has.
+    ``sweep_interval`` is how often (seconds) the coordinator's timers
+    (session and rebalance timeouts) are checked.
+
+    Thread-safety: the model is guarded by a lock, so the test's thread may
+    read views and create topics while the broker's loop thread serves.
+    """
+
+    def __init__(
+        self,
+        *,
+        nodes: int = 1,
+        heartbeat_interval_ms: int = 100,
+        session_timeout_ms: int = 2_000,
+        versions: Mapping[ApiKey, VersionRange] | None = None,
+        sweep_interval: float = 0.01,
+    ) -> None:
+        if nodes < 1:
+            raise KgroupError(f"a fake cluster needs at least one node, got {nodes}")
+        self.records = RecordLog()
+        """The records of every partition; data planes from :meth:`dataplane` read them."""
+        advertised = {api: SUPPORTED_VERSIONS[api] for api in _IMPLEMENTED}
+        advertised.update(versions or {})
+        self._cluster = Cluster(
+            nodes=nodes,
+            versions=advertised,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            session_timeout_ms=session_timeout_ms,
+            on_change=self._changed,
+        )
+        self._sweep_interval = sweep_interval
+        self._lock = self._cluster.lock
+        self._changed_cond = threading.Condition(self._lock)
+        self._changed_event: anyio.Event | None = None
+        self._loop_thread: int | None = None
+        self._interceptions: list[Interception] = []
+        self._seen: list[SeenRequest] = []
+        self._connections: dict[int, _Connection] = {}
+        self._connection_ids = itertools.count(1)
+        self._tg: anyio.abc.TaskGroup | None = None
+        self.failures: list[Exception] = []
+        """Exceptions the model raised while answering (raised again on exit)."""
+
+    # ------------------------------------------------------------- lifecycle
+
+    async def __aenter__(self) -> Self:
+        if self._tg is not None:
+            raise RuntimeError("a FakeBroker can be entered only once")
+        self._loop_thread = threading.get_ident()
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        try:
+            for node in self._cluster.nodes:
+                listener = await anyio.create_tcp_listener(local_host=_HOST, local_port=0)
+                node.listener = listener
+                node.port = listener.extra(SocketAttribute.local_port)
+                tg.start_soon(self._listen, node)
+            tg.start_soon(self._sweep)
+        except BaseException:
+            tg.cancel_scope.cancel()
+            await tg.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        tg, self._tg = self._tg, None
+        if tg is None:
+            return
+        tg.cancel_scope.cancel()
+        await tg.__aexit__(None, None, None)
+        if self.failures and exc is None:
+            raise KgroupError(
+                f"the fake broker failed {len(self.failures)} time(s); first: {self.failures[0]!r}"
+            ) from self.failures[0]
+
+    @contextlib.contextmanager
+    def running_in_thread(self, backend: str = "asyncio") -> Iterator[Self]:
+        """Serve from an event loop in a background thread while the block runs."""
+        with (
+            anyio.from_thread.start_blocking_portal(backend) as portal,
+            portal.wrap_async_context_manager(self),
+        ):
+            yield self
+
+    async def _listen(self, node: Node) -> None:
+        assert node.listener is not None
+        async with node.listener:
+            await node.listener.serve(lambda stream: self._serve(node.node_id, stream))
+
+    async def _sweep(self) -> None:
+        # The coordinator's timers (sessions, rebalance timeouts), checked on a
+        # short period: the broker's internal clock, not test synchronisation.
+        while True:
+            await anyio.sleep(self._sweep_interval)
+            gone = self._cluster.expire()
+            for group_id, member_id in gone:
+                log.info("group %s: member %s expired", group_id, member_id)
+            if gone:
+                self._changed()
+
+    # --------------------------------------------------------------- cluster
+
+    @property
+    def node_ids(self) -> list[int]:
+        """The node ids, 0 .. nodes - 1."""
+        return [n.node_id for n in self._cluster.nodes]
+
+    def address(self, node: int = 0) -> str:
+        """``127.0.0.1:<port>`` of ``node`` (only once entered)."""
+        return f"{_HOST}:{self._cluster.node(node).port}"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """Every node's address, comma-separated."""
+        return ",".join(self.address(n.node_id) for n in self._cluster.nodes)
+
+    def create_topic(self, name: str, partitions: int = 1) -> uuid.UUID:
+        """Create topic ``name`` (or grow it to ``partitions``); returns its id."""
+        with self._lock:
+            topic = self._cluster.topics.create(name, partitions)
+            self.records.create(name, partitions)
+            for group in self._cluster.consumer_groups.values():
+                group.topics_changed(name)
+        self._changed()
+        return topic.topic_id
+
+    def topic(self, name: str) -> FakeTopic:
+        """Topic ``name``. Raises KgroupError if it does not exist."""
+        with self._lock:
+            found = self._cluster.topics.by_name.get(name)
+        if found is None:
+            raise KgroupError(f"the fake cluster has no topic {name!r}; create it first")
+        return found
+
+    def produce(
+        self, topic: str, partition: int, value: bytes | None, *, key: bytes | None = None
+    ) -> int:
+        """Append a record to ``topic``-``partition``; returns its offset."""
+        return self.records.append(topic, partition, value, key=key)
+
+    def dataplane(
+        self, auto_offset_reset: AutoOffsetReset | str = AutoOffsetReset.EARLIEST
+    ) -> FakeDataPlane:
+        """A data plane reading this cluster's records, for ``dataplane=`` of a consumer."""
+        return FakeDataPlane(self.records, auto_offset_reset=auto_offset_reset)
+
+    # -------------------------------------------------------------- scripting
+
+    def intercept(
+        self,
+        api_key: ApiKey | int,
+        handler: Handler,
+        *,
+        times: int | None = 1,
+        node: int | None = None,
+        when: Callable[[SeenRequest], bool] | None = None,
+    ) -> Interception:
+        """Route the next ``times`` matching requests (None: all) through ``handler``.
+
+        A request matches on its API key, ``node`` (if given) and ``when`` (if
+        given). Interceptions are tried in the order they were installed;
+        each call uses up one of ``times``, whatever the handler returns. The
+        handler returns None / :attr:`Verdict.PASS` to let the next
+        interception or the model answer, an error code, a kio response,
+        :attr:`Verdict.DROP` or :attr:`Verdict.NO_ANSWER`.
+        """
+        if times is not None and times < 1:
+            raise KgroupError(f"times must be at least 1 (or None for always), got {times}")
+        interception = Interception(int(api_key), handler, times, node, when)
+        with self._lock:
+            self._interceptions.append(interception)
+        return interception
+
+    @property
+    def requests(self) -> list[SeenRequest]:
+        """Every request received (ApiVersions included), oldest first."""
+        with self._lock:
+            return list(self._seen)
+
+    def requests_of(self, api_key: ApiKey | int, *, node: int | None = None) -> list[SeenRequest]:
+        """The requests of one API (on ``node``, if given), oldest first."""
+        return [
+            r
+            for r in self.requests
+            if r.api_key == int(api_key) and (node is None or r.node_id == node)
+        ]
+
+    def set_coordinator(self, group_id: str, node: int) -> None:
+        """Make ``node`` the coordinator of ``group_id``; the others answer NOT_COORDINATOR."""
+        self._cluster.node(node)
+        with self._lock:
+            self._cluster.coordinators[group_id] = node
+        self._changed()
+
+    def coordinator(self, group_id: str) -> int:
+        """The node coordinating ``group_id`` (node 0 unless moved)."""
+        return self._cluster.coordinator(group_id)
+
+    def disable_consumer_protocol(self, *, hide_api: bool = False) -> None:
+        """Answer ConsumerGroupHeartbeat / ConsumerGroupDescribe with UNSUPPORTED_VERSION.
+
+        That is what a broker with ``group.coordinator.rebalance.protocols``
+        lacking ``consumer`` does. With ``hide_api`` the two APIs are also left
+        out of ApiVersions (an older broker).
+        """
+        with self._lock:
+            self._cluster.consumer_protocol = False
+            self._cluster.hide_consumer_protocol = hide_api
+
+    def enable_consumer_protocol(self) -> None:
+        """Undo :meth:`disable_consumer_protocol`."""
+        with self._lock:
+            self._cluster.consumer_protocol = True
+            self._cluster.hide_consumer_protocol = False
+
+    def remove_member(self, group_id: str, member_id: str) -> None:
+        """Remove a member from a group of either protocol, as if its session expired.
+
+        A consumer-protocol member then gets UNKNOWN_MEMBER_ID on its next
+        heartbeat; a classic member on its next Heartbeat / SyncGroup.
+        """
+        with self._lock:
+            consumer_group = self._cluster.consumer_groups.get(group_id)
+            if consumer_group is not None and member_id in consumer_group.members:
+                consumer_group.remove(member_id)
+            classic_group = self._cluster.classic_groups.get(group_id)
+            if classic_group is not None and member_id in classic_group.members:
+                classic_group.remove(member_id, now())
+        self._changed()
+
+    async def disconnect(self, node: int | None = None) -> None:
+        """Close every client connection (to ``node`` only, if given)."""
+        for conn in list(self._connections.values()):
+            if node is None or conn.node_id == node:
+                await conn.stream.aclose()
+
+    # ------------------------------------------------------------------ views
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer-protocol group ``group_id`` (the live model object), if any."""
+        with self._lock:
+            return self._cluster.consumer_groups.get(group_id)
+
+    def classic_group(self, group_id: str) -> ClassicGroup | None:
+        """The classic group ``group_id`` (the live model object), if any."""
+        with self._lock:
+            return self._cluster.classic_groups.get(group_id)
+
+    def committed(self, group_id: str) -> dict[TopicPartition, int]:
+        """The offsets committed for ``group_id``."""
+        with self._lock:
+            return dict(self._cluster.offsets.get(group_id, {}))
+
+    def assignment(self, group_id: str, member_id: str) -> frozenset[TopicPartition]:
+        """What the coordinator currently gives ``member_id`` (either protocol's group).
+
+        For a classic member that is not known from the bytes the leader sent,
+        so only consumer-protocol groups are covered; classic ones return empty.
+        """
+        with self._lock:
+            group = self._cluster.consumer_groups.get(group_id)
+            member = None if group is None else group.members.get(member_id)
+            if member is None:
+                return frozenset()
+            return frozenset(
+                named
+                for tp in member.assigned
+                if (named := self._cluster.topics.name_of(tp)) is not None
+            )
+
+    # ---------------------------------------------------------------- waiting
+
+    def _changed(self) -> None:
+        with self._lock:
+            self._changed_cond.notify_all()
+        # Every waiter shares the current event; the next waiter makes a new one.
+        if self._loop_thread == threading.get_ident() and self._changed_event is not None:
+            self._changed_event.set()
+            self._changed_event = None
+
+    async def wait_until(self, condition: Callable[[], bool], timeout: float = 5.0) -> None:
+        """Wait (on the broker's loop) until ``condition()`` holds; re-checked on every change.
+
+        Raises:
+            TimeoutError: it did not hold within ``timeout`` seconds.
+        """
+        with anyio.fail_after(timeout):
+            while True:
+                if self._changed_event is None:
+                    self._changed_event = anyio.Event()
+                event = self._changed_event
+                with self._lock:
+                    if condition():
+                        return
+                await event.wait()
+
+    def wait_for(self, condition: Callable[[], bool], timeout: float = 5.0) -> None:
+        """Like :meth:`wait_until`, from a thread other than the broker's (blocking).
+
+        Raises:
+            TimeoutError: it did not hold within ``timeout`` seconds.
+        """
+        with self._changed_cond:
+            if not self._changed_cond.wait_for(condition, timeout):
+                raise TimeoutError(f"condition not met within {timeout} s")
+
+    # ------------------------------------------------------------ connections
+
+    async def _serve(self, node_id: int, stream: anyio.abc.ByteStream) -> None:
+        conn = _Connection(next(self._connection_ids), node_id, stream)
+        self._connections[conn.connection_id] = conn
+        reader = BufferedByteReceiveStream(stream)
+        try:
+            async with anyio.create_task_group() as tg:
+                try:
+                    while True:
+                        prefix = await reader.receive_exactly(4)
+                        body = await reader.receive_exactly(frame_size(prefix))
+                        frame = decode_request(prefix + body)
+                        tg.start_soon(self._dispatch, conn, frame)
+                except (
+                    anyio.EndOfStream,
+                    anyio.IncompleteRead,
+                    anyio.ClosedResourceError,
+                    anyio.BrokenResourceError,
+                    KafkaProtocolError,
+                ):
+                    pass
+                # Answers still pending (held joins, NO_ANSWER) die with the connection.
+                tg.cancel_scope.cancel()
+        finally:
+            self._connections.pop(conn.connection_id, None)
+            await stream.aclose()
+
+    async def _dispatch(self, conn: _Connection, frame: RequestFrame) -> None:
+        header = frame.header
+        seen = SeenRequest(
+            node_id=conn.node_id,
+            connection_id=conn.connection_id,
+            api_key=int(header.request_api_key),
+            version=int(header.request_api_version),
+            correlation_id=int(header.correlation_id),
+            client_id=header.client_id,
+            request=frame.request,
+            at=now(),
+        )
+        with self._lock:
+            self._seen.append(seen)
+        self._changed()
+        try:
+            response = await self._respond(seen)
+        except Exception as exc:
+            # A bug in the model or in a test's handler: remembered and raised
+            # when the broker stops, so that it fails the test instead of
+            # hiding behind the client's retries.
+            log.exception("fake broker failed answering %s", seen)
+            self.failures.append(exc)
+            response = Verdict.DROP
+        if response is Verdict.DROP:
+            await conn.stream.aclose()
+            return
+        if response is Verdict.NO_ANSWER:
+            return
+        try:
+            await conn.send(encode_response(response, seen.correlation_id))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return
+        self._changed()
+
+    async def _respond(self, seen: SeenRequest) -> Any:
+        """The response to send, or DROP / NO_ANSWER."""
+        outcome = await self._intercepted(seen)
+        if outcome is Verdict.DROP or outcome is Verdict.NO_ANSWER:
+            return outcome
+        if outcome is None or outcome is Verdict.PASS:
+            return await self._cluster.answer(seen)
+        if isinstance(outcome, int):
+            return error_response(seen, ErrorCode(outcome))
+        return outcome
+
+    async def _intercepted(self, seen: SeenRequest) -> HandlerResult:
+        index = 0
+        while True:
+            with self._lock:
+                chosen = None
+                while index < len(self._interceptions):
+                    candidate = self._interceptions[index]
+                    index += 1
+                    if candidate._takes(seen):
+                        chosen = candidate
+                        if chosen.remaining is not None:
+                            chosen.remaining -= 1
+                        chosen.calls.append(seen)
+                        break
+            if chosen is None:
+                return None
+            result = chosen.handler(seen)
+            if inspect.isawaitable(result):
+                result = await result
+            if result is not None and result is not Verdict.PASS:
+                return result

@@ -1,0 +1,387 @@
+"""Helpers shared by the integration tests.
+
+Configs, producing and consuming, waiting, scripts in subprocesses, rebalance
+listeners that record what they were told, and threads running consumers. The
+``anyio_backend`` fixture is in ``conftest.py``; child-process members are in
+``process_helpers.py``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+from confluent_kafka import Consumer as ConfluentConsumer
+from confluent_kafka import Message, Producer
+
+import kgroup
+from kgroup import TopicPartition
+from kgroup.testing import KafkaBroker, NodeState
+from kgroup.transport import BrokerAddress, KafkaClient
+
+# ---------------------------------------------------------------- configs
+
+
+def _dotted(extra: Mapping[str, Any]) -> dict[str, Any]:
+    # Keyword arguments cannot hold dots; ``session_timeout_ms`` stands for
+    # ``session.timeout.ms`` (no Kafka key has an underscore).
+    return {key.replace("_", "."): value for key, value in extra.items()}
+
+
+def consumer_conf(bootstrap: str, group: str, **extra: Any) -> dict[str, Any]:
+    """A kgroup consumer config reading from the earliest offset, plus ``extra`` keys.
+
+    ``extra`` names keys with ``_`` for ``.``: ``group_instance_id="a"``.
+    """
+    return {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        **_dotted(extra),
+    }
+
+
+def classic_conf(bootstrap: str, group: str, strategy: object, **extra: Any) -> dict[str, Any]:
+    """A classic-protocol member: ``strategy`` as ``partition.assignment.strategy``.
+
+    The 500 ms heartbeat and 6 s session timeout match the new protocol's
+    settings on the test brokers, so both kinds of group react as fast.
+    """
+    return {
+        **consumer_conf(
+            bootstrap,
+            group,
+            group_protocol="classic",
+            partition_assignment_strategy=strategy,
+            heartbeat_interval_ms=500,
+            session_timeout_ms=6000,
+        ),
+        **_dotted(extra),
+    }
+
+
+# ------------------------------------------------------ producing, consuming
+
+
+def produce_values(bootstrap: str, topic: str, records: Iterable[str | tuple[int, str]]) -> None:
+    """Produce each record and wait for every acknowledgement.
+
+    A record is a value, which the producer's partitioner places, or a
+    ``(partition, value)`` pair.
+    """
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for record in records:
+        if isinstance(record, str):
+            producer.produce(topic, record.encode())
+        else:
+            partition, value = record
+            producer.produce(topic, value.encode(), partition=partition)
+    assert producer.flush(30) == 0
+
+
+def produce(bootstrap: str, topic: str, partitions: int, count: int, start: int = 0) -> set[str]:
+    """Produce ``count`` records round-robin over the partitions; their values."""
+    values = [(i % partitions, f"{topic}:{i}") for i in range(start, start + count)]
+    produce_values(bootstrap, topic, values)
+    return {value for _, value in values}
+
+
+def text(message: Message) -> str:
+    """A record's value as text."""
+    value = message.value()
+    assert isinstance(value, bytes)
+    return value.decode()
+
+
+def consume(
+    bootstrap: str, topic: str, group_id: str, count: int, timeout: float = 30.0
+) -> list[str]:
+    """Up to ``count`` values read by a confluent-kafka member of ``group_id`` (new protocol).
+
+    A consumer written by others, to check what the harness's brokers hold.
+    """
+    consumer = ConfluentConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group_id,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    values: list[str] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + timeout
+        while len(values) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(text(message))
+    finally:
+        consumer.close()
+    return values
+
+
+def drain(consumer: kgroup.Consumer, want: int, timeout: float) -> list[str]:
+    """Consume until ``want`` values arrived or ``timeout`` seconds passed; the values."""
+    values: list[str] = []
+    deadline = time.monotonic() + timeout
+    while len(values) < want and time.monotonic() < deadline:
+        values.extend(text(m) for m in consumer.consume(500, 0.2))
+    return values
+
+
+async def drain_async(consumer: kgroup.AsyncConsumer, want: int, timeout: float) -> list[str]:
+    """:func:`drain` for an :class:`~kgroup.AsyncConsumer`."""
+    values: list[str] = []
+    with anyio.move_on_after(timeout):
+        while len(values) < want:
+            values.extend(text(m) for m in await consumer.consume(500, 0.2))
+    return values
+
+
+# ---------------------------------------------------------------- waiting
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` until true; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def state_of(broker: KafkaBroker) -> NodeState:
+    """The broker's state.
+
+    A call, not an attribute: mypy would otherwise keep the state narrowed
+    across stop()/kill() calls that change it.
+    """
+    return broker.state
+
+
+async def coordinator_moved(client: KafkaClient, group_id: str, away_from: int) -> BrokerAddress:
+    """The coordinator of ``group_id`` once it is another node than ``away_from`` (60 s at most)."""
+    with anyio.fail_after(60):
+        while True:
+            current = await client.coordinator(group_id, refresh=True, timeout=30)
+            if current.node_id != away_from:
+                return current
+            # Leadership moves once the dead node's session expires (3 s).
+            await anyio.sleep(0.5)
+
+
+# ------------------------------------------------------------- subprocesses
+
+
+def run_python(
+    *args: str, timeout: float = 120, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python *args`` with this interpreter, output captured; fails only on ``timeout``."""
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=None if env is None else dict(env),
+    )
+
+
+# -------------------------------------------------- partitions, listeners
+
+
+def partitions_of(topic: str, count: int) -> frozenset[TopicPartition]:
+    return frozenset(TopicPartition(topic, p) for p in range(count))
+
+
+@dataclass(frozen=True)
+class ListenerEvent:
+    at: int  # time.monotonic_ns()
+    member: str
+    kind: str
+    partitions: frozenset[TopicPartition]
+
+
+@dataclass
+class EventLog:
+    """Listener calls of every member of a test, in the order they happened."""
+
+    events: list[ListenerEvent] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def listener(self, member: str) -> Recorder:
+        return Recorder(self, member)
+
+    def add(self, member: str, kind: str, partitions: frozenset[TopicPartition]) -> None:
+        with self.lock:
+            self.events.append(ListenerEvent(time.monotonic_ns(), member, kind, partitions))
+
+    def of(self, member: str, kind: str | None = None) -> list[ListenerEvent]:
+        with self.lock:
+            return [
+                e for e in self.events if e.member == member and (kind is None or e.kind == kind)
+            ]
+
+    def held(self, member: str) -> frozenset[TopicPartition]:
+        """What the member's listener was told it holds now."""
+        held: set[TopicPartition] = set()
+        for event in self.of(member):
+            if event.kind == "assigned":
+                held |= event.partitions
+            else:
+                held -= event.partitions
+        return frozenset(held)
+
+    def check_handover_order(self) -> None:
+        """A partition assigned to a member after another held it was revoked (or lost) first."""
+        holder: dict[TopicPartition, str] = {}
+        with self.lock:
+            events = sorted(self.events, key=lambda e: e.at)
+        for event in events:
+            for tp in event.partitions:
+                if event.kind == "assigned":
+                    previous = holder.get(tp)
+                    assert previous is None, (
+                        f"{tp} assigned to {event.member} while {previous} still held it: "
+                        + "; ".join(
+                            f"{e.at} {e.member} {e.kind} {sorted(e.partitions)}" for e in events
+                        )
+                    )
+                    holder[tp] = event.member
+                else:
+                    assert holder.get(tp) == event.member, f"{event} for a partition not held"
+                    del holder[tp]
+
+
+class Recorder:
+    """A rebalance listener writing to an :class:`EventLog`."""
+
+    def __init__(self, log: EventLog, member: str) -> None:
+        self.log = log
+        self.member = member
+
+    def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
+        if partitions:
+            self.log.add(self.member, "assigned", partitions)
+
+    def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+        if partitions:
+            self.log.add(self.member, "revoked", partitions)
+
+    def on_partitions_lost(self, partitions: frozenset[TopicPartition]) -> None:
+        if partitions:
+            self.log.add(self.member, "lost", partitions)
+
+
+class AsyncRecorder:
+    """An async rebalance listener (coroutine methods) writing to an :class:`EventLog`."""
+
+    def __init__(self, log: EventLog, member: str) -> None:
+        self.log = log
+        self.member = member
+
+    async def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
+        await anyio.sleep(0)
+        if partitions:
+            self.log.add(self.member, "assigned", partitions)
+
+    async def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+        await anyio.sleep(0)
+        if partitions:
+            self.log.add(self.member, "revoked", partitions)
+
+
+# ------------------------------------------------------ consumers in threads
+
+
+class PollingThread:
+    """Calls :meth:`poll_once` in a daemon thread until stopped, then :meth:`close_consumer`.
+
+    What either raises is kept in :attr:`errors`; :meth:`stop` fails the test
+    with it. A subclass sets up its consumer, then calls :meth:`start`.
+    """
+
+    def __init__(self, name: str, thread_prefix: str) -> None:
+        self.name = name
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._loop, name=f"{thread_prefix}-{name}", daemon=True
+        )
+
+    def poll_once(self) -> None:
+        raise NotImplementedError
+
+    def close_consumer(self) -> None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.poll_once()
+        except BaseException as exc:
+            self.errors.append(exc)
+        finally:
+            try:
+                self.close_consumer()
+            except BaseException as exc:
+                self.errors.append(exc)
+
+    def stop(self) -> None:
+        """Close the consumer (from its thread: revoke callback, leave) and wait for it."""
+        self._stop.set()
+        self._thread.join(30)
+        assert not self._thread.is_alive(), f"{self.name} did not stop"
+        assert not self.errors, f"{self.name} failed: {self.errors!r}"
+
+
+class Runner(PollingThread):
+    """A blocking kgroup consumer polling in its own thread, keeping every record it got."""
+
+    def __init__(
+        self,
+        conf: dict[str, Any],
+        topics: Iterable[str] | str,
+        log: EventLog,
+        name: str,
+    ) -> None:
+        super().__init__(name, "runner")
+        self.consumer = kgroup.Consumer(conf)
+        self.consumer.subscribe(
+            topics if isinstance(topics, str) else list(topics), log.listener(name)
+        )
+        self.values: list[str] = []
+        self.start()
+
+    def poll_once(self) -> None:
+        batch: list[Message] = self.consumer.consume(200, 0.2)
+        self.values.extend(text(m) for m in batch)
+
+    def close_consumer(self) -> None:
+        self.consumer.close(15)
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        return self.consumer.assignment()
+
+
+class HasAssignment(Protocol):
+    def assignment(self) -> frozenset[TopicPartition]: ...
+
+
+def converged(members: Iterable[HasAssignment], expected: frozenset[TopicPartition]) -> bool:
+    """Assignments are pairwise disjoint and cover ``expected`` exactly."""
+    seen: list[TopicPartition] = []
+    for member in members:
+        seen.extend(member.assignment())
+    return len(seen) == len(set(seen)) and set(seen) == expected

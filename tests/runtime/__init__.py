@@ -1,0 +1,1 @@
+"""Runtime tests: the real consumers and runtime against kgroup.testing.fake (no JVM)."""

@@ -1,0 +1,156 @@
+"""The fake broker and data plane themselves: a few checks of what the runtime tests rely on."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import anyio
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kgroup.dataplane.librdkafka import DataPlaneError
+from kgroup.errors import KafkaConnectionError, RequestTimeoutError
+from kgroup.protocol import ApiKey
+from kgroup.testing.fake import FakeBroker, RecordLog, SeenRequest, Verdict
+from kgroup.testing.fake.dataplane import FakeDataPlane
+from kgroup.transport import BrokerConnection, connect
+from kgroup.types import TopicPartition
+
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+def _heartbeat(conn: BrokerConnection, member: str, epoch: int, **fields: Any) -> Any:
+    if epoch == 0:
+        fields.setdefault("rebalance_timeout", datetime.timedelta(seconds=5))
+        fields.setdefault("subscribed_topic_names", ("t",))
+        fields.setdefault("topic_partitions", ())
+    fields.setdefault("topic_partitions", None)
+    return conn.versions.new_request(
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        group_id="g",
+        member_id=member,
+        member_epoch=epoch,
+        **fields,
+    )
+
+
+def _owned(conn: BrokerConnection, topic_id: Any, *partitions: int) -> Any:
+    module: Any = conn.versions.request_module(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+    return (module.TopicPartitions(topic_id=topic_id, partitions=partitions),)
+
+
+def _partitions(response: Any) -> set[int] | None:
+    if response.assignment is None:
+        return None
+    return {int(p) for t in response.assignment.topic_partitions for p in t.partitions}
+
+
+@pytest.mark.anyio
+async def test_consumer_group_model_over_the_wire(anyio_backend: str) -> None:
+    async with FakeBroker(session_timeout_ms=300) as broker:
+        topic_id = broker.create_topic("t", 2)
+        async with connect("127.0.0.1", int(broker.address().split(":")[1])) as conn:
+            joined: Any = await conn.request(_heartbeat(conn, "a", 0))
+            assert (joined.error_code, joined.member_epoch, _partitions(joined)) == (
+                ErrorCode.none,
+                1,
+                {0, 1},
+            )
+            second: Any = await conn.request(_heartbeat(conn, "b", 0))
+            # b's share is still held by a: nothing yet, at the new group epoch.
+            assert (second.member_epoch, _partitions(second)) == (2, set())
+            told: Any = await conn.request(_heartbeat(conn, "a", 1))
+            assert told.member_epoch == 1  # not bumped before it revokes
+            (kept,) = _partitions(told) or set()
+            still: Any = await conn.request(_heartbeat(conn, "b", 2))
+            assert _partitions(still) is None  # unchanged: still nothing
+            released: Any = await conn.request(
+                _heartbeat(conn, "a", 1, topic_partitions=_owned(conn, topic_id, kept))
+            )
+            assert released.member_epoch == 2
+            given: Any = await conn.request(_heartbeat(conn, "b", 2))
+            assert _partitions(given) == {1 - kept}
+
+            fenced: Any = await conn.request(_heartbeat(conn, "b", 7))
+            assert fenced.error_code == ErrorCode.fenced_member_epoch
+            unknown: Any = await conn.request(_heartbeat(conn, "nobody", 2))
+            assert unknown.error_code == ErrorCode.unknown_member_id
+
+            group = broker.consumer_group("g")
+            assert group is not None
+            await broker.wait_until(lambda: not group.members)  # sessions expire
+            gone: Any = await conn.request(_heartbeat(conn, "a", 2))
+            assert gone.error_code == ErrorCode.unknown_member_id
+
+
+@pytest.mark.anyio
+async def test_interceptions_answer_drop_or_stay_silent(anyio_backend: str) -> None:
+    async with FakeBroker() as broker:
+        port = int(broker.address().split(":")[1])
+
+        def metadata(conn: BrokerConnection) -> Any:
+            return conn.versions.new_request(
+                ApiKey.METADATA,
+                topics=None,
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            )
+
+        async def slow(_seen: SeenRequest) -> Verdict:
+            await anyio.sleep(0)
+            return Verdict.PASS
+
+        passed = broker.intercept(ApiKey.METADATA, slow, times=None)
+        refused = broker.intercept(
+            ApiKey.METADATA, lambda _s: ErrorCode.cluster_authorization_failed
+        )
+        async with connect("127.0.0.1", port, request_timeout=0.2) as conn:
+            answer: Any = await conn.request(metadata(conn))
+            assert answer.error_code == ErrorCode.cluster_authorization_failed
+            answer = await conn.request(metadata(conn))  # one-shot: used up
+            assert answer.error_code == ErrorCode.none
+            assert (len(passed.calls), len(refused.calls)) == (2, 1)
+
+            broker.intercept(ApiKey.METADATA, lambda _s: Verdict.NO_ANSWER)
+            with pytest.raises(RequestTimeoutError):
+                await conn.request(metadata(conn))
+            assert not conn.closed
+
+            broker.intercept(ApiKey.METADATA, lambda _s: Verdict.DROP)
+            with pytest.raises(KafkaConnectionError):
+                await conn.request(metadata(conn))
+        assert len(broker.requests_of(ApiKey.METADATA)) == 4
+
+
+def test_data_plane_starts_where_told_and_hands_out_in_order() -> None:
+    log = RecordLog()
+    log.create("t", 2)
+    for n in range(3):
+        log.append("t", 0, f"a{n}".encode())
+    log.append("t", 1, b"b0")
+
+    plane = FakeDataPlane(log, auto_offset_reset="latest")
+    plane.assign({T0: 1, T1: None})  # committed offset 1; no offset: latest
+    assert plane.positions([T0, T1]) == {}  # nothing handed out yet
+    batch = plane.consume(10, 0)
+    assert [(r.partition(), r.offset(), r.value()) for r in batch] == [(0, 1, b"a1"), (0, 2, b"a2")]
+    assert plane.positions([T0, T1]) == {T0: 3}
+
+    plane.pause([T0])
+    log.append("t", 0, b"a3")
+    log.append("t", 1, b"b1")
+    assert [(r.partition(), r.offset()) for r in plane.consume(10, 0)] == [(1, 1)]
+    plane.resume([T0])
+    plane.seek(T1, 0)
+    assert sorted((r.partition(), r.offset()) for r in plane.consume(10, 0)) == [
+        (0, 3),
+        (1, 0),
+        (1, 1),
+    ]
+    plane.unassign([T0])
+    assert plane.assigned == frozenset({T1})
+    assert plane.positions([T0, T1]) == {T1: 2}
+
+    with pytest.raises(DataPlaneError, match=r"auto\.offset\.reset=error"):
+        FakeDataPlane(log, auto_offset_reset="error").assign({T0: None})
