@@ -71,6 +71,7 @@ __all__ = [
 ]
 
 _EMPTY: frozenset[TopicIdPartition] = frozenset()
+_NO_PARTITIONS: Mapping[uuid.UUID, frozenset[int]] = MappingProxyType({})
 
 
 class ErrorCode(enum.IntEnum):
@@ -306,6 +307,8 @@ class ConsumerGroupCoordinator:
         self.assignment_epoch = 0
         self._members: dict[str, MemberRecord] = {}
         self._targets: dict[str, frozenset[TopicIdPartition]] = {}
+        # The same targets as the assignors speak them: topic id -> partition numbers.
+        self._target_maps: dict[str, Mapping[uuid.UUID, frozenset[int]]] = {}
         self._subscription_metadata: dict[uuid.UUID, int] = {}
         self._offsets: dict[TopicPartition, int] = {}
         # Derived and volatile state.
@@ -372,6 +375,11 @@ class ConsumerGroupCoordinator:
         self._subscription_metadata = dict(p.subscription_metadata)
         self._offsets = dict(p.offsets)
         self._targets = dict(p.targets)
+        for mid, target in p.targets:
+            pmap: dict[uuid.UUID, set[int]] = {}
+            for tip in sorted(target):
+                pmap.setdefault(tip.topic_id, set()).add(tip.partition)
+            self._target_maps[mid] = MappingProxyType({t: frozenset(ps) for t, ps in pmap.items()})
         for pm in p.members:
             rec = MemberRecord.restore(pm)
             self._members[rec.member_id] = rec
@@ -560,6 +568,7 @@ class ConsumerGroupCoordinator:
         target = self._targets.pop(old.member_id, None)
         if target is not None:
             self._targets[member_id] = target
+            self._target_maps[member_id] = self._target_maps.pop(old.member_id)
         for tip in old.owned():
             self._owner[tip] = member_id
         self._forget_timers(old.member_id)
@@ -634,6 +643,7 @@ class ConsumerGroupCoordinator:
         mid = rec.member_id
         del self._members[mid]
         self._targets.pop(mid, None)
+        self._target_maps.pop(mid, None)
         if rec.instance_id is not None and self._static.get(rec.instance_id) == mid:
             del self._static[rec.instance_id]
         for tip in rec.owned():
@@ -709,6 +719,7 @@ class ConsumerGroupCoordinator:
     def _compute_target(self) -> None:
         topics: dict[uuid.UUID, TopicMetadata] = {}
         members: dict[str, MemberSpec] = {}
+        maps = self._target_maps
         for mid, rec in self._members.items():
             ids = self._member_topic_ids(rec)
             for tid in ids:
@@ -716,12 +727,9 @@ class ConsumerGroupCoordinator:
                     topic = self._cluster.by_id(tid)
                     assert topic is not None
                     topics[tid] = TopicMetadata(topic.name, topic.partitions)
-            current: dict[uuid.UUID, set[int]] = {}
-            for tip in sorted(self._targets.get(mid, _EMPTY)):
-                current.setdefault(tip.topic_id, set()).add(tip.partition)
             members[mid] = MemberSpec(
                 subscribed_topic_ids=ids,
-                assignment={t: frozenset(ps) for t, ps in current.items()},
+                assignment=maps.get(mid, _NO_PARTITIONS),
                 instance_id=rec.instance_id,
                 rack_id=rec.rack_id,
             )
@@ -733,10 +741,20 @@ class ConsumerGroupCoordinator:
         except KgroupError as exc:
             self._obs.illegal_assignment(f"assignor {assignor.name!r} failed: {exc}")
             return
-        targets = self._validate_target(assignor.name, result, members, topics)
-        if targets is None:
+        new_maps = self._validate_target(assignor.name, result, members, topics)
+        if new_maps is None:
             return
+        targets: dict[str, frozenset[TopicIdPartition]] = {}
+        for mid, pmap in new_maps.items():
+            # Most members keep their target: reuse the set rather than rebuild it.
+            if maps.get(mid) == pmap:
+                targets[mid] = self._targets[mid]
+            else:
+                targets[mid] = frozenset(
+                    TopicIdPartition(t, p) for t, ps in pmap.items() for p in ps
+                )
         self._targets = targets
+        self._target_maps = new_maps
         self.assignment_epoch = epoch
         self._note(f"target assignment epoch {epoch} by {assignor.name}")
 
@@ -746,52 +764,61 @@ class ConsumerGroupCoordinator:
         result: object,
         members: Mapping[str, MemberSpec],
         topics: Mapping[uuid.UUID, TopicMetadata],
-    ) -> dict[str, frozenset[TopicIdPartition]] | None:
+    ) -> dict[str, Mapping[uuid.UUID, frozenset[int]]] | None:
         """The assignor's output if it gives each subscribed partition to exactly one subscriber."""
         if not isinstance(result, TargetAssignment):
             self._obs.illegal_assignment(
                 f"assignor {name!r} returned {type(result).__name__}, not a TargetAssignment"
             )
             return None
-        seen: dict[TopicIdPartition, str] = {}
-        targets: dict[str, frozenset[TopicIdPartition]] = {}
+        seen: dict[uuid.UUID, dict[int, str]] = {}
+        out: dict[str, Mapping[uuid.UUID, frozenset[int]]] = {}
         for mid, assignment in result.members.items():
             spec = members.get(mid)
             if spec is None:
                 self._obs.illegal_assignment(f"assignor {name!r} assigned to unknown member {mid}")
                 return None
-            parts = assignment.topic_id_partitions()
-            for tip in parts:
-                meta = topics.get(tip.topic_id)
-                if meta is None or not 0 <= tip.partition < meta.num_partitions:
+            pmap = assignment.partitions
+            for tid, partitions in pmap.items():
+                meta = topics.get(tid)
+                if meta is None:
                     self._obs.illegal_assignment(
-                        f"assignor {name!r} assigned {tip}, which no member may consume"
+                        f"assignor {name!r} assigned partitions of topic {tid}, which no "
+                        "member subscribes to"
                     )
                     return None
-                if tip.topic_id not in spec.subscribed_topic_ids:
+                if tid not in spec.subscribed_topic_ids:
                     self._obs.illegal_assignment(
-                        f"assignor {name!r} assigned {meta.name}-{tip.partition} to "
+                        f"assignor {name!r} assigned {meta.name}-{min(partitions)} to "
                         f"{mid[:8]}, which does not subscribe to {meta.name}"
                     )
                     return None
-                other = seen.get(tip)
-                if other is not None:
-                    self._obs.illegal_assignment(
-                        f"assignor {name!r} assigned {meta.name}-{tip.partition} to both "
-                        f"{other[:8]} and {mid[:8]}"
-                    )
-                    return None
-                seen[tip] = mid
-            if parts:
-                targets[mid] = parts
+                owners = seen.setdefault(tid, {})
+                for p in partitions:
+                    if not 0 <= p < meta.num_partitions:
+                        self._obs.illegal_assignment(
+                            f"assignor {name!r} assigned {meta.name}-{p}, which does not exist"
+                        )
+                        return None
+                    other = owners.get(p)
+                    if other is not None:
+                        self._obs.illegal_assignment(
+                            f"assignor {name!r} assigned {meta.name}-{p} to both "
+                            f"{other[:8]} and {mid[:8]}"
+                        )
+                        return None
+                    owners[p] = mid
+            if pmap:
+                out[mid] = pmap
         for tid, meta in topics.items():
-            for p in range(meta.num_partitions):
-                if TopicIdPartition(tid, p) not in seen:
-                    self._obs.illegal_assignment(
-                        f"assignor {name!r} left {meta.name}-{p} unassigned"
-                    )
-                    return None
-        return targets
+            owners = seen.get(tid, {})
+            if len(owners) != meta.num_partitions:
+                missing = min(set(range(meta.num_partitions)) - set(owners))
+                self._obs.illegal_assignment(
+                    f"assignor {name!r} left {meta.name}-{missing} unassigned"
+                )
+                return None
+        return out
 
     # --------------------------------------------------------- reconciliation
 
