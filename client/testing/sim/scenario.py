@@ -5,8 +5,8 @@ faults); :func:`run_scenario` runs it and returns a :class:`Result`;
 :func:`shrink` removes faults and members from a failing scenario while it
 still fails the same way; :func:`soak` runs a range of seeds.
 
-The mix: mostly small groups (1-4 members), some medium ones (5-10) and a few
-big ones (20-40), each with a random selection of fault families: join
+The mix: mostly small groups (1-4 members), some medium ones (5-9) and a few
+big ones (16-36), each with a random selection of fault families: join
 storms, crashes (some while reconciling), leaves and static bounces, lost and
 duplicated heartbeats and acks, latency spikes, network partitions,
 coordinator failovers, application stalls, slow and failing callbacks,
@@ -197,10 +197,10 @@ def generate(seed: int) -> Scenario:
     """The scenario of ``seed``: the same seed always gives the same scenario."""
     rng = random.Random(f"kgroup-scenario:{seed}")
     roll = rng.random()
-    if roll < 0.02:
-        size, n_members, n_topics, parts = "big", rng.randint(20, 40), rng.randint(2, 4), (10, 40)
-    elif roll < 0.17:
-        size, n_members, n_topics, parts = "medium", rng.randint(5, 10), rng.randint(1, 3), (3, 16)
+    if roll < 0.012:
+        size, n_members, n_topics, parts = "big", rng.randint(16, 36), rng.randint(2, 4), (8, 32)
+    elif roll < 0.13:
+        size, n_members, n_topics, parts = "medium", rng.randint(5, 9), rng.randint(1, 3), (3, 16)
     else:
         size, n_members, n_topics, parts = "small", rng.randint(1, 4), rng.randint(1, 2), (1, 8)
     topics = [(f"t{i}", rng.randint(*parts)) for i in range(n_topics)]
