@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import uuid
 from collections import Counter
 from dataclasses import replace
@@ -381,3 +384,25 @@ def test_topic_ids_in_a_run_come_from_the_seed() -> None:
     assert b is not None
     assert a.topic_id == b.topic_id
     assert isinstance(a.topic_id, uuid.UUID)
+
+
+def test_a_replay_is_the_same_in_another_process_with_other_string_hashing() -> None:
+    # Set iteration order follows str hashing, which differs between processes;
+    # a seed must replay identically anyway (the CLI replays in a new process).
+    seed = str(_first_failing(InjectedBug.ACK_BEFORE_REVOKE))
+    command = [sys.executable, "-m", "kgroup.testing.sim", "--replay", seed]
+    command += ["--inject-bug", "ack-before-revoke", "--trace-lines", "100000"]
+    outputs = []
+    for hash_seed in ("1", "2"):
+        done = subprocess.run(
+            command,
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        assert done.returncode == 1, done.stderr
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1]
+    assert "VIOLATION" in outputs[0]

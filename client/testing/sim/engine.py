@@ -899,7 +899,7 @@ class Simulation:
         proc = self._by_member_id.get(member_id)
         if proc is None or not proc.alive or not proc.fetching:
             return
-        for tip in partitions:
+        for tip in sorted(partitions):
             tp = self.cluster.to_name(tip)
             if tp in proc.fetching:
                 self._violate(
@@ -921,7 +921,7 @@ class Simulation:
     ) -> None:
         self._count("commit_accepted")
         owned = record.owned()
-        for tp in partitions:
+        for tp in sorted(partitions):
             tip = self.cluster.to_id(tp)
             if tip is None or tip not in owned:
                 proc = self._by_member_id.get(record.member_id)
@@ -1095,7 +1095,8 @@ class Simulation:
         owned = record.owned() if record is not None else None
         ledger = self._ledger
         fetchers = self._fetchers
-        for tp in action.partitions:
+        # Sorted: set order follows str hashing, which differs between processes.
+        for tp in sorted(action.partitions):
             if tp in proc.fetching:
                 continue
             others = fetchers.setdefault(tp, [])
