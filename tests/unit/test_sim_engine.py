@@ -15,6 +15,7 @@ from kgroup.assignors import AssignmentSpec, MemberAssignment, TargetAssignment
 from kgroup.assignors.classic import GroupMetadata
 from kgroup.membership import MemberState
 from kgroup.testing.sim import (
+    ConsumerGroupCoordinator,
     Fault,
     FaultKind,
     InjectedBug,
@@ -23,6 +24,7 @@ from kgroup.testing.sim import (
     NetworkConditions,
     ScenarioError,
     Simulation,
+    SimulationError,
     generate,
     replay_command,
     run,
@@ -406,3 +408,16 @@ def test_a_replay_is_the_same_in_another_process_with_other_string_hashing() -> 
         outputs.append(done.stdout)
     assert outputs[0] == outputs[1]
     assert "VIOLATION" in outputs[0]
+
+
+def test_a_simulator_inconsistency_is_reported_with_its_seed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(self: ConsumerGroupCoordinator) -> None:
+        raise SimulationError("simulated coordinator bug: for this test")
+
+    monkeypatch.setattr(ConsumerGroupCoordinator, "_compute_target", broken)
+    result = run_scenario(12)
+    assert result.violation is not None
+    assert result.violation.invariant is Invariant.SIMULATOR_CONSISTENT
+    assert "for this test" in result.violation.message

@@ -37,6 +37,9 @@ class Invariant(enum.Enum):
         "to its topic"
     )
     MEMBER_RAISED = "the member machine never raises from handle()"
+    SIMULATOR_CONSISTENT = (
+        "the simulator's own bookkeeping stays consistent (a failure here is a simulator bug)"
+    )
     SESSION_LOST_FETCH = (
         "a member that has had no successful heartbeat for a session timeout fetches nothing "
         "(design.md's reliability rule; checked only with SimulationConfig.check_session_loss)"

@@ -27,7 +27,7 @@ from kgroup.testing.sim.engine import (
     Simulation,
     SimulationConfig,
 )
-from kgroup.testing.sim.errors import InvariantViolationError
+from kgroup.testing.sim.errors import InvariantViolationError, ScenarioError, SimulationError
 from kgroup.testing.sim.invariants import Invariant, Violation
 
 __all__ = [
@@ -411,6 +411,11 @@ def run(scenario: Scenario, *, bug: InjectedBug | None = None, trace: bool = Fal
         converged_at = sim.run_until_converged(faults_end=scenario.faults_end)
     except InvariantViolationError as exc:
         violation = exc.violation
+    except ScenarioError:
+        raise
+    except SimulationError as exc:
+        # The simulator contradicted itself: report the seed like any failure.
+        violation = Violation(Invariant.SIMULATOR_CONSISTENT, sim.now, str(exc))
     return Result(
         seed=scenario.seed,
         violation=violation,
