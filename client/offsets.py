@@ -39,7 +39,7 @@ from kgroup.errors import (
     TransportError,
 )
 from kgroup.protocol.requests import offset_commit, offset_fetch
-from kgroup.transport import KafkaClient
+from kgroup.transport.interface import ClusterClient
 from kgroup.types import Backoff, TopicPartition
 
 __all__ = ["MemberView", "OffsetManager"]
@@ -93,7 +93,7 @@ class OffsetManager:
 
     def __init__(
         self,
-        client: KafkaClient,
+        client: ClusterClient,
         group_id: str,
         member: MemberView,
         *,

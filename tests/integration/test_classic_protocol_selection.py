@@ -1,7 +1,8 @@
 """group.protocol=auto: the new protocol where the broker has it, classic where it does not.
 
 The fallback runs against a dedicated broker whose new consumer protocol is
-disabled (``group.coordinator.rebalance.protocols=classic``).
+disabled (``group.coordinator.rebalance.protocols=classic``): once decided
+before joining, and once when the first heartbeat is refused.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import pytest
 from helpers import consumer_conf, produce, text
 
 from kgroup import AsyncConsumer, Consumer, GroupProtocol
-from kgroup.errors import UnsupportedVersionError
+from kgroup.errors import KafkaConnectionError, UnsupportedVersionError
+from kgroup.runtime import TransportInterface, choice
 from kgroup.testing import KafkaBroker
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
 from kgroup.testing.topics import create_topic
@@ -100,3 +102,39 @@ def test_consumer_protocol_on_a_classic_only_broker_is_a_typed_fatal_error(
         with pytest.raises(UnsupportedVersionError):  # noqa: PT012 - polls until it fails
             while time.monotonic() < deadline:
                 consumer.poll(0.2)
+
+
+def test_auto_falls_back_to_classic_when_the_first_heartbeat_is_refused(
+    classic_only_broker: KafkaBroker,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before joining, auto asks the coordinator whether it takes the consumer
+    # protocol. Leave that question unanswered, as when the cluster cannot be
+    # asked in time: the consumer protocol is assumed, and the broker refuses
+    # the first heartbeat with UNSUPPORTED_VERSION.
+    async def unanswered(client: TransportInterface, group_id: str) -> str | None:
+        raise KafkaConnectionError("no answer (test)")
+
+    monkeypatch.setattr(choice, "probe", unanswered)
+    bootstrap = classic_only_broker.bootstrap_servers
+    create_topic(bootstrap, "refused-first", partitions=2)
+    values = produce(bootstrap, "refused-first", 2, 20)
+    conf = consumer_conf(
+        bootstrap,
+        "g-refused-first",
+        group_protocol="auto",
+        heartbeat_interval_ms=500,
+        session_timeout_ms=6000,
+    )
+    with caplog.at_level(logging.WARNING, logger="kgroup"), Consumer(conf) as consumer:
+        assumed = consumer.group_protocol
+        consumer.subscribe(["refused-first"])
+        got: set[str] = set()
+        deadline = time.monotonic() + 30
+        while got != values and time.monotonic() < deadline:
+            got.update(text(m) for m in consumer.consume(100, 0.2))
+        assert got == values
+        assert (assumed, consumer.group_protocol) == (GroupProtocol.CONSUMER, GroupProtocol.CLASSIC)
+        assert consumer.member_epoch > 0
+        assert any("the first heartbeat was refused" in r.message for r in caplog.records)

@@ -6,6 +6,7 @@ session timeout 6 s, no assignment batching.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from typing import Any
@@ -21,16 +22,19 @@ from helpers import (
     produce,
     wait_until,
 )
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 import kgroup
-from kgroup import ConfigError, Consumer, TopicPartition
+from kgroup import ConfigError, Consumer, ConsumerConfig, TopicPartition
 from kgroup.errors import (
     InvalidRegularExpressionError,
     NoBrokersAvailableError,
     UnreleasedInstanceIdError,
 )
+from kgroup.protocol import ApiKey, NegotiatedVersions
 from kgroup.testing import KafkaBroker
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
+from kgroup.transport import KafkaClient, RequestBuilder
 
 pytestmark = pytest.mark.integration
 
@@ -217,28 +221,67 @@ def test_manual_commit_with_a_stale_epoch_is_retried_with_the_new_one(
     bootstrap = kafka_broker.bootstrap_servers
     topic = make_topic(partitions=2)
     produce(bootstrap, topic, 2, 10)
-    with Consumer(consumer_conf(bootstrap, make_group_id(), enable_auto_commit=False)) as consumer:
+    transport = _StaleCommits()
+    conf = consumer_conf(bootstrap, make_group_id(), enable_auto_commit=False)
+    with Consumer(conf, transport=transport.open) as consumer:
         consumer.subscribe([topic])
         assert len(drain(consumer, 10, 30)) == 10
         # Make the first commit attempt carry an epoch older than the one the
         # partitions were assigned in, as if the epoch moved on while it was in
         # flight; the broker answers STALE_MEMBER_EPOCH.
-        offsets = consumer._runtime._offsets
-        assert offsets is not None
-        view = offsets._member
-        real = view.member_epoch
-        sent: list[int] = []
+        sent = transport.sent
+        transport.stale_next = True
 
-        def stale_once() -> int:
-            epoch = real() - 1 if not sent else real()
-            sent.append(epoch)
-            return epoch
+        def real() -> int:
+            return consumer.member_epoch
 
-        object.__setattr__(view, "member_epoch", stale_once)
         committed = consumer.commit()
         assert committed == {TopicPartition(topic, 0): 5, TopicPartition(topic, 1): 5}
         assert sent == [real() - 1, real()]
         assert consumer.committed(partitions_of(topic, 2)) == committed
+
+
+class _StaleCommits:
+    """The consumer's cluster client (the ``transport=`` testing seam), watching OffsetCommit.
+
+    Records the epoch of every OffsetCommit sent; with ``stale_next`` the next
+    one goes out with the epoch before the member's.
+    """
+
+    def __init__(self) -> None:
+        self.sent: list[int] = []
+        self.stale_next = False
+
+    def open(self, config: ConsumerConfig) -> KafkaClient:
+        watcher = self
+
+        class Client(KafkaClient):
+            async def coordinator_request(
+                self,
+                group_id: str,
+                request: RequestPayload | RequestBuilder,
+                *,
+                timeout: float | None = None,
+            ) -> ResponsePayload:
+                def build(versions: NegotiatedVersions) -> RequestPayload:
+                    payload = request(versions) if callable(request) else request
+                    return watcher.watch(payload)
+
+                return await super().coordinator_request(group_id, build, timeout=timeout)
+
+        return Client(config.bootstrap_servers, request_timeout=config.request_timeout_ms / 1000)
+
+    def watch(self, payload: RequestPayload) -> RequestPayload:
+        if int(payload.__api_key__) != ApiKey.OFFSET_COMMIT:
+            return payload
+        commit: Any = payload
+        epoch = int(commit.generation_id_or_member_epoch)
+        if self.stale_next:
+            self.stale_next = False
+            epoch -= 1
+            payload = dataclasses.replace(commit, generation_id_or_member_epoch=epoch)
+        self.sent.append(epoch)
+        return payload
 
 
 def test_commit_of_partitions_not_owned_is_dropped(

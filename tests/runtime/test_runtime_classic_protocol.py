@@ -116,7 +116,6 @@ async def test_auto_uses_classic_when_the_consumer_protocol_is_disabled(
         assert list(group.members) == [consumer.member_id]
 
 
-@pytest.mark.xfail(strict=True, reason="needs wip/runtime fallback")
 async def test_auto_falls_back_to_classic_when_the_first_heartbeat_is_refused(
     broker: FakeBroker, group_id: str
 ) -> None:

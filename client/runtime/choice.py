@@ -1,0 +1,155 @@
+"""Which group protocol a consumer speaks: ``group.protocol`` and its ``auto``.
+
+``consumer`` and ``classic`` are taken as configured. ``auto`` is decided by
+the driver, with its own cluster client, in two places:
+
+1. **Before joining** (:func:`resolve_auto`): the consumer protocol when the
+   group's coordinator advertises ConsumerGroupHeartbeat and does not refuse
+   a ConsumerGroupDescribe of the group (no side effect) with
+   UNSUPPORTED_VERSION, which is what a broker answers when the protocol is
+   disabled (``group.coordinator.rebalance.protocols`` without ``consumer``,
+   or ``group.version`` 0). Otherwise classic, with a warning. If the cluster
+   cannot be asked within ``request.timeout.ms``, the consumer protocol is
+   assumed.
+2. **On the first heartbeat** (:func:`falls_back`): when the consumer
+   protocol was chosen (or assumed) but the first heartbeat is refused with
+   UNSUPPORTED_VERSION (the member reports ``ReportFatalError`` with
+   ``protocol_unsupported``), the driver switches to the classic protocol with
+   a warning instead of failing. Once a heartbeat was accepted, a refusal is
+   the fatal error it says it is.
+"""
+
+from __future__ import annotations
+
+import anyio
+from kio.schema.errors import ErrorCode
+
+from kgroup.config import ConsumerConfig, GroupProtocol
+from kgroup.errors import KgroupError
+from kgroup.membership import ReportFatalError
+from kgroup.protocol import ApiKey
+from kgroup.protocol.requests import consumer_group_describe
+from kgroup.runtime._log import log
+from kgroup.runtime.classic_session import ClassicSession, classic_assignors
+from kgroup.runtime.consumer_session import ConsumerSession
+from kgroup.runtime.interfaces import Host, TransportInterface
+
+__all__ = [
+    "Session",
+    "check_protocol_config",
+    "falls_back",
+    "new_session",
+    "probe",
+    "resolve_auto",
+    "session_class",
+]
+
+Session = ConsumerSession | ClassicSession
+"""The session of either protocol, as the driver holds it."""
+
+
+def check_protocol_config(config: ConsumerConfig) -> None:
+    """Checks of ``config`` that depend on the protocol, made before anything starts.
+
+    With ``group.protocol`` classic or auto, ``partition.assignment.strategy``
+    is resolved, so an unknown assignor fails at construction.
+
+    Raises:
+        ConfigError: naming the key.
+    """
+    if config.group_protocol is not GroupProtocol.CONSUMER:
+        classic_assignors(config)
+
+
+def session_class(protocol: GroupProtocol) -> type[ConsumerSession] | type[ClassicSession]:
+    """The session class of a resolved protocol (CONSUMER or CLASSIC)."""
+    if protocol is GroupProtocol.CLASSIC:
+        return ClassicSession
+    if protocol is GroupProtocol.CONSUMER:
+        return ConsumerSession
+    raise ValueError(f"resolve group.protocol={protocol.value} first")
+
+
+def new_session(protocol: GroupProtocol, host: Host) -> Session:
+    """A session of ``protocol`` (AUTO starts as CONSUMER until resolved) for ``host``."""
+    return session_class(GroupProtocol.CONSUMER if protocol is GroupProtocol.AUTO else protocol)(
+        host
+    )
+
+
+async def probe(client: TransportInterface, group_id: str) -> str | None:
+    """Why the coordinator of ``group_id`` cannot take the consumer protocol (None: it can).
+
+    Raises:
+        KgroupError: the cluster could not be asked.
+    """
+    address = await client.coordinator(group_id)
+    conn = await client.connection(address.node_id)
+    versions = conn.versions
+    if not versions.supports(ApiKey.CONSUMER_GROUP_HEARTBEAT):
+        return "the group coordinator does not support ConsumerGroupHeartbeat"
+    if versions.supports(ApiKey.CONSUMER_GROUP_DESCRIBE):
+        response = await conn.request(consumer_group_describe.build(versions, (group_id,)))
+        codes = consumer_group_describe.parse(consumer_group_describe.narrow(response))
+        if ErrorCode.unsupported_version in codes.values():
+            return "the group coordinator has the new consumer protocol disabled"
+    return None
+
+
+async def resolve_auto(
+    client: TransportInterface, config: ConsumerConfig, deadline: float
+) -> GroupProtocol:
+    """``group.protocol=auto`` before joining: ask the cluster until ``deadline``.
+
+    Never raises: an unanswered question assumes the consumer protocol (the
+    first heartbeat can still fall back, see :func:`falls_back`).
+    """
+    reason: str | None = None
+    budget = config.request_timeout_ms / 1000
+    with anyio.move_on_after(max(0.0, deadline - anyio.current_time())) as scope:
+        try:
+            reason = await probe(client, config.group_id)
+        except KgroupError as exc:
+            return assume_consumer(config, f"could not ask the cluster ({exc})")
+    if scope.cancelled_caught:
+        return assume_consumer(config, f"got no answer within {budget:.1f} s")
+    if reason is not None:
+        log.warning(
+            "group %s: group.protocol=auto falls back to the classic protocol: %s",
+            config.group_id,
+            reason,
+        )
+        return GroupProtocol.CLASSIC
+    log.info("group %s: group.protocol=auto uses the new consumer protocol", config.group_id)
+    return GroupProtocol.CONSUMER
+
+
+def assume_consumer(config: ConsumerConfig, why: str) -> GroupProtocol:
+    """Log why ``auto`` could not decide; the consumer protocol is assumed."""
+    log.warning(
+        "group %s: group.protocol=auto %s; using the new consumer protocol", config.group_id, why
+    )
+    return GroupProtocol.CONSUMER
+
+
+def falls_back(config: ConsumerConfig, session: Session, action: ReportFatalError) -> bool:
+    """Whether ``action`` switches the consumer to the classic protocol instead of failing.
+
+    Only with ``group.protocol=auto``, only for a refusal of the protocol
+    (UNSUPPORTED_VERSION), and only before the coordinator ever accepted a
+    heartbeat of this member. Logs the switch.
+    """
+    if not (
+        action.protocol_unsupported
+        and config.group_protocol is GroupProtocol.AUTO
+        and session.may_fall_back
+    ):
+        return False
+    log.warning(
+        "group %s: group.protocol=auto falls back to the classic protocol: "
+        "the first heartbeat was refused (%s: %s)",
+        config.group_id,
+        action.name,
+        action.message,
+    )
+    return True

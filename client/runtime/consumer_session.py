@@ -1,0 +1,152 @@
+"""The consumer protocol's session (KIP-848): a ConsumerMember and its heartbeats.
+
+Performs what only the consumer protocol's member asks for:
+
+- ``SendHeartbeat``: a ConsumerGroupHeartbeat to the coordinator (moves of the
+  coordinator are followed within the request timeout); its response or
+  failure goes back to the member;
+- ``RequestMetadata``: a metadata refresh, reported as ``MetadataUpdated``
+  (the member resolves topic ids of its assignment with it).
+
+Named topics' ids are looked up before a subscription reaches the member, so
+the first assignment resolves at once (see :meth:`ConsumerSession.subscribe`).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import anyio
+
+from kgroup.config import GroupProtocol
+from kgroup.errors import KgroupError
+from kgroup.membership import (
+    CommitCompleted,
+    ConsumerMember,
+    ConsumerMemberAction,
+    ConsumerMemberEvent,
+    HeartbeatFailed,
+    HeartbeatResponse,
+    HeartbeatResponseReceived,
+    MemberConfig,
+    MetadataUpdated,
+    RequestMetadata,
+    SendHeartbeat,
+    SubscriptionChanged,
+)
+from kgroup.protocol.requests import consumer_group_heartbeat
+from kgroup.runtime._log import log
+from kgroup.runtime.coordinator import Answered, CallFailed, coordinator_call
+from kgroup.runtime.interfaces import Host, SubscriptionChange
+from kgroup.runtime.session import FinishedCommit, SessionBase
+
+__all__ = ["ConsumerSession"]
+
+
+class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
+    """Drives one :class:`~kgroup.membership.ConsumerMember` for a driver (see the module)."""
+
+    group_protocol = GroupProtocol.CONSUMER
+
+    def __init__(self, host: Host) -> None:
+        config = host.config
+        self.member = ConsumerMember(
+            MemberConfig(
+                group_id=config.group_id,
+                member_id=str(uuid.uuid4()),
+                instance_id=config.group_instance_id,
+                rack_id=config.client_rack,
+                server_assignor=config.group_remote_assignor,
+                max_poll_interval_ms=config.max_poll_interval_ms,
+                auto_commit=config.enable_auto_commit,
+                retry_backoff_ms=config.retry_backoff_ms,
+                retry_backoff_max_ms=config.retry_backoff_max_ms,
+            )
+        )
+        super().__init__(host, self.member)
+        self._accepted = False
+
+    @property
+    def generation_or_epoch(self) -> int:
+        """The member epoch."""
+        return self.member.member_epoch
+
+    @property
+    def may_fall_back(self) -> bool:
+        """No heartbeat of this member was accepted yet."""
+        return not self._accepted
+
+    def _perform(self, action: ConsumerMemberAction) -> None:
+        if isinstance(action, SendHeartbeat):
+            self._host.spawn(self._heartbeat, action)
+        elif isinstance(action, RequestMetadata):
+            self._host.spawn(self._refresh_metadata)
+        # AssignorOnAssignment: no Python consumer-protocol assignor is configurable yet.
+
+    async def subscribe(self, change: SubscriptionChange) -> None:
+        """Look up the named topics' ids first, then give the change to the member."""
+        # The member joins as soon as it sees the subscription. Learning the
+        # topic ids of the named topics first means the first assignment
+        # resolves at once: acknowledging a partly resolved assignment tells
+        # the broker the unresolved partitions are not owned, and it may hand
+        # them to another member while their assigned callback is still queued.
+        if isinstance(change, SubscriptionChanged) and change.topics:
+            with anyio.move_on_after(self._host.request_timeout):
+                await self._metadata(sorted(change.topics))
+        self._events.post(change)
+
+    def rediscovery_delay(self) -> float:
+        """The member paces its own heartbeats: look the coordinator up at once."""
+        return 0.0
+
+    def commit_done(self, commit: FinishedCommit) -> None:
+        """Report the commit before a revocation to the member."""
+        self._events.post(CommitCompleted(commit.token, commit.error))
+
+    # -------------------------------------------------------------- requests
+
+    async def _heartbeat(self, action: SendHeartbeat) -> None:
+        host = self._host
+        request = action.request
+        outcome = await coordinator_call(
+            host.client,
+            host.config.group_id,
+            lambda versions: consumer_group_heartbeat.build(versions, request),
+            consumer_group_heartbeat.narrow,
+            timeout=host.request_timeout,
+            follow_moves=True,
+        )
+        event: ConsumerMemberEvent
+        if isinstance(outcome, Answered):
+            response = consumer_group_heartbeat.parse(outcome.response)
+            self._accepted = self._accepted or response.error_code == 0
+            event = HeartbeatResponseReceived(action.seq, response)
+        elif isinstance(outcome, CallFailed):
+            event = HeartbeatFailed(action.seq, outcome.kind, outcome.detail)
+        else:
+            # FindCoordinator's own error (authorization ...): the member reacts as
+            # to the same code in a heartbeat response.
+            event = HeartbeatResponseReceived(
+                action.seq,
+                HeartbeatResponse(error_code=outcome.code, error_message=outcome.message),
+            )
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("group %s heartbeat %s -> %s", host.config.group_id, request, event)
+        self._events.post(event)
+
+    async def _refresh_metadata(self) -> None:
+        await self._metadata(None)
+
+    async def _metadata(self, topics: list[str] | None) -> None:
+        try:
+            cluster = await self._host.client.metadata(topics)
+        except KgroupError as exc:
+            log.info(
+                "group %s: metadata for %s failed: %s",
+                self._host.config.group_id,
+                "all topics" if topics is None else topics,
+                exc,
+            )
+            return
+        self._events.post(MetadataUpdated({t.topic_id: t.name for t in cluster.topics.values()}))

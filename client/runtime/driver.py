@@ -1,0 +1,675 @@
+"""The protocol-neutral driver of a consumer: a member meets the network and the data plane.
+
+One :class:`Driver` per consumer. Its :meth:`Driver.run` task opens the
+cluster client (a :data:`~kgroup.runtime.interfaces.TransportFactory`) and a
+task group, and drives the member of one **session** (the consumer protocol's
+:class:`~kgroup.runtime.consumer_session.ConsumerSession` or the classic
+:class:`~kgroup.runtime.classic_session.ClassicSession`) with the time from
+``anyio.current_time()``:
+
+- the session performs its own protocol's actions (group requests, assignors)
+  as background tasks that report back as events, so heartbeats never wait
+  for the application;
+- the driver performs the actions every member returns: data-plane changes
+  (stop / start fetching, through the sans-IO
+  :class:`~kgroup.runtime.fetch_state.FetchState`) are made at once, offset
+  fetches and commits run in the background;
+- everything that must happen in the application's context is queued as
+  *application work* (:data:`~kgroup.runtime.work.AppWork`): rebalance
+  callbacks, errors to raise, results of asynchronous commits, and the commit
+  before a revocation (see below). The consumer front ends drain the queue
+  inside ``poll()`` at points where the application holds no unprocessed
+  record (:mod:`kgroup._frontend`).
+
+Why the revocation commit waits for the application: positions count records
+*handed out*; the application may still be processing the last batch when a
+revocation starts. The positions of the revoked partitions are captured when
+they stop fetching, and committed at the application's next service point
+(the start of its next poll, when it has finished with every record handed
+out before), so a commit never covers a record the application has not
+finished with. The revoke callback needs that same poll anyway.
+
+Interval auto-commits are made at service points too (like the Java client's
+auto-commit in poll) for the same reason.
+
+``group.protocol=auto`` is resolved here, with the driver's own client
+(:mod:`kgroup.runtime.choice`): before joining, and again when the first
+heartbeat is refused, by switching to a classic session.
+
+Threads: every method must be called on the driver's event loop; from other
+threads only :attr:`Driver.app_work` (a thread-safe deque), :attr:`Driver.fatal`,
+:meth:`Driver.is_closed` and the session's ``group_protocol``, ``member_id`` and
+``generation_or_epoch`` may be read. :class:`~kgroup.Consumer` reaches
+the loop through an anyio blocking portal.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+
+import anyio
+import anyio.abc
+
+from kgroup.config import ConsumerConfig, GroupProtocol
+from kgroup.dataplane.librdkafka import DataPlaneError
+from kgroup.errors import BrokerError, KgroupError, RequestTimeoutError
+from kgroup.listener import listener_method
+from kgroup.membership import (
+    CallbackCompleted,
+    Closed,
+    CloseRequested,
+    CommitCompleted,
+    CommitOffsets,
+    CoordinatorRediscovered,
+    LeaveComplete,
+    PollCalled,
+    RaiseCallbackError,
+    RediscoverCoordinator,
+    ReportError,
+    ReportFatalError,
+    RunCallback,
+    StartFetching,
+    StopFetching,
+    SubscriptionChanged,
+    Unsubscribe,
+)
+from kgroup.offsets import MemberView, OffsetManager
+from kgroup.protocol import broker_error
+from kgroup.runtime import choice, work
+from kgroup.runtime._log import log
+from kgroup.runtime.choice import Session
+from kgroup.runtime.fetch_state import (
+    Assign,
+    CapturePositions,
+    FetchOp,
+    FetchState,
+    FetchTicket,
+    Pause,
+    Resume,
+    Seek,
+    Unassign,
+)
+from kgroup.runtime.interfaces import (
+    DataPlaneInterface,
+    DriverAction,
+    SubscriptionChange,
+    TransportFactory,
+    TransportInterface,
+)
+from kgroup.runtime.session import FinishedCommit
+from kgroup.transport import KafkaClient
+from kgroup.types import Backoff, TopicPartition
+
+__all__ = ["Driver", "open_kafka_client"]
+
+_DEFAULT_CONNECT_TIMEOUT = 10.0
+
+
+def _connect_timeout(config: ConsumerConfig) -> float:
+    """Seconds to open a connection (TCP and the ApiVersions handshake).
+
+    ``socket.connection.setup.timeout.ms`` (librdkafka's and the Java client's
+    key; the data plane gets it too) when set, else 10 s, and never longer than
+    ``request.timeout.ms``: a bootstrap server that never answers must fail
+    within the timeouts the application configured.
+    """
+    raw = config.passthrough.get("socket.connection.setup.timeout.ms", "").strip()
+    setup = int(raw) / 1000 if raw.isdigit() else _DEFAULT_CONNECT_TIMEOUT
+    return min(setup, config.request_timeout_ms / 1000)
+
+
+def open_kafka_client(config: ConsumerConfig) -> AbstractAsyncContextManager[TransportInterface]:
+    """The default :data:`~kgroup.runtime.interfaces.TransportFactory`: a KafkaClient."""
+    return KafkaClient(
+        config.bootstrap_servers,
+        client_id=config.client_id,
+        request_timeout=config.request_timeout_ms / 1000,
+        connect_timeout=_connect_timeout(config),
+        backoff=Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms),
+    )
+
+
+@dataclass(slots=True)
+class _PendingCommit:
+    offsets: dict[TopicPartition, int]
+    deadline: float
+
+
+class Driver:
+    """Drives one consumer's member, whichever its protocol (see the module).
+
+    ``wakeup`` is called (on the event loop) whenever application work is
+    queued or the driver stops, so a front end waiting for either can wake.
+    ``transport`` opens the cluster client (default: :func:`open_kafka_client`).
+    """
+
+    def __init__(
+        self,
+        config: ConsumerConfig,
+        dataplane: DataPlaneInterface,
+        *,
+        wakeup: Callable[[], None],
+        transport: TransportFactory = open_kafka_client,
+    ) -> None:
+        self.config = config
+        self.dataplane = dataplane
+        self.fetch = FetchState()
+        """What each partition may do on the data plane."""
+        self.listener: object | None = None
+        self.app_work: collections.deque[work.AppWork] = collections.deque()
+        """Work for the application's context; appended on the loop, drained by the app."""
+        self.fatal: BaseException | None = None
+        """Set once the consumer failed for good; raised from every poll after."""
+        self.backoff = Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms)
+        self.request_timeout = config.request_timeout_ms / 1000
+        self._transport = transport
+        self._ended = False
+        self._wakeup = wakeup
+        self._loop_wake: anyio.Event | None = None
+        # Subscription changes go through the session (metadata, regex) in the
+        # order the application made them.
+        self._sub_send, self._sub_recv = anyio.create_memory_object_stream[SubscriptionChange](
+            math.inf
+        )
+        self._latest_subscription: SubscriptionChange | None = None
+        self._client: TransportInterface | None = None
+        self._offsets: OffsetManager | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._done: anyio.Event | None = None
+        self._ready: anyio.Event | None = None  # set once connected, or when run ends
+        self._protocol_known: anyio.Event | None = None  # group.protocol=auto only
+        self._revocation_commits: dict[int, _PendingCommit] = {}
+        self._raised: set[BaseException] = set()
+        self._deferred: list[tuple[Callable[..., Awaitable[None]], tuple[object, ...]]] = []
+        self.session: Session = choice.new_session(config.group_protocol, self)
+        """The session of the protocol in use (``auto``: switched once decided)."""
+        self._last_epoch = self.session.generation_or_epoch
+        self._last_assignment: frozenset[TopicPartition] = frozenset()
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def group_id(self) -> str:
+        """``group.id``."""
+        return self.config.group_id
+
+    @property
+    def client(self) -> TransportInterface:
+        """The connected cluster client (only while :meth:`run` runs)."""
+        if self._client is None:
+            raise RuntimeError("the driver is not connected")
+        return self._client
+
+    def is_closed(self) -> bool:
+        """True once :meth:`run` ended (closed, aborted, or failed to start)."""
+        return self._ended
+
+    def owned(self) -> frozenset[TopicPartition]:
+        """The member's installed assignment (what commits may cover)."""
+        return self.session.assignment
+
+    # --------------------------------------------------------------- running
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Connect and drive the member until it is closed (or :meth:`abort`).
+
+        Reports started at once, before connecting: a bootstrap failure becomes
+        the consumer's fatal error, raised from poll. With ``group.protocol=auto``
+        it reports started once the protocol is chosen (at most
+        ``request.timeout.ms`` later), so the session's ``group_protocol`` is
+        truthful from the start.
+        """
+        self._done = anyio.Event()
+        self._ready = anyio.Event()
+        if self.config.group_protocol is not GroupProtocol.AUTO:
+            task_status.started()
+            await self._run()
+            return
+        known = self._protocol_known = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._run)
+            with anyio.move_on_after(self.request_timeout):
+                await known.wait()
+            task_status.started()
+
+    async def _run(self) -> None:
+        assert self._ready is not None
+        assert self._done is not None
+        choose_by = anyio.current_time() + self.request_timeout
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            try:
+                async with (
+                    self._transport(self.config) as client,
+                    anyio.create_task_group() as tg,
+                ):
+                    self._client = client
+                    self._tg = tg
+                    if self._protocol_known is not None:
+                        await self._choose(client, choose_by)
+                    self._offsets = OffsetManager(
+                        client,
+                        self.group_id,
+                        MemberView(
+                            member_id=lambda: self.session.member_id,
+                            member_epoch=lambda: self.session.generation_or_epoch,
+                            owned=self.owned,
+                            instance_id=self.config.group_instance_id,
+                            tenure=self.fetch.tenure,
+                        ),
+                        backoff=self.backoff,
+                        request_timeout=self.request_timeout,
+                    )
+                    self._ready.set()
+                    self.session.start()
+                    tg.start_soon(self._subscriptions)
+                    for fn, args in self._deferred:
+                        tg.start_soon(self._guarded, fn, *args)
+                    self._deferred.clear()
+                    await self._drive()
+                    tg.cancel_scope.cancel()
+            except Exception as exc:
+                if self._protocol_known is not None and not self._protocol_known.is_set():
+                    choice.assume_consumer(self.config, f"could not ask the cluster ({exc})")
+                log.error("group %s: consumer runtime failed: %s", self.group_id, exc)
+                if self.fatal is None:
+                    self.fatal = exc
+        self._ended = True
+        if self._protocol_known is not None:
+            self._protocol_known.set()
+        self._ready.set()
+        self._done.set()
+        self._wakeup()
+
+    async def _choose(self, client: TransportInterface, deadline: float) -> None:
+        assert self._protocol_known is not None
+        protocol = await choice.resolve_auto(client, self.config, deadline)
+        if protocol is not self.session.group_protocol:
+            self._switch(protocol)
+        self._protocol_known.set()
+
+    def _switch(self, protocol: GroupProtocol) -> None:
+        # Only before the member owned anything: the first session's member
+        # never joined, so nothing is fetching and no callback is pending.
+        self.session = choice.new_session(protocol, self)
+        self._last_epoch = self.session.generation_or_epoch
+        if self._tg is not None and self._ready is not None and self._ready.is_set():
+            self.session.start()
+            if self._latest_subscription is not None:
+                # Changes still queued reach the new session anyway; the newest
+                # goes last, so it stays the one in force.
+                self._sub_send.send_nowait(self._latest_subscription)
+
+    async def _drive(self) -> None:
+        while not self.session.closed:
+            session = self.session
+            if session.has_events():
+                self._step(session)
+                continue
+            deadline = session.next_deadline()
+            if deadline is not None and anyio.current_time() >= deadline:
+                self._step(session)
+                continue
+            wake = self._loop_wake = anyio.Event()
+            timeout = math.inf if deadline is None else deadline - anyio.current_time()
+            with anyio.move_on_after(timeout):
+                await wake.wait()
+
+    def _step(self, session: Session) -> None:
+        for action in session.handle_next(anyio.current_time()):
+            self._perform(action)
+        if session is not self.session:
+            return  # switched protocols: the new member starts from scratch
+        epoch, assignment = session.generation_or_epoch, session.assignment
+        self.fetch.assignment_changed(assignment)
+        if epoch != self._last_epoch or assignment != self._last_assignment:
+            log.info(
+                "group %s member %s: epoch %d, state %s, assignment (%d) %s",
+                self.group_id,
+                session.member_id,
+                epoch,
+                session.state_name,
+                len(assignment),
+                ", ".join(str(tp) for tp in sorted(assignment)),
+            )
+            self._last_epoch, self._last_assignment = epoch, assignment
+
+    async def _subscriptions(self) -> None:
+        async for change in self._sub_recv:
+            await self.session.subscribe(change)
+
+    # ------------------------------------------------------------- the host
+
+    def wake(self) -> None:
+        """A session queued an event for its member: let the loop run."""
+        if self._loop_wake is not None:
+            self._loop_wake.set()
+
+    def spawn(self, fn: Callable[..., Awaitable[None]], *args: object) -> None:
+        """Run ``fn(*args)`` in the background; a failure becomes the fatal error."""
+        if self._ended:
+            raise self.fatal or KgroupError("the consumer's runtime has stopped")
+        if self._tg is None:
+            # Not connected yet (an early commit_async): started once connected.
+            self._deferred.append((fn, args))
+        else:
+            self._tg.start_soon(self._guarded, fn, *args)
+
+    async def _guarded(self, fn: Callable[..., Awaitable[None]], *args: object) -> None:
+        # A bug in one background task must end in a typed error from poll,
+        # not in a silently dead runtime.
+        try:
+            await fn(*args)
+        except Exception as exc:
+            log.exception("group %s: background task failed", self.group_id)
+            self.set_fatal(exc)
+
+    def set_fatal(self, error: BaseException) -> None:
+        """The consumer failed for good: ``error`` is raised from every poll."""
+        if self.fatal is None:
+            self.fatal = error
+        self._wakeup()
+
+    def _queue(self, item: work.AppWork) -> None:
+        self.app_work.append(item)
+        self._wakeup()
+
+    # --------------------------------------------------------------- actions
+
+    def _perform(self, action: DriverAction) -> None:
+        match action:
+            case StopFetching():
+                self._apply(self.fetch.stop(action.partitions))
+            case StartFetching():
+                self.spawn(self._fetch_and_assign, self.fetch.start(action.partitions))
+            case CommitOffsets():
+                self._commit_for_member(action)
+            case RunCallback():
+                if listener_method(self.listener, action.kind) is None:
+                    self.session.post(CallbackCompleted(action.kind, action.token))
+                else:
+                    self._queue(work.CallbackWork(action.kind, action.token, action.partitions))
+            case RaiseCallbackError():
+                if action.error in self._raised:
+                    self._raised.discard(action.error)  # already raised from that poll
+                else:
+                    self._queue(work.ErrorWork(action.error))
+            case RediscoverCoordinator():
+                self.spawn(self._rediscover)
+            case ReportError():
+                self._queue(work.ErrorWork(broker_error(action.code, action.message)))
+            case ReportFatalError():
+                if choice.falls_back(self.config, self.session, action):
+                    self._switch(GroupProtocol.CLASSIC)
+                    return
+                log.error(
+                    "group %s member %s: fatal error %s: %s",
+                    self.group_id,
+                    self.session.member_id,
+                    action.name,
+                    action.message,
+                )
+                self.set_fatal(broker_error(action.code, action.message))
+            case LeaveComplete():
+                log.info(
+                    "group %s member %s: left the group", self.group_id, self.session.member_id
+                )
+            case Closed():
+                log.info(
+                    "group %s member %s: closed%s",
+                    self.group_id,
+                    self.session.member_id,
+                    " (timed out)" if action.timed_out else "",
+                )
+
+    async def _rediscover(self) -> None:
+        delay = self.session.rediscovery_delay()
+        if delay:
+            await anyio.sleep(delay)
+        try:
+            await self.client.coordinator(self.group_id, refresh=True)
+        except KgroupError as exc:
+            # The next request looks it up again and reports what fails.
+            log.info("group %s: coordinator lookup failed: %s", self.group_id, exc)
+        self.session.post(CoordinatorRediscovered())
+
+    # ------------------------------------------------------------ data plane
+
+    def _apply(self, ops: Sequence[FetchOp]) -> bool:
+        """Perform ``ops`` on the data plane; False if it refused an assignment."""
+        dataplane = self.dataplane
+        for op in ops:
+            match op:
+                case CapturePositions():
+                    self.fetch.positions_captured(dataplane.positions(op.partitions))
+                case Unassign():
+                    dataplane.unassign(op.partitions)
+                case Assign():
+                    try:
+                        dataplane.assign(op.offsets)
+                    except DataPlaneError as exc:
+                        self.fetch.assign_failed(op)
+                        self._queue(work.ErrorWork(exc))
+                        return False
+                case Pause():
+                    dataplane.pause(op.partitions)
+                case Resume():
+                    dataplane.resume(op.partitions)
+                case Seek():
+                    dataplane.seek(op.partition, op.offset)
+        return True
+
+    async def _fetch_and_assign(self, ticket: FetchTicket) -> None:
+        assert self._offsets is not None
+        fetch = self.fetch
+        committed: dict[TopicPartition, int | None] = {}
+        while fetch.wanted(ticket):
+            try:
+                committed = await self._offsets.fetch(
+                    sorted(fetch.wanted(ticket)),
+                    deadline=anyio.current_time() + self.request_timeout,
+                    wanted=lambda: bool(fetch.wanted(ticket)),
+                )
+                break
+            except RequestTimeoutError as exc:
+                log.info("group %s: offset fetch timed out (%s); retrying", self.group_id, exc)
+            except BrokerError as exc:
+                self.set_fatal(exc)
+                return
+        ops = fetch.offsets_fetched(ticket, committed, self.owned())
+        if not ops or not self._apply(ops):
+            return
+        start = next(op.offsets for op in ops if isinstance(op, Assign))
+        log.info(
+            "group %s member %s: fetching %s",
+            self.group_id,
+            self.session.member_id,
+            ", ".join(f"{tp}@{'reset' if o is None else o}" for tp, o in sorted(start.items())),
+        )
+
+    # --------------------------------------------------------------- commits
+
+    def _commit_for_member(self, action: CommitOffsets) -> None:
+        if action.offsets:
+            # A commit the member retries after a rebalance (the application
+            # released it before): its own offsets first, and at once.
+            offsets = {tp: o for tp, o in action.offsets.items() if tp in action.partitions}
+            rest = action.partitions - offsets.keys()
+            offsets.update(self.fetch.stopped_positions(rest))
+            live = self.dataplane.positions(rest)
+            offsets.update({tp: o for tp, o in live.items() if tp not in offsets})
+            if offsets:
+                self.spawn(
+                    self._member_commit, action.token, _PendingCommit(offsets, action.deadline)
+                )
+                return
+        else:
+            offsets = self.fetch.stopped_positions(action.partitions)
+            offsets.update(self.dataplane.positions(action.partitions))
+            if offsets:
+                self._revocation_commits[action.token] = _PendingCommit(offsets, action.deadline)
+                self._queue(work.RevocationCommitWork(action.token))
+                return
+        self.session.post(CommitCompleted(action.token))
+
+    def release_revocation_commit(self, token: int) -> None:
+        """The application reached a service point: start the commit ``token`` waits for."""
+        pending = self._revocation_commits.pop(token, None)
+        if pending is not None:
+            self.spawn(self._member_commit, token, pending)
+
+    async def _member_commit(self, token: int, pending: _PendingCommit) -> None:
+        assert self._offsets is not None
+        session = self.session
+        generation = session.generation_or_epoch
+        error: BaseException | None = None
+        try:
+            await self._offsets.commit(pending.offsets, deadline=pending.deadline)
+        except KgroupError as exc:
+            error = exc
+        session.commit_done(FinishedCommit(token, pending.offsets, error, generation))
+
+    def current_offsets(self) -> dict[TopicPartition, int]:
+        """Positions of the owned partitions that are fetching (records handed out)."""
+        return self.dataplane.positions(self.owned())
+
+    async def commit(
+        self, offsets: Mapping[TopicPartition, int] | None, *, timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
+        """Commit ``offsets`` (None: the current positions) and wait for the result.
+
+        Returns what was committed (owned partitions only).
+        """
+        chosen = self.current_offsets() if offsets is None else dict(offsets)
+        if not chosen:
+            return {}
+        budget = self.request_timeout if timeout is None else timeout
+        deadline = anyio.current_time() + budget
+        manager = await self._connected(deadline)
+        return await manager.commit(chosen, deadline=deadline)
+
+    async def _connected(self, deadline: float) -> OffsetManager:
+        # Before run() bootstrapped there is no client yet: wait for it (or its failure).
+        if self._offsets is None and self._ready is not None:
+            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+                await self._ready.wait()
+        if self._offsets is None or self._ended:
+            raise self.fatal or RequestTimeoutError("the consumer could not connect in time")
+        return self._offsets
+
+    def commit_in_background(
+        self,
+        offsets: Mapping[TopicPartition, int] | None,
+        callback: work.CommitCallback | None,
+    ) -> None:
+        """Start a commit; its outcome goes to ``callback`` in the application's next poll."""
+        chosen = self.current_offsets() if offsets is None else dict(offsets)
+        if not chosen:
+            if callback is not None:
+                self._queue(work.CommitResultWork(callback, {}, None))
+            return
+        self.spawn(self._background_commit, chosen, callback)
+
+    async def _background_commit(
+        self, offsets: dict[TopicPartition, int], callback: work.CommitCallback | None
+    ) -> None:
+        try:
+            done = await self.commit(offsets)
+        except KgroupError as exc:
+            log.warning("group %s: asynchronous commit failed: %s", self.group_id, exc)
+            if callback is not None:
+                self._queue(work.CommitResultWork(callback, offsets, exc))
+            return
+        if callback is not None:
+            self._queue(work.CommitResultWork(callback, done, None))
+
+    def auto_commit(self) -> None:
+        """Interval auto-commit of the current positions (called at a service point)."""
+        if self.session.generation_or_epoch <= 0:
+            return
+        offsets = self.current_offsets()
+        if offsets:
+            self.spawn(self._auto_commit, offsets)
+
+    async def _auto_commit(self, offsets: dict[TopicPartition, int]) -> None:
+        try:
+            await self.commit(offsets, timeout=self.config.auto_commit_interval_ms / 1000)
+        except KgroupError as exc:
+            log.warning("group %s: auto-commit failed: %s", self.group_id, exc)
+
+    async def committed(
+        self, partitions: Collection[TopicPartition], *, timeout: float
+    ) -> dict[TopicPartition, int | None]:
+        """The group's committed offsets of ``partitions`` (None: nothing committed)."""
+        deadline = anyio.current_time() + timeout
+        manager = await self._connected(deadline)
+        return await manager.fetch(list(partitions), deadline=deadline, as_member=False)
+
+    # ------------------------------------------------- application's requests
+
+    def subscribe(
+        self, topics: frozenset[str], pattern: str | None, listener: object | None
+    ) -> None:
+        """Subscribe to topic names or a regex (joins the group)."""
+        self.listener = listener
+        self._change_subscription(SubscriptionChanged(topics, pattern))
+
+    def unsubscribe(self) -> None:
+        """Leave the group (partitions are revoked first)."""
+        self._change_subscription(Unsubscribe())
+
+    def _change_subscription(self, change: SubscriptionChange) -> None:
+        self._latest_subscription = change
+        self._sub_send.send_nowait(change)
+
+    def poll_called(self) -> None:
+        """The application polled."""
+        self.session.post(PollCalled())
+
+    def callback_done(
+        self, item: work.CallbackWork, error: BaseException | None, raised: bool
+    ) -> None:
+        """A callback returned (``error`` None) or raised; ``raised``: already raised to the app."""
+        if error is not None and raised:
+            self._raised.add(error)
+        self.session.post(CallbackCompleted(item.kind, item.token, error))
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Next record of ``partition`` at ``offset`` (also before it starts fetching).
+
+        Raises:
+            NotAssignedError: ``partition`` is not assigned to this consumer.
+        """
+        self._apply(self.fetch.seek(partition, offset, self.owned()))
+
+    def pause(self, partitions: Collection[TopicPartition]) -> None:
+        """Stop handing out records of ``partitions`` (also before they start fetching)."""
+        self._apply(self.fetch.pause(partitions, self.owned()))
+
+    def resume(self, partitions: Collection[TopicPartition]) -> None:
+        """Resume ``partitions`` paused with :meth:`pause`."""
+        self._apply(self.fetch.resume(partitions))
+
+    def request_close(self, timeout: float) -> None:
+        """Start closing: release the assignment and leave within ``timeout`` seconds."""
+        self.session.post(CloseRequested(anyio.current_time() + timeout))
+
+    async def wait_closed(self, timeout: float) -> bool:
+        """Wait until :meth:`run` ended, at most ``timeout`` seconds; True if it did."""
+        if self._done is None:
+            return self._ended
+        with anyio.move_on_after(timeout):
+            await self._done.wait()
+        return self._ended
+
+    def abort(self) -> None:
+        """Stop :meth:`run` at once (after a close that did not finish in time)."""
+        if self._scope is not None:
+            self._scope.cancel()

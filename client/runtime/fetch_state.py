@@ -1,0 +1,258 @@
+"""What each partition may do on the data plane: a sans-IO record of fetching.
+
+The member decides *which* partitions this consumer owns and when they start
+or stop fetching; :class:`FetchState` keeps what the data plane needs on top of
+that, per partition:
+
+- **fetching**: assigned on the data plane (records may be handed out);
+- **paused**: fetching, but the application paused it;
+- **held**: paused before it started fetching (``pause()`` from
+  ``on_partitions_assigned``, as the Java client and librdkafka allow); paused
+  right after it is assigned, before any record of it is handed out;
+- **stopped at a position**: the position captured when it stopped fetching,
+  which the commit before its revocation uses;
+- **seek override**: a ``seek()`` before it started fetching: it starts there
+  instead of at the committed offset;
+- **fetch generation**: bumped on every start and stop, so that an offset fetch
+  started before a later stop cannot start the partition again;
+- **tenure**: how many times it left the member's assignment, so that a commit
+  can drop partitions lost and assigned again while it waited.
+
+Its methods change the record and return the data-plane operations to perform
+(:data:`FetchOp`); the driver performs them in order. No I/O, no clock: the
+same object runs under the driver and in a simulator.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from kgroup.runtime.work import NotAssignedError
+from kgroup.types import TopicPartition
+
+__all__ = [
+    "Assign",
+    "CapturePositions",
+    "FetchOp",
+    "FetchState",
+    "FetchTicket",
+    "PartitionsOp",
+    "Pause",
+    "Resume",
+    "Seek",
+    "Unassign",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Assign:
+    """Start fetching at these offsets (None: where ``auto.offset.reset`` says)."""
+
+    offsets: Mapping[TopicPartition, int | None]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionsOp:
+    """An operation on a set of partitions (the base of the four below)."""
+
+    partitions: frozenset[TopicPartition]
+
+
+class Unassign(PartitionsOp):
+    """Stop fetching these partitions."""
+
+    __slots__ = ()
+
+
+class Pause(PartitionsOp):
+    """Stop handing out records of these fetching partitions."""
+
+    __slots__ = ()
+
+
+class Resume(PartitionsOp):
+    """Hand out records of these paused partitions again."""
+
+    __slots__ = ()
+
+
+class CapturePositions(PartitionsOp):
+    """Read these partitions' positions and give them to :meth:`FetchState.positions_captured`.
+
+    Comes before the :class:`Unassign` of the same partitions: the data plane
+    forgets a partition's position when it stops fetching it.
+    """
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Seek:
+    """Make the next record of ``partition`` the one at ``offset``."""
+
+    partition: TopicPartition
+    offset: int
+
+
+FetchOp = Assign | Unassign | Pause | Resume | Seek | CapturePositions
+"""A data-plane operation, in the order returned."""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchTicket:
+    """A start of fetching waiting for committed offsets: each partition's generation."""
+
+    generations: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+
+class FetchState:
+    """The fetching record of one consumer's partitions (see the module docs)."""
+
+    def __init__(self) -> None:
+        self._generation: dict[TopicPartition, int] = collections.defaultdict(int)
+        self._fetching: set[TopicPartition] = set()
+        self._paused: set[TopicPartition] = set()
+        self._held: set[TopicPartition] = set()
+        self._stopped_at: dict[TopicPartition, int] = {}
+        self._seek_overrides: dict[TopicPartition, int] = {}
+        self._tenure: dict[TopicPartition, int] = {}
+        self._last_assignment: frozenset[TopicPartition] = frozenset()
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def fetching(self) -> frozenset[TopicPartition]:
+        """Partitions assigned on the data plane."""
+        return frozenset(self._fetching)
+
+    @property
+    def paused(self) -> frozenset[TopicPartition]:
+        """Fetching partitions the application paused."""
+        return frozenset(self._paused)
+
+    @property
+    def held(self) -> frozenset[TopicPartition]:
+        """Partitions paused before they started fetching; paused as they start."""
+        return frozenset(self._held)
+
+    def seek_override(self, partition: TopicPartition) -> int | None:
+        """Where ``partition`` starts instead of its committed offset, if seeked early."""
+        return self._seek_overrides.get(partition)
+
+    def stopped_positions(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Positions captured when these partitions stopped fetching (those known)."""
+        return {tp: self._stopped_at[tp] for tp in partitions if tp in self._stopped_at}
+
+    def tenure(self, partition: TopicPartition) -> int:
+        """How many times ``partition`` left the member's assignment so far."""
+        return self._tenure.get(partition, 0)
+
+    # ---------------------------------------------------------- the member's
+
+    def stop(self, partitions: Collection[TopicPartition]) -> list[FetchOp]:
+        """The member stops fetching ``partitions`` (before a revocation, or lost)."""
+        for tp in partitions:
+            self._generation[tp] += 1
+            self._stopped_at.pop(tp, None)
+            self._seek_overrides.pop(tp, None)
+        self._held.difference_update(partitions)
+        self._paused.difference_update(partitions)
+        gone = frozenset(self._fetching.intersection(partitions))
+        if not gone:
+            return []
+        self._fetching.difference_update(gone)
+        return [CapturePositions(gone), Unassign(gone)]
+
+    def positions_captured(self, positions: Mapping[TopicPartition, int]) -> None:
+        """The positions a :class:`CapturePositions` read."""
+        self._stopped_at.update(positions)
+
+    def start(self, partitions: Collection[TopicPartition]) -> FetchTicket:
+        """The member starts fetching ``partitions``: their committed offsets are needed first."""
+        generations = {}
+        for tp in partitions:
+            self._generation[tp] += 1
+            generations[tp] = self._generation[tp]
+            self._stopped_at.pop(tp, None)
+        return FetchTicket(generations)
+
+    def wanted(self, ticket: FetchTicket) -> frozenset[TopicPartition]:
+        """The partitions of ``ticket`` not stopped or started again since."""
+        return frozenset(tp for tp, g in ticket.generations.items() if self._generation[tp] == g)
+
+    def offsets_fetched(
+        self,
+        ticket: FetchTicket,
+        committed: Mapping[TopicPartition, int | None],
+        owned: Collection[TopicPartition],
+    ) -> list[FetchOp]:
+        """The committed offsets of ``ticket``'s partitions arrived: start those still wanted.
+
+        A partition starts at its seek override, else at its committed offset.
+        Held partitions are paused right after the assignment, before the
+        application's next ``consume()`` can hand out any of their records.
+        """
+        start: dict[TopicPartition, int | None] = {}
+        for tp in sorted(self.wanted(ticket)):
+            if tp in owned:
+                start[tp] = self._seek_overrides.pop(tp, committed.get(tp))
+        if not start:
+            return []
+        self._fetching.update(start)
+        ops: list[FetchOp] = [Assign(start)]
+        held = frozenset(self._held.intersection(start))
+        if held:
+            self._paused.update(held)
+            self._held.difference_update(held)
+            ops.append(Pause(held))
+        return ops
+
+    def assign_failed(self, operation: Assign) -> None:
+        """The data plane refused ``operation``: its partitions are not fetching."""
+        partitions = operation.offsets.keys()
+        held = self._paused.intersection(partitions)
+        self._fetching.difference_update(partitions)
+        self._paused.difference_update(partitions)
+        # Still owned and not started: a later start honours the pause.
+        self._held.update(held)
+
+    def assignment_changed(self, assignment: frozenset[TopicPartition]) -> None:
+        """The member's installed assignment is now ``assignment`` (counts tenure)."""
+        for gone in self._last_assignment - assignment:
+            self._tenure[gone] = self._tenure.get(gone, 0) + 1
+        self._last_assignment = assignment
+
+    # ----------------------------------------------------- the application's
+
+    def seek(
+        self, partition: TopicPartition, offset: int, owned: Collection[TopicPartition]
+    ) -> list[FetchOp]:
+        """``seek()``: at once when fetching, else where the owned partition will start.
+
+        Raises:
+            NotAssignedError: ``partition`` is not owned by this consumer.
+        """
+        if partition in self._fetching:
+            return [Seek(partition, offset)]
+        if partition in owned:
+            self._seek_overrides[partition] = offset
+            return []
+        raise NotAssignedError(f"cannot seek {partition}: it is not assigned to this consumer")
+
+    def pause(
+        self, partitions: Collection[TopicPartition], owned: Collection[TopicPartition]
+    ) -> list[FetchOp]:
+        """``pause()``: fetching partitions pause now, owned ones as they start fetching."""
+        now = frozenset(self._fetching.intersection(partitions))
+        self._paused.update(now)
+        self._held.update(tp for tp in partitions if tp in owned and tp not in now)
+        return [Pause(now)] if now else []
+
+    def resume(self, partitions: Collection[TopicPartition]) -> list[FetchOp]:
+        """``resume()``: undo :meth:`pause` (also of partitions held before starting)."""
+        now = frozenset(self._fetching.intersection(partitions))
+        self._paused.difference_update(now)
+        self._held.difference_update(partitions)
+        return [Resume(now)] if now else []

@@ -1,0 +1,136 @@
+"""The seams of the runtime, as typing protocols.
+
+- :class:`TransportInterface`: the part of :class:`~kgroup.transport.KafkaClient`
+  the runtime uses (metadata, coordinator lookup, coordinator requests). The
+  driver opens one per run through a :data:`TransportFactory`.
+- :class:`DataPlaneInterface`: the part of :class:`kgroup.dataplane.DataPlane`
+  the runtime and the consumer front ends use. Tests inject an in-memory one
+  (``kgroup.testing.fake``) through the consumers' ``dataplane=`` argument.
+- :class:`Host`, :data:`DriverEvent` and :data:`DriverAction`: the seam
+  between the protocol-neutral driver and the one session per protocol that
+  drives a member (:mod:`kgroup.runtime.session`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
+
+from kgroup import membership as m
+from kgroup.config import ConsumerConfig
+from kgroup.dataplane.librdkafka import Record
+from kgroup.membership.common import CommonAction, CommonEvent
+from kgroup.transport.interface import ClusterClient, NodeConnection
+from kgroup.types import Backoff, TopicPartition
+
+__all__ = [
+    "DRIVER_ACTIONS",
+    "CoordinatorConnection",
+    "DataPlaneInterface",
+    "DriverAction",
+    "DriverEvent",
+    "Host",
+    "SubscriptionChange",
+    "TransportFactory",
+    "TransportInterface",
+]
+
+
+TransportInterface = ClusterClient
+"""What the runtime asks of the cluster client (:class:`~kgroup.transport.KafkaClient`)."""
+
+CoordinatorConnection = NodeConnection
+"""A connection to one broker, as :meth:`TransportInterface.connection` returns it."""
+
+TransportFactory = Callable[[ConsumerConfig], AbstractAsyncContextManager[TransportInterface]]
+"""Opens the cluster client for one run of the driver (bootstraps on entry)."""
+
+
+class DataPlaneInterface(Protocol):
+    """The record fetcher in assign mode (:class:`kgroup.dataplane.DataPlane`).
+
+    The runtime decides what it fetches; it never joins a group itself.
+    """
+
+    @property
+    def assigned(self) -> frozenset[TopicPartition]:
+        """Partitions currently fetching (or paused)."""
+        ...
+
+    def assign(self, offsets: Mapping[TopicPartition, int | None]) -> None:
+        """Start fetching at these offsets (None: where ``auto.offset.reset`` says)."""
+
+    def unassign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching ``partitions`` and drop their buffered records."""
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop handing out records of ``partitions`` until resumed."""
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        """Resume partitions paused with :meth:`pause`."""
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Make the next record of ``partition`` the one at ``offset``."""
+
+    def positions(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Offset of the next record to hand out, per fetching partition that has one."""
+        ...
+
+    def consume(self, max_records: int, timeout: float) -> list[Record]:
+        """Up to ``max_records`` records, waiting at most ``timeout`` seconds for the first."""
+        ...
+
+    def close(self) -> None:
+        """Release resources. Idempotent."""
+
+
+SubscriptionChange = m.SubscriptionChanged | m.Unsubscribe
+"""What the application's ``subscribe()`` / ``unsubscribe()`` become."""
+
+DriverEvent = CommonEvent
+"""Events the driver feeds to whichever member runs (both members take them)."""
+
+DRIVER_ACTIONS = (
+    m.StopFetching,
+    m.StartFetching,
+    m.CommitOffsets,
+    m.RunCallback,
+    m.RaiseCallbackError,
+    m.RediscoverCoordinator,
+    m.ReportError,
+    m.ReportFatalError,
+    m.LeaveComplete,
+    m.Closed,
+)
+"""The actions of either member that the driver performs; the rest are the session's."""
+
+DriverAction = CommonAction | m.ReportError
+"""An action of :data:`DRIVER_ACTIONS`."""
+
+
+class Host(Protocol):
+    """What a session may use of the driver that runs it."""
+
+    @property
+    def config(self) -> ConsumerConfig: ...
+
+    @property
+    def client(self) -> TransportInterface:
+        """The connected cluster client (only while the driver runs)."""
+        ...
+
+    @property
+    def request_timeout(self) -> float: ...
+
+    @property
+    def backoff(self) -> Backoff: ...
+
+    def spawn(self, fn: Callable[..., Awaitable[None]], *args: object) -> None:
+        """Run ``fn(*args)`` as a guarded background task of the driver."""
+
+    def set_fatal(self, error: BaseException) -> None:
+        """The consumer failed for good: ``error`` is raised from every poll."""
+
+    def wake(self) -> None:
+        """A session queued an event for its member: let the driver loop run."""

@@ -1,0 +1,176 @@
+"""The runtime's sans-IO fetch state: what each partition may do, as data-plane operations."""
+
+from __future__ import annotations
+
+import pytest
+
+from kgroup.runtime import NotAssignedError
+from kgroup.runtime.fetch_state import (
+    Assign,
+    CapturePositions,
+    FetchState,
+    Pause,
+    Resume,
+    Seek,
+    Unassign,
+)
+from kgroup.types import TopicPartition
+
+A0 = TopicPartition("a", 0)
+A1 = TopicPartition("a", 1)
+B0 = TopicPartition("b", 0)
+
+
+def _fetching(state: FetchState, committed: dict[TopicPartition, int | None]) -> FetchState:
+    """``state`` with ``committed``'s partitions started and fetching."""
+    ticket = state.start(frozenset(committed))
+    state.offsets_fetched(ticket, committed, frozenset(committed))
+    return state
+
+
+def test_a_start_assigns_at_the_committed_offsets_once_they_arrive() -> None:
+    state = FetchState()
+    ticket = state.start(frozenset({A0, A1}))
+    assert state.wanted(ticket) == {A0, A1}
+    assert state.fetching == frozenset()
+    ops = state.offsets_fetched(ticket, {A0: 7, A1: None}, owned={A0, A1})
+    assert ops == [Assign({A0: 7, A1: None})]
+    assert state.fetching == {A0, A1}
+
+
+def test_a_stop_before_the_offsets_arrive_cancels_the_start() -> None:
+    state = FetchState()
+    ticket = state.start(frozenset({A0, A1}))
+    assert state.stop(frozenset({A0})) == []  # not fetching yet: nothing to unassign
+    assert state.wanted(ticket) == {A1}
+    assert state.offsets_fetched(ticket, {A0: 1, A1: 2}, owned={A0, A1}) == [Assign({A1: 2})]
+    assert state.fetching == {A1}
+
+
+def test_a_start_again_makes_the_older_ticket_stale() -> None:
+    state = FetchState()
+    old = state.start(frozenset({A0}))
+    state.stop(frozenset({A0}))
+    new = state.start(frozenset({A0}))
+    assert state.wanted(old) == frozenset()
+    assert state.offsets_fetched(old, {A0: 1}, owned={A0}) == []
+    assert state.offsets_fetched(new, {A0: 5}, owned={A0}) == [Assign({A0: 5})]
+
+
+def test_partitions_no_longer_owned_do_not_start() -> None:
+    state = FetchState()
+    ticket = state.start(frozenset({A0, A1}))
+    assert state.offsets_fetched(ticket, {A0: 1, A1: 2}, owned={A1}) == [Assign({A1: 2})]
+    assert state.offsets_fetched(state.start(frozenset({B0})), {}, owned=set()) == []
+
+
+def test_a_stop_captures_positions_before_unassigning() -> None:
+    state = _fetching(FetchState(), {A0: 0, A1: 0})
+    ops = state.stop(frozenset({A0, B0}))
+    assert ops == [CapturePositions(frozenset({A0})), Unassign(frozenset({A0}))]
+    state.positions_captured({A0: 42})
+    assert state.stopped_positions([A0, A1, B0]) == {A0: 42}
+    assert state.fetching == {A1}
+
+
+def test_a_new_start_forgets_the_stopped_position() -> None:
+    state = _fetching(FetchState(), {A0: 0})
+    state.stop(frozenset({A0}))
+    state.positions_captured({A0: 9})
+    state.start(frozenset({A0}))
+    assert state.stopped_positions([A0]) == {}
+
+
+def test_seek_of_a_fetching_partition_is_a_data_plane_seek() -> None:
+    state = _fetching(FetchState(), {A0: 0})
+    assert state.seek(A0, 100, owned={A0}) == [Seek(A0, 100)]
+
+
+def test_seek_before_fetching_overrides_the_committed_offset() -> None:
+    state = FetchState()
+    ticket = state.start(frozenset({A0, A1}))
+    assert state.seek(A0, 100, owned={A0, A1}) == []
+    assert state.seek_override(A0) == 100
+    ops = state.offsets_fetched(ticket, {A0: 3, A1: 4}, owned={A0, A1})
+    assert ops == [Assign({A0: 100, A1: 4})]
+    assert state.seek_override(A0) is None
+
+
+def test_a_stop_drops_a_seek_override() -> None:
+    state = FetchState()
+    state.start(frozenset({A0}))
+    state.seek(A0, 100, owned={A0})
+    state.stop(frozenset({A0}))
+    assert state.seek_override(A0) is None
+
+
+def test_seek_of_a_partition_not_owned_is_a_typed_error() -> None:
+    with pytest.raises(NotAssignedError, match="not assigned"):
+        FetchState().seek(B0, 1, owned={A0})
+
+
+def test_pause_and_resume_of_fetching_partitions() -> None:
+    state = _fetching(FetchState(), {A0: 0, A1: 0})
+    assert state.pause([A0, B0], owned={A0, A1}) == [Pause(frozenset({A0}))]
+    assert state.paused == {A0}
+    assert state.held == frozenset()  # B0 is not owned: nothing to remember
+    assert state.resume([A0]) == [Resume(frozenset({A0}))]
+    assert state.paused == frozenset()
+
+
+def test_pause_from_on_partitions_assigned_holds_the_partition_until_it_starts() -> None:
+    # The assigned callback runs before the committed offsets arrive: the
+    # partition is owned, not yet fetching. It must start paused, before any
+    # of its records can be handed out.
+    state = FetchState()
+    ticket = state.start(frozenset({A0, A1}))
+    assert state.pause([A0], owned={A0, A1}) == []
+    assert state.held == {A0}
+    ops = state.offsets_fetched(ticket, {A0: 5, A1: 6}, owned={A0, A1})
+    assert ops == [Assign({A0: 5, A1: 6}), Pause(frozenset({A0}))]
+    assert state.paused == {A0}
+    assert state.held == frozenset()
+    assert state.resume([A0]) == [Resume(frozenset({A0}))]
+
+
+def test_resume_before_the_start_releases_the_hold() -> None:
+    state = FetchState()
+    ticket = state.start(frozenset({A0}))
+    state.pause([A0], owned={A0})
+    assert state.resume([A0]) == []
+    assert state.offsets_fetched(ticket, {A0: 5}, owned={A0}) == [Assign({A0: 5})]
+
+
+def test_a_stop_forgets_pauses_and_holds() -> None:
+    state = _fetching(FetchState(), {A0: 0})
+    state.pause([A0], owned={A0})
+    state.start(frozenset({A1}))
+    state.pause([A1], owned={A0, A1})
+    state.stop(frozenset({A0, A1}))
+    assert state.paused == frozenset()
+    assert state.held == frozenset()
+
+
+def test_a_refused_assignment_is_not_fetching_and_keeps_its_hold() -> None:
+    state = FetchState()
+    ticket = state.start(frozenset({A0, A1}))
+    state.pause([A0], owned={A0, A1})
+    ops = state.offsets_fetched(ticket, {A0: None, A1: None}, owned={A0, A1})
+    assign = ops[0]
+    assert isinstance(assign, Assign)
+    state.assign_failed(assign)
+    assert state.fetching == frozenset()
+    assert state.paused == frozenset()
+    assert state.held == {A0}
+
+
+def test_tenure_counts_how_often_a_partition_left_the_assignment() -> None:
+    state = FetchState()
+    state.assignment_changed(frozenset({A0, A1}))
+    assert state.tenure(A0) == 0
+    state.assignment_changed(frozenset({A1}))
+    assert (state.tenure(A0), state.tenure(A1)) == (1, 0)
+    state.assignment_changed(frozenset({A0, A1}))
+    state.assignment_changed(frozenset({A0, A1}))  # no change: no count
+    state.assignment_changed(frozenset())
+    assert (state.tenure(A0), state.tenure(A1)) == (2, 1)
