@@ -985,5 +985,19 @@ class ConsumerGroupCoordinator:
         self._obs.commit_accepted(rec, member_epoch, partitions)
         return ErrorCode.NONE
 
+    def offset_fetch(
+        self, member_id: str, member_epoch: int, partitions: frozenset[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, int | None]]:
+        """An OffsetFetch (v9+, require_stable) from ``member_id`` at ``member_epoch``.
+
+        The "offsets" are how many commits each partition received (None: none).
+        """
+        rec = self._members.get(member_id)
+        if rec is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID, {}
+        if member_epoch != rec.epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH, {}
+        return ErrorCode.NONE, {tp: self._offsets.get(tp) for tp in partitions}
+
     def _note(self, text: str) -> None:
         self._obs.note(text)

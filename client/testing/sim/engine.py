@@ -61,6 +61,7 @@ from kgroup.membership import (
     TimerTick,
     Unsubscribe,
 )
+from kgroup.runtime.fetch_state import Assign, FetchState, FetchTicket, Unassign
 from kgroup.testing.sim._queue import EventQueue
 from kgroup.testing.sim.cluster import SimCluster
 from kgroup.testing.sim.coordinator import (
@@ -225,6 +226,7 @@ class MemberPlan:
 _HB = 0
 _LEAVE = 1
 _COMMIT = 2
+_OFFSETS = 3  # OffsetFetch of the partitions about to start fetching
 
 _RETRY_COMMIT = frozenset(
     {
@@ -242,16 +244,31 @@ _SAME_INSTANT_LIMIT = 200
 
 
 class _Commit:
-    __slots__ = ("attempt", "deadline", "done", "parts", "token")
+    __slots__ = ("attempt", "deadline", "done", "parts", "tenure", "token")
 
     def __init__(
-        self, token: int | None, parts: frozenset[TopicPartition], deadline: float
+        self,
+        token: int | None,
+        parts: frozenset[TopicPartition],
+        deadline: float,
+        fetch: FetchState,
     ) -> None:
         self.token = token
         self.parts = parts
         self.deadline = deadline
         self.attempt = 0
         self.done = False
+        # As the runtime's offset manager: a partition lost and assigned again
+        # while the commit waits is dropped (its offsets predate the loss).
+        self.tenure = {tp: fetch.tenure(tp) for tp in parts}
+
+
+class _OffsetFetch:
+    __slots__ = ("attempt", "ticket")
+
+    def __init__(self, ticket: FetchTicket) -> None:
+        self.ticket = ticket
+        self.attempt = 0
 
 
 class _Slot:
@@ -296,6 +313,7 @@ class _Proc:
         "commits",
         "conn",
         "epoch",
+        "fetch",
         "fetching",
         "hb_in_flight",
         "label",
@@ -327,6 +345,9 @@ class _Proc:
         self.restart_after: float | None = None
         self.epoch = 0
         self.max_epoch = 0
+        # The runtime's sans-IO fetch state; ``fetching`` mirrors what it assigned
+        # on the (simulated) data plane, with each partition's epoch span.
+        self.fetch = FetchState()
         self.fetching: dict[TopicPartition, Span] = {}
         self.timer_at: float | None = None
         self.timer_gen = 0
@@ -970,10 +991,9 @@ class Simulation:
                 proc,
             )
             return
-        if proc.commits:
-            owned = member.assignment
-            for task in proc.commits:
-                task.parts = task.parts & owned
+        if actions:
+            # As the driver after each step (tenure counts partitions leaving).
+            proc.fetch.assignment_changed(member.assignment)
         self._arm(proc)
 
     def _arm(self, proc: _Proc) -> None:
@@ -1075,11 +1095,15 @@ class Simulation:
 
     def _stop(self, proc: _Proc, partitions: frozenset[TopicPartition]) -> None:
         fetching = proc.fetching
-        for tp in partitions:
-            span = fetching.pop(tp, None)
-            if span is not None:
-                EpochLedger.stop(span)
-                self._fetchers[tp].remove(proc)
+        for op in proc.fetch.stop(partitions):
+            if isinstance(op, Unassign):
+                if self._trace is not None:
+                    self._log(proc.label, f"   data plane stops {_parts(op.partitions)}")
+                for tp in op.partitions:
+                    span = fetching.pop(tp, None)
+                    if span is not None:
+                        EpochLedger.stop(span)
+                        self._fetchers[tp].remove(proc)
 
     def _do_start(self, proc: _Proc, action: StartFetching) -> None:
         epoch = proc.member.member_epoch
@@ -1090,13 +1114,58 @@ class Simulation:
                 proc,
             )
             return
+        # As the driver: committed offsets first (an OffsetFetch with the member
+        # epoch), then the partitions still wanted start on the data plane.
+        self._offset_fetch((proc, _OffsetFetch(proc.fetch.start(action.partitions))))
+
+    def _offset_fetch(self, arg: tuple[_Proc, _OffsetFetch]) -> None:
+        proc, task = arg
+        if not proc.alive:
+            return
+        wanted = proc.fetch.wanted(task.ticket)
+        if not wanted:
+            return
+        epoch = proc.member.member_epoch
+        if epoch > 0:
+            self._send(proc, _OFFSETS, task, (proc.member_id, epoch, wanted))
+        else:
+            self._offset_fetch_retry(proc, task)
+
+    def _offset_fetch_retry(self, proc: _Proc, task: _OffsetFetch) -> None:
+        delay = self._backoff.delay(task.attempt, self.rng.random)
+        task.attempt += 1
+        self._q.after(delay, self._offset_fetch, (proc, task))
+
+    def _offset_result(self, proc: _Proc, task: _OffsetFetch, result: Any) -> None:
+        if result is None or result[0] is not ErrorCode.NONE:
+            # Every error the coordinator answers here is retried while wanted
+            # (stale or fenced epochs, coordinator moves), as the offset manager does.
+            self._offset_fetch_retry(proc, task)
+            return
+        member = proc.member
+        for op in proc.fetch.offsets_fetched(task.ticket, result[1], member.assignment):
+            if isinstance(op, Assign):
+                self._assign(proc, frozenset(op.offsets))
+
+    def _assign(self, proc: _Proc, partitions: frozenset[TopicPartition]) -> None:
+        """The data plane starts fetching ``partitions`` for ``proc``: check and record it."""
+        if self._trace is not None:
+            self._log(proc.label, f"   data plane starts {_parts(partitions)}")
+        epoch = proc.member.member_epoch
+        if epoch <= 0:
+            self._violate(
+                Invariant.FETCH_NOT_OWNED,
+                f"starts fetching {sorted(partitions)} at epoch {epoch}",
+                proc,
+            )
+            return
         members = self.coordinator.members
         record = members.get(proc.member_id)
         owned = record.owned() if record is not None else None
         ledger = self._ledger
         fetchers = self._fetchers
         # Sorted: set order follows str hashing, which differs between processes.
-        for tp in sorted(action.partitions):
+        for tp in sorted(partitions):
             if tp in proc.fetching:
                 continue
             others = fetchers.setdefault(tp, [])
@@ -1198,7 +1267,7 @@ class Simulation:
     # ------------------------------------------------------------- commits
 
     def _do_commit(self, proc: _Proc, action: CommitOffsets) -> None:
-        task = _Commit(action.token, action.partitions, action.deadline)
+        task = _Commit(action.token, action.partitions, action.deadline, proc.fetch)
         proc.commits.append(task)
         self._commit_attempt((proc, task))
 
@@ -1208,7 +1277,10 @@ class Simulation:
         self._q.after(self.config.auto_commit_interval, self._ev_auto_commit, proc)
         if proc.fetching and not proc.closing:
             task = _Commit(
-                None, frozenset(proc.fetching), self._q.now + self.config.request_timeout
+                None,
+                frozenset(proc.fetching),
+                self._q.now + self.config.request_timeout,
+                proc.fetch,
             )
             proc.commits.append(task)
             self._commit_attempt((proc, task))
@@ -1217,8 +1289,13 @@ class Simulation:
         proc, task = arg
         if not proc.alive or task.done:
             return
-        # As the runtime: each attempt covers only partitions still owned, at the current epoch.
-        task.parts = task.parts & proc.member.assignment
+        # As the runtime: each attempt covers only partitions still owned (and not
+        # lost and assigned again since), at the member's current epoch.
+        owned = proc.member.assignment
+        fetch = proc.fetch
+        task.parts = frozenset(
+            tp for tp in task.parts if tp in owned and fetch.tenure(tp) == task.tenure[tp]
+        )
         if not task.parts:
             self._commit_done(proc, task, None)
             return
@@ -1289,10 +1366,15 @@ class Simulation:
             )
             if kind == _COMMIT:
                 return code
+            if kind == _OFFSETS:
+                return (code, {})
             return HeartbeatResponse(error_code=int(code), error_message=status.value)
         if kind == _COMMIT:
             member_id, epoch, parts = payload
             return self.coordinator.commit(member_id, epoch, parts)
+        if kind == _OFFSETS:
+            member_id, epoch, parts = payload
+            return self.coordinator.offset_fetch(member_id, epoch, parts)
         return self.coordinator.heartbeat(payload, self._q.now)
 
     def _ev_arrive(self, arg: tuple[_Proc, int, int, Any, Any, int]) -> None:
@@ -1307,7 +1389,7 @@ class Simulation:
             return
         if self._trace is not None:
             self._log(proc.label, f"   coordinator answers {_describe_result(kind, result)}")
-        if kind != _COMMIT and result.error_code == ErrorCode.INVALID_REQUEST:
+        if kind <= _LEAVE and result.error_code == ErrorCode.INVALID_REQUEST:
             self._violate(Invariant.INVALID_REQUEST, f"{result.error_message}", proc)
             return
         cond = self._lossy
@@ -1337,7 +1419,7 @@ class Simulation:
         if at >= deadline:
             q.schedule(deadline, self._ev_timeout, (proc, rid))
         q.schedule(at, self._ev_response, (proc, rid, result))
-        if duplicate and kind != _COMMIT:
+        if duplicate and kind <= _LEAVE:
             q.after(self._latency(), self._ev_duplicate, (proc, ident, result))
 
     def _ev_response(self, arg: tuple[_Proc, int, Any]) -> None:
@@ -1358,6 +1440,9 @@ class Simulation:
             return
         if kind == _COMMIT:
             self._commit_result(proc, ident, result)
+            return
+        if kind == _OFFSETS:
+            self._offset_result(proc, ident, result)
             return
         proc.hb_in_flight.discard(ident)
         if not result.error_code:
@@ -1404,6 +1489,9 @@ class Simulation:
         req_kind, ident, _, _ = pend
         if req_kind == _COMMIT:
             self._commit_result(proc, ident, None)
+            return
+        if req_kind == _OFFSETS:
+            self._offset_result(proc, ident, None)
             return
         proc.hb_in_flight.discard(ident)
         self._feed(proc, HeartbeatFailed(ident, kind))
@@ -1611,6 +1699,8 @@ def _describe_action(action: Action) -> str:
 def _describe_result(kind: int, result: Any) -> str:
     if kind == _COMMIT:
         return f"commit {ErrorCode(result).name}"
+    if kind == _OFFSETS:
+        return f"offset fetch {result[0].name}"
     if result.error_code:
         return f"{'leave' if kind == _LEAVE else 'hb'} {_error_name(result.error_code)}"
     a = (
