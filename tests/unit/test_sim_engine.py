@@ -421,3 +421,17 @@ def test_a_simulator_inconsistency_is_reported_with_its_seed(
     assert result.violation is not None
     assert result.violation.invariant is Invariant.SIMULATOR_CONSISTENT
     assert "for this test" in result.violation.message
+
+
+def test_partitions_start_on_the_data_plane_only_once_their_offset_fetch_answers() -> None:
+    sim = Simulation(seed=13, topics={"t": 3}, trace=True)
+    sim.add_member("m0", topics=frozenset({"t"}))
+    sim.run_until_converged()
+    lines = [line for line in sim.trace if " m0#1 " in line]
+    asked = next(i for i, line in enumerate(lines) if "-> start fetching" in line)
+    answered = next(i for i, line in enumerate(lines) if "answers offset fetch NONE" in line)
+    started = next(i for i, line in enumerate(lines) if "data plane starts" in line)
+    assert asked < answered < started
+    member = sim.member("m0")
+    assert member is not None
+    assert sim.assignment()["m0"] == member.assignment
