@@ -153,6 +153,10 @@ class SimulationConfig:
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 1000
     auto_commit_interval: float = 2.0
+    # How long a new topic stays invisible to the members' metadata after the
+    # coordinator sees it (each creation draws up to this): assignments then
+    # name topic ids the members cannot resolve yet.
+    metadata_lag: float = 0.0
     # Off by default: ConsumerMember does not implement the rule yet (see docs/simulation.md).
     check_session_loss: bool = False
 
@@ -169,6 +173,8 @@ class SimulationConfig:
             raise ScenarioError(f"restart_delay must be (low, high), got {self.restart_delay}")
         if self.close_timeout <= 0 or self.auto_commit_interval <= 0:
             raise ScenarioError("close_timeout and auto_commit_interval must be positive")
+        if self.metadata_lag < 0:
+            raise ScenarioError("metadata_lag must not be negative")
 
 
 @dataclass(frozen=True, slots=True)
@@ -441,6 +447,8 @@ class Simulation:
         self._slots: dict[str, _Slot] = {}
         self._by_member_id: dict[str, _Proc] = {}
         self._ledger = EpochLedger()
+        # When each topic becomes visible in the members' metadata (see metadata_lag).
+        self._visible_at: dict[uuid.UUID, float] = {}
         # Who fetches each partition right now (for the wall-clock half of DOUBLE_FETCH).
         self._fetchers: dict[TopicPartition, list[_Proc]] = {}
         self._lossy: NetworkConditions | None = None
@@ -752,9 +760,10 @@ class Simulation:
         # As the runtime: learn the named topics' ids first, so the first
         # assignment resolves at once.
         names = {}
+        now = self._q.now
         for name in topics:
             topic = self.cluster.get(name)
-            if topic is not None:
+            if topic is not None and self._visible_at.get(topic.topic_id, 0.0) <= now:
                 names[topic.topic_id] = name
         if names:
             self._feed(proc, MetadataUpdated(names))
@@ -861,7 +870,10 @@ class Simulation:
     def _ev_create_topic(self, arg: tuple[str, int]) -> None:
         name, partitions = arg
         self._count("create_topic")
-        self.cluster.create(name, partitions)
+        topic = self.cluster.create(name, partitions)
+        lag = self.config.metadata_lag
+        if lag:
+            self._visible_at[topic.topic_id] = self._q.now + lag * self.rng.random()
         if self._trace is not None:
             self._log("cluster", f"topic {name} created with {partitions} partitions")
 
@@ -1210,7 +1222,10 @@ class Simulation:
         self._q.after(self.config.lookup_delay, self._ev_metadata, proc)
 
     def _ev_metadata(self, proc: _Proc) -> None:
-        self._feed(proc, MetadataUpdated(self.cluster.id_to_name()))
+        now = self._q.now
+        visible = self._visible_at
+        names = {t: n for t, n in self.cluster.id_to_name().items() if visible.get(t, 0.0) <= now}
+        self._feed(proc, MetadataUpdated(names))
 
     def _do_rediscover(self, proc: _Proc, action: RediscoverCoordinator) -> None:
         self._count("rediscover")

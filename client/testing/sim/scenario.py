@@ -335,10 +335,15 @@ def generate(seed: int) -> Scenario:
             else:
                 chosen = frozenset(rng.sample(names, rng.randint(1, len(names))))
                 faults.append(Fault(FaultKind.SUBSCRIBE, when(), m.name, topics=chosen))
-    if pick("new topics and partitions", 0.15):
+    config = DEFAULT_CONFIG
+    if pick("new topics and partitions", 0.2):
         faults.append(
             Fault(FaultKind.CREATE_TOPIC, when(), topic=f"t{n_topics}", count=rng.randint(1, 6))
         )
+        if rng.random() < 0.6:
+            # The members' metadata lags: assignments name topic ids they cannot resolve.
+            families.append("slow metadata")
+            config = replace(DEFAULT_CONFIG, metadata_lag=rng.uniform(0.5, 6.0))
         faults.append(
             Fault(FaultKind.ADD_PARTITIONS, when(), topic=names[0], count=rng.randint(1, 4))
         )
@@ -353,6 +358,7 @@ def generate(seed: int) -> Scenario:
         members=tuple(members),
         faults=tuple(faults),
         faults_end=faults_end,
+        config=config,
     )
 
 
