@@ -13,7 +13,7 @@ import pytest
 
 from kgroup.assignors import AssignmentSpec, MemberAssignment, TargetAssignment
 from kgroup.assignors.classic import GroupMetadata
-from kgroup.membership import MemberState
+from kgroup.membership import ClassicMember, ConsumerMember, MemberState
 from kgroup.testing.sim import (
     ConsumerGroupCoordinator,
     Fault,
@@ -181,7 +181,7 @@ def test_a_commit_accepted_for_a_partition_the_member_does_not_own_is_caught() -
     sim.run(6.0)
     m0 = sim.member("m0")
     m1 = sim.member("m1")
-    assert m0 is not None
+    assert isinstance(m0, ConsumerMember)
     assert m1 is not None
     theirs = next(iter(m1.assignment))
     sim.coordinator.commit(m0.member_id, m0.member_epoch, frozenset({theirs}))

@@ -21,48 +21,88 @@ import enum
 import logging
 import random
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from kgroup.assignors import PartitionAssignor
+from kgroup.assignors import Assignment as ClassicAssignorAssignment
+from kgroup.assignors import (
+    Cluster,
+    ConsumerPartitionAssignor,
+    GroupAssignment,
+    GroupMetadata,
+    GroupSubscription,
+    PartitionAssignor,
+    Subscription,
+    resolve_assignors,
+    validate_assignment,
+)
+from kgroup.errors import KgroupError
 from kgroup.listener import listener_method
 from kgroup.membership import (
-    Action,
+    AssignmentComputed,
+    AssignorFailed,
     AssignorOnAssignment,
     CallbackCompleted,
+    ClassicAssignment,
+    ClassicAssignorOnAssignment,
+    ClassicHeartbeatResponseReceived,
+    ClassicMember,
+    ClassicMemberConfig,
+    ClassicState,
     Closed,
     CloseRequested,
     CommitCompleted,
+    CommitFailed,
     CommitOffsets,
     ConsumerMember,
     CoordinatorRediscovered,
-    Event,
     FailureKind,
     HeartbeatFailed,
     HeartbeatResponse,
     HeartbeatResponseReceived,
+    JoinGroupResponse,
+    JoinGroupResponseReceived,
     LeaveComplete,
+    LeaveGroupResponseReceived,
     MemberConfig,
     MemberState,
     MetadataUpdated,
     PollCalled,
     RaiseCallbackError,
+    RebalanceProtocol,
     RediscoverCoordinator,
+    ReportAssignorError,
     ReportError,
     ReportFatalError,
+    RequestFailed,
     RequestMetadata,
+    RunAssignor,
     RunCallback,
+    SendClassicHeartbeat,
     SendHeartbeat,
+    SendJoinGroup,
+    SendLeaveGroup,
+    SendSyncGroup,
     StartFetching,
     StopFetching,
+    SubscribedMetadataChanged,
     SubscriptionChanged,
+    SyncGroupResponse,
+    SyncGroupResponseReceived,
     TimerTick,
     Unsubscribe,
 )
 from kgroup.runtime.fetch_state import Assign, FetchState, FetchTicket, Unassign
 from kgroup.testing.sim._queue import EventQueue
+from kgroup.testing.sim.classic import (
+    ILLEGAL_GENERATION,
+    REBALANCE_IN_PROGRESS,
+    ClassicCoordinatorConfig,
+    ClassicGroupCoordinator,
+    ClassicGroupState,
+)
 from kgroup.testing.sim.cluster import SimCluster
 from kgroup.testing.sim.coordinator import (
     ConsumerGroupCoordinator,
@@ -210,6 +250,10 @@ class MemberPlan:
     listener: object | None = field(default=None, compare=False, hash=False)
     has_listener: bool = True
     start_at: float = 0.0
+    protocol: str = "consumer"
+    assignors: tuple[str, ...] = ("cooperative-sticky",)
+    session_timeout_ms: int = 6000
+    heartbeat_interval_ms: int = 1000
 
     def __post_init__(self) -> None:
         # Accept any collection of names (a set literal reads best in tests).
@@ -226,6 +270,19 @@ class MemberPlan:
             raise ScenarioError(f"member {self.name!r}: callback_time must not be negative")
         if self.max_poll_interval_ms <= 0:
             raise ScenarioError(f"member {self.name!r}: max_poll_interval_ms must be positive")
+        if self.protocol not in ("consumer", "classic"):
+            raise ScenarioError(
+                f"member {self.name!r}: protocol must be 'consumer' or 'classic', "
+                f"got {self.protocol!r}"
+            )
+        if self.protocol == "classic":
+            if self.pattern is not None:
+                raise ScenarioError(
+                    f"member {self.name!r}: the simulator has no regex subscriptions for "
+                    "classic members; give topic names"
+                )
+            if not self.assignors:
+                raise ScenarioError(f"member {self.name!r}: a classic member needs assignors")
 
 
 # Request kinds on the simulated network.
@@ -233,6 +290,11 @@ _HB = 0
 _LEAVE = 1
 _COMMIT = 2
 _OFFSETS = 3  # OffsetFetch of the partitions about to start fetching
+# Classic requests.
+_JOIN = 4
+_SYNC = 5
+_CHB = 6
+_CLEAVE = 7
 
 _RETRY_COMMIT = frozenset(
     {
@@ -245,12 +307,21 @@ _RETRY_COMMIT = frozenset(
 # Fatal errors that faults explain: a static member restarted before its old
 # process released the instance id, or a stale process of a static member.
 _EXPECTED_FATAL = frozenset({ErrorCode.UNRELEASED_INSTANCE_ID, ErrorCode.FENCED_INSTANCE_ID})
+# Classic commits retried by the runtime's offset manager (the rest go back as CommitFailed).
+_RETRY_CLASSIC_COMMIT = frozenset(
+    {
+        REBALANCE_IN_PROGRESS,
+        int(ErrorCode.NOT_COORDINATOR),
+        int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+        int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
+    }
+)
 # How often a member may ask to be woken at the same instant before it counts as a busy loop.
 _SAME_INSTANT_LIMIT = 200
 
 
 class _Commit:
-    __slots__ = ("attempt", "deadline", "done", "parts", "tenure", "token")
+    __slots__ = ("attempt", "deadline", "done", "parts", "sent_at", "tenure", "token")
 
     def __init__(
         self,
@@ -264,6 +335,7 @@ class _Commit:
         self.deadline = deadline
         self.attempt = 0
         self.done = False
+        self.sent_at = -1  # the epoch or generation of the last attempt
         # As the runtime's offset manager: a partition lost and assigned again
         # while the commit waits is dropped (its offsets predate the loss).
         self.tenure = {tp: fetch.tenure(tp) for tp in parts}
@@ -313,6 +385,7 @@ class _Proc:
 
     __slots__ = (
         "alive",
+        "assignors",
         "busy",
         "callbacks",
         "closing",
@@ -339,10 +412,17 @@ class _Proc:
         "timer_gen",
     )
 
-    def __init__(self, slot: _Slot, member: ConsumerMember, label: str) -> None:
+    def __init__(
+        self,
+        slot: _Slot,
+        member: ConsumerMember | ClassicMember,
+        label: str,
+        assignors: Mapping[str, ConsumerPartitionAssignor] | None = None,
+    ) -> None:
         self.slot = slot
         self.member = member
         self.member_id = member.member_id
+        self.assignors = assignors or {}
         self.label = label
         # Static members' incarnations share their partitions' epoch history.
         self.owner = f"instance:{slot.plan.instance_id}" if slot.plan.instance_id else label
@@ -442,6 +522,16 @@ class Simulation:
         self.cluster = SimCluster(self.rng)
         self._observer = _Observer(self)
         self.coordinator = self._new_coordinator(None)
+        # The classic group's coordinator (members speak one protocol or the
+        # other: converting a group between them is not simulated).
+        self.classic = ClassicGroupCoordinator(
+            cfg.group_id,
+            ClassicCoordinatorConfig(),
+            schedule=self._q.schedule,
+            clock=lambda: self._q.now,
+            new_member_id=lambda: f"classic-{_uuid4(self.rng)}",
+            on_removed=self._on_removed,
+        )
         self.status = CoordinatorStatus.UP
         self._status_until = 0.0
         self._slots: dict[str, _Slot] = {}
@@ -483,6 +573,13 @@ class Simulation:
             AssignorOnAssignment: self._do_nothing,
             LeaveComplete: self._do_left,
             Closed: self._do_closed,
+            SendJoinGroup: self._do_join,
+            SendSyncGroup: self._do_sync,
+            SendClassicHeartbeat: self._do_classic_heartbeat,
+            SendLeaveGroup: self._do_classic_leave,
+            RunAssignor: self._do_run_assignor,
+            ClassicAssignorOnAssignment: self._do_classic_on_assignment,
+            ReportAssignorError: self._do_assignor_error,
         }
         for name, partitions in (topics or {}).items():
             self.cluster.create(name, partitions)
@@ -509,6 +606,13 @@ class Simulation:
         if name in self._slots:
             raise ScenarioError(f"member {name!r} exists already; names must be unique")
         member_plan = MemberPlan(name=name, **plan)
+        for other in self._slots.values():
+            if other.plan.protocol != member_plan.protocol:
+                raise ScenarioError(
+                    f"member {name!r} speaks the {member_plan.protocol} protocol but "
+                    f"{other.name!r} the {other.plan.protocol} one: the simulator does not "
+                    "convert groups between protocols; use one protocol per simulation"
+                )
         slot = _Slot(member_plan)
         self._slots[name] = slot
         self._q.schedule(member_plan.start_at, self._ev_start, slot)
@@ -670,7 +774,7 @@ class Simulation:
                 out[name] = frozenset(proc.fetching)
         return out
 
-    def member(self, name: str) -> ConsumerMember | None:
+    def member(self, name: str) -> ConsumerMember | ClassicMember | None:
         """The running incarnation's member machine (None while the process is down)."""
         proc = self._slot(name).proc
         return proc.member if proc is not None and proc.alive else None
@@ -727,8 +831,11 @@ class Simulation:
         slot.restarts += 1
         slot.wanted = True
         label = f"{slot.name}#{slot.restarts}"
-        member_id = str(_uuid4(self.rng))
         cfg = self.config
+        if plan.protocol == "classic":
+            self._start_classic(slot, label)
+            return
+        member_id = str(_uuid4(self.rng))
         member = ConsumerMember(
             MemberConfig(
                 group_id=cfg.group_id,
@@ -752,6 +859,36 @@ class Simulation:
             self._log(label, f"starts, member id {member_id[:8]}")
         if slot.subscribed:
             self._subscribe(proc, slot.topics, slot.pattern)
+        self._q.after(plan.poll_interval * self.rng.random(), self._ev_poll, (proc, proc.poll_gen))
+        if plan.auto_commit:
+            self._q.after(self.config.auto_commit_interval, self._ev_auto_commit, proc)
+
+    def _start_classic(self, slot: _Slot, label: str) -> None:
+        plan = slot.plan
+        cfg = self.config
+        assignors = {a.name: a for a in resolve_assignors(list(plan.assignors))}
+        member = ClassicMember(
+            ClassicMemberConfig(
+                group_id=cfg.group_id,
+                instance_id=plan.instance_id,
+                rack_id=plan.rack_id,
+                session_timeout_ms=plan.session_timeout_ms,
+                heartbeat_interval_ms=plan.heartbeat_interval_ms,
+                max_poll_interval_ms=plan.max_poll_interval_ms,
+                auto_commit=plan.auto_commit,
+                retry_backoff_ms=cfg.retry_backoff_ms,
+                retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+            ),
+            {name: a.supported_protocols for name, a in assignors.items()},
+            random=self.rng.random,
+        )
+        proc = _Proc(slot, member, label, assignors)
+        proc.last_ok = self._q.now
+        slot.proc = proc
+        if self._trace is not None:
+            self._log(label, "starts (classic)")
+        if slot.subscribed:
+            self._subscribe(proc, slot.topics, None)
         self._q.after(plan.poll_interval * self.rng.random(), self._ev_poll, (proc, proc.poll_gen))
         if plan.auto_commit:
             self._q.after(self.config.auto_commit_interval, self._ev_auto_commit, proc)
@@ -874,6 +1011,7 @@ class Simulation:
         lag = self.config.metadata_lag
         if lag:
             self._visible_at[topic.topic_id] = self._q.now + lag * self.rng.random()
+        self._tell_classic_leaders(name, self._visible_at.get(topic.topic_id, self._q.now))
         if self._trace is not None:
             self._log("cluster", f"topic {name} created with {partitions} partitions")
 
@@ -881,8 +1019,26 @@ class Simulation:
         name, count = arg
         self._count("add_partitions")
         topic = self.cluster.add_partitions(name, count)
+        self._tell_classic_leaders(name, self._visible_at.get(topic.topic_id, self._q.now))
         if self._trace is not None:
             self._log("cluster", f"topic {name} grows to {topic.partitions} partitions")
+
+    def _tell_classic_leaders(self, topic: str, at: float) -> None:
+        # The classic runtime's metadata watch: the leader notices the change of a
+        # subscribed topic once its metadata shows it.
+        for slot in self._slots.values():
+            if slot.plan.protocol == "classic" and topic in slot.topics:
+                self._q.schedule(at, self._ev_metadata_changed, slot)
+
+    def _ev_metadata_changed(self, slot: _Slot) -> None:
+        proc = slot.proc
+        if (
+            proc is not None
+            and proc.alive
+            and isinstance(proc.member, ClassicMember)
+            and proc.member.is_leader
+        ):
+            self._feed(proc, SubscribedMetadataChanged())
 
     def _ev_faults_end(self, _: object) -> None:
         """From here on the world is sound: heal partitions, stalls, the network, callbacks."""
@@ -968,7 +1124,7 @@ class Simulation:
 
     # ---------------------------------------------------------------- feeding
 
-    def _feed(self, proc: _Proc, event: Event) -> None:
+    def _feed(self, proc: _Proc, event: Any) -> None:
         if not proc.alive or self.violation is not None:
             return
         now = self._q.now
@@ -991,9 +1147,16 @@ class Simulation:
             dispatch[type(action)](proc, action)
             if _gone(proc):  # the action ended the incarnation (Closed)
                 return
-        epoch = member.member_epoch
+        epoch = _position(member)
         if epoch != proc.epoch:
             self._epoch_changed(proc, epoch)
+        if member.member_id != proc.member_id:
+            # A classic member learns its id from the coordinator.
+            if self._by_member_id.get(proc.member_id) is proc:
+                del self._by_member_id[proc.member_id]
+            proc.member_id = member.member_id
+            if proc.member_id:
+                self._by_member_id[proc.member_id] = proc
         limit = self._session_loss
         if limit is not None and proc.fetching and now - proc.last_ok > limit:
             self._violate(
@@ -1042,7 +1205,7 @@ class Simulation:
         proc.timer_at = None
         self._feed(proc, TimerTick())
 
-    def _ev_feed(self, arg: tuple[_Proc, Event]) -> None:
+    def _ev_feed(self, arg: tuple[_Proc, Any]) -> None:
         self._feed(arg[0], arg[1])
 
     def _epoch_changed(self, proc: _Proc, epoch: int) -> None:
@@ -1118,7 +1281,7 @@ class Simulation:
                         self._fetchers[tp].remove(proc)
 
     def _do_start(self, proc: _Proc, action: StartFetching) -> None:
-        epoch = proc.member.member_epoch
+        epoch = _position(proc.member)
         if epoch <= 0:
             self._violate(
                 Invariant.FETCH_NOT_OWNED,
@@ -1137,7 +1300,7 @@ class Simulation:
         wanted = proc.fetch.wanted(task.ticket)
         if not wanted:
             return
-        epoch = proc.member.member_epoch
+        epoch = _position(proc.member)
         if epoch > 0:
             self._send(proc, _OFFSETS, task, (proc.member_id, epoch, wanted))
         else:
@@ -1163,7 +1326,7 @@ class Simulation:
         """The data plane starts fetching ``partitions`` for ``proc``: check and record it."""
         if self._trace is not None:
             self._log(proc.label, f"   data plane starts {_parts(partitions)}")
-        epoch = proc.member.member_epoch
+        epoch = _position(proc.member)
         if epoch <= 0:
             self._violate(
                 Invariant.FETCH_NOT_OWNED,
@@ -1171,9 +1334,19 @@ class Simulation:
                 proc,
             )
             return
-        members = self.coordinator.members
-        record = members.get(proc.member_id)
-        owned = record.owned() if record is not None else None
+        members: Mapping[str, object]
+        owned_names: frozenset[TopicPartition] | None = None
+        if isinstance(proc.member, ClassicMember):
+            members = self.classic.members
+            in_group = proc.member_id in members
+            # What the coordinator handed out in the member's generation.
+            owned_names = self.classic.assignment_in(epoch, proc.member_id)
+            owned = None
+        else:
+            members = self.coordinator.members
+            record = self.coordinator.members.get(proc.member_id)
+            in_group = record is not None
+            owned = record.owned() if record is not None else None
         ledger = self._ledger
         fetchers = self._fetchers
         # Sorted: set order follows str hashing, which differs between processes.
@@ -1184,7 +1357,7 @@ class Simulation:
             for other in others:
                 # A process the coordinator fenced (no record) is a zombie that cannot
                 # know yet: tolerated here. Two members of the group must never overlap.
-                if record is not None and other.member_id in members:
+                if in_group and other.member_id in members:
                     self._violate(
                         Invariant.DOUBLE_FETCH,
                         f"{proc.label} starts fetching {tp} while {other.label}, also a member "
@@ -1193,6 +1366,13 @@ class Simulation:
                     )
                     return
             others.append(proc)
+            if owned_names is not None and tp not in owned_names:
+                self._violate(
+                    Invariant.FETCH_NOT_OWNED,
+                    f"starts fetching {tp}, not in its assignment of generation {epoch}",
+                    proc,
+                )
+                return
             if owned is not None:
                 tip = self.cluster.to_id(tp)
                 if tip not in owned:
@@ -1207,6 +1387,111 @@ class Simulation:
             if clash is not None:
                 self._double_fetch(proc, tp, epoch, clash)
                 return
+
+    # ------------------------------------------------------- classic actions
+
+    def _do_join(self, proc: _Proc, action: SendJoinGroup) -> None:
+        # As the runtime: each protocol entry carries its assignor's user data.
+        request = action.request
+        protocols = tuple(
+            dataclasses.replace(
+                p,
+                subscription=dataclasses.replace(
+                    p.subscription,
+                    user_data=proc.assignors[p.name].subscription_user_data(p.subscription.topics),
+                ),
+            )
+            for p in request.protocols
+        )
+        request = dataclasses.replace(request, protocols=protocols)
+        # The broker holds a JoinGroup until the rebalance completes.
+        timeout = self.config.request_timeout + request.rebalance_timeout_ms / 1000.0
+        self._send(proc, _JOIN, action.seq, request, timeout=timeout)
+
+    def _do_sync(self, proc: _Proc, action: SendSyncGroup) -> None:
+        timeout = self.config.request_timeout + proc.slot.plan.max_poll_interval_ms / 1000.0
+        self._send(proc, _SYNC, action.seq, action.request, timeout=timeout)
+
+    def _do_classic_heartbeat(self, proc: _Proc, action: SendClassicHeartbeat) -> None:
+        self._send(
+            proc, _CHB, action.seq, (action.generation_id, action.member_id, action.instance_id)
+        )
+
+    def _do_classic_leave(self, proc: _Proc, action: SendLeaveGroup) -> None:
+        self._send(proc, _CLEAVE, action.seq, (action.member_id, action.instance_id))
+
+    def _do_run_assignor(self, proc: _Proc, action: RunAssignor) -> None:
+        """The leader's duty, as the classic runtime does it: assign, validate, answer."""
+        name = action.protocol_name
+        assignor = proc.assignors[name]
+        subscriptions = GroupSubscription(
+            {
+                m.member_id: Subscription(
+                    topics=tuple(sorted(m.subscription.topics)),
+                    user_data=m.subscription.user_data,
+                    owned_partitions=tuple(sorted(m.subscription.owned_partitions)),
+                    generation_id=(
+                        m.subscription.generation_id if m.subscription.generation_id >= 0 else None
+                    ),
+                    rack_id=m.subscription.rack_id,
+                    group_instance_id=m.instance_id,
+                )
+                for m in action.members
+            }
+        )
+        now = self._q.now
+        counts = {}
+        for t in sorted({t for m in action.members for t in m.subscription.topics}):
+            topic = self.cluster.get(t)
+            if topic is not None and self._visible_at.get(topic.topic_id, 0.0) <= now:
+                counts[t] = topic.partitions
+        cluster = Cluster(counts)
+        cooperative = RebalanceProtocol.COOPERATIVE in assignor.supported_protocols
+        protocol = RebalanceProtocol.COOPERATIVE if cooperative else RebalanceProtocol.EAGER
+        event: AssignmentComputed | AssignorFailed
+        try:
+            result = assignor.assign(cluster, subscriptions)
+            if not isinstance(result, GroupAssignment):
+                raise SimulationError(f"{name} returned {type(result).__name__}")
+            validate_assignment(name, cluster, subscriptions, result, protocol)
+        except (KgroupError, ValueError) as exc:
+            event = AssignorFailed(action.generation_id, f"assignor {name}: {exc}")
+        else:
+            event = AssignmentComputed(
+                action.generation_id,
+                {
+                    m.member_id: ClassicAssignment(
+                        frozenset(result.partitions(m.member_id)),
+                        result.assignments[m.member_id].user_data
+                        if m.member_id in result.assignments
+                        else None,
+                    )
+                    for m in action.members
+                },
+            )
+        self._q.after(self.config.lookup_delay, self._ev_feed, (proc, event))
+
+    def _do_classic_on_assignment(self, proc: _Proc, action: ClassicAssignorOnAssignment) -> None:
+        assignor = proc.assignors.get(action.protocol_name)
+        if assignor is not None:
+            assignor.on_assignment(
+                ClassicAssignorAssignment(
+                    tuple(sorted(action.assignment.partitions)), action.assignment.user_data
+                ),
+                GroupMetadata(
+                    self.config.group_id,
+                    action.generation_id,
+                    proc.member_id,
+                    proc.slot.plan.instance_id,
+                ),
+            )
+
+    def _do_assignor_error(self, proc: _Proc, action: ReportAssignorError) -> None:
+        self._violate(
+            Invariant.UNEXPECTED_FATAL,
+            f"assignor {action.protocol_name} failed: {action.message}",
+            proc,
+        )
 
     def _do_callback(self, proc: _Proc, action: RunCallback) -> None:
         plan = proc.slot.plan
@@ -1314,21 +1599,42 @@ class Simulation:
         if not task.parts:
             self._commit_done(proc, task, None)
             return
-        epoch = proc.member.member_epoch
+        epoch = _position(proc.member)
         if epoch > 0:
-            self._send(proc, _COMMIT, task, (proc.member_id, epoch, task.parts))
+            instance_id = proc.slot.plan.instance_id
+            task.sent_at = epoch
+            self._send(proc, _COMMIT, task, (proc.member_id, epoch, task.parts, instance_id))
         else:
             self._commit_retry(proc, task, "no member epoch")
 
-    def _commit_result(self, proc: _Proc, task: _Commit, code: ErrorCode | None) -> None:
+    def _commit_result(self, proc: _Proc, task: _Commit, code: int | None) -> None:
         if task.done:
+            return
+        if isinstance(proc.member, ClassicMember):
+            self._classic_commit_result(proc, task, code)
             return
         if code is ErrorCode.NONE:
             self._commit_done(proc, task, None)
         elif code is None or code in _RETRY_COMMIT:
-            self._commit_retry(proc, task, code.name if code is not None else "no response")
+            self._commit_retry(proc, task, _error_name(code) if code is not None else "no response")
         else:
-            self._commit_done(proc, task, SimulationError(f"commit failed: {code.name}"))
+            self._commit_done(proc, task, SimulationError(f"commit failed: {_error_name(code)}"))
+
+    def _classic_commit_result(self, proc: _Proc, task: _Commit, code: int | None) -> None:
+        # As the classic runtime: the offset manager retries what a rebalance or a
+        # coordinator move explains; a refusal goes back to the member as
+        # CommitFailed so it can retry after the rebalance.
+        if code == 0:
+            self._commit_done(proc, task, None)
+        elif code is None or code in _RETRY_CLASSIC_COMMIT:
+            self._commit_retry(proc, task, _error_name(code) if code is not None else "no response")
+        else:
+            task.done = True
+            if task in proc.commits:
+                proc.commits.remove(task)
+            if task.token is not None:
+                failed = CommitFailed(task.token, task.parts, code, task.sent_at)
+                self._q.after(0.0, self._ev_feed, (proc, failed))
 
     def _commit_retry(self, proc: _Proc, task: _Commit, why: str) -> None:
         now = self._q.now
@@ -1348,12 +1654,18 @@ class Simulation:
 
     # -------------------------------------------------------------- network
 
-    def _send(self, proc: _Proc, kind: int, ident: Any, payload: Any) -> None:
+    def _send(
+        self, proc: _Proc, kind: int, ident: Any, payload: Any, *, timeout: float | None = None
+    ) -> None:
         self._next_rid += 1
         rid = self._next_rid
         q = self._q
-        deadline = q.now + self.config.request_timeout
+        deadline = q.now + (self.config.request_timeout if timeout is None else timeout)
         proc.pending[rid] = (kind, ident, proc.conn, deadline)
+        if timeout is not None:
+            # Held requests (JoinGroup, SyncGroup) are answered whenever the group
+            # moves on: time them out from the start.
+            q.schedule(deadline, self._ev_timeout, (proc, rid))
         # The timeout is scheduled only once the request or its response is known
         # to be lost or late: most requests are answered, and this saves an event each.
         if proc.slot.cut_until > q.now:
@@ -1371,7 +1683,7 @@ class Simulation:
         proc.link_last = at
         q.schedule(at, self._ev_arrive, (proc, rid, kind, ident, payload, proc.conn))
 
-    def _process(self, kind: int, payload: Any) -> Any:
+    def _process(self, proc: _Proc, kind: int, payload: Any) -> Any:
         status = self.status
         if status is not CoordinatorStatus.UP:
             code = (
@@ -1383,14 +1695,60 @@ class Simulation:
                 return code
             if kind == _OFFSETS:
                 return (code, {})
+            if kind == _JOIN:
+                return JoinGroupResponse(error_code=int(code), error_message=status.value)
+            if kind == _SYNC:
+                return SyncGroupResponse(error_code=int(code), error_message=status.value)
+            if kind in (_CHB, _CLEAVE):
+                return int(code)
             return HeartbeatResponse(error_code=int(code), error_message=status.value)
+        classic = isinstance(proc.member, ClassicMember)
         if kind == _COMMIT:
-            member_id, epoch, parts = payload
+            member_id, epoch, parts, instance_id = payload
+            if classic:
+                return self._classic_commit(proc, member_id, epoch, instance_id, parts)
             return self.coordinator.commit(member_id, epoch, parts)
         if kind == _OFFSETS:
             member_id, epoch, parts = payload
+            if classic:
+                # The classic runtime reads committed offsets without a member epoch.
+                return (ErrorCode.NONE, self.classic.offsets(parts))
             return self.coordinator.offset_fetch(member_id, epoch, parts)
+        if kind == _CHB:
+            generation, member_id, instance_id = payload
+            return self.classic.heartbeat(generation, member_id, instance_id)
+        if kind == _CLEAVE:
+            member_id, instance_id = payload
+            return self.classic.leave(member_id, instance_id)
         return self.coordinator.heartbeat(payload, self._q.now)
+
+    def _classic_commit(
+        self,
+        proc: _Proc,
+        member_id: str,
+        generation: int,
+        instance_id: str | None,
+        parts: frozenset[TopicPartition],
+    ) -> int:
+        code = self.classic.commit(member_id, generation, instance_id, parts)
+        if code == 0:
+            self._count("commit_accepted")
+            group = self.classic
+            mine = group.assignment_in(generation, member_id) or frozenset()
+            before = group.assignment_in(generation - 1, member_id) or frozenset()
+            for tp in sorted(parts - mine):
+                # Cooperative: a partition being revoked at this generation was the
+                # member's in the previous one, and nobody else has it yet.
+                if tp in before and group.owner_in(generation, tp) is None:
+                    continue
+                self._violate(
+                    Invariant.COMMIT_NOT_OWNED,
+                    f"commit of {tp} at generation {generation} accepted from {proc.label}, "
+                    "which does not own it",
+                    proc,
+                )
+                break
+        return code
 
     def _ev_arrive(self, arg: tuple[_Proc, int, int, Any, Any, int]) -> None:
         proc, rid, kind, ident, payload, conn = arg
@@ -1399,7 +1757,21 @@ class Simulation:
             # request reached the broker: it went down with the socket. Without this a
             # stale request could overtake a newer one, which TCP does not allow.
             return
-        result = self._process(kind, payload)
+        if kind in (_JOIN, _SYNC) and self.status is CoordinatorStatus.UP:
+            # Held until the group moves on: the coordinator calls back.
+            def reply(result: Any) -> None:
+                if self._trace is not None:
+                    self._log(
+                        proc.label, f"   coordinator answers {_describe_result(kind, result)}"
+                    )
+                self._answer(proc, rid, kind, ident, result, duplicate=False)
+
+            if kind == _JOIN:
+                self.classic.join(payload, reply)
+            else:
+                self.classic.sync(payload, reply)
+            return
+        result = self._process(proc, kind, payload)
         if self.violation is not None:
             return
         if self._trace is not None:
@@ -1408,25 +1780,31 @@ class Simulation:
             self._violate(Invariant.INVALID_REQUEST, f"{result.error_message}", proc)
             return
         cond = self._lossy
-        rng = self.rng
         duplicate = False
-        if cond is not None and cond.duplicate and rng.random() < cond.duplicate:
+        if cond is not None and cond.duplicate and self.rng.random() < cond.duplicate:
             # Processed twice (the coordinator must stay consistent), but a client
             # only ever sees one response per request: copies of the first one.
             self._count("duplicated")
             duplicate = True
-            self._process(kind, payload)
+            self._process(proc, kind, payload)
             if self._broken():
                 return
+        self._answer(proc, rid, kind, ident, result, duplicate=duplicate)
+
+    def _answer(
+        self, proc: _Proc, rid: int, kind: int, ident: Any, result: Any, *, duplicate: bool
+    ) -> None:
+        """Send the coordinator's answer back over the network (or lose it)."""
         q = self._q
         pend = proc.pending.get(rid)
         if pend is None:
             return  # already failed
         deadline = pend[3]
+        cond = self._lossy
         if proc.slot.cut_until > q.now:
             q.schedule(deadline, self._ev_timeout, (proc, rid))
             return
-        if cond is not None and cond.drop_response and rng.random() < cond.drop_response:
+        if cond is not None and cond.drop_response and self.rng.random() < cond.drop_response:
             self._count("dropped_response")
             q.schedule(deadline, self._ev_timeout, (proc, rid))
             return
@@ -1459,10 +1837,27 @@ class Simulation:
         if kind == _OFFSETS:
             self._offset_result(proc, ident, result)
             return
+        if kind >= _JOIN:
+            self._classic_response(proc, kind, ident, result)
+            return
         proc.hb_in_flight.discard(ident)
         if not result.error_code:
             proc.last_ok = self._q.now
         self._feed(proc, HeartbeatResponseReceived(ident, result))
+
+    def _classic_response(self, proc: _Proc, kind: int, seq: int, result: Any) -> None:
+        event: Any
+        if kind == _JOIN:
+            event = JoinGroupResponseReceived(seq, result)
+        elif kind == _SYNC:
+            event = SyncGroupResponseReceived(seq, result)
+        elif kind == _CHB:
+            if result == 0:
+                proc.last_ok = self._q.now
+            event = ClassicHeartbeatResponseReceived(seq, result)
+        else:
+            event = LeaveGroupResponseReceived(seq, result)
+        self._feed(proc, event)
 
     def _ev_duplicate(self, arg: tuple[_Proc, int, HeartbeatResponse]) -> None:
         proc, seq, response = arg
@@ -1507,6 +1902,9 @@ class Simulation:
             return
         if req_kind == _OFFSETS:
             self._offset_result(proc, ident, None)
+            return
+        if req_kind >= _JOIN:
+            self._feed(proc, RequestFailed(ident, kind))
             return
         proc.hb_in_flight.discard(ident)
         self._feed(proc, HeartbeatFailed(ident, kind))
@@ -1571,6 +1969,53 @@ class Simulation:
 
     # ----------------------------------------------------------- convergence
 
+    def _classic_unconverged(self) -> str | None:
+        group = self.classic
+        if group.state is not ClassicGroupState.STABLE and group.members:
+            return f"classic group {group.state.name}"
+        expected: set[str] = set()
+        covered: list[TopicPartition] = []
+        for slot in self._slots.values():
+            proc = slot.proc
+            if not slot.wanted:
+                if proc is not None and proc.alive and proc.fetching:
+                    return f"{proc.label} left but fetches {sorted(proc.fetching)}"
+                continue
+            if proc is None or not proc.alive or proc.closing:
+                return f"{slot.name} is not running"
+            member = proc.member
+            assert isinstance(member, ClassicMember)
+            if member.state is not ClassicState.STABLE:
+                return f"{proc.label} is {member.state.name}"
+            if member.generation_id != group.generation:
+                return (
+                    f"{proc.label} at generation {member.generation_id}, group {group.generation}"
+                )
+            assignment = group.members.get(proc.member_id)
+            if assignment is None:
+                return f"{proc.label} is not a member at the coordinator"
+            expected.add(proc.member_id)
+            if frozenset(proc.fetching) != assignment.partitions:
+                return (
+                    f"{proc.label} fetches {sorted(proc.fetching)}, its assignment is "
+                    f"{sorted(assignment.partitions)}"
+                )
+            if member.assignment != assignment.partitions:
+                return f"{proc.label}'s assignment differs from the coordinator's"
+            covered.extend(assignment.partitions)
+        if set(group.members) != expected:
+            extra = sorted(m[:16] for m in set(group.members) - expected)
+            return f"classic coordinator still has members {extra}"
+        want = {
+            TopicPartition(t.name, p)
+            for t in self.cluster.topics()
+            if t.name in _classic_topics(self._slots.values())
+            for p in range(t.partitions)
+        }
+        if len(covered) != len(set(covered)) or set(covered) != want:
+            return f"{len(want - set(covered))} partitions unassigned or assigned twice"
+        return None
+
     def _ev_check(self, _: object) -> None:
         if self.violation is not None:
             return
@@ -1602,6 +2047,8 @@ class Simulation:
         """None if the group has converged, else what is still off."""
         if self.status is not CoordinatorStatus.UP:
             return f"coordinator {self.status.name}"
+        if any(slot.plan.protocol == "classic" for slot in self._slots.values()):
+            return self._classic_unconverged()
         coord = self.coordinator
         # An empty group keeps its bumped epoch: no heartbeat comes to compute a target.
         if coord.members and coord.group_epoch != coord.assignment_epoch:
@@ -1649,6 +2096,21 @@ class Simulation:
         return None
 
 
+def _classic_topics(slots: Iterable[_Slot]) -> frozenset[str]:
+    out: set[str] = set()
+    for slot in slots:
+        if slot.wanted and slot.subscribed:
+            out |= slot.topics
+    return frozenset(out)
+
+
+def _position(member: ConsumerMember | ClassicMember) -> int:
+    """The member epoch, or a classic member's generation id."""
+    if isinstance(member, ClassicMember):
+        return member.generation_id
+    return member.member_epoch
+
+
 def _gone(proc: _Proc) -> bool:
     # A function, not an inline test, because handlers called in between may end
     # the incarnation (mypy would keep the earlier narrowing of ``proc.alive``).
@@ -1665,7 +2127,7 @@ def _parts(partitions: frozenset[TopicPartition]) -> str:
     return "{" + ",".join(str(tp) for tp in sorted(partitions)) + "}"
 
 
-def _describe_event(event: Event) -> str:
+def _describe_event(event: object) -> str:
     match event:
         case HeartbeatResponseReceived(seq=seq, response=r):
             if r.error_code:
@@ -1680,6 +2142,18 @@ def _describe_event(event: Event) -> str:
             return f"hb#{seq} failed ({kind.value})"
         case CallbackCompleted(kind=kind, token=token, error=error):
             return f"callback {kind.name} #{token} done" + (f" raising {error}" if error else "")
+        case JoinGroupResponseReceived(seq=seq, response=r):
+            if r.error_code:
+                return f"join#{seq} error {_error_name(r.error_code)}"
+            return f"join#{seq} generation {r.generation_id}"
+        case SyncGroupResponseReceived(seq=seq, response=r):
+            if r.error_code or r.assignment is None:
+                return f"sync#{seq} error {_error_name(r.error_code)}"
+            return f"sync#{seq} assignment {_parts(r.assignment.partitions)}"
+        case ClassicHeartbeatResponseReceived(seq=seq, error_code=code):
+            return f"heartbeat#{seq} {_error_name(code)}"
+        case RequestFailed(seq=seq, kind=kind):
+            return f"request#{seq} failed ({kind.value})"
         case CommitCompleted(token=token, error=error):
             return f"commit #{token} done" + (f" failing ({error})" if error else "")
         case MetadataUpdated(topic_names=names):
@@ -1692,7 +2166,7 @@ def _describe_event(event: Event) -> str:
             return type(event).__name__
 
 
-def _describe_action(action: Action) -> str:
+def _describe_action(action: object) -> str:
     match action:
         case SendHeartbeat(seq=seq, request=r, leave=leave):
             owned = "" if r.topic_partitions is None else f" owned {len(r.topic_partitions)}p"
@@ -1707,6 +2181,12 @@ def _describe_action(action: Action) -> str:
             return f"callback {kind.name} #{token} {_parts(ps)}"
         case ReportFatalError(name=name):
             return f"fatal {name}"
+        case SendJoinGroup(seq=seq, request=r):
+            return f"join#{seq} member {r.member_id[:14] or '-'}"
+        case SendSyncGroup(seq=seq, request=r):
+            return f"sync#{seq} generation {r.generation_id} ({len(r.assignments)} assignments)"
+        case SendClassicHeartbeat(seq=seq, generation_id=generation):
+            return f"heartbeat#{seq} generation {generation}"
         case _:
             return type(action).__name__
 
@@ -1716,6 +2196,20 @@ def _describe_result(kind: int, result: Any) -> str:
         return f"commit {ErrorCode(result).name}"
     if kind == _OFFSETS:
         return f"offset fetch {result[0].name}"
+    if kind == _JOIN:
+        if result.error_code:
+            return f"join {_error_name(result.error_code)}"
+        return (
+            f"join generation {result.generation_id} leader {result.leader[:14]} "
+            f"({len(result.members)} members)"
+        )
+    if kind == _SYNC:
+        if result.error_code:
+            return f"sync {_error_name(result.error_code)}"
+        assert result.assignment is not None
+        return f"sync assignment {_parts(result.assignment.partitions)}"
+    if kind in (_CHB, _CLEAVE):
+        return f"{'heartbeat' if kind == _CHB else 'leave'} {_error_name(result)}"
     if result.error_code:
         return f"{'leave' if kind == _LEAVE else 'hb'} {_error_name(result.error_code)}"
     a = (
@@ -1726,7 +2220,17 @@ def _describe_result(kind: int, result: Any) -> str:
     return f"{'leave' if kind == _LEAVE else 'hb'} epoch {result.member_epoch}{a}"
 
 
+_CLASSIC_NAMES = {
+    ILLEGAL_GENERATION: "ILLEGAL_GENERATION",
+    REBALANCE_IN_PROGRESS: "REBALANCE_IN_PROGRESS",
+    23: "INCONSISTENT_GROUP_PROTOCOL",
+    79: "MEMBER_ID_REQUIRED",
+}
+
+
 def _error_name(code: int) -> str:
+    if code in _CLASSIC_NAMES:
+        return _CLASSIC_NAMES[code]
     try:
         return ErrorCode(code).name
     except ValueError:
