@@ -13,7 +13,7 @@ import pytest
 
 from kgroup.assignors import AssignmentSpec, MemberAssignment, TargetAssignment
 from kgroup.assignors.classic import GroupMetadata
-from kgroup.membership import ClassicMember, ConsumerMember, MemberState
+from kgroup.membership import ConsumerMember, MemberState
 from kgroup.testing.sim import (
     ConsumerGroupCoordinator,
     Fault,
