@@ -66,3 +66,46 @@ def test_a_zombie_that_starts_fetching_at_its_old_epoch_does_not_break_double_fe
     # Seed 5856 under the default invariants: the zombie fetches at epoch 11, the
     # new owner at 19, so no epoch is shared (the same tolerance Kafka has).
     assert run_scenario(5856).ok
+
+
+def _static_leader_bounce_sim() -> Simulation:
+    sim = Simulation(seed=961, topics={"t": 6})
+    for i in range(3):
+        sim.add_member(
+            f"m{i}",
+            topics=frozenset({"t"}),
+            instance_id=f"i{i}",
+            protocol="classic",
+            assignors=("roundrobin",),
+            start_at=0.1 * i,  # m0 joins first and leads
+        )
+    # The static leader is bounced (no LeaveGroup: no rebalance, KIP-345) and
+    # the topic grows while it is away; its new process rejoins a stable group.
+    sim.close("m0", at=5.0, restart_after=1.5)
+    sim.add_partitions("t", 2, at=5.5)
+    return sim
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=InvariantViolationError,
+    reason=(
+        "The classic runtime ignores JoinGroup v9's skip_assignment: a static leader that "
+        "rejoins a stable group (KIP-345, no rebalance) runs its assignor, the coordinator "
+        "ignores the result, and the runtime's metadata watch then compares against the "
+        "counts that ignored run saw, so partitions added while the leader was away are "
+        "never assigned (found by seed 961 once classic groups joined the mix: t0 grew from "
+        "8 to 10 partitions during the static leader's bounce; t0-8 and t0-9 stayed "
+        "unassigned). Classic scenarios do not grow topics until this is fixed."
+    ),
+)
+def test_a_static_leader_rejoining_a_stable_group_still_notices_new_partitions() -> None:
+    _static_leader_bounce_sim().run_until_converged(faults_end=8.0)
+
+
+def test_the_static_leader_finding_is_the_convergence_invariant() -> None:
+    sim = _static_leader_bounce_sim()
+    with pytest.raises(InvariantViolationError) as info:
+        sim.run_until_converged(faults_end=8.0)
+    assert info.value.violation.invariant is Invariant.CONVERGENCE
+    assert "2 partitions unassigned" in info.value.violation.message

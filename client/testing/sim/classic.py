@@ -162,6 +162,19 @@ class ClassicGroupCoordinator:
         gen = self._history.get(generation)
         return None if gen is None else gen.get(member_id)
 
+    def last_owner(self, generation: int, partition: TopicPartition) -> str | None:
+        """Who was last assigned ``partition`` in a generation up to ``generation``.
+
+        Cooperative leaders withhold a moving partition for a generation (or
+        more): its previous owner keeps it until it revokes, so the owner is
+        the last one the coordinator handed it to.
+        """
+        for gen in sorted((g for g in self._history if g <= generation), reverse=True):
+            owner = self.owner_in(gen, partition)
+            if owner is not None:
+                return owner
+        return None
+
     def owner_in(self, generation: int, partition: TopicPartition) -> str | None:
         """The member assigned ``partition`` in ``generation``, or None."""
         for member_id, partitions in self._history.get(generation, {}).items():
@@ -202,13 +215,11 @@ class ClassicGroupCoordinator:
             del self._pending[req.member_id]
             self._add(req.member_id, req, reply, now)
             return
-        rec = self._members.get(req.member_id)
-        if rec is None:
-            reply(JoinGroupResponse(error_code=int(ErrorCode.UNKNOWN_MEMBER_ID)))
+        error = self._check_member(req.member_id, req.instance_id)
+        if error:
+            reply(JoinGroupResponse(error_code=error))
             return
-        if req.instance_id is not None and self._static.get(req.instance_id) != req.member_id:
-            reply(JoinGroupResponse(error_code=int(ErrorCode.FENCED_INSTANCE_ID)))
-            return
+        rec = self._members[req.member_id]
         changed = rec.protocols != req.protocols
         rec.protocols = req.protocols
         rec.rebalance_timeout = req.rebalance_timeout_ms / 1000.0
@@ -253,9 +264,9 @@ class ClassicGroupCoordinator:
         matches = old.protocols == req.protocols
         if self.state is ClassicGroupState.STABLE and matches:
             reply(self._join_response(rec))  # KIP-345: no rebalance
-        elif self.state is ClassicGroupState.COMPLETING_REBALANCE and matches:
-            reply(self._join_response(rec))
         else:
+            # Completing a rebalance (the leader assigns to the old member id), or new
+            # protocols: rebalance again, as the broker does.
             self._await_join(rec, reply, now)
             self._prepare_rebalance(now)
 
@@ -317,8 +328,8 @@ class ClassicGroupCoordinator:
         self._round += 1
         self.state = ClassicGroupState.PREPARING_REBALANCE
         timeout = max((m.rebalance_timeout for m in self._members.values()), default=0.0)
-        if state is ClassicGroupState.EMPTY:
-            delay = min(self.config.initial_rebalance_delay_ms / 1000.0, timeout)
+        delay = min(self.config.initial_rebalance_delay_ms / 1000.0, timeout)
+        if state is ClassicGroupState.EMPTY and delay > 0:
             self._initial_until = now + delay
             self._schedule(now + delay, self._on_initial_delay, self._round)
         self._schedule(now + timeout, self._on_join_deadline, self._round)
@@ -397,13 +408,11 @@ class ClassicGroupCoordinator:
 
     def sync(self, req: SyncGroupRequest, reply: Reply) -> None:
         """Handle a SyncGroup; ``reply`` gets the response, now or once the leader syncs."""
-        rec = self._members.get(req.member_id)
-        if rec is None:
-            reply(SyncGroupResponse(error_code=int(ErrorCode.UNKNOWN_MEMBER_ID)))
+        error = self._check_member(req.member_id, req.instance_id)
+        if error:
+            reply(SyncGroupResponse(error_code=error))
             return
-        if req.instance_id is not None and self._static.get(req.instance_id) != req.member_id:
-            reply(SyncGroupResponse(error_code=int(ErrorCode.FENCED_INSTANCE_ID)))
-            return
+        rec = self._members[req.member_id]
         if req.generation_id != self.generation:
             reply(SyncGroupResponse(error_code=ILLEGAL_GENERATION))
             return
@@ -443,13 +452,24 @@ class ClassicGroupCoordinator:
 
     # --------------------------------------------------------------- heartbeat
 
+    def _check_member(self, member_id: str, instance_id: str | None) -> int:
+        # As the broker's validateMember: a static member is checked by instance id first.
+        if instance_id is not None:
+            known = self._static.get(instance_id)
+            if known is None:
+                return int(ErrorCode.UNKNOWN_MEMBER_ID)
+            if known != member_id:
+                return int(ErrorCode.FENCED_INSTANCE_ID)
+        if member_id not in self._members:
+            return int(ErrorCode.UNKNOWN_MEMBER_ID)
+        return 0
+
     def heartbeat(self, generation: int, member_id: str, instance_id: str | None) -> int:
         """Handle a Heartbeat; the error code."""
-        rec = self._members.get(member_id)
-        if rec is None:
-            return int(ErrorCode.UNKNOWN_MEMBER_ID)
-        if instance_id is not None and self._static.get(instance_id) != member_id:
-            return int(ErrorCode.FENCED_INSTANCE_ID)
+        error = self._check_member(member_id, instance_id)
+        if error:
+            return error
+        rec = self._members[member_id]
         if generation != self.generation:
             return ILLEGAL_GENERATION
         self._touch(rec, self._clock())
@@ -459,12 +479,10 @@ class ClassicGroupCoordinator:
 
     def leave(self, member_id: str, instance_id: str | None) -> int:
         """Handle a LeaveGroup; the error code."""
-        rec = self._members.get(member_id)
-        if rec is None:
-            return int(ErrorCode.UNKNOWN_MEMBER_ID)
-        if instance_id is not None and self._static.get(instance_id) != member_id:
-            return int(ErrorCode.FENCED_INSTANCE_ID)
-        self._remove(rec, "left the group")
+        error = self._check_member(member_id, instance_id)
+        if error:
+            return error
+        self._remove(self._members[member_id], "left the group")
         return 0
 
     def commit(
@@ -475,11 +493,9 @@ class ClassicGroupCoordinator:
         partitions: frozenset[TopicPartition],
     ) -> int:
         """Judge an OffsetCommit; the error code (0: accepted)."""
-        rec = self._members.get(member_id)
-        if rec is None:
-            return int(ErrorCode.UNKNOWN_MEMBER_ID)
-        if instance_id is not None and self._static.get(instance_id) != member_id:
-            return int(ErrorCode.FENCED_INSTANCE_ID)
+        error = self._check_member(member_id, instance_id)
+        if error:
+            return error
         if generation != self.generation:
             return ILLEGAL_GENERATION
         if self.state is ClassicGroupState.COMPLETING_REBALANCE:

@@ -316,6 +316,8 @@ _RETRY_CLASSIC_COMMIT = frozenset(
         int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
     }
 )
+# The classic leader's metadata watch interval (metadata.max.age.ms, scaled down).
+_METADATA_WATCH = 2.0
 # How often a member may ask to be woken at the same instant before it counts as a busy loop.
 _SAME_INSTANT_LIMIT = 200
 
@@ -410,6 +412,7 @@ class _Proc:
         "slot",
         "timer_at",
         "timer_gen",
+        "watched",
     )
 
     def __init__(
@@ -423,6 +426,8 @@ class _Proc:
         self.member = member
         self.member_id = member.member_id
         self.assignors = assignors or {}
+        # Partition counts the classic leader's last assignor run saw.
+        self.watched: dict[str, int] | None = None
         self.label = label
         # Static members' incarnations share their partitions' epoch history.
         self.owner = f"instance:{slot.plan.instance_id}" if slot.plan.instance_id else label
@@ -892,6 +897,7 @@ class Simulation:
         self._q.after(plan.poll_interval * self.rng.random(), self._ev_poll, (proc, proc.poll_gen))
         if plan.auto_commit:
             self._q.after(self.config.auto_commit_interval, self._ev_auto_commit, proc)
+        self._q.after(_METADATA_WATCH, self._ev_metadata_watch, proc)
 
     def _subscribe(self, proc: _Proc, topics: frozenset[str], pattern: str | None) -> None:
         # As the runtime: learn the named topics' ids first, so the first
@@ -1011,7 +1017,6 @@ class Simulation:
         lag = self.config.metadata_lag
         if lag:
             self._visible_at[topic.topic_id] = self._q.now + lag * self.rng.random()
-        self._tell_classic_leaders(name, self._visible_at.get(topic.topic_id, self._q.now))
         if self._trace is not None:
             self._log("cluster", f"topic {name} created with {partitions} partitions")
 
@@ -1019,26 +1024,33 @@ class Simulation:
         name, count = arg
         self._count("add_partitions")
         topic = self.cluster.add_partitions(name, count)
-        self._tell_classic_leaders(name, self._visible_at.get(topic.topic_id, self._q.now))
         if self._trace is not None:
             self._log("cluster", f"topic {name} grows to {topic.partitions} partitions")
 
-    def _tell_classic_leaders(self, topic: str, at: float) -> None:
-        # The classic runtime's metadata watch: the leader notices the change of a
-        # subscribed topic once its metadata shows it.
-        for slot in self._slots.values():
-            if slot.plan.protocol == "classic" and topic in slot.topics:
-                self._q.schedule(at, self._ev_metadata_changed, slot)
+    def _ev_metadata_watch(self, proc: _Proc) -> None:
+        """The classic runtime's metadata watch (``metadata.max.age.ms``, scaled down).
 
-    def _ev_metadata_changed(self, slot: _Slot) -> None:
-        proc = slot.proc
-        if (
-            proc is not None
-            and proc.alive
-            and isinstance(proc.member, ClassicMember)
-            and proc.member.is_leader
-        ):
+        As the runtime: the leader compares the subscribed topics' partition
+        counts with those its last assignor run saw, and reports
+        SubscribedMetadataChanged when one changed or a topic appeared.
+        """
+        if not proc.alive:
+            return
+        self._q.after(_METADATA_WATCH, self._ev_metadata_watch, proc)
+        member = proc.member
+        if not isinstance(member, ClassicMember) or not member.is_leader or proc.watched is None:
+            return
+        if self._visible_counts(proc.slot.topics) != proc.watched:
             self._feed(proc, SubscribedMetadataChanged())
+
+    def _visible_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        now = self._q.now
+        counts = {}
+        for name in sorted(topics):
+            topic = self.cluster.get(name)
+            if topic is not None and self._visible_at.get(topic.topic_id, 0.0) <= now:
+                counts[name] = topic.partitions
+        return counts
 
     def _ev_faults_end(self, _: object) -> None:
         """From here on the world is sound: heal partitions, stalls, the network, callbacks."""
@@ -1439,12 +1451,9 @@ class Simulation:
                 for m in action.members
             }
         )
-        now = self._q.now
-        counts = {}
-        for t in sorted({t for m in action.members for t in m.subscription.topics}):
-            topic = self.cluster.get(t)
-            if topic is not None and self._visible_at.get(topic.topic_id, 0.0) <= now:
-                counts[t] = topic.partitions
+        counts = self._visible_counts({t for m in action.members for t in m.subscription.topics})
+        # What the metadata watch compares with from now on (as the runtime does).
+        proc.watched = self._visible_counts(proc.slot.topics)
         cluster = Cluster(counts)
         cooperative = RebalanceProtocol.COOPERATIVE in assignor.supported_protocols
         protocol = RebalanceProtocol.COOPERATIVE if cooperative else RebalanceProtocol.EAGER
@@ -1734,12 +1743,8 @@ class Simulation:
         if code == 0:
             self._count("commit_accepted")
             group = self.classic
-            mine = group.assignment_in(generation, member_id) or frozenset()
-            before = group.assignment_in(generation - 1, member_id) or frozenset()
-            for tp in sorted(parts - mine):
-                # Cooperative: a partition being revoked at this generation was the
-                # member's in the previous one, and nobody else has it yet.
-                if tp in before and group.owner_in(generation, tp) is None:
+            for tp in sorted(parts):
+                if group.last_owner(generation, tp) == member_id:
                     continue
                 self._violate(
                     Invariant.COMMIT_NOT_OWNED,
@@ -1985,6 +1990,10 @@ class Simulation:
                 return f"{slot.name} is not running"
             member = proc.member
             assert isinstance(member, ClassicMember)
+            if not slot.subscribed:
+                if member.state is not ClassicState.UNJOINED or proc.fetching:
+                    return f"{proc.label} unsubscribed but is {member.state.name}"
+                continue
             if member.state is not ClassicState.STABLE:
                 return f"{proc.label} is {member.state.name}"
             if member.generation_id != group.generation:
@@ -2139,7 +2148,7 @@ def _describe_event(event: object) -> str:
             )
             return f"hb#{seq} ok epoch {r.member_epoch}{a}"
         case HeartbeatFailed(seq=seq, kind=kind):
-            return f"hb#{seq} failed ({kind.value})"
+            return f"request#{seq} failed ({kind.value})"
         case CallbackCompleted(kind=kind, token=token, error=error):
             return f"callback {kind.name} #{token} done" + (f" raising {error}" if error else "")
         case JoinGroupResponseReceived(seq=seq, response=r):
@@ -2152,8 +2161,6 @@ def _describe_event(event: object) -> str:
             return f"sync#{seq} assignment {_parts(r.assignment.partitions)}"
         case ClassicHeartbeatResponseReceived(seq=seq, error_code=code):
             return f"heartbeat#{seq} {_error_name(code)}"
-        case RequestFailed(seq=seq, kind=kind):
-            return f"request#{seq} failed ({kind.value})"
         case CommitCompleted(token=token, error=error):
             return f"commit #{token} done" + (f" failing ({error})" if error else "")
         case MetadataUpdated(topic_names=names):
@@ -2193,7 +2200,7 @@ def _describe_action(action: object) -> str:
 
 def _describe_result(kind: int, result: Any) -> str:
     if kind == _COMMIT:
-        return f"commit {ErrorCode(result).name}"
+        return f"commit {_error_name(result)}"
     if kind == _OFFSETS:
         return f"offset fetch {result[0].name}"
     if kind == _JOIN:

@@ -148,6 +148,7 @@ class Scenario:
             sub = ",".join(sorted(m.topics)) + (f" /{m.pattern}/" if m.pattern else "")
             extra = f" static={m.instance_id}" if m.instance_id else ""
             extra += f" assignor={m.server_assignor}" if m.server_assignor else ""
+            extra += f" classic {','.join(m.assignors)}" if m.protocol == "classic" else ""
             lines.append(
                 f"  member {m.name}: {sub}{extra} start {m.start_at:.2f}s poll "
                 f"{m.poll_interval:.2f}s callbacks {m.callback_time:.2f}s "
@@ -213,11 +214,21 @@ def generate(seed: int) -> Scenario:
             return True
         return False
 
+    classic = pick("classic protocol", 0.2)
+    strategy = rng.choice(
+        [
+            ("cooperative-sticky",),
+            ("range",),
+            ("roundrobin",),
+            ("sticky",),
+            ("cooperative-sticky", "range"),
+        ]
+    )
     storm = pick("join storm", 0.35)
     static = pick("static members", 0.3)
     heterogeneous = n_topics > 1 and pick("heterogeneous subscriptions", 0.25)
-    regex = pick("regex subscriptions", 0.2)
-    assignors = pick("mixed server assignors", 0.2)
+    regex = not classic and pick("regex subscriptions", 0.2)
+    assignors = not classic and pick("mixed server assignors", 0.2)
     slow_members = pick("slow callbacks", 0.3)
 
     members: list[MemberPlan] = []
@@ -242,6 +253,8 @@ def generate(seed: int) -> Scenario:
                 callback_time=rng.uniform(0.1, 1.5) if slow_members else rng.uniform(0.0, 0.1),
                 has_listener=rng.random() < 0.9,
                 start_at=rng.uniform(0.0, 0.3) if storm else rng.uniform(0.0, 6.0),
+                protocol="classic" if classic else "consumer",
+                assignors=strategy,
             )
         )
 
@@ -330,13 +343,15 @@ def generate(seed: int) -> Scenario:
             if roll < 0.2:
                 faults.append(Fault(FaultKind.SUBSCRIBE, when(), m.name))  # unsubscribe
                 faults.append(Fault(FaultKind.SUBSCRIBE, when(), m.name, topics=frozenset(names)))
-            elif roll < 0.5:
+            elif roll < 0.5 and not classic:
                 faults.append(Fault(FaultKind.SUBSCRIBE, when(), m.name, pattern=r"t[0-9]+"))
             else:
                 chosen = frozenset(rng.sample(names, rng.randint(1, len(names))))
                 faults.append(Fault(FaultKind.SUBSCRIBE, when(), m.name, topics=chosen))
     config = DEFAULT_CONFIG
-    if pick("new topics and partitions", 0.2):
+    # Classic groups do not grow topics yet: a static leader's bounce then loses the
+    # new partitions (tests/unit/test_sim_findings.py, strict xfail until fixed).
+    if not classic and pick("new topics and partitions", 0.2):
         faults.append(
             Fault(FaultKind.CREATE_TOPIC, when(), topic=f"t{n_topics}", count=rng.randint(1, 6))
         )
