@@ -5,6 +5,8 @@ Subcommands so far::
     kgroup broker up [--nodes N] [--override key=value ...] [--version V]
     kgroup broker status
     kgroup broker down
+    kgroup groups list | describe GROUP | lag GROUP
+    kgroup migrate check GROUP | plan GROUP
 
 ``broker up`` starts a Kafka broker (or cluster) from :mod:`kgroup.testing`
 in the background, detached from this process, and prints only its bootstrap
@@ -30,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from kgroup.cli_groups import add_group_commands, add_migrate_commands
 from kgroup.demo import DemoFailedError, run_demo
 from kgroup.errors import HarnessError, KgroupError
 
@@ -172,7 +175,26 @@ def _broker_up(args: argparse.Namespace) -> int:
     shutil.rmtree(work, ignore_errors=True)
     overrides = dict(args.override or [])
     broker: KafkaBroker | KafkaCluster
-    if args.nodes == 1:
+    secured = None
+    if getattr(args, "security", None):
+        from kgroup.testing.security import SecuredKafkaBroker  # noqa: PLC0415
+
+        if args.nodes != 1:
+            print("kgroup: --security starts a single node; drop --nodes", file=sys.stderr)
+            return _FAILED
+        work.mkdir(parents=True, exist_ok=True)
+        secured = SecuredKafkaBroker(
+            ("alice",),
+            overrides=overrides,
+            work_dir=work,
+            version=args.version,
+            detach=True,
+            startup_timeout=args.timeout,
+        )
+        broker = secured.broker
+        nodes: tuple[KafkaBroker, ...] = (broker,)
+        version = broker.version
+    elif args.nodes == 1:
         broker = KafkaBroker(
             overrides,
             version=args.version,
@@ -180,7 +202,7 @@ def _broker_up(args: argparse.Namespace) -> int:
             detach=True,
             startup_timeout=args.timeout,
         )
-        nodes: tuple[KafkaBroker, ...] = (broker,)
+        nodes = (broker,)
         version = broker.version
     else:
         broker = KafkaCluster(
@@ -226,6 +248,11 @@ def _broker_up(args: argparse.Namespace) -> int:
         time.monotonic() - started,
         " ".join(str(n.pid) for n in record.nodes),
     )
+    if secured is not None:
+        from kgroup.testing.security import print_client_config  # noqa: PLC0415
+
+        print_client_config(secured, args.security, work)
+        return _OK
     print(record.bootstrap_servers)
     return _OK
 
@@ -290,6 +317,13 @@ def _add_broker_commands(subparsers: argparse._SubParsersAction[argparse.Argumen
     )
     up.add_argument("--version", help="Kafka release (default $KGROUP_KAFKA_VERSION or pinned)")
     up.add_argument(
+        "--security",
+        choices=("sasl-scram", "sasl-plain", "tls", "mtls"),
+        help="also open secured listeners (test CA, SASL users, ACLs) and print the client "
+        "config for this set-up instead of the bootstrap servers; secrets are masked on "
+        "screen and written to a private file",
+    )
+    up.add_argument(
         "--timeout", type=float, default=180.0, help="seconds to wait for readiness (default 180)"
     )
     up.set_defaults(func=_broker_up)
@@ -352,6 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_broker_commands(subparsers)
     _add_demo_command(subparsers)
+    add_group_commands(subparsers)
+    add_migrate_commands(subparsers)
     return parser
 
 

@@ -10,7 +10,12 @@ that names the key and says what to do:
   asked whether it knows them, so a typo is an error naming the key instead of
   a setting silently ignored;
 - keys that make no sense for the chosen ``group.protocol`` are errors that say
-  why, as the Java client does.
+  why, as the Java client does;
+- security keys (``security.protocol``, ``ssl.*``, ``sasl.*``, ``oauth_cb``)
+  become one :class:`~kgroup.transport.security.SecurityConfig`, used by
+  kgroup's own connections and rendered back for the data plane, so both
+  connect the same way. Secrets live only in it, wrapped in
+  :class:`~kgroup.transport.security.Secret`, never in :attr:`ConsumerConfig.passthrough`.
 """
 
 from __future__ import annotations
@@ -18,10 +23,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, TypeVar
+from types import MappingProxyType, ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kgroup.errors import ConfigError
+
+if TYPE_CHECKING:
+    from kgroup.transport.security import SecurityConfig
 
 __all__ = [
     "AutoOffsetReset",
@@ -107,9 +115,6 @@ _OWNED_KEYS = frozenset(
     }
 )
 
-# Keys both kgroup's connections and librdkafka's must agree on.
-_SHARED_PREFIXES = ("security.", "sasl.", "ssl.")
-
 _E = TypeVar("_E", bound=enum.Enum)
 
 PassthroughValidator = Callable[[Mapping[str, str]], None]
@@ -194,7 +199,13 @@ class ConsumerConfig:
     retry_backoff_max_ms: int = 1_000
     request_timeout_ms: int = 30_000
     passthrough: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    """Keys handed unchanged to the data plane (librdkafka)."""
+    """Keys kgroup does not implement itself, for the data plane (librdkafka).
+
+    Security keys appear here as the user wrote them, except secrets and
+    ``oauth_cb``; the data plane takes its security settings from :attr:`security`.
+    """
+    security: SecurityConfig = field(default_factory=lambda: _security_module().SecurityConfig())
+    """How kgroup's connections and the data plane's are secured (TLS, SASL)."""
 
     @classmethod
     def from_dict(
@@ -258,13 +269,22 @@ class ConsumerConfig:
                 f"retry.backoff.max.ms ({backoff_max}) must be >= retry.backoff.ms ({backoff})"
             )
 
+        sec = _security_module()
+        security = sec.SecurityConfig.from_config(conf)
         passthrough: dict[str, str] = {}
         for key, value in conf.items():
-            if key in _OWNED_KEYS:
+            if key in _OWNED_KEYS or key in sec.SECRET_KEYS or key == "oauth_cb":
                 continue
             passthrough[key] = value if isinstance(value, str) else str(value)
         if validate_passthrough is not None and passthrough:
-            validate_passthrough(MappingProxyType(dict(passthrough)))
+            # librdkafka checks the security settings as a whole (PLAIN needs its
+            # password ...), so it sees them in its own form, secrets included.
+            probe = dict(passthrough)
+            if security.sasl is not None or security.tls is not None:
+                for key, value in security.librdkafka_probe_config().items():
+                    if key in sec.SECRET_KEYS or key not in probe:
+                        probe[key] = value
+            validate_passthrough(MappingProxyType(probe))
 
         return cls(
             bootstrap_servers=servers,
@@ -285,18 +305,26 @@ class ConsumerConfig:
             retry_backoff_max_ms=backoff_max,
             request_timeout_ms=_int(conf, "request.timeout.ms", 30_000, minimum=1),
             passthrough=MappingProxyType(passthrough),
+            security=security,
         )
 
     @property
     def security_protocol(self) -> str:
         """The security protocol both kgroup's connections and the data plane use."""
-        return self.passthrough.get("security.protocol", "PLAINTEXT").upper()
+        return self.security.protocol.value
 
     def security_settings(self) -> Mapping[str, str]:
-        """The ``security.*``, ``sasl.*`` and ``ssl.*`` keys, for kgroup's own connections."""
-        return MappingProxyType(
-            {k: v for k, v in self.passthrough.items() if k.startswith(_SHARED_PREFIXES)}
-        )
+        """The non-secret security keys as the user gave them (secrets are in :attr:`security`)."""
+        is_security_key = _security_module().is_security_key
+        return MappingProxyType({k: v for k, v in self.passthrough.items() if is_security_key(k)})
+
+
+def _security_module() -> ModuleType:
+    # Imported on use: kgroup.transport needs anyio, and importing kgroup (for
+    # its protocol layer, say) must not pull anyio in.
+    from kgroup.transport import security  # noqa: PLC0415
+
+    return security
 
 
 def _offset_reset(conf: Mapping[str, Any]) -> AutoOffsetReset:

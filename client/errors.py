@@ -27,10 +27,18 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
     │   │   InconsistentGroupProtocolError, InvalidSessionTimeoutError, InvalidGroupIdError,
     │   │   NonEmptyGroupError
     │   ├── GroupAuthorizationFailedError, TopicAuthorizationFailedError,
-    │   │   ClusterAuthorizationFailedError
+    │   │   ClusterAuthorizationFailedError, TransactionalIdAuthorizationFailedError
+    │   │   (also AuthorizationErrors)
     │   ├── InvalidRequestError, OffsetOutOfRangeError, OffsetMetadataTooLargeError,
     │   │   TopicAlreadyExistsError, UnknownServerError
     │   └── BrokerUnsupportedVersionError   error 35; also an UnsupportedVersionError
+    ├── SecurityError                a secured connection failed; fatal, never retried
+    │   ├── TlsError                 the TLS handshake failed (untrusted, mismatched, expired)
+    │   ├── AuthenticationError      SASL authentication failed (wrong credentials, refused token)
+    │   ├── UnsupportedSaslMechanismError  the broker does not enable the mechanism
+    │   ├── SecurityProtocolMismatchError  the listener speaks another security.protocol
+    │   └── AuthorizationError       an ACL denied an operation (the three *AuthorizationFailedError
+    │                                classes below are also BrokerErrors)
     ├── AssignorError                an assignor could not compute an assignment
     │   └── InvalidAssignmentError   an assignor's output breaks a rule (AssignmentViolation)
     └── HarnessError                 kgroup.testing could not start or drive a broker
@@ -54,6 +62,8 @@ import enum
 __all__ = [
     "AssignmentViolation",
     "AssignorError",
+    "AuthenticationError",
+    "AuthorizationError",
     "BrokerError",
     "BrokerRequestTimedOutError",
     "BrokerStartError",
@@ -92,9 +102,13 @@ __all__ = [
     "RebalanceInProgressError",
     "RequestTimeoutError",
     "RetriableBrokerError",
+    "SecurityError",
+    "SecurityProtocolMismatchError",
     "StaleMemberEpochError",
+    "TlsError",
     "TopicAlreadyExistsError",
     "TopicAuthorizationFailedError",
+    "TransactionalIdAuthorizationFailedError",
     "TransportError",
     "UnknownLeaderEpochError",
     "UnknownMemberIdError",
@@ -104,6 +118,7 @@ __all__ = [
     "UnreleasedInstanceIdError",
     "UnstableOffsetCommitError",
     "UnsupportedAssignorError",
+    "UnsupportedSaslMechanismError",
     "UnsupportedVersionError",
 ]
 
@@ -282,16 +297,118 @@ class NonEmptyGroupError(BrokerError):
     """NON_EMPTY_GROUP: the operation needs an empty group."""
 
 
-class GroupAuthorizationFailedError(BrokerError):
+class SecurityError(KgroupError):
+    """A secured connection could not be made, or the principal was refused.
+
+    Fatal to a consumer: raised from ``poll``, never retried, because the same
+    credentials, certificates and ACLs give the same answer on the next try.
+    Messages name the broker and the reason and never contain a secret.
+    """
+
+
+class TlsError(SecurityError):
+    """The TLS handshake with a broker failed.
+
+    Attributes:
+        broker: ``host:port`` of the broker.
+        reason: what went wrong, in words (unknown CA, hostname mismatch, expired ...).
+    """
+
+    def __init__(self, broker: str, reason: str) -> None:
+        self.broker = broker
+        self.reason = reason
+        super().__init__(f"TLS handshake with {broker} failed: {reason}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.broker, self.reason))
+
+
+class AuthenticationError(SecurityError):
+    """SASL authentication with a broker failed (wrong credentials, refused token).
+
+    Attributes:
+        mechanism: the SASL mechanism (``SCRAM-SHA-512`` ...).
+        broker: ``host:port`` of the broker.
+        reason: the broker's or kgroup's explanation.
+    """
+
+    def __init__(self, mechanism: str, broker: str, reason: str) -> None:
+        self.mechanism = mechanism
+        self.broker = broker
+        self.reason = reason
+        super().__init__(f"SASL {mechanism} authentication with {broker} failed: {reason}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.mechanism, self.broker, self.reason))
+
+
+class UnsupportedSaslMechanismError(SecurityError):
+    """The broker's listener does not enable the configured SASL mechanism.
+
+    Attributes:
+        mechanism: the mechanism kgroup asked for.
+        broker: ``host:port`` of the broker.
+        enabled: the mechanisms the listener enables.
+    """
+
+    def __init__(self, mechanism: str, broker: str, enabled: tuple[str, ...]) -> None:
+        self.mechanism = mechanism
+        self.broker = broker
+        self.enabled = enabled
+        listed = ", ".join(enabled) if enabled else "none"
+        super().__init__(
+            f"{broker} does not enable SASL mechanism {mechanism}; it enables: {listed} "
+            "(set sasl.mechanism to one of them)"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.mechanism, self.broker, self.enabled))
+
+
+class SecurityProtocolMismatchError(SecurityError):
+    """The broker's listener speaks another ``security.protocol`` than the client.
+
+    For example a PLAINTEXT client on a TLS port, a TLS client on a plaintext
+    port, or SASL on a listener without SASL. The message says which and what to set.
+
+    Attributes:
+        broker: ``host:port`` of the broker.
+        configured: the client's ``security.protocol``.
+    """
+
+    def __init__(self, broker: str, configured: str, explanation: str) -> None:
+        self.broker = broker
+        self.configured = configured
+        self.explanation = explanation
+        super().__init__(f"{broker} does not speak security.protocol={configured}: {explanation}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.broker, self.configured, self.explanation))
+
+
+class AuthorizationError(SecurityError):
+    """An ACL denied the authenticated principal an operation on a resource.
+
+    The broker's ``*_AUTHORIZATION_FAILED`` codes raise the classes below, which
+    are both :class:`BrokerError` and :class:`AuthorizationError`; where kgroup
+    knows the resource and the operation, the message names them.
+    """
+
+
+class GroupAuthorizationFailedError(BrokerError, AuthorizationError):
     """GROUP_AUTHORIZATION_FAILED: the principal may not use the group."""
 
 
-class TopicAuthorizationFailedError(BrokerError):
+class TopicAuthorizationFailedError(BrokerError, AuthorizationError):
     """TOPIC_AUTHORIZATION_FAILED: the principal may not use a topic."""
 
 
-class ClusterAuthorizationFailedError(BrokerError):
+class ClusterAuthorizationFailedError(BrokerError, AuthorizationError):
     """CLUSTER_AUTHORIZATION_FAILED: the principal may not perform a cluster action."""
+
+
+class TransactionalIdAuthorizationFailedError(BrokerError, AuthorizationError):
+    """TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the principal may not use the transactional id."""
 
 
 class InvalidRequestError(BrokerError):

@@ -7,9 +7,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final, TypeAlias
 
 import confluent_kafka
+from kio.schema.errors import ErrorCode
 
 from kgroup.config import AutoOffsetReset, ConsumerConfig
-from kgroup.errors import ConfigError, KgroupError
+from kgroup.errors import BrokerError, ConfigError, KgroupError
+from kgroup.protocol.errors import broker_error
+from kgroup.transport.security import SECRET_KEYS, explain_denial, is_security_key
 from kgroup.types import TopicPartition
 
 __all__ = ["DataPlane", "DataPlaneError", "Record", "validate_passthrough"]
@@ -63,11 +66,21 @@ def validate_passthrough(keys: Mapping[str, str]) -> None:
     except confluent_kafka.KafkaException as exc:
         error = exc.args[0]
         raise ConfigError(
-            f"invalid config: {error.str()} (neither kgroup nor librdkafka accepts it; "
-            "check the key's spelling and value)"
+            f"invalid config: {_redact(error.str(), keys)} (neither kgroup nor librdkafka "
+            "accepts it; check the key's spelling and value)"
         ) from None
     except (ValueError, TypeError) as exc:
-        raise ConfigError(f"invalid config for the data plane: {exc}") from None
+        raise ConfigError(f"invalid config for the data plane: {_redact(str(exc), keys)}") from None
+
+
+def _redact(text: str, keys: Mapping[str, str]) -> str:
+    # librdkafka quotes offending values in its messages; a secret must not
+    # reach an exception that ends up in logs.
+    for key in SECRET_KEYS:
+        value = keys.get(key)
+        if value:
+            text = text.replace(value, "***")
+    return text
 
 
 def _to_ck(tp: TopicPartition, offset: int | None = None) -> confluent_kafka.TopicPartition:
@@ -85,7 +98,12 @@ class DataPlane:
     """
 
     def __init__(self, config: ConsumerConfig) -> None:
-        conf: dict[str, Any] = dict(config.passthrough)
+        # Security settings come from the one validated SecurityConfig kgroup's
+        # own connections use, never from the passthrough copy, so both agree.
+        conf: dict[str, Any] = {
+            key: value for key, value in config.passthrough.items() if not is_security_key(key)
+        }
+        conf.update(config.security.librdkafka_config())
         conf.update(_FORCED)
         conf["bootstrap.servers"] = ",".join(config.bootstrap_servers)
         # librdkafka insists on a group.id even in assign mode; it never joins
@@ -99,6 +117,7 @@ class DataPlane:
         self._consumer = confluent_kafka.Consumer(conf)
         self._assigned: set[TopicPartition] = set()
         self._pending_error: DataPlaneError | None = None
+        self._denied: BrokerError | None = None
         self._closed = False
 
     @property
@@ -175,6 +194,8 @@ class DataPlane:
                 Records fetched before the error are returned first; the error is
                 raised by the next call, so no record is skipped.
         """
+        if self._denied is not None:
+            raise self._denied
         if self._pending_error is not None:
             error, self._pending_error = self._pending_error, None
             raise error
@@ -199,6 +220,15 @@ class DataPlane:
                 # lookup are kgroup's business, reported typed by the membership
                 # layer, and must not surface here untyped.
                 log.debug("ignored librdkafka client-level error: %s", error.str())
+            elif error.code() == confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                # An ACL denies READ: no retry will succeed. Typed, naming the
+                # topic, and raised by every later consume (fatal to the consumer).
+                if self._denied is None:
+                    self._denied = explain_denial(
+                        broker_error(ErrorCode.topic_authorization_failed),
+                        topics=[message.topic() or "?"],
+                        operation="READ (fetch)",
+                    )
             elif error.fatal() or not error.retriable():
                 if self._pending_error is None:
                     where = (

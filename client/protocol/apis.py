@@ -48,6 +48,7 @@ class ApiKey(enum.IntEnum):
     LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
+    DESCRIBE_CONFIGS = 32
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
 
@@ -109,6 +110,8 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, VersionRange]] = MappingProxyType(
         ApiKey.LIST_GROUPS: VersionRange(4, 5),
         # v5 reports partition counts and configs of created topics; tests use it.
         ApiKey.CREATE_TOPICS: VersionRange(5, 7),
+        # v1 reports each config's source; Kafka 4 removed v0.
+        ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
     }
 )
 """The version range kgroup supports for every API it uses."""

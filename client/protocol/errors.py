@@ -49,6 +49,9 @@ ERROR_CLASSES: Final[Mapping[ErrorCode, type[errors.BrokerError]]] = MappingProx
         ErrorCode.group_authorization_failed: errors.GroupAuthorizationFailedError,
         ErrorCode.topic_authorization_failed: errors.TopicAuthorizationFailedError,
         ErrorCode.cluster_authorization_failed: errors.ClusterAuthorizationFailedError,
+        ErrorCode.transactional_id_authorization_failed: (
+            errors.TransactionalIdAuthorizationFailedError
+        ),
         ErrorCode.invalid_request: errors.InvalidRequestError,
         ErrorCode.offset_out_of_range: errors.OffsetOutOfRangeError,
         ErrorCode.offset_metadata_too_large: errors.OffsetMetadataTooLargeError,

@@ -56,7 +56,13 @@ import anyio.abc
 
 from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.dataplane.librdkafka import DataPlaneError
-from kgroup.errors import BrokerError, KgroupError, RequestTimeoutError
+from kgroup.errors import (
+    AuthorizationError,
+    BrokerError,
+    KgroupError,
+    RequestTimeoutError,
+    TopicAuthorizationFailedError,
+)
 from kgroup.listener import listener_method
 from kgroup.membership import (
     CallbackCompleted,
@@ -102,6 +108,7 @@ from kgroup.runtime.interfaces import (
 )
 from kgroup.runtime.session import FinishedCommit
 from kgroup.transport import KafkaClient
+from kgroup.transport.security import explain_denial
 from kgroup.types import Backoff, TopicPartition
 
 __all__ = ["Driver", "open_kafka_client"]
@@ -130,6 +137,7 @@ def open_kafka_client(config: ConsumerConfig) -> AbstractAsyncContextManager[Tra
         request_timeout=config.request_timeout_ms / 1000,
         connect_timeout=_connect_timeout(config),
         backoff=Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms),
+        security=config.security,
     )
 
 
@@ -164,6 +172,7 @@ class Driver:
         """Work for the application's context; appended on the loop, drained by the app."""
         self.fatal: BaseException | None = None
         """Set once the consumer failed for good; raised from every poll after."""
+        self._topics: frozenset[str] = frozenset()  # subscribed names, for denial messages
         self.backoff = Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms)
         self.request_timeout = config.request_timeout_ms / 1000
         self._transport = transport
@@ -343,7 +352,35 @@ class Driver:
 
     async def _subscriptions(self) -> None:
         async for change in self._sub_recv:
+            if isinstance(change, SubscriptionChanged) and change.topics:
+                self._topics = change.topics  # named in authorization errors
+                if await self._topics_denied(change.topics):
+                    return
             await self.session.subscribe(change)
+
+    async def _topics_denied(self, topics: frozenset[str]) -> bool:
+        """Make a subscribed topic the principal may not describe fatal; True if so.
+
+        As the Java client: the ACL denial is the application's error, raised
+        from poll, not a retry loop (and no partition is ever held). A failed
+        lookup is not a denial: the member joins and the session reports what fails.
+        """
+        try:
+            cluster = await self.client.metadata(sorted(topics), timeout=self.request_timeout)
+        except KgroupError as exc:
+            log.info("group %s: metadata for %s failed: %s", self.group_id, sorted(topics), exc)
+            return False
+        errors = cluster.topic_errors
+        denied = sorted(
+            t
+            for t in topics
+            if errors.get(t) and isinstance(broker_error(errors[t]), TopicAuthorizationFailedError)
+        )
+        if denied:
+            self.set_fatal(
+                explain_denial(broker_error(errors[denied[0]]), group=self.group_id, topics=denied)
+            )
+        return bool(denied)
 
     # ------------------------------------------------------------- the host
 
@@ -404,7 +441,12 @@ class Driver:
             case RediscoverCoordinator():
                 self.spawn(self._rediscover)
             case ReportError():
-                self._queue(work.ErrorWork(broker_error(action.code, action.message)))
+                error = broker_error(action.code, action.message)
+                if isinstance(error, AuthorizationError):
+                    # An ACL denial does not heal by retrying: fatal, raised from poll.
+                    self.set_fatal(explain_denial(error, group=self.group_id, topics=self._topics))
+                else:
+                    self._queue(work.ErrorWork(error))
             case ReportFatalError():
                 if choice.falls_back(self.config, self.session, action):
                     self._switch(GroupProtocol.CLASSIC)
@@ -416,7 +458,13 @@ class Driver:
                     action.name,
                     action.message,
                 )
-                self.set_fatal(broker_error(action.code, action.message))
+                self.set_fatal(
+                    explain_denial(
+                        broker_error(action.code, action.message),
+                        group=self.group_id,
+                        topics=self._topics,
+                    )
+                )
             case LeaveComplete():
                 log.info(
                     "group %s member %s: left the group", self.group_id, self.session.member_id

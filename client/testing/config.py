@@ -144,6 +144,7 @@ def node_properties(
     voters: Iterable[QuorumNode] | None = None,
     overrides: Mapping[str, str] | None = None,
     host: str = "127.0.0.1",
+    extra_listeners: Mapping[str, tuple[str, int]] | None = None,
 ) -> dict[str, str]:
     """Return the full ``server.properties`` of one KRaft combined-mode node.
 
@@ -153,15 +154,23 @@ def node_properties(
     static quorum (``controller.quorum.voters``), and the internal topics get
     replication factor ``min(3, nodes)`` and min ISR ``min(2, nodes)``.
     Layers, later winning: listeners and ids, :data:`FAST_TEST_DEFAULTS`, the
-    cluster settings, ``overrides``.
+    cluster settings, ``overrides``. ``extra_listeners`` (name -> advertised
+    host and port) adds client listeners bound on ``host``; their security
+    protocol comes from ``listener.security.protocol.map`` (secured brokers,
+    :mod:`kgroup.testing.security`).
     """
     client = f"PLAINTEXT://{host}:{ports.client}"
     controller = f"CONTROLLER://{host}:{ports.controller}"
+    bound = [client]
+    advertised = [client]
+    for name, (advertised_host, port) in (extra_listeners or {}).items():
+        bound.append(f"{name}://{host}:{port}")
+        advertised.append(f"{name}://{advertised_host}:{port}")
     props: dict[str, str] = {
         "process.roles": "broker,controller",
         "node.id": str(node_id),
-        "listeners": f"{client},{controller}",
-        "advertised.listeners": f"{client},{controller}",
+        "listeners": ",".join([*bound, controller]),
+        "advertised.listeners": ",".join([*advertised, controller]),
         "inter.broker.listener.name": "PLAINTEXT",
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": _LISTENER_PROTOCOLS,

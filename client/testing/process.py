@@ -164,8 +164,14 @@ class KafkaBroker(BrokerNode):
         keep_work_dir: bool = False,
         detach: bool = False,
         jvm_options: Sequence[str] | None = None,
+        extra_listeners: Mapping[str, tuple[str, int]] | None = None,
+        format_args: Sequence[str] = (),
     ) -> None:
         self._overrides: dict[str, str] = {str(k): str(v) for k, v in (overrides or {}).items()}
+        # Hooks for secured brokers (kgroup.testing.security): more listeners,
+        # and storage-format arguments such as --add-scram.
+        self._extra_listeners = dict(extra_listeners or {})
+        self._format_args = tuple(format_args)
         self._version = kafka_version(version)
         self._node_id = node_id
         self.startup_timeout = startup_timeout
@@ -346,6 +352,7 @@ class KafkaBroker(BrokerNode):
             data_dir=self.data_dir,
             voters=quorum.voters,
             overrides=self._overrides,
+            extra_listeners=self._extra_listeners,
         )
         self.config_path.write_text(render_properties(props), encoding="utf-8")
         (work / "log4j2.properties").write_text(read_resource("log4j2.properties"), "utf-8")
@@ -375,6 +382,7 @@ class KafkaBroker(BrokerNode):
         ]
         if self._quorum.voters is None:
             cmd.append("--standalone")
+        cmd.extend(self._format_args)
         return cmd
 
     def _spawn_format(self) -> subprocess.Popen[bytes]:

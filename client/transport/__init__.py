@@ -6,16 +6,20 @@
   correlation-id dispatch, timeouts and the ApiVersions handshake.
 - :class:`Backoff`: Kafka's exponential backoff with jitter (:class:`kgroup.types.Backoff`,
   re-exported).
-- :class:`SecurityConfig` / :func:`open_stream` / :data:`Authenticator`: the
-  seam for TLS and SASL (only PLAINTEXT today).
+- :class:`SecurityConfig` / :func:`open_stream` / :data:`Authenticator`: TLS
+  (stdlib ``ssl``) and SASL (:class:`SaslAuthenticator`: PLAIN, SCRAM-SHA-256/512,
+  OAUTHBEARER with ``oauth_cb`` or OIDC) on every connection; :class:`Secret`
+  hides secrets from ``repr``/``str``.
 """
 
 from kgroup.transport.backoff import Backoff
 from kgroup.transport.client import KafkaClient, RequestBuilder, parse_bootstrap_servers
 from kgroup.transport.connection import BrokerConnection, ConnectionState, connect
 from kgroup.transport.metadata import BrokerAddress, ClusterMetadata, PartitionInfo, TopicInfo
+from kgroup.transport.sasl import SaslAuthenticator
 from kgroup.transport.security import (
     Authenticator,
+    Secret,
     SecurityConfig,
     SecurityProtocol,
     open_stream,
@@ -31,6 +35,8 @@ __all__ = [
     "KafkaClient",
     "PartitionInfo",
     "RequestBuilder",
+    "SaslAuthenticator",
+    "Secret",
     "SecurityConfig",
     "SecurityProtocol",
     "TopicInfo",

@@ -20,13 +20,15 @@ from kgroup.errors import (
     KgroupError,
     NoBrokersAvailableError,
     RequestTimeoutError,
+    SecurityError,
 )
 from kgroup.protocol.cluster import BrokerAddress, ClusterMetadata
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests import find_coordinator, metadata
 from kgroup.transport._tasks import OwnedTaskGroup
 from kgroup.transport.connection import BrokerConnection
-from kgroup.transport.security import Authenticator, SecurityConfig
+from kgroup.transport.sasl import SaslAuthenticator
+from kgroup.transport.security import Authenticator, SecurityConfig, explain_denial
 from kgroup.types import Backoff
 
 __all__ = ["KafkaClient", "RequestBuilder", "parse_bootstrap_servers"]
@@ -91,14 +93,24 @@ class KafkaClient:
         authenticator: Authenticator | None = None,
         random: Callable[[], float] = _random.random,
     ) -> None:
-        """Raises ConfigError on bad servers or an unsupported security protocol."""
+        """Raises ConfigError on bad servers or TLS files that do not load.
+
+        ``security`` secures every connection (TLS, and SASL through a
+        :class:`~kgroup.transport.sasl.SaslAuthenticator` unless ``authenticator``
+        is given). Security failures are raised as
+        :class:`~kgroup.errors.SecurityError`, never retried.
+        """
         self.bootstrap_servers = parse_bootstrap_servers(bootstrap_servers)
         self.client_id = client_id
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
         self.backoff = backoff or Backoff()
         self.security = security or SecurityConfig()
-        self.security.require_supported()
+        # Built once: loading CAs and keys is the slow part of a TLS connect.
+        self._ssl_context = self.security.create_ssl_context()
+        if authenticator is None and self.security.protocol.uses_sasl:
+            assert self.security.sasl is not None
+            authenticator = SaslAuthenticator(self.security.sasl)
         self._authenticator = authenticator
         self._random = random
         self._tasks = OwnedTaskGroup()
@@ -157,16 +169,25 @@ class KafkaClient:
             connect_timeout=self.connect_timeout,
             request_timeout=self.request_timeout,
             authenticator=self._authenticator,
+            ssl_context=self._ssl_context,
         )
+
+    @property
+    def authenticator(self) -> Authenticator | None:
+        """The hook authenticating each connection (SASL), if any."""
+        return self._authenticator
 
     async def _use_bootstrap_server(
         self, host: str, port: int, failures: list[str], level: int
     ) -> BrokerConnection | None:
         """Open ``host:port`` as the pool's bootstrap connection (node -1), replacing
         the previous one; None when it cannot be opened (logged at ``level`` and
-        added to ``failures``)."""
+        added to ``failures``). A :class:`~kgroup.errors.SecurityError` is raised:
+        it is not a reason to try the next server the same way."""
         try:
             conn = await self._open(host, port, None)
+        except SecurityError:
+            raise
         except KgroupError as exc:
             log.log(level, "bootstrap server %s:%d failed: %s", host, port, exc)
             failures.append(f"{host}:{port}: {exc}")
@@ -179,8 +200,17 @@ class KafkaClient:
 
     async def _bootstrap(self) -> None:
         failures: list[str] = []
+        refused: SecurityError | None = None
         for host, port in self.bootstrap_servers:
-            conn = await self._use_bootstrap_server(host, port, failures, logging.WARNING)
+            try:
+                conn = await self._use_bootstrap_server(host, port, failures, logging.WARNING)
+            except SecurityError as exc:
+                # Another server may still be fine (one bad certificate); if none
+                # is, the security failure is what the user must fix.
+                log.warning("bootstrap server %s:%d refused: %s", host, port, exc)
+                failures.append(f"{host}:{port}: {exc}")
+                refused = refused or exc
+                continue
             if conn is None:
                 continue
             try:
@@ -193,6 +223,8 @@ class KafkaClient:
                 continue
             log.info("bootstrapped from %s:%d; brokers %s", host, port, sorted(self._addresses))
             return
+        if refused is not None:
+            raise refused
         raise NoBrokersAvailableError("no bootstrap server could be used: " + "; ".join(failures))
 
     def _live(self, node_id: int) -> BrokerConnection | None:
@@ -353,7 +385,8 @@ class KafkaClient:
                     raise
             except BrokerError as error:
                 if not error.retriable or anyio.current_time() >= deadline:
-                    raise
+                    # FindCoordinator needs DESCRIBE on the group: say so, not just the code.
+                    raise explain_denial(error, group=group_id, operation="DESCRIBE") from None
                 log.debug("FindCoordinator for %r: %s; retrying", group_id, error)
             else:
                 self._remember_address(address)

@@ -4,7 +4,9 @@ A :class:`BrokerConnection` multiplexes any number of concurrent requests on
 one stream. Writes are serialised by a lock; a single reader task reads frames
 and hands each to the request waiting for its correlation id, in whatever
 order they arrive. On connect it performs the ApiVersions handshake and keeps
-the negotiated versions.
+the negotiated versions, then runs the authenticator (SASL) if any, and again
+before the session the broker granted expires (KIP-368); while it
+re-authenticates, other requests wait.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import enum
 import itertools
 import logging
+import random
+import ssl
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -30,6 +34,7 @@ from kgroup.errors import (
     KgroupError,
     MalformedResponseError,
     RequestTimeoutError,
+    SecurityError,
 )
 from kgroup.protocol import apis
 from kgroup.protocol.errors import broker_error
@@ -50,13 +55,24 @@ from kgroup.protocol.negotiation import (
     negotiate,
 )
 from kgroup.transport._tasks import OwnedTaskGroup
-from kgroup.transport.security import Authenticator, SecurityConfig, open_stream
+from kgroup.transport.security import (
+    Authenticator,
+    SecurityConfig,
+    client_certificate_refusal,
+    explain_tls_on_plaintext,
+    looks_like_tls,
+    open_stream,
+)
 
 __all__ = ["BrokerConnection", "ConnectionState", "connect"]
 
 log = logging.getLogger("kgroup.transport.connection")
 
 _MAX_CORRELATION_ID = 2**31 - 1
+
+# Re-authenticate at a random point between 85% and 95% of the session lifetime,
+# as the Java client does, so that many connections do not all do it at once.
+_REAUTH_WINDOW = (0.85, 0.95)
 
 
 class ConnectionState(enum.Enum):
@@ -95,6 +111,7 @@ class BrokerConnection:
         node_id: int | None,
         client_id: str | None,
         request_timeout: float,
+        security: SecurityConfig | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -111,6 +128,14 @@ class BrokerConnection:
         self._versions: NegotiatedVersions | None = None
         self._reader_scope = anyio.CancelScope()
         self._reader_done = anyio.Event()
+        self._security = security or SecurityConfig()
+        self._close_error: KgroupError | None = None
+        self._answered = 0
+        # Set while the connection re-authenticates: other requests wait for it.
+        self._auth_busy: anyio.Event | None = None
+        self._reauth_scope = anyio.CancelScope()
+        self.reauthentications = 0
+        """How many times the session was renewed (KIP-368)."""
 
     @classmethod
     async def open(
@@ -125,17 +150,26 @@ class BrokerConnection:
         connect_timeout: float = 10.0,
         request_timeout: float = 30.0,
         authenticator: Authenticator | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> BrokerConnection:
         """Connect, start the reader task in ``task_group``, negotiate versions, authenticate.
 
+        The TLS handshake, ApiVersions and authentication together must finish
+        within ``connect_timeout``: a broker that accepts the connection and
+        then says nothing is an error, not a stall.
+
         Raises:
-            ConfigError: an unsupported security protocol.
+            ConfigError: the TLS settings do not load.
             KafkaConnectionError: connecting failed or the connection dropped.
             RequestTimeoutError: the broker did not answer ApiVersions in time.
             BrokerError: the broker answered ApiVersions with an error.
+            SecurityError: TLS or SASL failed (:class:`~kgroup.errors.TlsError`,
+                :class:`~kgroup.errors.AuthenticationError` ...), or the listener
+                speaks another security protocol.
         """
+        security = security or SecurityConfig()
         stream = await open_stream(
-            host, port, security or SecurityConfig(), timeout=connect_timeout
+            host, port, security, timeout=connect_timeout, ssl_context=ssl_context
         )
         conn = cls(
             stream,
@@ -144,15 +178,25 @@ class BrokerConnection:
             node_id=node_id,
             client_id=client_id,
             request_timeout=request_timeout,
+            security=security,
         )
         await task_group.start(conn._read_loop)
         try:
-            await conn._handshake()
-            if authenticator is not None:
-                await authenticator(conn)
+            with anyio.fail_after(max(connect_timeout, 0.001)):
+                await conn._handshake()
+                lifetime = await authenticator(conn) if authenticator is not None else None
+        except TimeoutError:
+            await conn.aclose()
+            raise RequestTimeoutError(
+                f"{conn}: the broker did not complete the connection handshake "
+                f"(ApiVersions{' and authentication' if authenticator else ''}) "
+                f"within {connect_timeout:g}s"
+            ) from None
         except BaseException:
             await conn.aclose()
             raise
+        if authenticator is not None and lifetime:
+            task_group.start_soon(conn._reauthenticate_loop, authenticator, lifetime)
         log.debug("connected to %s, versions %s", conn, dict(conn.versions.chosen))
         return conn
 
@@ -201,10 +245,24 @@ class BrokerConnection:
             self._versions.check(request)
         return await self._request(request, self.request_timeout if timeout is None else timeout)
 
+    async def authentication_request(
+        self, request: RequestPayload, *, timeout: float | None = None
+    ) -> ResponsePayload:
+        """As :meth:`request`, for an :data:`Authenticator`'s SaslHandshake / SaslAuthenticate.
+
+        These go out while other requests are held back for a re-authentication.
+        """
+        if self._versions is not None:
+            self._versions.check(request)
+        return await self._request(
+            request, self.request_timeout if timeout is None else timeout, auth=True
+        )
+
     async def aclose(self) -> None:
         """Close the connection, failing every request still waiting. Idempotent."""
         self._shut_down("closed by the client")
         self._reader_scope.cancel()
+        self._reauth_scope.cancel()
         with anyio.CancelScope(shield=True):
             await self._stream.aclose()
             await self._reader_done.wait()
@@ -219,10 +277,12 @@ class BrokerConnection:
             value = 0
         return value
 
-    async def _request(self, request: RequestPayload, timeout: float) -> ResponsePayload:
+    async def _request(
+        self, request: RequestPayload, timeout: float, *, auth: bool = False
+    ) -> ResponsePayload:
         label = api_label(request)
         if self.closed:
-            raise KafkaConnectionError(f"{label} to {self}: {self._close_reason}")
+            raise self._closed_error(label)
         correlation_id = self._next_correlation_id()
         frame = encode_request(request, correlation_id, self.client_id)
         waiter = _InFlight(
@@ -232,8 +292,18 @@ class BrokerConnection:
         self._in_flight[correlation_id] = waiter
         try:
             with anyio.fail_after(timeout):
-                async with self._write_lock:
-                    await self._write(frame, label)
+                while True:
+                    busy = self._auth_busy
+                    if busy is not None and not auth:
+                        # A re-authentication is under way; the broker would read
+                        # this request as a SASL message.
+                        await busy.wait()
+                        continue
+                    async with self._write_lock:
+                        if self._auth_busy is not None and not auth:
+                            continue
+                        await self._write(frame, label)
+                    break
                 await waiter.done.wait()
         except TimeoutError:
             raise RequestTimeoutError(
@@ -247,9 +317,14 @@ class BrokerConnection:
         assert waiter.response is not None
         return waiter.response
 
+    def _closed_error(self, label: str) -> KgroupError:
+        if self._close_error is not None:
+            return self._close_error
+        return KafkaConnectionError(f"{label} to {self}: {self._close_reason}")
+
     async def _write(self, frame: bytes, label: str) -> None:
         if self.closed:
-            raise KafkaConnectionError(f"{label} to {self}: {self._close_reason}")
+            raise self._closed_error(label)
         # A write cancelled half-way would leave a partial frame on the wire and
         # every later frame misread by the broker, so a write is never cancelled;
         # one that cannot finish in time ends the connection instead.
@@ -282,18 +357,67 @@ class BrokerConnection:
         if self._state is ConnectionState.HANDSHAKE:
             self._state = ConnectionState.READY
 
-    def _shut_down(self, reason: str) -> None:
+    def _shut_down(self, reason: str, error: KgroupError | None = None) -> None:
         if self._state is ConnectionState.CLOSED:
             return
         self._state = ConnectionState.CLOSED
         self._close_reason = reason
+        self._close_error = error
+        self._reauth_scope.cancel()
         waiting = list(self._in_flight.values())
         self._in_flight.clear()
         if waiting:
             log.info("%s: %s; failing %d in-flight requests", self, reason, len(waiting))
         for waiter in waiting:
-            waiter.error = KafkaConnectionError(f"{waiter.label} to {self}: {reason}")
+            waiter.error = error or KafkaConnectionError(f"{waiter.label} to {self}: {reason}")
             waiter.done.set()
+
+    def _closed_by_broker_reason(self) -> str:
+        protocol = self._security.protocol
+        if (
+            self._versions is not None
+            and self._answered == 0
+            and not protocol.uses_sasl
+            and self._state is ConnectionState.READY
+        ):
+            # A SASL listener answers ApiVersions, then drops any other request
+            # that is not SASL: the usual sign of a missing SASL configuration.
+            return (
+                "connection closed by the broker after ApiVersions; if its listener uses "
+                "SASL, set security.protocol=SASL_PLAINTEXT (or SASL_SSL) and sasl.mechanism"
+            )
+        return "connection closed by the broker"
+
+    async def _reauthenticate_loop(self, authenticator: Authenticator, lifetime: float) -> None:
+        with self._reauth_scope:
+            while True:
+                await anyio.sleep(lifetime * random.uniform(*_REAUTH_WINDOW))
+                if self.closed:
+                    return
+                busy = anyio.Event()
+                self._auth_busy = busy
+                try:
+                    async with self._write_lock:
+                        pass  # a write in progress finishes first
+                    renewed = await authenticator(self)
+                except SecurityError as exc:
+                    log.warning("%s: re-authentication failed: %s", self, exc)
+                    self._shut_down(f"re-authentication failed: {exc}", exc)
+                    self._reader_scope.cancel()
+                    return
+                except KgroupError as exc:
+                    log.info("%s: re-authentication failed: %s", self, exc)
+                    self._shut_down(f"re-authentication failed: {exc}")
+                    self._reader_scope.cancel()
+                    return
+                finally:
+                    self._auth_busy = None
+                    busy.set()
+                self.reauthentications += 1
+                log.debug("%s: re-authenticated (session lifetime %.1fs)", self, renewed or 0.0)
+                if not renewed:
+                    return
+                lifetime = renewed
 
     async def _read_loop(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         try:
@@ -301,12 +425,21 @@ class BrokerConnection:
                 task_status.started()
                 try:
                     while True:
-                        size = frame_size(await self._reader.receive_exactly(SIZE_PREFIX))
+                        prefix = await self._reader.receive_exactly(SIZE_PREFIX)
+                        if not self._security.protocol.uses_tls and looks_like_tls(prefix):
+                            broker = f"{self.host}:{self.port}"
+                            error = explain_tls_on_plaintext(broker, self._security.protocol)
+                            self._shut_down(str(error), error)
+                            break
+                        size = frame_size(prefix)
                         self._dispatch(await self._reader.receive_exactly(size))
                 except (anyio.EndOfStream, anyio.IncompleteRead):
-                    self._shut_down("connection closed by the broker")
+                    self._shut_down(self._closed_by_broker_reason())
                 except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-                    self._shut_down(f"connection lost: {exc!r}")
+                    refusal = client_certificate_refusal(
+                        f"{self.host}:{self.port}", exc, self._security
+                    )
+                    self._shut_down(str(refusal or f"connection lost: {exc!r}"), refusal)
                 except KafkaProtocolError as exc:
                     # A bad size prefix means framing is lost; nothing after it can be read.
                     self._shut_down(f"unreadable frame: {exc}")
@@ -333,6 +466,8 @@ class BrokerConnection:
             waiter.response = decode_response_payload(
                 payload, waiter.response_cls, correlation_id
             ).response
+            if self._state is ConnectionState.READY:
+                self._answered += 1
         except MalformedResponseError as exc:
             # The frame boundary is intact, so the connection stays usable.
             log.warning("%s: %s", self, exc)

@@ -1,30 +1,102 @@
-"""Opening the byte stream to a broker: the seam for TLS and SASL.
+"""How kgroup secures its connections: one validated config, TLS streams, the SASL hook.
 
-Today only ``PLAINTEXT`` is implemented. The two places later security work
-plugs in:
+:class:`SecurityConfig` is built once from the consumer's dict (the keys
+librdkafka and the Java client use: ``security.protocol``, ``ssl.*``,
+``sasl.*``, ``oauth_cb``). The same value drives kgroup's own connections
+(bootstrap, coordinator, metadata) and is rendered back into librdkafka's keys
+for the data plane by :meth:`SecurityConfig.librdkafka_config`, so the two can
+never disagree.
+
+Secrets (passwords, private keys, client secrets, tokens) are held in
+:class:`Secret`, whose ``repr`` and ``str`` never show the value.
 
 - :func:`open_stream` turns ``(host, port, security)`` into a byte stream; TLS
-  wraps the TCP stream here (``anyio.connect_tcp(..., tls=True, ssl_context=...)``).
+  (the standard library's :mod:`ssl`) wraps the TCP stream here.
 - An :data:`Authenticator` runs on every new connection after ApiVersions and
-  before any other request; SASL (SaslHandshake + SaslAuthenticate) is one.
+  before any other request; SASL (:mod:`kgroup.transport.sasl`) is one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import hmac
+import os
+import ssl
+import tempfile
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.abc
+from anyio.streams.tls import TLSStream
 
-from kgroup.errors import ConfigError, KafkaConnectionError
+from kgroup.errors import (
+    AuthorizationError,
+    BrokerError,
+    ConfigError,
+    KafkaConnectionError,
+    SecurityProtocolMismatchError,
+    TlsError,
+)
 
 if TYPE_CHECKING:
     from kgroup.transport.connection import BrokerConnection
 
-__all__ = ["Authenticator", "SecurityConfig", "SecurityProtocol", "open_stream"]
+__all__ = [
+    "SECRET_KEYS",
+    "SECURITY_KEYS",
+    "Authenticator",
+    "EndpointIdentification",
+    "OAuthBearerMethod",
+    "OAuthBearerSettings",
+    "OAuthCallback",
+    "SaslMechanism",
+    "SaslSettings",
+    "Secret",
+    "SecurityConfig",
+    "SecurityProtocol",
+    "TlsSettings",
+    "explain_denial",
+    "is_security_key",
+    "open_stream",
+]
+
+
+class Secret:
+    """A secret string whose ``repr`` and ``str`` never show it.
+
+    Call :meth:`reveal` at the one place the value is needed (the wire, or
+    librdkafka's config). Equality compares in constant time.
+    """
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        if not isinstance(value, str):
+            raise TypeError(f"a Secret holds a str, got {type(value).__name__}")
+        self._value = value
+
+    def reveal(self) -> str:
+        """The secret itself. Never log or format the result."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    def __str__(self) -> str:
+        return "***"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Secret):
+            return NotImplemented
+        return hmac.compare_digest(self._value.encode(), other._value.encode())
+
+    def __hash__(self) -> int:
+        return hash((Secret, len(self._value)))
 
 
 class SecurityProtocol(enum.Enum):
@@ -35,66 +107,796 @@ class SecurityProtocol(enum.Enum):
     SASL_PLAINTEXT = "SASL_PLAINTEXT"
     SASL_SSL = "SASL_SSL"
 
+    @property
+    def uses_tls(self) -> bool:
+        """Whether connections are wrapped in TLS."""
+        return self in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL)
+
+    @property
+    def uses_sasl(self) -> bool:
+        """Whether connections authenticate with SASL after ApiVersions."""
+        return self in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
+
+
+class SaslMechanism(enum.Enum):
+    """The SASL mechanisms kgroup implements (``sasl.mechanism``)."""
+
+    PLAIN = "PLAIN"
+    SCRAM_SHA_256 = "SCRAM-SHA-256"
+    SCRAM_SHA_512 = "SCRAM-SHA-512"
+    OAUTHBEARER = "OAUTHBEARER"
+
+
+class OAuthBearerMethod(enum.Enum):
+    """``sasl.oauthbearer.method``: where OAUTHBEARER tokens come from."""
+
+    DEFAULT = "default"
+    """From the ``oauth_cb`` callback."""
+    OIDC = "oidc"
+    """From an OAuth/OIDC token endpoint, with the client-credentials grant."""
+
+
+class EndpointIdentification(enum.Enum):
+    """``ssl.endpoint.identification.algorithm``: whether the broker's hostname is checked."""
+
+    HTTPS = "https"
+    """The certificate must name the host kgroup connects to (the default)."""
+    NONE = "none"
+    """The certificate chain is verified but the hostname is not."""
+
+
+OAuthCallback = Callable[[str | None], Any]
+"""confluent-kafka's ``oauth_cb``: called with ``sasl.oauthbearer.config``, returns
+``(token, expiry_epoch_seconds)`` or ``(token, expiry, principal, extensions)``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TlsSettings:
+    """The ``ssl.*`` keys. Locations are paths; ``*_pem`` are PEM text."""
+
+    ca_location: str | None = None
+    ca_pem: str | None = None
+    certificate_location: str | None = None
+    certificate_pem: str | None = None
+    key_location: str | None = None
+    key_pem: Secret | None = None
+    key_password: Secret | None = None
+    endpoint_identification: EndpointIdentification = EndpointIdentification.HTTPS
+    verify_certificates: bool = True
+    """``enable.ssl.certificate.verification``; false only for throw-away tests."""
+
+    @property
+    def has_client_certificate(self) -> bool:
+        """Whether a client certificate is configured (mutual TLS)."""
+        return self.certificate_location is not None or self.certificate_pem is not None
+
+    def create_context(self) -> ssl.SSLContext:
+        """An :class:`ssl.SSLContext` for connecting to brokers.
+
+        With no CA configured, the system trust store is used.
+
+        Raises:
+            ConfigError: a file is missing or does not load; the message names the key.
+        """
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        if not self.verify_certificates:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        elif self.endpoint_identification is EndpointIdentification.NONE:
+            context.check_hostname = False
+        if self.ca_location is not None:
+            path = Path(self.ca_location)
+            try:
+                if path.is_dir():
+                    context.load_verify_locations(capath=str(path))
+                else:
+                    context.load_verify_locations(cafile=str(path))
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError(
+                    f"ssl.ca.location={self.ca_location!r} could not be loaded ({_reason(exc)}); "
+                    "give a PEM file or a directory of hashed PEM certificates"
+                ) from None
+        if self.ca_pem is not None:
+            try:
+                context.load_verify_locations(cadata=self.ca_pem)
+            except (ssl.SSLError, ValueError) as exc:
+                raise ConfigError(f"ssl.ca.pem is not a PEM certificate ({_reason(exc)})") from None
+        if self.ca_location is None and self.ca_pem is None and self.verify_certificates:
+            context.load_default_certs(ssl.Purpose.SERVER_AUTH)
+        if self.has_client_certificate:
+            self._load_client_certificate(context)
+        return context
+
+    def _load_client_certificate(self, context: ssl.SSLContext) -> None:
+        password = self.key_password.reveal() if self.key_password is not None else None
+        with _pem_files(self) as (cert_file, key_file):
+            try:
+                context.load_cert_chain(cert_file, key_file, password=password)
+            except ssl.SSLError as exc:
+                raise ConfigError(
+                    "the client certificate and key do not load "
+                    f"({_reason(exc)}); check ssl.certificate.* and ssl.key.* "
+                    "(and ssl.key.password for an encrypted key)"
+                ) from None
+            except OSError as exc:
+                raise ConfigError(
+                    f"the client certificate or key file cannot be read: {exc.strerror} "
+                    f"({exc.filename})"
+                ) from None
+
+
+@contextlib.contextmanager
+def _pem_files(tls: TlsSettings) -> Iterator[tuple[str, str]]:
+    # The standard library loads a certificate chain only from files, so PEM
+    # text goes through a private temporary directory that is removed at once.
+    with tempfile.TemporaryDirectory(prefix="kgroup-tls-") as tmp:
+        cert_file = tls.certificate_location
+        key_file = tls.key_location
+        if tls.certificate_pem is not None:
+            cert_file = os.path.join(tmp, "certificate.pem")
+            _write_private(cert_file, tls.certificate_pem)
+        if tls.key_pem is not None:
+            key_file = os.path.join(tmp, "key.pem")
+            _write_private(key_file, tls.key_pem.reveal())
+        assert cert_file is not None
+        assert key_file is not None
+        yield cert_file, key_file
+
+
+def _write_private(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+
+
+def _reason(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None) if isinstance(exc, ssl.SSLError) else None
+    if reason:
+        return str(reason)
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OAuthBearerSettings:
+    """The ``sasl.oauthbearer.*`` keys and ``oauth_cb``."""
+
+    method: OAuthBearerMethod = OAuthBearerMethod.DEFAULT
+    callback: OAuthCallback | None = None
+    config: str | None = None
+    """``sasl.oauthbearer.config``, handed to ``oauth_cb`` as librdkafka does."""
+    token_endpoint_url: str | None = None
+    client_id: str | None = None
+    client_secret: Secret | None = None
+    scope: str | None = None
+    extensions: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SaslSettings:
+    """The ``sasl.*`` keys."""
+
+    mechanism: SaslMechanism
+    username: str | None = None
+    password: Secret | None = None
+    oauthbearer: OAuthBearerSettings | None = None
+
 
 @dataclass(frozen=True, slots=True)
 class SecurityConfig:
-    """How to secure connections to brokers. Only ``PLAINTEXT`` is implemented so far."""
+    """How to secure connections to brokers. Build it with :meth:`from_config`.
+
+    Raises ConfigError on construction when the parts do not fit together (a SASL
+    protocol without a usable mechanism, for instance).
+    """
 
     protocol: SecurityProtocol = SecurityProtocol.PLAINTEXT
+    tls: TlsSettings | None = None
+    sasl: SaslSettings | None = None
+
+    def __post_init__(self) -> None:
+        if self.protocol.uses_sasl and self.sasl is None:
+            raise ConfigError(
+                f"security.protocol={self.protocol.value} needs sasl.mechanism: kgroup "
+                "implements PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER "
+                "(librdkafka's default, GSSAPI, is not supported)"
+            )
+
+    # --- building ---------------------------------------------------------------
 
     @classmethod
     def from_config(cls, config: Mapping[str, object]) -> SecurityConfig:
-        """From Kafka's ``security.protocol`` key (default ``PLAINTEXT``).
+        """From the security keys of a consumer config (other keys are ignored).
 
         Raises:
-            ConfigError: the value is not a Kafka security protocol.
+            ConfigError: a bad value, a missing companion key, or a security key
+                kgroup's connections do not implement; the message names the key.
         """
-        value = config.get("security.protocol", "PLAINTEXT")
+        for key in config:
+            if is_security_key(key) and key not in SECURITY_KEYS:
+                raise ConfigError(_unsupported_key_message(key))
+        raw = config.get("security.protocol", "PLAINTEXT")
         try:
-            return cls(SecurityProtocol(str(value).upper()))
+            protocol = SecurityProtocol(_text(raw, "security.protocol").upper())
         except ValueError:
             choices = ", ".join(p.value for p in SecurityProtocol)
-            raise ConfigError(
-                f"security.protocol must be one of {choices}, got {value!r}"
-            ) from None
+            raise ConfigError(f"security.protocol must be one of {choices}, got {raw!r}") from None
+        tls = _tls_settings(config)
+        sasl = _sasl_settings(config, protocol)
+        built = cls(protocol, tls, sasl)
+        if protocol.uses_tls:
+            # Load every file now, so a bad path fails at construction naming
+            # its key rather than on the first connection.
+            built.create_ssl_context()
+        return built
 
-    def require_supported(self) -> None:
-        """Raise unless kgroup can connect with this configuration.
+    # --- using ------------------------------------------------------------------
+
+    def create_ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context for this config, or None when the protocol has no TLS.
 
         Raises:
-            ConfigError: a protocol other than PLAINTEXT; kgroup does not speak it yet.
+            ConfigError: a certificate, key or CA does not load.
         """
-        if self.protocol is not SecurityProtocol.PLAINTEXT:
-            raise ConfigError(
-                f"security.protocol={self.protocol.value} is not supported by kgroup yet; "
-                "only PLAINTEXT is"
+        if not self.protocol.uses_tls:
+            return None
+        return (self.tls or TlsSettings()).create_context()
+
+    def librdkafka_config(self) -> dict[str, object]:
+        """The same settings in librdkafka's keys, for the data plane.
+
+        The values are revealed here: the result goes straight into
+        ``confluent_kafka.Consumer`` and must not be logged.
+        """
+        conf: dict[str, object] = {"security.protocol": self.protocol.value}
+        tls = self.tls
+        if tls is not None:
+            for key, value in (
+                ("ssl.ca.location", tls.ca_location),
+                ("ssl.ca.pem", tls.ca_pem),
+                ("ssl.certificate.location", tls.certificate_location),
+                ("ssl.certificate.pem", tls.certificate_pem),
+                ("ssl.key.location", tls.key_location),
+            ):
+                if value is not None:
+                    conf[key] = value
+            if tls.key_pem is not None:
+                conf["ssl.key.pem"] = tls.key_pem.reveal()
+            if tls.key_password is not None:
+                conf["ssl.key.password"] = tls.key_password.reveal()
+            conf["ssl.endpoint.identification.algorithm"] = tls.endpoint_identification.value
+            conf["enable.ssl.certificate.verification"] = (
+                "true" if tls.verify_certificates else "false"
             )
+        sasl = self.sasl
+        if sasl is not None and self.protocol.uses_sasl:
+            conf["sasl.mechanism"] = sasl.mechanism.value
+            if sasl.username is not None:
+                conf["sasl.username"] = sasl.username
+            if sasl.password is not None:
+                conf["sasl.password"] = sasl.password.reveal()
+            oauth = sasl.oauthbearer
+            if oauth is not None:
+                conf["sasl.oauthbearer.method"] = oauth.method.value
+                if oauth.callback is not None:
+                    conf["oauth_cb"] = oauth.callback
+                for key, text in (
+                    ("sasl.oauthbearer.config", oauth.config),
+                    ("sasl.oauthbearer.token.endpoint.url", oauth.token_endpoint_url),
+                    ("sasl.oauthbearer.client.id", oauth.client_id),
+                    ("sasl.oauthbearer.scope", oauth.scope),
+                ):
+                    if text is not None:
+                        conf[key] = text
+                if oauth.client_secret is not None:
+                    conf["sasl.oauthbearer.client.secret"] = oauth.client_secret.reveal()
+                if oauth.extensions:
+                    conf["sasl.oauthbearer.extensions"] = ",".join(
+                        f"{k}={v}" for k, v in oauth.extensions.items()
+                    )
+        return conf
+
+    def librdkafka_probe_config(self) -> dict[str, str]:
+        """As :meth:`librdkafka_config`, for a config probe that starts no real client.
+
+        librdkafka calls ``oauth_cb`` and fetches OIDC tokens as soon as a client
+        is created; a probe must not call the user's code or the network, so the
+        token source is left out (librdkafka accepts OAUTHBEARER without one).
+        """
+        conf = self.librdkafka_config()
+        conf.pop("oauth_cb", None)
+        if self.sasl is not None and self.sasl.mechanism is SaslMechanism.OAUTHBEARER:
+            for key in (
+                "sasl.oauthbearer.method",
+                "sasl.oauthbearer.token.endpoint.url",
+                "sasl.oauthbearer.client.id",
+                "sasl.oauthbearer.client.secret",
+                "sasl.oauthbearer.scope",
+            ):
+                conf.pop(key, None)
+        return {key: str(value) for key, value in conf.items()}
+
+    def describe(self) -> str:
+        """A one-line summary for logs (never a secret)."""
+        parts = [self.protocol.value]
+        if self.sasl is not None and self.protocol.uses_sasl:
+            parts.append(self.sasl.mechanism.value)
+            if self.sasl.username:
+                parts.append(f"user={self.sasl.username}")
+        if self.tls is not None and self.protocol.uses_tls and self.tls.has_client_certificate:
+            parts.append("client certificate")
+        return " ".join(parts)
 
 
-Authenticator = Callable[["BrokerConnection"], Awaitable[None]]
+# --- parsing -------------------------------------------------------------------
+
+_TLS_KEYS: Final = (
+    "ssl.ca.location",
+    "ssl.ca.pem",
+    "ssl.certificate.location",
+    "ssl.certificate.pem",
+    "ssl.key.location",
+    "ssl.key.pem",
+    "ssl.key.password",
+    "ssl.endpoint.identification.algorithm",
+    "enable.ssl.certificate.verification",
+)
+_SASL_KEYS: Final = (
+    "sasl.mechanism",
+    "sasl.mechanisms",
+    "sasl.username",
+    "sasl.password",
+    "sasl.oauthbearer.method",
+    "sasl.oauthbearer.config",
+    "sasl.oauthbearer.token.endpoint.url",
+    "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.scope",
+    "sasl.oauthbearer.extensions",
+    "oauth_cb",
+)
+SECURITY_KEYS: Final[frozenset[str]] = frozenset(("security.protocol", *_TLS_KEYS, *_SASL_KEYS))
+"""Every security key kgroup implements (for its connections and the data plane's)."""
+
+SECRET_KEYS: Final[frozenset[str]] = frozenset(
+    {"sasl.password", "ssl.key.password", "ssl.key.pem", "sasl.oauthbearer.client.secret"}
+)
+"""Keys whose values are secrets: never echoed, logged or kept outside a :class:`Secret`."""
+
+_SECURITY_PREFIXES: Final = ("security.", "ssl.", "sasl.", "ssl_", "enable.ssl.", "enable.sasl.")
+
+# Java client keys people carry over; librdkafka (and so kgroup) spells them differently.
+_JAVA_HINTS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "sasl.jaas.config": "set sasl.username and sasl.password (or oauth_cb) instead",
+        "ssl.truststore.location": "give the CA as PEM with ssl.ca.location or ssl.ca.pem",
+        "ssl.truststore.password": "give the CA as PEM with ssl.ca.location or ssl.ca.pem",
+        "ssl.truststore.type": "give the CA as PEM with ssl.ca.location or ssl.ca.pem",
+        "ssl.keystore.location": (
+            "give the client certificate and key as PEM with ssl.certificate.location "
+            "and ssl.key.location (or ssl.certificate.pem and ssl.key.pem)"
+        ),
+        "ssl.keystore.password": "use ssl.key.password for an encrypted PEM key",
+        "ssl.keystore.type": "give the certificate and key as PEM",
+        "sasl.login.callback.handler.class": "use oauth_cb or sasl.oauthbearer.method=oidc",
+    }
+)
+
+
+def is_security_key(key: str) -> bool:
+    """Whether ``key`` configures security (kgroup's connections must honour it too)."""
+    return key == "oauth_cb" or key.startswith(_SECURITY_PREFIXES)
+
+
+def _unsupported_key_message(key: str) -> str:
+    hint = _JAVA_HINTS.get(key)
+    if hint is not None:
+        return f"{key} is a Java client key that kgroup does not take: {hint}"
+    return (
+        f"{key} is not a security setting kgroup implements for its own connections, "
+        "and kgroup and its data plane must connect the same way; remove it. Supported: "
+        + ", ".join(sorted(SECURITY_KEYS))
+    )
+
+
+def _text(value: object, key: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{key} must be a non-empty string")
+    return value.strip()
+
+
+def _optional_text(config: Mapping[str, object], key: str) -> str | None:
+    value = config.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        # Never echo the value: the key may hold a secret.
+        raise ConfigError(f"{key} must be a non-empty string when set")
+    return value.strip() if key not in SECRET_KEYS else value
+
+
+def _optional_secret(config: Mapping[str, object], key: str) -> Secret | None:
+    value = _optional_text(config, key)
+    return None if value is None else Secret(value)
+
+
+def _flag(config: Mapping[str, object], key: str, default: bool) -> bool:
+    value = config.get(key, default)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConfigError(f"{key} must be true or false, got {value!r}")
+
+
+def _tls_settings(config: Mapping[str, object]) -> TlsSettings | None:
+    if not any(key in config for key in _TLS_KEYS):
+        return None
+    algorithm = config.get("ssl.endpoint.identification.algorithm", "https")
+    try:
+        endpoint = EndpointIdentification(
+            _text(algorithm, "ssl.endpoint.identification.algorithm").lower()
+        )
+    except ValueError:
+        raise ConfigError(
+            f"ssl.endpoint.identification.algorithm must be https or none, got {algorithm!r}"
+        ) from None
+    tls = TlsSettings(
+        ca_location=_optional_text(config, "ssl.ca.location"),
+        ca_pem=_optional_text(config, "ssl.ca.pem"),
+        certificate_location=_optional_text(config, "ssl.certificate.location"),
+        certificate_pem=_optional_text(config, "ssl.certificate.pem"),
+        key_location=_optional_text(config, "ssl.key.location"),
+        key_pem=_optional_secret(config, "ssl.key.pem"),
+        key_password=_optional_secret(config, "ssl.key.password"),
+        endpoint_identification=endpoint,
+        verify_certificates=_flag(config, "enable.ssl.certificate.verification", True),
+    )
+    for one, other in (
+        ("ssl.certificate.location", "ssl.certificate.pem"),
+        ("ssl.key.location", "ssl.key.pem"),
+    ):
+        if one in config and other in config:
+            raise ConfigError(f"set {one} or {other}, not both")
+    has_key = tls.key_location is not None or tls.key_pem is not None
+    if tls.has_client_certificate and not has_key:
+        raise ConfigError(
+            "a client certificate (ssl.certificate.*) needs its private key: "
+            "set ssl.key.location or ssl.key.pem"
+        )
+    if has_key and not tls.has_client_certificate:
+        raise ConfigError(
+            "a private key (ssl.key.*) needs its certificate: "
+            "set ssl.certificate.location or ssl.certificate.pem"
+        )
+    for key, path in (
+        ("ssl.ca.location", tls.ca_location),
+        ("ssl.certificate.location", tls.certificate_location),
+        ("ssl.key.location", tls.key_location),
+    ):
+        if path is not None and not os.path.exists(path):
+            raise ConfigError(f"{key}={path!r} does not exist")
+    return tls
+
+
+def _mechanism(config: Mapping[str, object]) -> SaslMechanism | None:
+    single = config.get("sasl.mechanism")
+    plural = config.get("sasl.mechanisms")
+    if single is not None and plural is not None and single != plural:
+        raise ConfigError(
+            "sasl.mechanism and sasl.mechanisms are the same setting and disagree; set one"
+        )
+    raw = single if single is not None else plural
+    if raw is None:
+        return None
+    text = _text(raw, "sasl.mechanism").upper()
+    try:
+        return SaslMechanism(text)
+    except ValueError:
+        choices = ", ".join(m.value for m in SaslMechanism)
+        raise ConfigError(
+            f"sasl.mechanism {text} is not supported by kgroup; use one of {choices}"
+        ) from None
+
+
+def _sasl_settings(config: Mapping[str, object], protocol: SecurityProtocol) -> SaslSettings | None:
+    mechanism = _mechanism(config)
+    if mechanism is None:
+        if protocol.uses_sasl:
+            raise ConfigError(
+                f"security.protocol={protocol.value} needs sasl.mechanism (PLAIN, "
+                "SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)"
+            )
+        return None
+    username = _optional_text(config, "sasl.username")
+    password = _optional_secret(config, "sasl.password")
+    oauth: OAuthBearerSettings | None = None
+    if mechanism is SaslMechanism.OAUTHBEARER:
+        oauth = _oauth_settings(config)
+    elif username is None or password is None:
+        raise ConfigError(f"sasl.mechanism={mechanism.value} needs sasl.username and sasl.password")
+    return SaslSettings(
+        mechanism=mechanism, username=username, password=password, oauthbearer=oauth
+    )
+
+
+def _oauth_settings(config: Mapping[str, object]) -> OAuthBearerSettings:
+    raw_method = config.get("sasl.oauthbearer.method", "default")
+    try:
+        method = OAuthBearerMethod(_text(raw_method, "sasl.oauthbearer.method").lower())
+    except ValueError:
+        raise ConfigError(
+            f"sasl.oauthbearer.method must be default or oidc, got {raw_method!r}"
+        ) from None
+    callback = config.get("oauth_cb")
+    if callback is not None and not callable(callback):
+        raise ConfigError("oauth_cb must be a callable: config_str -> (token, expiry_seconds)")
+    extensions: dict[str, str] = {}
+    raw_ext = _optional_text(config, "sasl.oauthbearer.extensions")
+    if raw_ext is not None:
+        for item in raw_ext.split(","):
+            name, sep, value = item.partition("=")
+            if not sep or not name.strip():
+                raise ConfigError(
+                    "sasl.oauthbearer.extensions must look like key=value,key2=value2"
+                )
+            extensions[name.strip()] = value.strip()
+    settings = OAuthBearerSettings(
+        method=method,
+        callback=callback,
+        config=_optional_text(config, "sasl.oauthbearer.config"),
+        token_endpoint_url=_optional_text(config, "sasl.oauthbearer.token.endpoint.url"),
+        client_id=_optional_text(config, "sasl.oauthbearer.client.id"),
+        client_secret=_optional_secret(config, "sasl.oauthbearer.client.secret"),
+        scope=_optional_text(config, "sasl.oauthbearer.scope"),
+        extensions=MappingProxyType(extensions),
+    )
+    if method is OAuthBearerMethod.DEFAULT:
+        if callback is None:
+            raise ConfigError(
+                "sasl.mechanism=OAUTHBEARER needs a token source: set oauth_cb (a callable "
+                "returning (token, expiry_epoch_seconds)) or sasl.oauthbearer.method=oidc "
+                "with sasl.oauthbearer.token.endpoint.url, .client.id and .client.secret"
+            )
+    else:
+        if callback is not None:
+            raise ConfigError(
+                "oauth_cb and sasl.oauthbearer.method=oidc are two token sources; choose one"
+            )
+        missing = [
+            key
+            for key, value in (
+                ("sasl.oauthbearer.token.endpoint.url", settings.token_endpoint_url),
+                ("sasl.oauthbearer.client.id", settings.client_id),
+                ("sasl.oauthbearer.client.secret", settings.client_secret),
+            )
+            if value is None
+        ]
+        if missing:
+            raise ConfigError("sasl.oauthbearer.method=oidc needs " + ", ".join(missing))
+        url = settings.token_endpoint_url or ""
+        if not url.startswith(("https://", "http://")):
+            raise ConfigError(
+                "sasl.oauthbearer.token.endpoint.url must be an http:// or https:// URL"
+            )
+    return settings
+
+
+# --- connecting ----------------------------------------------------------------
+
+Authenticator = Callable[["BrokerConnection"], Awaitable["float | None"]]
 """A hook run on each new connection after ApiVersions, before it is used.
 
 It may send requests on the connection (``await connection.request(...)``);
-raising fails the connection attempt.
+raising fails the connection attempt. It returns the session lifetime in
+seconds the broker granted (KIP-368), or None/0 for none: the connection runs
+the hook again before the session expires.
 """
+
+# Bytes that open a TLS record: a handshake (0x16) or an alert (0x15), TLS 1.x.
+_TLS_RECORD_TYPES: Final = frozenset({0x15, 0x16})
+
+
+def looks_like_tls(prefix: bytes) -> bool:
+    """Whether the first bytes a broker sent are a TLS record, not a Kafka frame."""
+    return len(prefix) >= 3 and prefix[0] in _TLS_RECORD_TYPES and prefix[1] == 0x03
+
+
+def explain_tls_on_plaintext(
+    broker: str, protocol: SecurityProtocol
+) -> SecurityProtocolMismatchError:
+    """The error for a plaintext client that received TLS bytes."""
+    wanted = "SASL_SSL" if protocol is SecurityProtocol.SASL_PLAINTEXT else "SSL (or SASL_SSL)"
+    return SecurityProtocolMismatchError(
+        broker,
+        protocol.value,
+        f"the port answered with TLS; it is a TLS listener: set security.protocol={wanted}",
+    )
 
 
 async def open_stream(
-    host: str, port: int, security: SecurityConfig, *, timeout: float
+    host: str,
+    port: int,
+    security: SecurityConfig,
+    *,
+    timeout: float,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> anyio.abc.ByteStream:
     """Open a byte stream to ``host:port`` secured as ``security`` says.
 
+    ``ssl_context`` is the context to reuse (a client builds it once); one is
+    built from ``security`` when it is needed and not given.
+
     Raises:
-        ConfigError: the security protocol is not supported.
-        KafkaConnectionError: the connection could not be made within ``timeout``.
+        ConfigError: the TLS settings do not load.
+        KafkaConnectionError: the TCP connection could not be made within ``timeout``.
+        TlsError: the TLS handshake failed (untrusted, mismatched or expired certificate).
+        SecurityProtocolMismatchError: the port does not speak TLS.
     """
-    security.require_supported()
+    broker = f"{host}:{port}"
+    if not security.protocol.uses_tls:
+        try:
+            with anyio.fail_after(timeout):
+                return await anyio.connect_tcp(host, port)
+        except TimeoutError:
+            raise KafkaConnectionError(
+                f"connecting to {broker} timed out after {timeout}s"
+            ) from None
+        except OSError as exc:
+            raise KafkaConnectionError(f"connecting to {broker} failed: {exc}") from exc
+    context = ssl_context or security.create_ssl_context()
+    assert context is not None
     try:
         with anyio.fail_after(timeout):
-            return await anyio.connect_tcp(host, port)
+            tcp = await anyio.connect_tcp(host, port)
     except TimeoutError:
-        raise KafkaConnectionError(
-            f"connecting to {host}:{port} timed out after {timeout}s"
-        ) from None
+        raise KafkaConnectionError(f"connecting to {broker} timed out after {timeout}s") from None
     except OSError as exc:
-        raise KafkaConnectionError(f"connecting to {host}:{port} failed: {exc}") from exc
+        raise KafkaConnectionError(f"connecting to {broker} failed: {exc}") from exc
+    try:
+        with anyio.fail_after(timeout):
+            # Brokers close without a TLS close_notify; that is not an attack here
+            # because Kafka frames carry their own length.
+            return await TLSStream.wrap(
+                tcp, hostname=host, ssl_context=context, standard_compatible=False
+            )
+    except TimeoutError:
+        await tcp.aclose()
+        raise TlsError(
+            broker,
+            f"no TLS handshake within {timeout}s: the port may not be a TLS listener "
+            "(security.protocol=PLAINTEXT or SASL_PLAINTEXT there?)",
+        ) from None
+    except ssl.SSLCertVerificationError as exc:
+        await tcp.aclose()
+        raise TlsError(broker, _verification_reason(exc, host, security)) from None
+    except (ssl.SSLError, OSError, anyio.BrokenResourceError, anyio.EndOfStream) as exc:
+        await tcp.aclose()
+        raise _handshake_failure(broker, exc, security) from None
+
+
+def _verification_reason(
+    exc: ssl.SSLCertVerificationError, host: str, security: SecurityConfig
+) -> str:
+    code = getattr(exc, "verify_code", None)
+    message = getattr(exc, "verify_message", None) or _reason(exc)
+    tls = security.tls
+    ca = (
+        "the configured CA (ssl.ca.location / ssl.ca.pem)"
+        if tls is not None and (tls.ca_location or tls.ca_pem)
+        else "the system trust store (set ssl.ca.location for a private CA)"
+    )
+    if code in (18, 19, 20, 21, 2):
+        return f"unknown CA: the broker's certificate is not signed by {ca} ({message})"
+    if code == 10:
+        return f"the broker's certificate has expired ({message})"
+    if code == 9:
+        return f"the broker's certificate is not valid yet ({message})"
+    if code in (62, 64):  # hostname, IP address mismatch
+        return (
+            f"hostname mismatch: the broker's certificate is not valid for {host!r} ({message}); "
+            "connect with a name the certificate lists, or set "
+            "ssl.endpoint.identification.algorithm=none"
+        )
+    return f"the broker's certificate was rejected ({message})"
+
+
+def _handshake_failure(
+    broker: str, exc: BaseException, security: SecurityConfig
+) -> TlsError | SecurityProtocolMismatchError:
+    reason = _reason(exc)
+    eof = isinstance(exc, (anyio.EndOfStream, anyio.BrokenResourceError, ssl.SSLEOFError)) or (
+        "EOF" in reason.upper() or "WRONG_VERSION_NUMBER" in reason.upper()
+    )
+    if eof or "RECORD_LAYER" in reason.upper() or "PACKET_LENGTH" in reason.upper():
+        return SecurityProtocolMismatchError(
+            broker,
+            security.protocol.value,
+            "the broker ended the TLS handshake without answering; it is not a TLS listener "
+            "(set security.protocol=PLAINTEXT or SASL_PLAINTEXT for it)",
+        )
+    if "CERTIFICATE_REQUIRED" in reason.upper() or "HANDSHAKE_FAILURE" in reason.upper():
+        tls = security.tls
+        if tls is None or not tls.has_client_certificate:
+            return TlsError(
+                broker,
+                f"the broker requires a client certificate (mutual TLS; {reason}): set "
+                "ssl.certificate.location and ssl.key.location",
+            )
+    if "UNKNOWN_CA" in reason.upper() or "BAD_CERTIFICATE" in reason.upper():
+        return TlsError(
+            broker,
+            f"the broker refused the client certificate ({reason}): it is not signed by a "
+            "CA the broker trusts",
+        )
+    return TlsError(broker, reason)
+
+
+def explain_denial(
+    error: BrokerError,
+    *,
+    group: str | None = None,
+    topics: Iterable[str] = (),
+    operation: str | None = None,
+) -> BrokerError:
+    """``error`` with a message naming the denied resource and operation, if it is an ACL denial.
+
+    Brokers often send authorization failures without a message; this says
+    which group or topics and what a consumer needs there. Other errors are
+    returned unchanged.
+    """
+    if not isinstance(error, AuthorizationError) or (group and group in (error.message or "")):
+        return error
+    broker_says = f" (broker: {error.message})" if error.message else ""
+    if error.name == "GROUP_AUTHORIZATION_FAILED":
+        detail = (
+            f"{operation or 'READ'} on group {group!r} denied to the authenticated principal; "
+            f"a consumer needs READ (which implies DESCRIBE) on its group: add an ACL"
+        )
+    elif error.name == "TOPIC_AUTHORIZATION_FAILED":
+        names = ", ".join(repr(t) for t in sorted(set(topics))) or "a subscribed topic"
+        detail = (
+            f"{operation or 'READ/DESCRIBE'} on topic {names} denied to the authenticated "
+            "principal; a consumer needs READ (which implies DESCRIBE) on its topics: add an ACL"
+        )
+    elif error.name == "CLUSTER_AUTHORIZATION_FAILED":
+        detail = f"{operation or 'the operation'} on the cluster denied to the principal"
+    else:
+        detail = f"{operation or 'the operation'} denied to the principal"
+    return type(error)(error.code, error.name, error.retriable, detail + broker_says)
+
+
+def client_certificate_refusal(
+    broker: str, exc: BaseException, security: SecurityConfig
+) -> TlsError | None:
+    """The TLS error for a broker that refused the client's certificate, if ``exc`` is one.
+
+    With TLS 1.3 the server checks the client certificate after the client
+    considers the handshake done, so the refusal arrives as an alert on the
+    first read rather than from the handshake.
+    """
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, ssl.SSLError):
+        cause = cause.__cause__ or cause.__context__
+    if cause is None:
+        return None
+    reason = _reason(cause).upper()
+    tls = security.tls
+    has_certificate = tls is not None and tls.has_client_certificate
+    refused = ("CERTIFICATE_REQUIRED", "UNKNOWN_CA", "BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN")
+    if not has_certificate and any(alert in reason for alert in refused):
+        # Java brokers answer a missing certificate with bad_certificate.
+        return TlsError(
+            broker,
+            "the broker requires a client certificate (mutual TLS): set "
+            "ssl.certificate.location and ssl.key.location (or the .pem forms)",
+        )
+    if any(alert in reason for alert in refused):
+        return TlsError(
+            broker,
+            f"the broker refused the client certificate ({_reason(cause)}): it is not signed "
+            "by a CA the broker trusts, or has expired",
+        )
+    return None

@@ -1,0 +1,94 @@
+"""Group tooling: read groups, lag, broker features and configs; check and plan a migration.
+
+Async functions over an entered :class:`kgroup.transport.KafkaClient`, returning
+frozen dataclasses (the ``kgroup groups`` and ``kgroup migrate`` commands are
+built on them)::
+
+    async with KafkaClient("localhost:9092") as client:
+        for listing in await list_groups(client):
+            print(listing.group_id, listing.group_type.value, listing.state)
+        group = await describe_group(client, "orders")
+        lag = await group_lag(client, "orders")
+        facts = await gather_migration_facts(client, "orders", regexes=["^orders"])
+        report = check_migration(facts)       # pure: findings, report.safe
+        plan = plan_migration(facts, report)  # pure: rolling order, settings
+
+Reading only: nothing here joins, commits to or changes a group.
+"""
+
+from kgroup.admin.gather import gather_migration_facts
+from kgroup.admin.groups import (
+    broker_configs,
+    broker_info,
+    committed_offsets,
+    describe_configs,
+    describe_group,
+    end_offsets,
+    group_configs,
+    group_lag,
+    list_groups,
+)
+from kgroup.admin.migration import (
+    Finding,
+    MemberStep,
+    MigrationFacts,
+    MigrationPlan,
+    MigrationReport,
+    Severity,
+    check_migration,
+    plan_migration,
+)
+from kgroup.admin.model import (
+    BrokerInfo,
+    GroupDescription,
+    GroupLag,
+    GroupListing,
+    GroupType,
+    MemberDescription,
+    MemberProtocol,
+    PartitionLag,
+)
+from kgroup.admin.regex import RegexVerdict, evaluate_regex
+from kgroup.protocol.requests.describe_configs import (
+    ConfigEntry,
+    ConfigResource,
+    ConfigResourceType,
+    ConfigSource,
+)
+from kgroup.protocol.requests.list_offsets import IsolationLevel
+
+__all__ = [
+    "BrokerInfo",
+    "ConfigEntry",
+    "ConfigResource",
+    "ConfigResourceType",
+    "ConfigSource",
+    "Finding",
+    "GroupDescription",
+    "GroupLag",
+    "GroupListing",
+    "GroupType",
+    "IsolationLevel",
+    "MemberDescription",
+    "MemberProtocol",
+    "MemberStep",
+    "MigrationFacts",
+    "MigrationPlan",
+    "MigrationReport",
+    "PartitionLag",
+    "RegexVerdict",
+    "Severity",
+    "broker_configs",
+    "broker_info",
+    "check_migration",
+    "committed_offsets",
+    "describe_configs",
+    "describe_group",
+    "end_offsets",
+    "evaluate_regex",
+    "gather_migration_facts",
+    "group_configs",
+    "group_lag",
+    "list_groups",
+    "plan_migration",
+]

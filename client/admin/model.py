@@ -1,0 +1,238 @@
+"""The values :mod:`kgroup.admin` returns: plain frozen dataclasses, no kio."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kgroup.protocol.apis import ApiKey, VersionRange
+from kgroup.protocol.cluster import BrokerAddress, frozen_map
+from kgroup.types import TopicPartition
+
+__all__ = [
+    "BrokerInfo",
+    "GroupDescription",
+    "GroupLag",
+    "GroupListing",
+    "GroupType",
+    "MemberDescription",
+    "MemberProtocol",
+    "PartitionLag",
+]
+
+
+class GroupType(enum.Enum):
+    """The kind of group a coordinator keeps (ListGroups v5's group type)."""
+
+    CLASSIC = "classic"
+    """JoinGroup / SyncGroup (also Kafka Connect and other classic users)."""
+    CONSUMER = "consumer"
+    """The consumer protocol (KIP-848), possibly with classic members in it."""
+    SHARE = "share"
+    STREAMS = "streams"
+    UNKNOWN = "unknown"
+    """A broker too old to say (ListGroups before v5), or a type kgroup does not know."""
+
+    @classmethod
+    def parse(cls, value: str | None) -> GroupType:
+        """The type a broker spelled (case-insensitive); UNKNOWN for None or a new name."""
+        try:
+            return cls((value or "").lower())
+        except ValueError:
+            return cls.UNKNOWN
+
+
+class MemberProtocol(enum.Enum):
+    """Which group protocol a member speaks."""
+
+    CLASSIC = "classic"
+    CONSUMER = "consumer"
+    UNKNOWN = "unknown"
+    """A consumer group described by a broker that does not say (ConsumerGroupDescribe v0)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    """One group of the cluster, as ListGroups lists it.
+
+    Attributes:
+        group_id: the group's id.
+        group_type: its type (UNKNOWN from a broker before Kafka 4.0).
+        protocol_type: ``consumer`` for consumer groups of either protocol.
+        state: the state as the broker spells it.
+        coordinator: the node id of the broker that listed it (its coordinator).
+    """
+
+    group_id: str
+    group_type: GroupType
+    protocol_type: str
+    state: str
+    coordinator: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    """One member of a group, whichever protocol describes it.
+
+    Attributes:
+        member_id: its member id.
+        instance_id: its ``group.instance.id`` (a static member), or None.
+        client_id: its ``client.id``.
+        client_host: the address it connected from.
+        rack_id: its ``client.rack`` when the broker reports it, else None.
+        protocol: the protocol it speaks: every member of a classic group is
+            CLASSIC; in a consumer group, ConsumerGroupDescribe v1 says.
+        member_epoch: its epoch in a consumer group; None in a classic group.
+        subscribed_topics: the topics it subscribed to.
+        subscribed_regex: the regex it subscribed with (consumer protocol), or None.
+        assignment: the partitions it owns.
+        target_assignment: the partitions the coordinator wants it to own (consumer
+            groups only; None in a classic group).
+        owned_partitions: the partitions its embedded subscription says it owns
+            (classic cooperative members), else empty.
+        subscription_version: the version of its embedded subscription (classic groups).
+        subscription_user_data: the user data in its embedded subscription, or None.
+        assignment_user_data: the user data the leader's assignor put in its
+            assignment, or None. Non-empty user data here stops an online upgrade.
+        payload_error: why its embedded subscription or assignment did not decode.
+    """
+
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    protocol: MemberProtocol
+    rack_id: str | None = None
+    member_epoch: int | None = None
+    subscribed_topics: frozenset[str] = frozenset()
+    subscribed_regex: str | None = None
+    assignment: frozenset[TopicPartition] = frozenset()
+    target_assignment: frozenset[TopicPartition] | None = None
+    owned_partitions: frozenset[TopicPartition] = frozenset()
+    subscription_version: int | None = None
+    subscription_user_data: bytes | None = None
+    assignment_user_data: bytes | None = None
+    payload_error: str | None = None
+
+    @property
+    def is_static(self) -> bool:
+        """Whether it is a static member (has a ``group.instance.id``)."""
+        return self.instance_id is not None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    """One group: its type, state, epochs and members.
+
+    Attributes:
+        group_id: the group's id.
+        group_type: CLASSIC (described by DescribeGroups) or CONSUMER
+            (ConsumerGroupDescribe).
+        protocol_type: ``consumer`` for consumer groups (a classic group of
+            another kind, such as Kafka Connect, has its own).
+        state: the state as the broker spells it (``Stable``, ``Empty`` ...).
+        assignor: the classic group's chosen protocol (its assignor, such as
+            ``cooperative-sticky``), or the consumer group's server-side assignor.
+        group_epoch: a consumer group's epoch; None for a classic group.
+        assignment_epoch: a consumer group's target assignment epoch; None for classic.
+        coordinator: the broker coordinating the group.
+        members: the members, sorted by member id.
+    """
+
+    group_id: str
+    group_type: GroupType
+    protocol_type: str
+    state: str
+    assignor: str
+    coordinator: BrokerAddress
+    members: tuple[MemberDescription, ...] = ()
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
+
+    @property
+    def classic_members(self) -> tuple[MemberDescription, ...]:
+        """The members speaking the classic protocol."""
+        return tuple(m for m in self.members if m.protocol is MemberProtocol.CLASSIC)
+
+    @property
+    def consumer_members(self) -> tuple[MemberDescription, ...]:
+        """The members speaking the consumer protocol."""
+        return tuple(m for m in self.members if m.protocol is MemberProtocol.CONSUMER)
+
+    @property
+    def is_empty(self) -> bool:
+        """Whether the group has no members (it may still have committed offsets)."""
+        return not self.members
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLag:
+    """A partition a group consumes or has committed offsets for.
+
+    Attributes:
+        partition: the partition.
+        committed: the group's committed offset, or None when it has none.
+        log_end: the partition's log end offset (high watermark), or None when
+            the leader could not say (topic deleted ...).
+        member_id: the member that owns it now, or None.
+        instance_id: that member's ``group.instance.id``, or None.
+        client_id: that member's ``client.id``, or None.
+        client_host: that member's host, or None.
+    """
+
+    partition: TopicPartition
+    committed: int | None
+    log_end: int | None
+    member_id: str | None = None
+    instance_id: str | None = None
+    client_id: str | None = None
+    client_host: str | None = None
+
+    @property
+    def lag(self) -> int | None:
+        """Records between the committed offset and the log end; None when either is unknown."""
+        if self.committed is None or self.log_end is None:
+            return None
+        return max(0, self.log_end - self.committed)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLag:
+    """A group's description and the lag of each of its partitions (sorted)."""
+
+    group: GroupDescription
+    partitions: tuple[PartitionLag, ...]
+
+    @property
+    def total(self) -> int:
+        """The sum of the known lags."""
+        return sum(p.lag for p in self.partitions if p.lag is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """What one broker offers: its API versions and feature levels.
+
+    Attributes:
+        node: the broker.
+        api_ranges: its version range of every API it lists, by API key.
+        supported_features: the level range of each feature it supports.
+        finalized_features: the cluster-wide finalized level of each feature
+            (``group.version`` 1 or more: the consumer protocol is enabled).
+        finalized_epoch: the epoch of those levels, -1 when unknown.
+    """
+
+    node: BrokerAddress
+    api_ranges: Mapping[int, VersionRange] = field(default_factory=frozen_map)
+    supported_features: Mapping[str, VersionRange] = field(default_factory=frozen_map)
+    finalized_features: Mapping[str, int] = field(default_factory=frozen_map)
+    finalized_epoch: int = -1
+
+    def feature_level(self, feature: str) -> int:
+        """The finalized level of ``feature`` (0 when the cluster has not finalized it)."""
+        return self.finalized_features.get(feature, 0)
+
+    def api_range(self, api: ApiKey) -> VersionRange | None:
+        """The broker's version range of ``api``, or None when it lacks the API."""
+        return self.api_ranges.get(int(api))

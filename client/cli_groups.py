@@ -1,0 +1,535 @@
+"""``kgroup groups`` and ``kgroup migrate``: group tooling on the command line.
+
+::
+
+    kgroup groups list [--type TYPE ...] [--state STATE ...]
+    kgroup groups describe GROUP
+    kgroup groups lag GROUP
+    kgroup migrate check GROUP [--regex PATTERN ...] [--remote-assignor NAME] [--strict]
+    kgroup migrate plan GROUP [--regex PATTERN ...] [--remote-assignor NAME]
+
+Each takes ``--bootstrap-servers`` (default ``$KAFKA_BOOTSTRAP_SERVERS``, else the
+broker ``kgroup broker up`` started) and ``--json`` for scripts. ``migrate
+check`` exits 0 when nothing blocks the roll (with ``--strict``: nothing to warn
+about either), 1 otherwise; ``migrate plan`` exits 1 when the check has blockers.
+Connection and broker errors exit 2 (``kgroup.cli.main``).
+
+The commands are built on :mod:`kgroup.admin`, imported when a command runs so
+that ``kgroup --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import json
+import logging
+import os
+import textwrap
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from kgroup.errors import ConfigError
+from kgroup.types import TopicPartition
+
+if TYPE_CHECKING:
+    from kgroup.admin import (
+        GroupDescription,
+        GroupLag,
+        GroupListing,
+        MigrationPlan,
+        MigrationReport,
+    )
+    from kgroup.transport import KafkaClient
+
+__all__ = [
+    "add_group_commands",
+    "add_migrate_commands",
+    "describe_text",
+    "format_assignment",
+    "jsonable",
+    "lag_text",
+    "plan_text",
+    "report_text",
+    "resolve_bootstrap_servers",
+]
+
+_T = TypeVar("_T")
+
+_OK = 0
+_NOT_SAFE = 1
+_WIDTH = 100
+_GROUP_TYPES = ("classic", "consumer", "share", "streams")
+
+
+# ------------------------------------------------------------------ plumbing
+
+
+def resolve_bootstrap_servers(given: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """The servers to use: ``given``, else ``$KAFKA_BOOTSTRAP_SERVERS``, else the broker
+    ``kgroup broker up`` recorded.
+
+    Raises:
+        ConfigError: none of the three names a broker.
+    """
+    if given:
+        return given
+    env = os.environ if environ is None else environ
+    if env.get("KAFKA_BOOTSTRAP_SERVERS"):
+        return env["KAFKA_BOOTSTRAP_SERVERS"]
+    # Imported here: kgroup.cli imports this module to register the commands.
+    from kgroup.cli import BrokerRecord, state_dir  # noqa: PLC0415
+
+    state = state_dir(env) / "broker.json"
+    try:
+        return BrokerRecord.from_json(state.read_text(encoding="utf-8")).bootstrap_servers
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    raise ConfigError(
+        "no broker to talk to: pass --bootstrap-servers HOST:PORT, set "
+        "KAFKA_BOOTSTRAP_SERVERS, or start a local broker with `kgroup broker up`"
+    )
+
+
+def _run(args: argparse.Namespace, work: Callable[[KafkaClient], Awaitable[_T]]) -> _T:
+    import anyio  # noqa: PLC0415 - keep `kgroup --help` fast
+
+    from kgroup.transport import KafkaClient  # noqa: PLC0415
+
+    servers = resolve_bootstrap_servers(args.bootstrap_servers)
+    if not getattr(args, "verbose", False):
+        # Connection progress is not the answer; -v shows it.
+        logging.getLogger("kgroup.transport").setLevel(logging.WARNING)
+
+    async def main() -> _T:
+        async with KafkaClient(servers, request_timeout=args.timeout) as client:
+            return await work(client)
+
+    return anyio.run(main)
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON types: dataclasses as objects, enums as their values, sets
+    as sorted lists, partitions as ``{"topic", "partition"}``, bytes as hex."""
+    if isinstance(value, TopicPartition):
+        return {"topic": value.topic, "partition": value.partition}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        # Derived values a script wants without recomputing them.
+        for name in ("lag", "safe", "total", "is_static"):
+            attr = getattr(type(value), name, None)
+            if isinstance(attr, property):
+                out[name] = jsonable(getattr(value, name))
+        return out
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, set | frozenset):
+        return [jsonable(v) for v in sorted(value)]
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(jsonable(value), indent=2, sort_keys=False))
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    body = [list(headers), *(list(r) for r in rows)]
+    widths = [max(len(row[i]) for row in body) for i in range(len(headers))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in body
+    )
+
+
+def format_assignment(partitions: Iterable[TopicPartition]) -> str:
+    """``orders:0,1,2 payments:3``: partitions grouped by topic, sorted; ``-`` for none."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(partitions):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    if not by_topic:
+        return "-"
+    return " ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in by_topic.items())
+
+
+def _dash(value: object) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+# -------------------------------------------------------------- kgroup groups
+
+
+def _groups_list(args: argparse.Namespace) -> int:
+    from kgroup.admin import GroupType, list_groups  # noqa: PLC0415
+
+    types = [GroupType(t) for t in args.type or ()]
+    listings: tuple[GroupListing, ...] = _run(
+        args, lambda client: list_groups(client, types=types, states=args.state or ())
+    )
+    if args.json:
+        _print_json(listings)
+        return _OK
+    if not listings:
+        print("no groups")
+        return _OK
+    print(
+        _table(
+            ("GROUP", "TYPE", "PROTOCOL-TYPE", "STATE", "COORDINATOR"),
+            (
+                (
+                    g.group_id,
+                    g.group_type.value,
+                    _dash(g.protocol_type),
+                    g.state,
+                    str(g.coordinator),
+                )
+                for g in listings
+            ),
+        )
+    )
+    return _OK
+
+
+def describe_text(group: GroupDescription) -> str:
+    """A group as ``kgroup groups describe`` prints it: a summary, then a member table
+    (with epochs and targets for a consumer group, assignor user data for a classic one)."""
+    lines = [
+        f"Group {group.group_id}: {group.group_type.value} group, state {group.state}, "
+        f"protocol type {_dash(group.protocol_type)}",
+    ]
+    details = [f"assignor {_dash(group.assignor)}", f"coordinator {group.coordinator}"]
+    if group.group_epoch is not None:
+        details.insert(
+            0, f"group epoch {group.group_epoch}, assignment epoch {group.assignment_epoch}"
+        )
+    lines.append("  " + ", ".join(details))
+    consumer, classic = len(group.consumer_members), len(group.classic_members)
+    lines.append(
+        f"  {len(group.members)} member(s): {consumer} on the consumer protocol, {classic} classic"
+    )
+    if not group.members:
+        return "\n".join(lines)
+    lines.append("")
+    headers: tuple[str, ...]
+    rows: list[tuple[str, ...]]
+    if group.group_epoch is not None:
+        headers = (
+            "MEMBER-ID",
+            "INSTANCE-ID",
+            "CLIENT-ID",
+            "HOST",
+            "PROTOCOL",
+            "EPOCH",
+            "ASSIGNMENT",
+            "TARGET",
+        )
+        rows = [
+            (
+                m.member_id,
+                _dash(m.instance_id),
+                m.client_id,
+                m.client_host,
+                m.protocol.value,
+                _dash(m.member_epoch),
+                format_assignment(m.assignment),
+                "="
+                if m.target_assignment == m.assignment
+                else format_assignment(m.target_assignment or ()),
+            )
+            for m in group.members
+        ]
+    else:
+        headers = (
+            "MEMBER-ID",
+            "INSTANCE-ID",
+            "CLIENT-ID",
+            "HOST",
+            "PROTOCOL",
+            "ASSIGNMENT",
+            "USER-DATA",
+        )
+        rows = [
+            (
+                m.member_id,
+                _dash(m.instance_id),
+                m.client_id,
+                m.client_host,
+                m.protocol.value,
+                format_assignment(m.assignment),
+                f"{len(m.assignment_user_data)} bytes" if m.assignment_user_data else "-",
+            )
+            for m in group.members
+        ]
+    lines.append(_table(headers, rows))
+    regexes = [(m.member_id, m.subscribed_regex) for m in group.members if m.subscribed_regex]
+    for member_id, regex in regexes:
+        lines.append(f"  {member_id} subscribes to the regex {regex!r}")
+    broken = [m for m in group.members if m.payload_error]
+    for m in broken:
+        lines.append(f"  {m.member_id}: undecodable embedded payload: {m.payload_error}")
+    return "\n".join(lines)
+
+
+def _groups_describe(args: argparse.Namespace) -> int:
+    from kgroup.admin import describe_group  # noqa: PLC0415
+
+    group: GroupDescription = _run(args, lambda client: describe_group(client, args.group))
+    if args.json:
+        _print_json(group)
+    else:
+        print(describe_text(group))
+    return _OK
+
+
+def lag_text(lag: GroupLag) -> str:
+    """A group's lag as ``kgroup groups lag`` prints it: a summary, then one row per partition."""
+    group = lag.group
+    head = (
+        f"Group {group.group_id}: {group.group_type.value} group, state {group.state}, "
+        f"{len(group.members)} member(s), total lag {lag.total}"
+    )
+    if not lag.partitions:
+        return head + "\n  no partitions assigned and no offsets committed"
+    rows = (
+        (
+            p.partition.topic,
+            str(p.partition.partition),
+            _dash(p.committed),
+            _dash(p.log_end),
+            _dash(p.lag),
+            _dash(p.member_id),
+            _dash(p.instance_id),
+            _dash(p.client_id),
+            _dash(p.client_host),
+        )
+        for p in lag.partitions
+    )
+    table = _table(
+        (
+            "TOPIC",
+            "PARTITION",
+            "COMMITTED",
+            "LOG-END",
+            "LAG",
+            "MEMBER-ID",
+            "INSTANCE-ID",
+            "CLIENT-ID",
+            "HOST",
+        ),
+        rows,
+    )
+    return head + "\n\n" + table
+
+
+def _groups_lag(args: argparse.Namespace) -> int:
+    from kgroup.admin import group_lag  # noqa: PLC0415
+
+    lag: GroupLag = _run(args, lambda client: group_lag(client, args.group))
+    if args.json:
+        _print_json(lag)
+    else:
+        print(lag_text(lag))
+    return _OK
+
+
+# ------------------------------------------------------------- kgroup migrate
+
+
+def _gather(args: argparse.Namespace) -> Any:
+    from kgroup.admin import gather_migration_facts  # noqa: PLC0415
+
+    return _run(
+        args,
+        lambda client: gather_migration_facts(
+            client,
+            args.group,
+            regexes=tuple(args.regex or ()),
+            remote_assignor=args.remote_assignor,
+        ),
+    )
+
+
+def _wrap(label: str, text: str) -> list[str]:
+    return textwrap.wrap(
+        text, width=_WIDTH, initial_indent=f"  {label:<5} ", subsequent_indent=" " * 8
+    )
+
+
+def report_text(report: MigrationReport) -> str:
+    """The check's findings as text: a verdict line, then each finding, blockers first."""
+    from kgroup.admin import Severity  # noqa: PLC0415
+
+    counts = ", ".join(
+        f"{len(report.of(s))} {s.value}"
+        + ("s" if len(report.of(s)) != 1 and s is not Severity.INFO else "")
+        for s in Severity
+    )
+    verdict = "safe to roll" if report.safe else "NOT safe to roll"
+    lines = [
+        f"Migration check of group {report.group_id} to the consumer protocol: {verdict} ({counts})"
+    ]
+    for finding in report.findings:
+        lines.append("")
+        lines.append(f"[{finding.severity.value.upper()}] {finding.code}")
+        lines.extend(_wrap("what:", finding.what))
+        lines.extend(_wrap("why:", finding.why))
+        if finding.fix:
+            lines.extend(_wrap("fix:", finding.fix))
+    return "\n".join(lines)
+
+
+def _migrate_check(args: argparse.Namespace) -> int:
+    from kgroup.admin import Severity, check_migration  # noqa: PLC0415
+
+    report = check_migration(_gather(args))
+    if args.json:
+        _print_json(report)
+    else:
+        print(report_text(report))
+    if not report.safe or (args.strict and report.of(Severity.WARNING)):
+        return _NOT_SAFE
+    return _OK
+
+
+def plan_text(plan: MigrationPlan) -> str:
+    """The rolling plan as text: warnings, settings, order, what to watch."""
+    lines = [
+        f"Rolling plan for group {plan.group_id}: {len(plan.steps)} classic member(s) to "
+        "restart on the consumer protocol"
+    ]
+    if plan.blocked:
+        lines.append(
+            f"!! The check found blockers: run `kgroup migrate check {plan.group_id}` and "
+            "resolve them before rolling."
+        )
+    lines.append("")
+    lines.append("Settings for every restarted member:")
+    lines.extend(f"  set     {k}={v}" for k, v in plan.set_keys.items())
+    lines.extend(f"  remove  {k}" for k in plan.remove_keys)
+    for old, new in plan.subscription_changes.items():
+        lines.append(f"  subscribe with {new!r} instead of {old!r}")
+    lines.append("")
+    if plan.steps:
+        lines.append("Order (one at a time):")
+        for step in plan.steps:
+            who = f"instance {step.instance_id}, " if step.instance_id else ""
+            lines.append(
+                f"  {step.order}. {step.member_id} ({who}client {step.client_id} on "
+                f"{step.client_host}, {step.partitions} partition(s))"
+            )
+    else:
+        lines.append("No classic member to restart.")
+    lines.append("")
+    lines.append("Between steps and after:")
+    for note in plan.notes:
+        lines.extend(
+            textwrap.wrap(note, width=_WIDTH, initial_indent="  - ", subsequent_indent="    ")
+        )
+    return "\n".join(lines)
+
+
+def _migrate_plan(args: argparse.Namespace) -> int:
+    from kgroup.admin import plan_migration  # noqa: PLC0415
+
+    plan = plan_migration(_gather(args))
+    if args.json:
+        _print_json(plan)
+    else:
+        print(plan_text(plan))
+    return _NOT_SAFE if plan.blocked else _OK
+
+
+# ------------------------------------------------------------------- parsers
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bootstrap-servers",
+        metavar="HOST:PORT[,...]",
+        help="brokers to ask (default $KAFKA_BOOTSTRAP_SERVERS, else the `kgroup broker up` one)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds per request (default 30)"
+    )
+
+
+def add_group_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``kgroup groups list | describe | lag``."""
+    groups = subparsers.add_parser(
+        "groups",
+        help="list groups, describe one, show its lag",
+        description="Inspect consumer groups of both protocols, like kafka-consumer-groups.sh.",
+    )
+    commands = groups.add_subparsers(dest="groups_command", metavar="COMMAND", required=True)
+
+    listing = commands.add_parser("list", help="every group: type, protocol type, state")
+    listing.add_argument(
+        "--type", action="append", choices=_GROUP_TYPES, help="only groups of this type"
+    )
+    listing.add_argument("--state", action="append", help="only groups in this state (Stable ...)")
+    _common(listing)
+    listing.set_defaults(func=_groups_list)
+
+    describe = commands.add_parser(
+        "describe",
+        help="a group's state, epochs and members with their protocol and assignment",
+    )
+    describe.add_argument("group", help="the group id")
+    _common(describe)
+    describe.set_defaults(func=_groups_describe)
+
+    lag = commands.add_parser(
+        "lag", help="committed offset, log end offset and lag of every partition of a group"
+    )
+    lag.add_argument("group", help="the group id")
+    _common(lag)
+    lag.set_defaults(func=_groups_lag)
+
+
+def add_migrate_commands(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """Register ``kgroup migrate check | plan``."""
+    migrate = subparsers.add_parser(
+        "migrate",
+        help="check and plan moving a classic group to the consumer protocol",
+        description="Pre-flight checks and a rolling plan for moving a classic consumer group "
+        "to the consumer protocol (KIP-848) online. See docs/migration.md.",
+    )
+    commands = migrate.add_subparsers(dest="migrate_command", metavar="COMMAND", required=True)
+    for name, func, text in (
+        (
+            "check",
+            _migrate_check,
+            "everything that would make the upgrade fail or behave "
+            "differently (exit 0 only when it is safe)",
+        ),
+        ("plan", _migrate_plan, "the rolling order and the settings each member needs"),
+    ):
+        command = commands.add_parser(name, help=text, description=text[0].upper() + text[1:])
+        command.add_argument("group", help="the group id")
+        command.add_argument(
+            "--regex",
+            action="append",
+            metavar="PATTERN",
+            help="a regex the members subscribe with (repeatable): checked against RE2 and "
+            "the cluster's topics",
+        )
+        command.add_argument(
+            "--remote-assignor",
+            metavar="NAME",
+            help="the group.remote.assignor the members will use (default: the broker's)",
+        )
+        if name == "check":
+            command.add_argument(
+                "--strict", action="store_true", help="also exit 1 when there are warnings"
+            )
+        _common(command)
+        command.set_defaults(func=func)
