@@ -154,9 +154,10 @@ class SimulatedCallbackError(Exception):
 class NetworkConditions:
     """How the network misbehaves while a lossy window is open (probabilities per message).
 
-    ``duplicate`` makes the coordinator process a request twice in a row and
-    delivers the (first) response twice to the member machine, which must
-    ignore the copy; ``spike`` adds a
+    ``duplicate`` delivers a response twice to the member machine, which must
+    ignore the copy (requests are processed at most once, as on TCP: a request
+    processed twice would make the coordinator count as delivered an
+    assignment whose response the client never sees); ``spike`` adds a
     latency of up to ``spike_max`` seconds, beyond the request timeout at times.
     """
 
@@ -805,9 +806,6 @@ class Simulation:
     def _log(self, who: str, text: str) -> None:
         assert self._trace is not None
         self._trace.append(f"{self._q.now:9.3f} {who:<10} {text}")
-
-    def _broken(self) -> bool:
-        return self.violation is not None
 
     def _violate(self, invariant: Invariant, message: str, proc: _Proc | None = None) -> None:
         if self.violation is not None:
@@ -1787,13 +1785,11 @@ class Simulation:
         cond = self._lossy
         duplicate = False
         if cond is not None and cond.duplicate and self.rng.random() < cond.duplicate:
-            # Processed twice (the coordinator must stay consistent), but a client
-            # only ever sees one response per request: copies of the first one.
+            # The response arrives twice at the member machine. A request is never
+            # processed twice: the coordinator would then count as delivered a
+            # change whose response the client never sees (TCP rules that out).
             self._count("duplicated")
             duplicate = True
-            self._process(proc, kind, payload)
-            if self._broken():
-                return
         self._answer(proc, rid, kind, ident, result, duplicate=duplicate)
 
     def _answer(
