@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.errors import (
     BrokerError,
+    CommitFailedError,
     ConfigError,
     KafkaConnectionError,
     KafkaProtocolError,
@@ -53,6 +54,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncConsumer",
     "BrokerError",
+    "CommitFailedError",
     "ConfigError",
     "Consumer",
     "ConsumerClosedError",

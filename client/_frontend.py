@@ -227,6 +227,8 @@ class FrontEndCore:
         self.config = config
         self.driver = driver
         self.closed = False
+        self.closing = False
+        """True while ``close()`` runs: the revoke callback it runs may still commit."""
         self._clock = clock
         self._last_poll_event = -math.inf
         self._auto_commit_interval = config.auto_commit_interval_ms / 1000
@@ -239,6 +241,17 @@ class FrontEndCore:
     def check_open(self) -> None:
         """Raises ConsumerClosedError once closed."""
         if self.closed:
+            raise ConsumerClosedError("the consumer is closed")
+
+    def check_may_commit(self) -> None:
+        """Raises ConsumerClosedError once closed, but not while ``close()`` runs.
+
+        The member still owns its partitions while close runs the revoke
+        callback (it leaves only after the callback returned), so a commit made
+        there is the application's last chance to record its progress and the
+        broker accepts it.
+        """
+        if self.closed and not self.closing:
             raise ConsumerClosedError("the consumer is closed")
 
     def service(self) -> Steps[None]:
@@ -292,8 +305,12 @@ class FrontEndCore:
         """Mark the consumer closed; False if it already was (close is idempotent)."""
         if self.closed:
             return False
-        self.closed = True
+        self.closed = self.closing = True
         return True
+
+    def end_close(self) -> None:
+        """The close is over (finished, timed out or failed): commits are refused from now on."""
+        self.closing = False
 
     def close(self, timeout: float) -> Steps[None]:
         """Leave the group, running the revoke callbacks here, for about ``timeout`` seconds.
@@ -420,8 +437,11 @@ class ConsumerBase:
     def _commit_args(
         self, offsets: Mapping[TopicPartition, int] | None, message: Record | None
     ) -> dict[TopicPartition, int] | None:
-        """The offsets a commit asks for (None: the positions); raises when closed."""
-        self._core.check_open()
+        """The offsets a commit asks for (None: the positions); raises when closed.
+
+        Allowed while ``close()`` runs (from the revoke callback it runs).
+        """
+        self._core.check_may_commit()
         return commit_offsets_arg(offsets, message)
 
     def position(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:

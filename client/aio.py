@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from typing import Any, Self, TypeVar
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 
 from kgroup import _frontend as core
@@ -30,6 +31,9 @@ from kgroup.types import TopicPartition
 __all__ = ["AsyncConsumer"]
 
 _T = TypeVar("_T")
+
+YIELD_INTERVAL = 0.002
+"""Longest time (seconds) ``consume()`` hands out buffered records without yielding to the loop."""
 
 
 class AsyncConsumer(ConsumerBase):
@@ -60,6 +64,7 @@ class AsyncConsumer(ConsumerBase):
             config, dataplane, transport, wakeup=self._on_wakeup, clock=anyio.current_time
         )
         self._exit: contextlib.AsyncExitStack | None = None
+        self._last_yield = -math.inf
 
     def _on_wakeup(self) -> None:
         if self._wake is not None:
@@ -135,6 +140,7 @@ class AsyncConsumer(ConsumerBase):
                     driver.abort()
                 await driver.wait_closed(10.0)
         finally:
+            front.end_close()
             self._dataplane.close()
 
     # ------------------------------------------------------------- identity
@@ -163,6 +169,7 @@ class AsyncConsumer(ConsumerBase):
             await self._take(self._core.service())
             batch = consume(num_messages, 0)
             if batch:
+                await self._share_the_loop(now)
                 return batch
             wait = min(deadline - anyio.current_time(), SERVICE_SLICE)
             if wait <= 0:
@@ -170,8 +177,25 @@ class AsyncConsumer(ConsumerBase):
             # Not abandoned on cancellation: records librdkafka hands out must
             # reach the caller (abandoning them would skip them).
             batch = await anyio.to_thread.run_sync(consume, num_messages, wait)
+            self._last_yield = anyio.current_time()
             if batch:
                 return batch
+
+    async def _share_the_loop(self, now: float) -> None:
+        """Let the event loop run (heartbeats, commits) every few ms of handing out records.
+
+        The driver runs on the application's own event loop. With records
+        buffered, ``consume()`` returns without ever suspending, so an
+        application that processes them without awaiting anything else would
+        starve its own heartbeats until the broker fences it. A real yield costs
+        a loop iteration, so it is made only every :data:`YIELD_INTERVAL`
+        seconds; in between, only a pending cancellation is delivered.
+        """
+        if now - self._last_yield >= YIELD_INTERVAL:
+            self._last_yield = now
+            await anyio.lowlevel.checkpoint()
+        else:
+            await anyio.lowlevel.checkpoint_if_cancelled()
 
     def __aiter__(self) -> AsyncIterator[Record]:
         return self._iterate()

@@ -85,6 +85,10 @@ _CLASSIC_ONLY_KEYS = {
     ),
 }
 _CONSUMER_ONLY_KEYS = {
+    "group.consumer.session.timeout.ms": (
+        "it tells a consumer-protocol member the broker's session timeout; with "
+        "group.protocol=classic use session.timeout.ms"
+    ),
     "group.remote.assignor": (
         "it names a broker-side assignor of the new protocol; with group.protocol=classic "
         "use partition.assignment.strategy"
@@ -102,6 +106,7 @@ _OWNED_KEYS = frozenset(
         "group.remote.assignor",
         "partition.assignment.strategy",
         "session.timeout.ms",
+        "group.consumer.session.timeout.ms",
         "heartbeat.interval.ms",
         "enable.auto.commit",
         "auto.commit.interval.ms",
@@ -188,6 +193,10 @@ class ConsumerConfig:
     partition_assignment_strategy: tuple[object, ...] = ()
     """Classic protocol: assignor names, instances or classes, in preference order."""
     session_timeout_ms: int = 45_000
+    consumer_session_timeout_ms: int = 45_000
+    """Consumer protocol: the broker's ``group.consumer.session.timeout.ms`` (the
+    client is not told it); a member with no successful heartbeat for this long
+    treats its partitions as lost."""
     heartbeat_interval_ms: int = 3_000
     enable_auto_commit: bool = True
     auto_commit_interval_ms: int = 5_000
@@ -294,6 +303,9 @@ class ConsumerConfig:
             group_remote_assignor=_optional_str(conf, "group.remote.assignor"),
             partition_assignment_strategy=strategy,
             session_timeout_ms=session_timeout,
+            consumer_session_timeout_ms=_int(
+                conf, "group.consumer.session.timeout.ms", 45_000, minimum=1
+            ),
             heartbeat_interval_ms=heartbeat_interval,
             enable_auto_commit=_bool(conf, "enable.auto.commit", True),
             auto_commit_interval_ms=_int(conf, "auto.commit.interval.ms", 5_000, minimum=1),

@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 
 from kgroup.errors import KgroupError
 from kgroup.sync import Consumer
-from kgroup.testing import broker_from_env
+from kgroup.testing import Broker, ExternalBroker, broker_from_env
 from kgroup.testing.topics import create_topic
 from kgroup.types import TopicPartition
 
@@ -140,9 +140,24 @@ def run_demo(
         with broker_from_env() as broker:
             say(f"broker ready at {broker.bootstrap_servers}")
             _run(broker.bootstrap_servers, partitions, records, say, timeout)
-            say("stopping the broker")
+            _stop(broker, say)
     else:
         _run(bootstrap_servers, partitions, records, say, timeout)
+
+
+def _stop(broker: Broker, say: Say) -> None:
+    """Stop the embedded broker gracefully.
+
+    Leaving the ``with`` block alone would kill the JVM (its storage is deleted
+    anyway); a demo that ends well shows a controlled shutdown instead, so its
+    last lines never read like a crash. The harness logs how the stop went
+    (``stopped Kafka node 1 pid N (clean shutdown in 1.1 s)``, or a warning
+    if it had to kill).
+    """
+    if isinstance(broker, ExternalBroker):
+        return  # KAFKA_BOOTSTRAP_SERVERS named it: not the demo's to stop
+    say("stopping the broker (controlled shutdown)")
+    broker.stop()
 
 
 def _run(bootstrap: str, partitions: int, records: int, say: Say, timeout: float) -> None:

@@ -32,6 +32,7 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
     │   ├── InvalidRequestError, OffsetOutOfRangeError, OffsetMetadataTooLargeError,
     │   │   TopicAlreadyExistsError, UnknownServerError
     │   └── BrokerUnsupportedVersionError   error 35; also an UnsupportedVersionError
+    ├── CommitFailedError            a classic commit refused because the group rebalanced
     ├── SecurityError                a secured connection failed; fatal, never retried
     │   ├── TlsError                 the TLS handshake failed (untrusted, mismatched, expired)
     │   ├── AuthenticationError      SASL authentication failed (wrong credentials, refused token)
@@ -295,6 +296,19 @@ class InvalidGroupIdError(BrokerError):
 
 class NonEmptyGroupError(BrokerError):
     """NON_EMPTY_GROUP: the operation needs an empty group."""
+
+
+class CommitFailedError(KgroupError):
+    """A classic member's commit was refused because the group rebalanced.
+
+    As Java's ``CommitFailedException``: the member's generation ended
+    (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID) or is ending (REBALANCE_IN_PROGRESS),
+    so the partitions may have moved to another member and the commit cannot
+    be made for them. Not fatal: catch it, poll again (the member rejoins and
+    the rebalance callbacks run) and carry on; records since the last
+    successful commit may be delivered again. The broker's error is the
+    ``__cause__``.
+    """
 
 
 class SecurityError(KgroupError):

@@ -109,7 +109,11 @@ class OffsetManager:
     # ------------------------------------------------------------------ commit
 
     async def commit(
-        self, offsets: Mapping[TopicPartition, int], *, deadline: float
+        self,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        deadline: float,
+        retry_rebalance_in_progress: bool = True,
     ) -> dict[TopicPartition, int]:
         """Commit ``offsets`` (next offset to read, per partition) with the member epoch.
 
@@ -119,7 +123,10 @@ class OffsetManager:
 
         Raises:
             BrokerError: a partition failed with an error that retrying cannot fix
-                (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, authorization ...).
+                (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, authorization ...), and
+                REBALANCE_IN_PROGRESS unless ``retry_rebalance_in_progress`` (an
+                application's commit on the classic protocol is not retried: the
+                generation it carries is about to end).
             RequestTimeoutError: ``deadline`` passed before every owned partition
                 was committed (the last retriable error is its ``__cause__``).
         """
@@ -156,7 +163,15 @@ class OffsetManager:
                             done[tp] = remaining.pop(tp)
                     if not remaining:
                         return done
-                    fatal = [e for e in errors.values() if e.code not in _RETRY_CODES]
+                    fatal = [
+                        e
+                        for e in errors.values()
+                        if e.code not in _RETRY_CODES
+                        or (
+                            e.code == ErrorCode.rebalance_in_progress
+                            and not retry_rebalance_in_progress
+                        )
+                    ]
                     if fatal:
                         raise fatal[0]
                     last_error = next(iter(errors.values()))

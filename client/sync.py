@@ -265,6 +265,7 @@ class Consumer(ConsumerBase):
                     self._portal.call(driver.abort)
             self._run.result(timeout=10.0)
         finally:
+            front.end_close()
             self._loop.stop(10.0)
             self._dataplane.close()
 

@@ -62,6 +62,7 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
                 auto_commit=config.enable_auto_commit,
                 retry_backoff_ms=config.retry_backoff_ms,
                 retry_backoff_max_ms=config.retry_backoff_max_ms,
+                session_timeout_ms=config.consumer_session_timeout_ms,
             )
         )
         super().__init__(host, self.member)

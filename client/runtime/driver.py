@@ -59,13 +59,18 @@ from kgroup.dataplane.librdkafka import DataPlaneError
 from kgroup.errors import (
     AuthorizationError,
     BrokerError,
+    CommitFailedError,
+    IllegalGenerationError,
     KgroupError,
+    RebalanceInProgressError,
     RequestTimeoutError,
     TopicAuthorizationFailedError,
+    UnknownMemberIdError,
 )
 from kgroup.listener import listener_method
 from kgroup.membership import (
     CallbackCompleted,
+    CallbackKind,
     Closed,
     CloseRequested,
     CommitCompleted,
@@ -141,6 +146,10 @@ def open_kafka_client(config: ConsumerConfig) -> AbstractAsyncContextManager[Tra
     )
 
 
+_REBALANCED_CLASSIC = (IllegalGenerationError, UnknownMemberIdError, RebalanceInProgressError)
+"""Errors refusing a classic commit because the generation ended: CommitFailedError."""
+
+
 @dataclass(slots=True)
 class _PendingCommit:
     offsets: dict[TopicPartition, int]
@@ -199,6 +208,8 @@ class Driver:
         """The session of the protocol in use (``auto``: switched once decided)."""
         self._last_epoch = self.session.generation_or_epoch
         self._last_assignment: frozenset[TopicPartition] = frozenset()
+        self._background_commits = 0
+        self._background_commits_done: anyio.Event | None = None
 
     # ------------------------------------------------------------------ views
 
@@ -283,6 +294,7 @@ class Driver:
                         tg.start_soon(self._guarded, fn, *args)
                     self._deferred.clear()
                     await self._drive()
+                    await self._finish_background_commits()
                     tg.cancel_scope.cancel()
             except Exception as exc:
                 if self._protocol_known is not None and not self._protocol_known.is_set():
@@ -585,8 +597,17 @@ class Driver:
         session.commit_done(FinishedCommit(token, pending.offsets, error, generation))
 
     def current_offsets(self) -> dict[TopicPartition, int]:
-        """Positions of the owned partitions that are fetching (records handed out)."""
-        return self.dataplane.positions(self.owned())
+        """Positions of the owned partitions (records handed out).
+
+        Includes owned partitions that already stopped fetching: in a revoke
+        callback (during a rebalance or ``close()``) the revoked partitions
+        have stopped but are still owned, and ``commit()`` with no offsets must
+        cover them (as Java's ``commitSync()`` in ``onPartitionsRevoked``).
+        """
+        owned = self.owned()
+        offsets = self.fetch.stopped_positions(owned)
+        offsets.update(self.dataplane.positions(owned))
+        return offsets
 
     async def commit(
         self, offsets: Mapping[TopicPartition, int] | None, *, timeout: float | None = None
@@ -601,7 +622,18 @@ class Driver:
         budget = self.request_timeout if timeout is None else timeout
         deadline = anyio.current_time() + budget
         manager = await self._connected(deadline)
-        return await manager.commit(chosen, deadline=deadline)
+        if self.session.group_protocol is not GroupProtocol.CLASSIC:
+            return await manager.commit(chosen, deadline=deadline)
+        try:
+            return await manager.commit(
+                chosen, deadline=deadline, retry_rebalance_in_progress=False
+            )
+        except _REBALANCED_CLASSIC as exc:
+            # Read as fatal otherwise; it is the normal end of a generation.
+            raise CommitFailedError(
+                f"commit of {sorted(chosen)} failed: the group rebalanced ({exc}); the "
+                "partitions may have moved to another member; poll again and continue"
+            ) from exc
 
     async def _connected(self, deadline: float) -> OffsetManager:
         # Before run() bootstrapped there is no client yet: wait for it (or its failure).
@@ -623,9 +655,37 @@ class Driver:
             if callback is not None:
                 self._queue(work.CommitResultWork(callback, {}, None))
             return
+        # Counted from here, not from when the task starts: close must wait for it either way.
+        self._background_commits += 1
         self.spawn(self._background_commit, chosen, callback)
 
+    async def _finish_background_commits(self) -> None:
+        """The member closed: let asynchronous commits in flight end (as Java's close).
+
+        An application's ``commit_async`` from the revoke callback that
+        ``close()`` runs would otherwise be cancelled with the runtime, and
+        everything since the previous commit redelivered. Bounded by
+        ``request.timeout.ms`` (each commit is too).
+        """
+        if self._background_commits:
+            done = self._background_commits_done
+            if done is None or done.is_set():
+                # One event per wait for zero: every waiter meanwhile shares it.
+                done = self._background_commits_done = anyio.Event()
+            with anyio.move_on_after(self.request_timeout):
+                await done.wait()
+
     async def _background_commit(
+        self, offsets: dict[TopicPartition, int], callback: work.CommitCallback | None
+    ) -> None:
+        try:
+            await self._background_commit_once(offsets, callback)
+        finally:
+            self._background_commits -= 1
+            if not self._background_commits and self._background_commits_done is not None:
+                self._background_commits_done.set()
+
+    async def _background_commit_once(
         self, offsets: dict[TopicPartition, int], callback: work.CommitCallback | None
     ) -> None:
         try:
@@ -687,7 +747,18 @@ class Driver:
         """A callback returned (``error`` None) or raised; ``raised``: already raised to the app."""
         if error is not None and raised:
             self._raised.add(error)
-        self.session.post(CallbackCompleted(item.kind, item.token, error))
+        completed = CallbackCompleted(item.kind, item.token, error)
+        if item.kind is CallbackKind.REVOKED and self._background_commits:
+            # A commit_async the revoke callback made must reach the broker
+            # while the member still owns the partitions (and, in close(),
+            # before the leave): the member releases them only after it ends.
+            self.spawn(self._complete_after_background_commits, completed)
+            return
+        self.session.post(completed)
+
+    async def _complete_after_background_commits(self, completed: CallbackCompleted) -> None:
+        await self._finish_background_commits()
+        self.session.post(completed)
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """Next record of ``partition`` at ``offset`` (also before it starts fetching).

@@ -7,13 +7,22 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import ClassVar, Generic, Self, TypeVar
 
 from kgroup.errors import BrokerStartError, HarnessError
 from kgroup.testing.readiness import wait_until_answers
 
-__all__ = ["BrokerNode", "NodeCluster", "NodeState", "StartsOnEnter", "failure_summary"]
+__all__ = [
+    "BrokerNode",
+    "NodeCluster",
+    "NodeState",
+    "StartsOnEnter",
+    "StopHow",
+    "StopOutcome",
+    "failure_summary",
+]
 
 
 class NodeState(enum.Enum):
@@ -27,6 +36,50 @@ class NodeState(enum.Enum):
     """Stopped or killed; storage and ports are kept for a restart."""
     CLOSED = "closed"
     """Stopped for good; its resources are released."""
+
+
+class StopHow(enum.Enum):
+    """How a broker process ended when it was asked to."""
+
+    CLEAN = "clean"
+    """It exited after SIGTERM (a controlled shutdown) within the time allowed."""
+    FORCED = "forced"
+    """It still ran when the time allowed after SIGTERM was up, and was killed."""
+    KILLED = "killed"
+    """It was killed on purpose (SIGKILL), without a controlled shutdown."""
+    GONE = "gone"
+    """It had exited already; there was nothing to stop."""
+
+
+@dataclass(frozen=True)
+class StopOutcome:
+    """What stopping one broker process did, and the sentence that says so.
+
+    A stop is reported whichever way it went, so that a clean shutdown never
+    reads like a crash and a forced one never passes unnoticed.
+    """
+
+    what: str
+    """Who was stopped, for the message: ``"broker"``, ``"Kafka node 2"``."""
+    pid: int
+    how: StopHow
+    seconds: float
+    """From the signal to the process's exit."""
+    timeout: float
+    """The time a controlled shutdown was allowed before SIGKILL."""
+
+    def describe(self) -> str:
+        """One line for a person: what happened and how long it took."""
+        if self.how is StopHow.CLEAN:
+            return f"stopped {self.what} pid {self.pid} (clean shutdown in {self.seconds:.1f} s)"
+        if self.how is StopHow.FORCED:
+            return (
+                f"{self.what} pid {self.pid} did not shut down within {self.timeout:g} s "
+                "of SIGTERM; killed it (SIGKILL)"
+            )
+        if self.how is StopHow.KILLED:
+            return f"killed {self.what} pid {self.pid} (SIGKILL, no controlled shutdown)"
+        return f"{self.what} pid {self.pid} had already exited"
 
 
 class StartsOnEnter:

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -191,8 +191,12 @@ def resolve_kafka_libs(
 ) -> Path:
     """Return a directory holding every jar the Kafka broker ``version`` needs.
 
-    The first call for a version runs Maven (``mvn`` on ``PATH``) and streams
-    its output to ``progress`` (standard error by default); later calls return
+    The first call for a version runs Maven (``mvn`` on ``PATH``) and shows
+    one progress line on ``progress`` (standard error by default): ``kgroup:
+    fetching Apache Kafka 4.4.0 jars from Maven Central ... done in 9.8 s (44
+    jars)``. Maven's own output goes to ``kafka-<version>/maven.log`` in the
+    cache; only if Maven fails is its tail shown on ``progress`` (and its
+    ``[ERROR]`` lines put in the exception). Later calls return
     the cached directory at once. The cache lives under ``cache_dir`` (default
     :func:`cache_root`) in ``kafka-<version>/libs`` and counts as complete only
     once its marker file exists; a change of the shipped ``pom.xml``
@@ -235,6 +239,76 @@ def _is_complete(marker: Path, digest: str) -> bool:
         return False
 
 
+class _ProgressLine:
+    """One line of progress on ``stream``: a title, live counts on a terminal, an outcome.
+
+    On a terminal the line is rewritten in place (carriage return) as work advances;
+    in a log or a pipe it is the title and, at the end, the outcome on the
+    same line. A block left by an exception ends the line with "interrupted".
+    """
+
+    _REFRESH = 0.2  # seconds between rewrites on a terminal
+
+    def __init__(self, stream: TextIO, title: str) -> None:
+        self._stream = stream
+        self._head = f"kgroup: {title} ... "
+        self._live = _is_terminal(stream)
+        self._shown = ""
+        self._last = 0.0
+        self._done = False
+
+    def __enter__(self) -> _ProgressLine:
+        self._write(self._head)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if not self._done:
+            self.finish("interrupted" if exc_type is not None else "done")
+
+    def update(self, status: str) -> None:
+        """Show ``status`` after the title (terminals only; throttled)."""
+        now = time.monotonic()
+        if not self._live or now - self._last < self._REFRESH:
+            return
+        self._last = now
+        self._show(status)
+
+    def finish(self, outcome: str) -> None:
+        """End the line with ``outcome``."""
+        if self._done:
+            return
+        self._done = True
+        if self._live:
+            self._show(outcome)
+            self._write("\n")
+        else:
+            self._write(outcome + "\n")
+
+    def _show(self, status: str) -> None:
+        # Pad with blanks so that a shorter status hides the longer one before it.
+        padding = " " * max(0, len(self._shown) - len(status))
+        self._write(f"\r{self._head}{status}{padding}")
+        self._shown = status
+
+    def _write(self, text: str) -> None:
+        self._stream.write(text)
+        self._stream.flush()
+
+
+def _show_tail(progress: TextIO, tail: Sequence[str], log_path: Path) -> None:
+    """After a failure: the end of Maven's captured output, for context."""
+    progress.write(f"kgroup: the last {len(tail)} lines of Maven's output ({log_path}):\n")
+    progress.write("".join(f"  {text}\n" for text in tail))
+    progress.flush()
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or unusual stream
+        return False
+
+
 def _run_maven(
     *,
     version: str,
@@ -262,74 +336,90 @@ def _run_maven(
         cmd = [
             mvn,
             "-B",
-            # Batch mode still colours its output; the progress goes to logs and pipes.
+            # Batch mode still colours its output; the output goes to a log file.
             "-Dstyle.color=never",
             "dependency:copy-dependencies",
             "-DincludeScope=runtime",
             f"-DoutputDirectory={staging}",
             f"-Dkafka.version={version}",
         ]
-        _log.info("resolving Kafka %s jars with Maven: %s", version, " ".join(cmd))
-        progress.write(f"kgroup: fetching Apache Kafka {version} jars with Maven (first use)\n")
-        progress.flush()
-        tail: collections.deque[str] = collections.deque(maxlen=_MAVEN_TAIL_LINES)
-        try:
-            proc = subprocess.Popen(
-                cmd,
-                cwd=project,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",
-            )
-        except OSError as exc:
-            raise JarResolutionError(f"could not run {mvn}: {exc}") from exc
-        assert proc.stdout is not None
-        timed_out = threading.Event()
+        _log.debug("resolving Kafka %s jars with Maven: %s", version, " ".join(cmd))
+        title = f"fetching Apache Kafka {version} jars from Maven Central"
+        with _ProgressLine(progress, title) as line:
+            tail: collections.deque[str] = collections.deque(maxlen=_MAVEN_TAIL_LINES)
+            log_path = root / "maven.log"
+            try:
+                proc = subprocess.Popen(
+                    cmd,
+                    cwd=project,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    errors="replace",
+                )
+            except OSError as exc:
+                line.finish(f"failed: {exc}")
+                raise JarResolutionError(f"could not run {mvn}: {exc}") from exc
+            assert proc.stdout is not None
+            timed_out = threading.Event()
 
-        def _expire() -> None:
-            # Maven can hang silently (a stuck download); reading its output
-            # alone would then never return.
-            timed_out.set()
-            proc.kill()
+            def _expire() -> None:
+                # Maven can hang silently (a stuck download); reading its output
+                # alone would then never return.
+                timed_out.set()
+                proc.kill()
 
-        watchdog = threading.Timer(timeout, _expire)
-        watchdog.daemon = True
-        watchdog.start()
-        try:
-            with proc:
-                for raw in proc.stdout:
-                    line = _ANSI.sub("", raw)
-                    tail.append(line.rstrip("\n"))
-                    progress.write(line)
-                    progress.flush()
-                code = proc.wait()
-        finally:
-            watchdog.cancel()
-        if timed_out.is_set():
-            raise JarResolutionError(
-                f"Maven did not resolve Kafka {version} within {timeout:.0f} s. Last output:\n"
-                + "\n".join(tail)
-            )
-        if code != 0:
-            errors = [line for line in tail if "[ERROR]" in line]
-            raise JarResolutionError(
-                f"Maven failed (exit {code}) to resolve Apache Kafka {version} jars. "
-                f"Is {version} a released Kafka version, and is Maven Central reachable?\n"
-                + "\n".join(errors or list(tail))
-            )
-        jars = sorted(staging.glob("*.jar")) if staging.is_dir() else []
-        if not any(j.name.startswith("kafka_2.13-") for j in jars):
-            raise JarResolutionError(
-                f"Maven succeeded but copied no kafka_2.13 jar into {staging}. Last output:\n"
-                + "\n".join(tail)
-            )
-        if libs.exists():
-            shutil.rmtree(libs)
-        staging.rename(libs)
-    _log.info(
+            watchdog = threading.Timer(timeout, _expire)
+            watchdog.daemon = True
+            watchdog.start()
+            downloads = 0
+            # Maven's output is hundreds of download lines: kept in a file (and its
+            # tail in memory for an error), never echoed; one line tells progress.
+            try:
+                with proc, log_path.open("w", encoding="utf-8") as log:
+                    log.write(f"$ {' '.join(cmd)}\n")
+                    for raw in proc.stdout:
+                        text = _ANSI.sub("", raw)
+                        log.write(text)
+                        tail.append(text.rstrip("\n"))
+                        if text.startswith("[INFO] Downloaded from"):
+                            downloads += 1
+                            line.update(f"{downloads} files downloaded")
+                    code = proc.wait()
+            finally:
+                watchdog.cancel()
+            took = time.monotonic() - started
+            if timed_out.is_set():
+                line.finish(f"timed out after {took:.1f} s")
+                _show_tail(progress, tail, log_path)
+                raise JarResolutionError(
+                    f"Maven did not resolve Kafka {version} within {timeout:.0f} s "
+                    f"(full output in {log_path}). Last output:\n" + "\n".join(tail)
+                )
+            if code != 0:
+                line.finish(f"failed after {took:.1f} s")
+                _show_tail(progress, tail, log_path)
+                errors = [text for text in tail if "[ERROR]" in text]
+                raise JarResolutionError(
+                    f"Maven failed (exit {code}) to resolve Apache Kafka {version} jars. "
+                    f"Is {version} a released Kafka version, and is Maven Central reachable? "
+                    f"(full output in {log_path})\n" + "\n".join(errors or list(tail))
+                )
+            jars = sorted(staging.glob("*.jar")) if staging.is_dir() else []
+            if not any(j.name.startswith("kafka_2.13-") for j in jars):
+                line.finish(f"failed after {took:.1f} s")
+                _show_tail(progress, tail, log_path)
+                raise JarResolutionError(
+                    f"Maven succeeded but copied no kafka_2.13 jar into {staging} "
+                    f"(full output in {log_path}). Last output:\n" + "\n".join(tail)
+                )
+            if libs.exists():
+                shutil.rmtree(libs)
+            staging.rename(libs)
+            line.finish(f"done in {took:.1f} s ({len(jars)} jars)")
+    _log.debug(
         "resolved %d jars for Kafka %s in %.1f s into %s",
         len(jars),
         version,

@@ -26,7 +26,14 @@ from pathlib import Path
 from typing import Self
 
 from kgroup.errors import BrokerStartError, HarnessError
-from kgroup.testing._lifecycle import BrokerNode, NodeCluster, NodeState, failure_summary
+from kgroup.testing._lifecycle import (
+    BrokerNode,
+    NodeCluster,
+    NodeState,
+    StopHow,
+    StopOutcome,
+    failure_summary,
+)
 from kgroup.testing.config import (
     NodePorts,
     QuorumNode,
@@ -195,6 +202,7 @@ class KafkaBroker(BrokerNode):
         self._run_offset = 0  # where the current JVM run's output starts in the log
         self._scan_offset = 0  # how far the log was searched for the started line
         self._launched_at = 0.0
+        self._last_stop: StopOutcome | None = None
         self._lock = threading.RLock()
 
     # -- public view -----------------------------------------------------------------
@@ -266,6 +274,15 @@ class KafkaBroker(BrokerNode):
         """The KRaft cluster id (known after the first start)."""
         return self._quorum.cluster_id if self._quorum is not None else None
 
+    @property
+    def last_stop(self) -> StopOutcome | None:
+        """How the JVM ended the last time it was stopped or killed (None: it never was).
+
+        ``last_stop.describe()`` says it in words, e.g. ``stopped Kafka node 1
+        pid 4242 (clean shutdown in 1.2 s)``; the same line is logged at INFO.
+        """
+        return self._last_stop
+
     def log_tail(self, lines: int = _TAIL_LINES) -> str:
         """Return the last ``lines`` lines of :attr:`log_path`."""
         return _log_tail(self.log_path, lines)
@@ -307,6 +324,11 @@ class KafkaBroker(BrokerNode):
         with self._lock:
             self._terminate(signal.SIGKILL, self.stop_timeout)
 
+    def _discard(self) -> None:
+        # close() of a broker whose storage is deleted: a kill is the plan.
+        with self._lock:
+            self._terminate(signal.SIGKILL, self.stop_timeout, quiet=True)
+
     def close(self) -> None:
         """Stop the broker for good and remove its work directory (unless kept or given).
 
@@ -319,7 +341,7 @@ class KafkaBroker(BrokerNode):
                 return
             try:
                 if self._removes_work_dir:
-                    self.kill()
+                    self._discard()
                 else:
                     self.stop()
             finally:
@@ -492,7 +514,8 @@ class KafkaBroker(BrokerNode):
             time.sleep(_POLL)
 
     def _abandon_start(self) -> None:
-        self._terminate(signal.SIGKILL, self.stop_timeout)
+        # The start failed and the error says so; the kill is not news.
+        self._terminate(signal.SIGKILL, self.stop_timeout, quiet=True)
 
     def _forget_process(self) -> None:
         proc = self._proc
@@ -500,25 +523,48 @@ class KafkaBroker(BrokerNode):
             with _live_lock:
                 _live.discard(proc)
 
-    def _terminate(self, sig: signal.Signals, timeout: float) -> None:
+    def _terminate(
+        self, sig: signal.Signals, timeout: float, *, quiet: bool = False
+    ) -> StopOutcome | None:
+        """Signal the JVM and wait for its exit; SIGKILL once ``timeout`` has passed.
+
+        ``quiet`` logs the outcome at DEBUG only: for a JVM discarded together
+        with its storage, where a kill is the plan and not news.
+        """
         proc = self._proc
         if proc is None:
-            return
+            return None
+        outcome: StopOutcome | None = None
         if proc.poll() is None:
-            _log.info("node %d: sending %s to pid %d", self._node_id, sig.name, proc.pid)
+            how = StopHow.CLEAN if sig is signal.SIGTERM else StopHow.KILLED
+            signalled = time.monotonic()
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(sig)
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                _log.warning(
-                    "node %d did not stop within %.0f s; killing it", self._node_id, timeout
-                )
+                how = StopHow.FORCED
                 proc.kill()
                 proc.wait()
+            outcome = StopOutcome(
+                what=self._describe(),
+                pid=proc.pid,
+                how=how,
+                seconds=time.monotonic() - signalled,
+                timeout=timeout,
+            )
+            if quiet:
+                level = logging.DEBUG
+            elif how is StopHow.FORCED:
+                level = logging.WARNING
+            else:
+                level = logging.INFO
+            _log.log(level, "%s", outcome.describe())
+        self._last_stop = outcome
         self._forget_process()
         self._proc = None
         self._state = NodeState.STOPPED
+        return outcome
 
 
 class KafkaCluster(NodeCluster[KafkaBroker]):
@@ -616,13 +662,13 @@ class KafkaCluster(NodeCluster[KafkaBroker]):
             try:
                 self._first_start()
             except _PortConflictError:
-                self.kill()
+                self._discard()
                 if attempt == _PORT_ATTEMPTS:
                     raise
                 _log.warning("cluster: a port was taken; retrying with new ports")
                 continue
             except BaseException:
-                self.kill()
+                self._discard()
                 raise
             return self
         raise AssertionError("unreachable")  # pragma: no cover
@@ -661,6 +707,12 @@ class KafkaCluster(NodeCluster[KafkaBroker]):
         for node in self.nodes:
             node.stop(timeout)
 
+    def _discard(self) -> None:
+        # Killing nodes whose storage goes anyway (or whose start failed, which
+        # the raised error reports) is the plan, not news: no INFO lines.
+        for node in self.nodes:
+            node._discard()
+
     def close(self) -> None:
         """Stop every node for good and remove the work directory (unless kept or given).
 
@@ -671,7 +723,7 @@ class KafkaCluster(NodeCluster[KafkaBroker]):
             return
         try:
             if self._owns_work_dir and not self._keep_work_dir:
-                self.kill()
+                self._discard()
             else:
                 self.stop()
         finally:

@@ -100,3 +100,32 @@ def test_blocking_classic_consumer_rebalances_when_a_second_member_joins(backend
             group = broker.classic_group("blocking-classic")
             assert group is not None
             assert first.member_epoch == second.member_epoch == group.generation_id
+
+
+@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+def test_blocking_commit_in_revoke_callback_during_close_is_accepted(
+    backend: str, protocol: str
+) -> None:
+    with FakeBroker().running_in_thread(backend) as broker:
+        broker.create_topic("orders", 2)
+        broker.produce("orders", 0, b"a")
+        broker.produce("orders", 1, b"b")
+        got: list[Record] = []
+        committed: list[dict[TopicPartition, int] | None] = []
+        extra: dict[str, object] = {"group.protocol": protocol, "enable.auto.commit": False}
+        if protocol == "classic":
+            extra |= {"session.timeout.ms": 2_000, "heartbeat.interval.ms": 100}
+        config = consumer_config(broker, "closing", **extra)
+        consumer = Consumer(config, backend=backend, dataplane=broker.dataplane())
+
+        class CommitOnRevoke:
+            def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+                committed.append(consumer.commit())
+
+        consumer.subscribe(["orders"], listener=CommitOnRevoke())
+        poll_until(consumer, lambda: len(got) == 2, got)
+        consumer.close()
+
+        everything = {TopicPartition("orders", 0): 1, TopicPartition("orders", 1): 1}
+        assert committed == [everything]
+        assert broker.committed("closing") == everything

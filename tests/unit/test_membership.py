@@ -86,6 +86,9 @@ class Harness:
 
     def __init__(self, **config: Any) -> None:
         config.setdefault("max_poll_interval_ms", 60_000)
+        # Most scenarios skip heartbeat answers across minutes of virtual time;
+        # the session-timeout rule is tested where a test sets it.
+        config.setdefault("session_timeout_ms", 3_600_000)
         self.random_calls = 0
 
         def random() -> float:
@@ -1493,3 +1496,64 @@ def test_two_newer_targets_during_one_step_use_the_latest() -> None:
     assert acts[0] == StartFetching(tps("b-1"))
     [ack] = heartbeats(acts)
     assert (ack.member_epoch, ack.topic_partitions) == (4, tips({A: [1], B: [1]}))
+
+
+def test_poll_timer_expiry_during_a_revoke_callback_reports_only_the_rest_lost() -> None:
+    h = Harness(max_poll_interval_ms=10_000, auto_commit=False)
+    h.stable({A: [0, 1, 2, 3]})
+    h.tick(3.0)
+    acts = h.respond(2, {A: [0, 1, 2]})  # the slow revoke callback of a-3 is handed out
+    revoked = h.callbacks[-1]
+    assert revoked == RunCallback(CallbackKind.REVOKED, revoked.token, tps("a-3"))
+    acts = h.tick(10.0)  # the poll timer expires while that callback runs
+    lost = h.callbacks[-1]
+    assert h.state() is S.STALE
+    # Callbacks are deltas: a-3 was already reported revoked, so it is not lost too.
+    assert only(acts, RunCallback) == [
+        RunCallback(CallbackKind.LOST, lost.token, tps("a-0", "a-1", "a-2"))
+    ]
+    assert h.m.assignment == frozenset()
+    # The revoke callback finishing later changes nothing; the lost one lets it rejoin.
+    assert h.callback(CallbackKind.REVOKED) == []
+    h.do(PollCalled(), at=11.0)
+    acts = h.callback(CallbackKind.LOST)
+    assert h.state() is S.JOINING
+
+
+def test_no_successful_heartbeat_for_a_session_timeout_loses_the_assignment_and_rejoins() -> None:
+    h = Harness(session_timeout_ms=10_000)
+    h.stable({A: [0, 1]})  # last successful heartbeat sent at t=0
+    h.tick(3.0)  # a heartbeat goes out and is never answered
+    assert h.in_flight is not None
+    assert h.m.next_deadline() == pytest.approx(10.0)
+    assert h.tick(9.9) == []
+    acts = h.tick(10.0)
+    lost = h.callbacks[-1]
+    # It stops fetching and reports the loss before hearing from the broker; no commit.
+    assert acts == [
+        StopFetching(tps("a-0", "a-1")),
+        RunCallback(CallbackKind.LOST, lost.token, tps("a-0", "a-1")),
+    ]
+    assert h.commits == []
+    assert h.state() is S.FENCED
+    assert h.m.assignment == frozenset()
+    assert h.callback(CallbackKind.LOST) == []  # the old heartbeat is still in flight
+    acts = h.fail(FailureKind.TIMEOUT, at=13.0)
+    [join] = heartbeats(acts)
+    assert (join.member_id, join.member_epoch) == (MEMBER_ID, 0)
+    # Heartbeats succeed again: the member is back in the group with a new epoch.
+    h.respond(2, {A: [0, 1]})
+    h.callback(CallbackKind.ASSIGNED)
+    assert h.state() is S.STABLE
+    assert h.m.assignment == tps("a-0", "a-1")
+
+
+def test_successful_heartbeats_keep_the_session_alive() -> None:
+    h = Harness(session_timeout_ms=10_000)
+    h.stable({A: [0]})
+    for t in (3.0, 6.0, 9.0, 12.0, 15.0):
+        h.tick(t)
+        h.respond(1, None, at=t + 0.1)
+    assert h.state() is S.STABLE
+    assert h.m.next_deadline() == pytest.approx(18.0)
+    assert h.callbacks[-1].kind is CallbackKind.ASSIGNED

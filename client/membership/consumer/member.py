@@ -96,6 +96,10 @@ class MemberConfig:
         retry_backoff_ms / retry_backoff_max_ms: heartbeat failure backoff,
             doubling from the first to the second.
         heartbeat_interval_ms: interval used until the broker sends its own.
+        session_timeout_ms: the broker's session timeout
+            (``group.consumer.session.timeout.ms``; the broker does not tell
+            the client): after this long without a successful heartbeat the
+            member treats its partitions as lost and rejoins.
         assignor_hook: emit AssignorOnAssignment (a new-protocol Python
             PartitionAssignor is configured).
     """
@@ -110,6 +114,7 @@ class MemberConfig:
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 1000
     heartbeat_interval_ms: int = 5000
+    session_timeout_ms: int = 45_000
     assignor_hook: bool = False
 
     def __post_init__(self) -> None:
@@ -120,6 +125,8 @@ class MemberConfig:
         check_optional_ids(self, ("instance_id", "rack_id", "server_assignor"))
         if self.max_poll_interval_ms <= 0:
             raise ValueError("max_poll_interval_ms must be positive")
+        if self.session_timeout_ms <= 0:
+            raise ValueError("session_timeout_ms must be positive")
         check_backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
 
 
@@ -202,6 +209,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         self._last_sent_at: float | None = None
         self._next_heartbeat_at: float | None = None
         self._heartbeat_asap = False
+        self._last_heartbeat_ok: float | None = None  # while it owns an epoch
         self._closed = False
 
     # ------------------------------------------------------------------ views
@@ -233,7 +241,18 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
 
     def _deadlines(self) -> list[float | None]:
         rec_deadline = None if self._rec is None else self._rec.deadline
-        return [rec_deadline, self._release_deadline, self._heartbeat_due_at()]
+        return [
+            rec_deadline,
+            self._release_deadline,
+            self._heartbeat_due_at(),
+            self._session_expiry(),
+        ]
+
+    def _session_expiry(self) -> float | None:
+        """When the broker has surely dropped this member, heard from or not."""
+        if self._state not in IN_GROUP or self._epoch <= 0 or self._last_heartbeat_ok is None:
+            return None
+        return self._last_heartbeat_ok + self._cfg.session_timeout_ms / 1000.0
 
     def _dispatch_protocol(
         self, event: ConsumerMemberEvent, now: float, acts: list[_Action]
@@ -268,6 +287,9 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             )
         if self._state in IN_GROUP and self._life.poll_expired(now):
             self._poll_expired(now, acts)
+        expiry = self._session_expiry()
+        if expiry is not None and now >= expiry:
+            self._session_expired(acts, now)
 
     # ----------------------------------------------------------- subscription
 
@@ -324,7 +346,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
 
     def _poll_expired(self, now: float, acts: list[_Action]) -> None:
         self._warn_poll_expired(self._cfg.max_poll_interval_ms)
-        lost = self._names(self._owned)
+        lost = self._names(self._still_owned_unreported())
         self._abort_reconciliation()
         self._stop_all(acts)
         self._clear_assignment()
@@ -338,6 +360,22 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             acts.append(RunCallback(CallbackKind.LOST, self._lost_token, lost))
         else:
             self._stale_released = True
+
+    def _session_expired(self, acts: list[_Action], now: float) -> None:
+        # No successful heartbeat for a session timeout: the broker has removed
+        # this member and may have given its partitions to others, so it can
+        # no longer own them, whether or not it hears so. Stop fetching and
+        # report them lost (never committed) at once, as if fenced; the rejoin
+        # heartbeat goes out once the one still in flight ended.
+        log.warning(
+            "group %s member %s: no successful heartbeat within the session timeout "
+            "(%d ms); treating the assignment as lost and rejoining",
+            self._cfg.group_id,
+            self._member_id,
+            self._cfg.session_timeout_ms,
+        )
+        self._last_heartbeat_ok = None
+        self._fence(now, acts)
 
     def _maybe_rejoin_stale(self, now: float, acts: list[_Action]) -> None:
         if self._state is _S.STALE and self._stale_released and self._life.stale_polled:
@@ -400,6 +438,8 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             return
         if resp.member_id:
             self._member_id = resp.member_id
+        # From when it was sent: the broker's session restarted no earlier.
+        self._last_heartbeat_ok = sent_at
         if resp.member_epoch != self._epoch:
             log.info(
                 "group %s member %s: epoch %d -> %d",
@@ -754,6 +794,19 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             self._release_deadline = None
             self._release_revoke(acts)
 
+    def _still_owned_unreported(self) -> frozenset[TopicIdPartition]:
+        """What a lost callback reports now: the owned partitions not already revoked.
+
+        A revoke callback handed to the runtime has told the application those
+        partitions are gone (it may still be running); reporting them lost as
+        well would break "callbacks are deltas". Call before aborting the
+        reconciliation.
+        """
+        rec = self._rec
+        if rec is not None and rec.step is Step.REVOKE:
+            return self._owned - rec.revoked
+        return self._owned
+
     def _abort_reconciliation(self) -> None:
         # Outstanding commit / callback outcomes are ignored from now on (token mismatch).
         self._rec = None
@@ -803,8 +856,8 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         self, code: int, name: str, message: str | None, unsupported: bool, acts: list[_Action]
     ) -> None:
         prev = self._state
+        lost = self._names(self._still_owned_unreported())
         self._abort_reconciliation()
-        lost = self._names(self._owned)
         self._go(Trigger.FATAL_ERROR)
         log.error(
             "group %s member %s: fatal heartbeat error %s: %s",

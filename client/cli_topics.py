@@ -1,0 +1,465 @@
+"""``kgroup topics create|produce``: a topic and records to try a consumer on.
+
+::
+
+    kgroup topics create NAME [--partitions N] [--replication-factor R] [--config k=v ...]
+    kgroup topics produce NAME [--count N] [--size B] [--key-prefix P] [--rate R]
+
+Both find the broker in this order: ``--bootstrap-servers``, the broker
+``kgroup broker up --name NAME`` started (``--broker-name NAME``),
+``$KAFKA_BOOTSTRAP_SERVERS``, the broker ``kgroup broker up`` started in this
+working directory. They talk to it through confluent-kafka's AdminClient and
+Producer. Exit codes: 0 done; 1 the topic exists (``create``) or does not
+(``produce``); 2 any other failure or bad usage; 3 no broker answered within
+``--timeout``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from kgroup.errors import (
+    ConfigError,
+    KgroupError,
+    NoBrokersAvailableError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_TOPIC",
+    "EXIT_UNREACHABLE",
+    "ProduceFailedError",
+    "RecordedBootstrap",
+    "add_topics_commands",
+    "choose_bootstrap_servers",
+    "record_value",
+]
+
+EXIT_OK = 0
+EXIT_TOPIC = 1
+"""``create``: the topic exists already; ``produce``: it does not exist."""
+EXIT_FAILED = 2
+EXIT_UNREACHABLE = 3
+"""No broker answered within ``--timeout``."""
+
+RecordedBootstrap = Callable[[str | None], str | None]
+"""The bootstrap servers of the broker ``kgroup broker up`` started for this
+directory (argument ``None``) or under a name, if it runs."""
+
+# librdkafka reports every refused connection; that is what the error message
+# sums up, so its own lines are shown with --verbose only.
+_librdkafka_log = logging.getLogger("kgroup.cli.librdkafka")
+
+# librdkafka's codes for "nobody answered" (its own, negative, not the broker's).
+_UNREACHABLE = frozenset(
+    {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}
+)
+
+
+class ProduceFailedError(KgroupError):
+    """Some records of ``kgroup topics produce`` were not acknowledged by the broker."""
+
+
+def choose_bootstrap_servers(
+    flag: str | None,
+    broker_name: str | None,
+    recorded: RecordedBootstrap,
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """The broker to talk to: the flag, the named broker, the environment, this directory's.
+
+    Raises:
+        ConfigError: none of them names a broker, or the named broker is not running.
+    """
+    if flag:
+        return flag
+    if broker_name is not None:
+        named = recorded(broker_name)
+        if named is None:
+            raise ConfigError(
+                f"no broker named {broker_name!r} is running; start it with "
+                f"`kgroup broker up --name {broker_name}`"
+            )
+        return named
+    env = os.environ if environ is None else environ
+    from_env = env.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+    if from_env:
+        return from_env
+    here = recorded(None)
+    if here is not None:
+        return here
+    raise ConfigError(
+        "no broker to talk to: pass --bootstrap-servers HOST:PORT, set "
+        "KAFKA_BOOTSTRAP_SERVERS, or start one for this directory with `kgroup broker up`"
+    )
+
+
+def record_value(index: int, size: int) -> bytes:
+    """The value of record ``index``: ``record <index>`` padded with dots to ``size`` bytes.
+
+    Readable in a console consumer, exactly ``size`` bytes long (cut short if
+    ``size`` is below the label's length).
+    """
+    label = f"record {index} ".encode()
+    if size <= len(label):
+        return label[:size]
+    return label + b"." * (size - len(label))
+
+
+def _error_text(exc: KafkaException) -> str:
+    error = exc.args[0] if exc.args else None
+    return error.str() if isinstance(error, KafkaError) else str(exc)
+
+
+def _unreachable(bootstrap: str, timeout: float, detail: str) -> NoBrokersAvailableError:
+    return NoBrokersAvailableError(
+        f"no broker answered at {bootstrap} within {timeout:g} s ({detail}); is it running? "
+        "(`kgroup broker status`; --timeout waits longer)"
+    )
+
+
+def _typed(exc: KafkaException, bootstrap: str, timeout: float) -> KgroupError:
+    """kgroup's exception for what confluent-kafka raised."""
+    error = exc.args[0] if exc.args else None
+    if not isinstance(error, KafkaError):
+        return KgroupError(str(exc))
+    if error.code() in _UNREACHABLE:
+        return _unreachable(bootstrap, timeout, error.str())
+    if error.code() > 0:
+        # kio's error table takes half a second to import: only on this path.
+        from kgroup.protocol import broker_error  # noqa: PLC0415
+
+        # A broker error code (librdkafka's positive codes are Kafka's).
+        return broker_error(error.code(), error.str())
+    return KgroupError(f"{error.name()}: {error.str()}")
+
+
+def _client_config(bootstrap: str, timeout: float) -> dict[str, str | int | float | bool]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "socket.connection.setup.timeout.ms": max(1, int(timeout * 1000)),
+    }
+
+
+def _connect(bootstrap: str, timeout: float) -> tuple[AdminClient, set[str]]:
+    """An AdminClient that reached the broker, and the topics the broker has."""
+    admin = AdminClient(_client_config(bootstrap, timeout), logger=_librdkafka_log)
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise _unreachable(bootstrap, timeout, _error_text(exc)) from None
+    return admin, {name for name, topic in metadata.topics.items() if topic.error is None}
+
+
+def _await_leaders(admin: AdminClient, name: str, partitions: int, timeout: float) -> None:
+    # A topic is usable once every partition has a leader; a consumer started
+    # before that would log errors for a topic that was just reported created.
+    deadline = time.monotonic() + timeout
+    problem = "no metadata yet"
+    while time.monotonic() < deadline:
+        try:
+            topic = admin.list_topics(topic=name, timeout=timeout).topics.get(name)
+        except KafkaException as exc:
+            problem = _error_text(exc)
+        else:
+            error = topic.error if topic is not None else None
+            if topic is not None and error is None:
+                leaders = [p.leader for p in topic.partitions.values() if p.error is None]
+                if len(leaders) == partitions and all(leader >= 0 for leader in leaders):
+                    return
+                problem = f"{len(leaders)} of {partitions} partitions have a leader"
+            elif error is not None:
+                problem = error.str()
+        time.sleep(0.05)
+    raise KgroupError(
+        f"topic {name!r} was created but is not ready within {timeout:g} s: {problem}"
+    )
+
+
+def _create(args: argparse.Namespace) -> int:
+    bootstrap = _bootstrap(args)
+    name: str = args.name
+    admin, topics = _connect(bootstrap, args.timeout)
+    if name in topics:
+        return _exists(name, bootstrap, args.if_not_exists)
+    new = NewTopic(
+        name,
+        num_partitions=args.partitions,
+        replication_factor=args.replication_factor,
+        config=dict(args.config or []),
+    )
+    future = admin.create_topics([new], request_timeout=args.timeout)[name]
+    try:
+        future.result(timeout=args.timeout)
+    except KafkaException as exc:
+        typed = _typed(exc, bootstrap, args.timeout)
+        if isinstance(typed, TopicAlreadyExistsError):
+            # Created by someone else since the metadata above.
+            return _exists(name, bootstrap, args.if_not_exists)
+        raise typed from None
+    _await_leaders(admin, name, args.partitions, args.timeout)
+    print(
+        f"created topic {name} with {args.partitions} partition"
+        f"{'s' if args.partitions != 1 else ''} "
+        f"(replication factor {args.replication_factor}) at {bootstrap}"
+    )
+    return EXIT_OK
+
+
+def _exists(name: str, bootstrap: str, if_not_exists: bool) -> int:
+    if if_not_exists:
+        print(f"topic {name} exists already at {bootstrap}; left as it is")
+        return EXIT_OK
+    raise TopicAlreadyExistsError(
+        36,
+        "TOPIC_ALREADY_EXISTS",
+        False,
+        f"topic {name!r} exists already at {bootstrap}; use it, pick another name, "
+        "or pass --if-not-exists",
+    )
+
+
+@dataclass
+class _Deliveries:
+    """What the producer's delivery reports said."""
+
+    acknowledged: int = 0
+    failed: int = 0
+    first_error: str | None = None
+    partitions: set[int] = field(default_factory=set)
+
+    def report(self, error: KafkaError | None, message: object) -> None:
+        if error is not None:
+            self.failed += 1
+            if self.first_error is None:
+                self.first_error = error.str()
+            return
+        self.acknowledged += 1
+        self.partitions.add(message.partition())  # type: ignore[attr-defined]
+
+
+def _produce(args: argparse.Namespace) -> int:
+    bootstrap = _bootstrap(args)
+    name: str = args.name
+    _, topics = _connect(bootstrap, args.timeout)
+    if name not in topics:
+        # Producing would let a broker with auto.create.topics.enable make a
+        # one-partition topic silently; say what to do instead.
+        raise UnknownTopicOrPartitionError(
+            3,
+            "UNKNOWN_TOPIC_OR_PARTITION",
+            True,
+            f"topic {name!r} does not exist at {bootstrap}; create it with "
+            f"`kgroup topics create {name}`",
+        )
+    deliveries = _Deliveries()
+    producer = Producer(
+        {
+            **_client_config(bootstrap, args.timeout),
+            "logger": _librdkafka_log,
+            "linger.ms": 5,
+            # A record the broker has not taken within the timeout is reported
+            # failed rather than retried for the default five minutes.
+            "message.timeout.ms": max(1, int(args.timeout * 1000)),
+        }
+    )
+    started = time.monotonic()
+    for index in range(args.count):
+        if args.rate:
+            # Pace against the start, not the previous record, so the rate holds
+            # on average however long each produce call took.
+            due = started + index / args.rate
+            while (wait := due - time.monotonic()) > 0:
+                producer.poll(wait)  # returns early for each delivery report
+        key = f"{args.key_prefix}{index}".encode() if args.key_prefix else None
+        value = record_value(index, args.size)
+        while True:
+            try:
+                producer.produce(name, value=value, key=key, on_delivery=deliveries.report)
+                break
+            except BufferError:
+                # The local queue is full: let deliveries drain it.
+                producer.poll(0.1)
+        producer.poll(0)
+    left = producer.flush(args.timeout)
+    took = time.monotonic() - started
+    if deliveries.failed or left:
+        raise ProduceFailedError(
+            f"{deliveries.acknowledged} of {args.count} records reached {name} at {bootstrap}; "
+            f"{deliveries.failed} failed ({deliveries.first_error or 'no error reported'}) and "
+            f"{left} were not acknowledged within {args.timeout:g} s"
+        )
+    rate = args.count / took if took > 0 else float(args.count)
+    spread = len(deliveries.partitions)
+    print(
+        f"produced {args.count} records of {args.size} B to {name} "
+        f"({spread} partition{'s' if spread != 1 else ''}) in {took:.1f} s "
+        f"({rate:.0f} records/s)"
+    )
+    return EXIT_OK
+
+
+def _bootstrap(args: argparse.Namespace) -> str:
+    recorded: RecordedBootstrap = args.recorded_bootstrap
+    return choose_bootstrap_servers(args.bootstrap_servers, args.broker_name, recorded)
+
+
+def _run(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Map the errors that have exit codes of their own; the rest go to ``kgroup.cli.main``."""
+
+    def run(args: argparse.Namespace) -> int:
+        if not args.verbose:
+            _librdkafka_log.setLevel(logging.CRITICAL)
+        try:
+            return command(args)
+        except (TopicAlreadyExistsError, UnknownTopicOrPartitionError) as exc:
+            print(f"kgroup: {exc.message or exc}", file=sys.stderr)
+            return EXIT_TOPIC
+        except NoBrokersAvailableError as exc:
+            print(f"kgroup: {exc}", file=sys.stderr)
+            return EXIT_UNREACHABLE
+
+    return run
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+    return value
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    return key.strip(), value
+
+
+def add_topics_commands(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    recorded_bootstrap: RecordedBootstrap,
+    broker_name: Callable[[str], str],
+) -> None:
+    """Add ``topics create`` and ``topics produce`` to the ``kgroup`` parser.
+
+    ``recorded_bootstrap`` finds the broker ``kgroup broker up`` started;
+    ``broker_name`` checks a ``--broker-name`` as ``broker up --name`` does.
+    """
+    topics = subparsers.add_parser(
+        "topics",
+        help="create a topic, produce test records",
+        description="Create a topic and produce records to try a consumer on. The broker is "
+        "--bootstrap-servers, else --broker-name's, else $KAFKA_BOOTSTRAP_SERVERS, else the "
+        "one `kgroup broker up` started in this directory. Exit codes: 0 done, 1 the topic "
+        "exists (create) or does not (produce), 2 other failures, 3 no broker answered.",
+    )
+    commands = topics.add_subparsers(dest="topics_command", metavar="COMMAND", required=True)
+
+    def common(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("name", metavar="NAME", help="the topic")
+        where = parser.add_mutually_exclusive_group()
+        where.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="the broker")
+        where.add_argument(
+            "--broker-name",
+            type=broker_name,
+            metavar="NAME",
+            help="the broker `kgroup broker up --name NAME` started",
+        )
+        parser.add_argument(
+            "--timeout",
+            type=_positive_float,
+            default=10.0,
+            help="seconds to wait for the broker's answers (default 10)",
+        )
+        parser.set_defaults(recorded_bootstrap=recorded_bootstrap)
+
+    create = commands.add_parser(
+        "create",
+        help="create a topic and wait until every partition has a leader",
+        description="Create a topic and return once every partition has a leader.",
+    )
+    common(create)
+    create.add_argument(
+        "--partitions", type=_positive_int, default=3, help="partitions (default 3)"
+    )
+    create.add_argument(
+        "--replication-factor",
+        type=_positive_int,
+        default=1,
+        help="replicas of each partition (default 1; at most the number of brokers)",
+    )
+    create.add_argument(
+        "--config",
+        action="append",
+        type=_key_value,
+        metavar="KEY=VALUE",
+        help="topic setting, e.g. retention.ms=60000 (repeatable)",
+    )
+    create.add_argument(
+        "--if-not-exists",
+        action="store_true",
+        help="succeed (exit 0) if the topic exists already, leaving it as it is",
+    )
+    create.set_defaults(func=_run(_create))
+
+    produce = commands.add_parser(
+        "produce",
+        help="produce numbered test records to an existing topic",
+        description="Produce records 'record <i> ....' (key <prefix><i>) to an existing topic "
+        "and wait until the broker acknowledged every one.",
+    )
+    common(produce)
+    produce.add_argument(
+        "--count", type=_non_negative_int, default=100, help="records (default 100)"
+    )
+    produce.add_argument(
+        "--size", type=_non_negative_int, default=64, help="value size in bytes (default 64)"
+    )
+    produce.add_argument(
+        "--key-prefix",
+        default="key-",
+        help="key of record i is PREFIX<i> (default 'key-'); '' sends records without keys",
+    )
+    produce.add_argument(
+        "--rate",
+        type=_positive_float,
+        help="records per second at most (default: as fast as possible)",
+    )
+    produce.set_defaults(func=_run(_produce))

@@ -1,0 +1,193 @@
+"""Reliability fixes (issue 10) through the fake broker, asyncio and trio, both protocols."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kgroup import AsyncConsumer
+from kgroup.dataplane import Record
+from kgroup.errors import CommitFailedError, IllegalGenerationError, RebalanceInProgressError
+from kgroup.protocol import ApiKey
+from kgroup.testing.fake import FakeBroker, SeenRequest, Verdict
+from kgroup.types import TopicPartition
+
+from .helpers import Recorder, consumer_config, drive, next_offsets, produce_each, told, tps
+
+pytestmark = pytest.mark.anyio
+
+CLASSIC = {
+    "group.protocol": "classic",
+    "session.timeout.ms": 2_000,
+    "heartbeat.interval.ms": 100,
+}
+PROTOCOLS = pytest.mark.parametrize(
+    "protocol", [{"group.protocol": "consumer"}, CLASSIC], ids=["consumer", "classic"]
+)
+
+
+@PROTOCOLS
+@pytest.mark.parametrize("how", ["commit", "commit_async"])
+async def test_commit_in_revoke_callback_during_close_is_accepted_and_resumed_from(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any], how: str
+) -> None:
+    broker.create_topic("orders", 2)
+    produce_each(broker, "orders", 2, 5)
+    config = consumer_config(broker, group_id, **protocol, **{"enable.auto.commit": False})
+    got: dict[AsyncConsumer, list[Record]] = defaultdict(list)
+    results: list[tuple[Mapping[TopicPartition, int], BaseException | None]] = []
+
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as first:
+
+        class CommitOnRevoke:
+            async def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+                done = next_offsets(got[first])
+                mine = {tp: done[tp] for tp in partitions if tp in done}
+                if how == "commit":
+                    results.append((await first.commit(mine), None))
+                else:
+                    first.commit_async(mine, callback=lambda o, e: results.append((o, e)))
+
+        first.subscribe(["orders"], listener=CommitOnRevoke())
+        await drive(first, until=lambda: len(got[first]) == 10, sink=got)
+        # Nothing committed yet: whatever is committed below came from close().
+        assert broker.committed(group_id) == {}
+    # Leaving the block closed the consumer, which ran the revoke callback.
+
+    everything = {tp: 5 for tp in tps("orders", 0, 1)}
+    if how == "commit":
+        assert results == [(everything, None)]
+    assert broker.committed(group_id) == everything
+
+    # A new member resumes after the commit: it reads only what came later.
+    broker.produce("orders", 0, b"after")
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as second:
+        second.subscribe(["orders"])
+        assert await second.committed(sorted(everything)) == everything
+        await drive(second, until=lambda: len(got[second]) == 1, sink=got)
+        assert [(r.partition(), r.offset(), r.value()) for r in got[second]] == [(0, 5, b"after")]
+
+
+def _busy(seconds: float) -> None:
+    """Synchronous work that holds the event loop (the application's processing)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+@PROTOCOLS
+async def test_processing_buffered_records_without_awaiting_still_heartbeats_and_commits(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any]
+) -> None:
+    broker.create_topic("orders", 1)
+    config = consumer_config(broker, group_id, **protocol)
+    got: list[Record] = []
+    results: list[BaseException | None] = []
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+        consumer.subscribe(["orders"])
+        await drive(consumer, until=lambda: len(consumer.assignment()) == 1)
+        produce_each(broker, "orders", 1, 1_000)
+        await drive(consumer, until=lambda: len(got) >= 1, sink={consumer: got})
+        consumer.commit_async(callback=lambda _offsets, error: results.append(error))
+        start = time.monotonic()  # the fake's clock
+        # 1,000 records at 0.5 ms each (0.5 s or more: many heartbeat intervals of 100 ms),
+        # and nothing awaited but poll() itself, whose records are all buffered.
+        while len(got) < 1_000:
+            record = await consumer.poll(1.0)
+            assert record is not None
+            got.append(record)
+            _busy(0.0005)
+        end = time.monotonic()
+
+        heartbeat_key = ApiKey.HEARTBEAT if protocol is CLASSIC else ApiKey.CONSUMER_GROUP_HEARTBEAT
+        beats = [r.at for r in broker.requests_of(heartbeat_key) if start <= r.at <= end]
+        # The interval is 100 ms: at least half of the expected heartbeats went out.
+        assert len(beats) >= (end - start) / 0.1 / 2
+        assert results == [None]
+
+
+@pytest.mark.parametrize(
+    ("code", "cause"),
+    [
+        (ErrorCode.illegal_generation, IllegalGenerationError),
+        (ErrorCode.rebalance_in_progress, RebalanceInProgressError),
+    ],
+)
+async def test_classic_commit_refused_by_a_rebalance_is_a_retriable_commit_failed_error(
+    broker: FakeBroker, group_id: str, code: ErrorCode, cause: type[BaseException]
+) -> None:
+    broker.create_topic("orders", 1)
+    broker.produce("orders", 0, b"a")
+    got: list[Record] = []
+    async with AsyncConsumer(
+        consumer_config(broker, group_id, **CLASSIC), dataplane=broker.dataplane()
+    ) as consumer:
+        consumer.subscribe(["orders"])
+        await drive(consumer, until=lambda: len(got) == 1, sink={consumer: got})
+        refuse = broker.intercept(ApiKey.OFFSET_COMMIT, lambda _seen: code)
+
+        with pytest.raises(CommitFailedError, match="rebalanced") as failed:
+            await consumer.commit()
+        assert isinstance(failed.value.__cause__, cause)
+        assert len(refuse.calls) == 1  # refused at once, not retried until the timeout
+
+        # Not fatal: the application polls again and its next commit lands.
+        refuse.remove()
+        assert await consumer.consume(1, 0.05) == []
+        assert await consumer.commit() == {TopicPartition("orders", 0): 1}
+        assert broker.committed(group_id) == {TopicPartition("orders", 0): 1}
+
+
+async def test_member_without_heartbeats_for_a_session_timeout_self_fences_and_rejoins(
+    anyio_backend: str, group_id: str
+) -> None:
+    async with FakeBroker(session_timeout_ms=1_000) as broker:
+        broker.create_topic("orders", 2)
+        listener = Recorder()
+        config = consumer_config(
+            broker,
+            group_id,
+            **{"request.timeout.ms": 300, "group.consumer.session.timeout.ms": 1_000},
+        )
+        async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+            consumer.subscribe(["orders"], listener=listener)
+            await drive(consumer, until=lambda: told(consumer, listener, 2))
+
+            def in_group(seen: SeenRequest) -> bool:
+                epoch: int = seen.request.member_epoch
+                return epoch > 0
+
+            # The coordinator stops answering this member's heartbeats (a network partition).
+            stall = broker.intercept(
+                ApiKey.CONSUMER_GROUP_HEARTBEAT,
+                lambda _seen: Verdict.NO_ANSWER,
+                times=None,
+                when=in_group,
+            )
+            await drive(consumer, until=lambda: bool(listener.of("lost")))
+            lost_at = time.monotonic()
+            answered = [
+                r.at
+                for r in broker.requests_of(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+                if r.at < stall.calls[0].at
+            ]
+            # Lost within a session timeout (plus a poll slice) of the last answered heartbeat,
+            # without hearing from the broker, and nothing committed for the lost partitions.
+            assert lost_at - max(answered) < 1.0 + 0.5
+            assert listener.events == [
+                ("assigned", tps("orders", 0, 1)),
+                ("lost", tps("orders", 0, 1)),
+            ]
+            assert consumer.assignment() == frozenset()
+            assert broker.requests_of(ApiKey.OFFSET_COMMIT) == []
+
+            # The partition heals: the member rejoins and owns its partitions again.
+            stall.remove()
+            await drive(consumer, until=lambda: told(consumer, listener, 2))
+            assert listener.of("assigned") == [tps("orders", 0, 1)] * 2
+            assert consumer.member_epoch > 0
