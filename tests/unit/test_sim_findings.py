@@ -1,0 +1,111 @@
+"""Behaviours of the member machines that kgroup.testing.sim found wanting.
+
+Each test is named after the behaviour it expects and is built from the
+scenario that exposed it (the seed and its shrunk trace are in the reason).
+A strict xfail marks a real member bug waiting for its fix in
+kgroup.membership: when the fix lands, the test passes, the strict xfail
+fails, and the marker must go.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from kgroup.testing.sim import (
+    Invariant,
+    InvariantViolationError,
+    Simulation,
+    SimulationConfig,
+    run_scenario,
+)
+
+
+def _cut_off_member_sim() -> Simulation:
+    config = dataclasses.replace(SimulationConfig(), check_session_loss=True)
+    sim = Simulation(seed=5856, topics={"t": 4}, config=config)
+    sim.add_member("m0", topics=frozenset({"t"}))
+    sim.add_member("m1", topics=frozenset({"t"}), start_at=0.5)
+    # m0 is cut off for well over the session timeout (6 s): the coordinator
+    # fences it and hands its partitions to m1 while m0 cannot hear about it.
+    sim.partition("m0", at=5.0, duration=15.0)
+    return sim
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=InvariantViolationError,
+    reason=(
+        "ConsumerMember has no session-loss timer: a member cut off from the coordinator keeps "
+        "fetching (and even starts fetching newly assigned partitions) long after the "
+        "coordinator fenced it, while the new owner fetches the same partitions "
+        "(design.md: 'a member that has had no successful heartbeat for a session timeout "
+        "stops fetching and treats its partitions as lost'). Found by seed 5856: m0#2, cut "
+        "off at 9.5 s, completed its assigned callback at 15.4 s and started fetching t2-7 at "
+        "epoch 11 after the coordinator had expired it (15.0 s) and m6 had started t2-7 at "
+        "epoch 19. The member needs a bound on the silence it accepts (the broker's session "
+        "timeout is not sent to the client)."
+    ),
+)
+def test_a_member_cut_off_for_a_session_timeout_stops_fetching() -> None:
+    sim = _cut_off_member_sim()
+    sim.run_until_converged(faults_end=20.0)
+
+
+def test_the_cut_off_member_finding_is_the_session_loss_invariant() -> None:
+    # Pins why the test above fails today, so the xfail cannot pass for another reason.
+    sim = _cut_off_member_sim()
+    with pytest.raises(InvariantViolationError) as info:
+        sim.run_until_converged(faults_end=20.0)
+    assert info.value.violation.invariant is Invariant.SESSION_LOST_FETCH
+    assert info.value.violation.member == "m0#1"
+
+
+def test_a_zombie_that_starts_fetching_at_its_old_epoch_does_not_break_double_fetch() -> None:
+    # Seed 5856 under the default invariants: the zombie fetches at epoch 11, the
+    # new owner at 19, so no epoch is shared (the same tolerance Kafka has).
+    assert run_scenario(5856).ok
+
+
+def _static_leader_bounce_sim() -> Simulation:
+    sim = Simulation(seed=961, topics={"t": 6})
+    for i in range(3):
+        sim.add_member(
+            f"m{i}",
+            topics=frozenset({"t"}),
+            instance_id=f"i{i}",
+            protocol="classic",
+            assignors=("roundrobin",),
+            start_at=0.1 * i,  # m0 joins first and leads
+        )
+    # The static leader is bounced (no LeaveGroup: no rebalance, KIP-345) and
+    # the topic grows while it is away; its new process rejoins a stable group.
+    sim.close("m0", at=5.0, restart_after=1.5)
+    sim.add_partitions("t", 2, at=5.5)
+    return sim
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=InvariantViolationError,
+    reason=(
+        "The classic runtime ignores JoinGroup v9's skip_assignment: a static leader that "
+        "rejoins a stable group (KIP-345, no rebalance) runs its assignor, the coordinator "
+        "ignores the result, and the runtime's metadata watch then compares against the "
+        "counts that ignored run saw, so partitions added while the leader was away are "
+        "never assigned (found by seed 961 once classic groups joined the mix: t0 grew from "
+        "8 to 10 partitions during the static leader's bounce; t0-8 and t0-9 stayed "
+        "unassigned). Classic scenarios do not grow topics until this is fixed."
+    ),
+)
+def test_a_static_leader_rejoining_a_stable_group_still_notices_new_partitions() -> None:
+    _static_leader_bounce_sim().run_until_converged(faults_end=8.0)
+
+
+def test_the_static_leader_finding_is_the_convergence_invariant() -> None:
+    sim = _static_leader_bounce_sim()
+    with pytest.raises(InvariantViolationError) as info:
+        sim.run_until_converged(faults_end=8.0)
+    assert info.value.violation.invariant is Invariant.CONVERGENCE
+    assert "2 partitions unassigned" in info.value.violation.message
