@@ -851,6 +851,9 @@ class Simulation:
                 retry_backoff_ms=cfg.retry_backoff_ms,
                 retry_backoff_max_ms=cfg.retry_backoff_max_ms,
                 heartbeat_interval_ms=cfg.coordinator.heartbeat_interval_ms,
+                # As a deployment configures group.consumer.session.timeout.ms on
+                # the client to the broker's value (the broker never sends it).
+                session_timeout_ms=cfg.coordinator.session_timeout_ms,
             ),
             random=self.rng.random,
         )
