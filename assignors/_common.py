@@ -21,6 +21,7 @@ __all__ = [
     "make_partitions",
     "member_order_key",
     "member_rack",
+    "rack_aware_of",
     "sorted_members",
     "subscribers_by_topic",
     "topic_partitions",
@@ -150,13 +151,19 @@ def use_rack_aware(
     some partition, and the partitions do not all have replicas on the same racks
     (if every partition is on every rack, matching racks changes nothing).
     """
+    return rack_aware_of(member_racks, (cluster.racks_of(tp) for tp in partitions))
+
+
+def rack_aware_of(
+    member_racks: Iterable[str | None], partition_racks: Iterable[frozenset[str]]
+) -> bool:
+    """:func:`use_rack_aware` given the replica racks of each partition."""
     consumer_racks = {r for r in member_racks if r}
     if not consumer_racks:
         return False
     racks_seen: set[frozenset[str]] = set()
     all_partition_racks: set[str] = set()
-    for tp in partitions:
-        racks = cluster.racks_of(tp)
+    for racks in partition_racks:
         racks_seen.add(racks)
         all_partition_racks.update(racks)
     if consumer_racks.isdisjoint(all_partition_racks):

@@ -50,10 +50,19 @@ from __future__ import annotations
 import heapq
 import struct
 from collections import Counter, deque
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain, filterfalse, groupby
+from operator import attrgetter
 
-from kgroup.assignors._common import member_rack, sorted_members, use_rack_aware
+from kgroup.assignors._common import (
+    assignment_of_sorted,
+    make_partitions,
+    member_rack,
+    rack_aware_of,
+    sorted_members,
+    topic_partitions,
+)
 from kgroup.assignors.classic import (
     Assignment,
     Cluster,
@@ -84,6 +93,12 @@ DEFAULT_GENERATION = -1
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
+_Pairs = Iterable[tuple[str, Iterable[int]]]
+"""Partitions as (topic, partition numbers) pairs: how user data carries them."""
+
+_Claim = tuple[int | None, _Pairs]
+"""What a member claims: the generation of the claim (None if unknown) and its partitions."""
+
 
 @dataclass(frozen=True, slots=True)
 class MemberData:
@@ -113,39 +128,58 @@ def encode_sticky_user_data(partitions: Iterable[TopicPartition], generation: in
     return bytes(out)
 
 
-def _parse_sticky(data: bytes, start: int) -> MemberData | None:
-    """Parse the sticky user-data body at ``start``; None unless it uses up exactly all bytes."""
-    view = memoryview(data)
+def _parse_sticky(
+    data: bytes, start: int
+) -> tuple[list[tuple[str, tuple[int, ...]]], int | None] | None:
+    """Parse the sticky user-data body at ``start``: (topic, partitions) pairs and generation.
+
+    None unless the body uses up exactly all bytes. The pairs stay numbers: the
+    assignor maps them to its own partition numbering without building
+    TopicPartitions it would only hash and drop.
+    """
+    end = len(data)
     pos = start
-
-    def take(n: int) -> memoryview:
-        nonlocal pos
-        if pos + n > len(view):
-            raise ValueError("truncated")
-        chunk = view[pos : pos + n]
-        pos += n
-        return chunk
-
-    try:
-        partitions: list[TopicPartition] = []
-        (topics,) = _I32.unpack(take(4))
-        for _ in range(max(topics, 0)):
-            (length,) = _I16.unpack(take(2))
-            if length < 0:
-                raise ValueError("null topic name")
-            topic = bytes(take(length)).decode()
-            (count,) = _I32.unpack(take(4))
-            if count > 0:
-                numbers = struct.unpack(f">{count}i", take(4 * count))
-                partitions.extend(TopicPartition(topic, p) for p in numbers)
-        remaining = len(view) - pos
-        if remaining == 0:
-            return MemberData(tuple(partitions), None)  # v0: no generation
-        if remaining == 4:
-            return MemberData(tuple(partitions), _I32.unpack(take(4))[0])
+    pairs: list[tuple[str, tuple[int, ...]]] = []
+    if pos + 4 > end:
         return None
-    except (ValueError, UnicodeDecodeError, struct.error):
-        return None
+    (topics,) = _I32.unpack_from(data, pos)
+    pos += 4
+    for _ in range(max(topics, 0)):
+        if pos + 2 > end:
+            return None
+        (length,) = _I16.unpack_from(data, pos)
+        pos += 2
+        if length < 0 or pos + length > end:
+            return None  # a null topic name, or truncated
+        try:
+            topic = str(data[pos : pos + length], "utf-8")
+        except UnicodeDecodeError:
+            return None
+        pos += length
+        if pos + 4 > end:
+            return None
+        (count,) = _I32.unpack_from(data, pos)
+        pos += 4
+        numbers: tuple[int, ...] = ()
+        if count > 0:
+            if pos + 4 * count > end:
+                return None
+            numbers = struct.unpack_from(f">{count}i", data, pos)
+            pos += 4 * count
+        pairs.append((topic, numbers))
+    remaining = end - pos
+    if remaining == 0:
+        return pairs, None  # v0: no generation
+    if remaining == 4:
+        return pairs, int(_I32.unpack_from(data, pos)[0])
+    return None
+
+
+def _decode_sticky(data: bytes) -> tuple[list[tuple[str, tuple[int, ...]]], int | None]:
+    parsed = _parse_sticky(data, 0)
+    if parsed is None and len(data) >= 2 and _I16.unpack_from(data)[0] in (0, 1):
+        parsed = _parse_sticky(data, 2)
+    return parsed if parsed is not None else ([], DEFAULT_GENERATION)
 
 
 def decode_sticky_user_data(data: bytes) -> MemberData:
@@ -156,10 +190,11 @@ def decode_sticky_user_data(data: bytes) -> MemberData:
     the Java layout). Bytes that parse as neither mean "no previous assignment"
     with the default generation, as in the Java client.
     """
-    parsed = _parse_sticky(data, 0)
-    if parsed is None and len(data) >= 2 and _I16.unpack_from(data)[0] in (0, 1):
-        parsed = _parse_sticky(data, 2)
-    return parsed if parsed is not None else MemberData((), DEFAULT_GENERATION)
+    pairs, generation = _decode_sticky(data)
+    partitions: list[TopicPartition] = []
+    for topic, numbers in pairs:
+        partitions += make_partitions(topic, numbers)
+    return MemberData(tuple(partitions), generation)
 
 
 def encode_cooperative_user_data(generation: int) -> bytes:
@@ -177,6 +212,44 @@ def decode_cooperative_user_data(data: bytes | None) -> int | None:
     if len(data) < 4:
         return DEFAULT_GENERATION
     return int(_I32.unpack_from(data)[0])
+
+
+_topic_of = attrgetter("topic")
+_partition_of = attrgetter("partition")
+
+
+def _pairs_of(partitions: Iterable[TopicPartition]) -> Iterator[tuple[str, Iterable[int]]]:
+    """``partitions`` as (topic, numbers) pairs, one per run of the same topic."""
+    for topic, run in groupby(partitions, _topic_of):
+        yield topic, map(_partition_of, run)
+
+
+class _Layout:
+    """The partitions of the subscribed topics, numbered in (topic, partition) order.
+
+    The algorithms below work on these numbers, not on TopicPartitions: hashing
+    and comparing a TopicPartition runs Python-level dataclass methods, which
+    made up most of the assignors' time on large groups. Number order is
+    TopicPartition order, so a sorted list of numbers maps to a sorted list of
+    partitions.
+    """
+
+    def __init__(self, topics: Sequence[str], counts: Mapping[str, int]) -> None:
+        self.topics = topics  # sorted
+        self.offsets: dict[str, tuple[int, int]] = {}  # topic -> (first number, count)
+        self.partitions: list[TopicPartition] = []  # number -> partition (interned)
+        for t in topics:
+            self.offsets[t] = (len(self.partitions), counts[t])
+            self.partitions += topic_partitions(t, counts[t])
+        self.total = len(self.partitions)
+
+    def partition_first_keys(self) -> list[int]:
+        """Number -> a sort key that orders partitions by partition, then by topic."""
+        width = len(self.topics)
+        return [p * width + i for i, t in enumerate(self.topics) for p in range(self.offsets[t][1])]
+
+    def to_partitions(self, numbers: Iterable[int]) -> list[TopicPartition]:
+        return list(map(self.partitions.__getitem__, numbers))
 
 
 class _LoadIndex:
@@ -221,35 +294,47 @@ class _LoadIndex:
 
 def _resolve_owners(
     members: Sequence[str],
-    member_data: Mapping[str, MemberData],
+    claims: Mapping[str, _Claim],
     topics_of: Mapping[str, frozenset[str]],
-    counts: Mapping[str, int],
-) -> dict[str, list[TopicPartition]]:
-    """Valid claims per member: subscribed, existing, and not beaten by another claim."""
-    best: dict[TopicPartition, tuple[int, str | None]] = {}
+    layout: _Layout,
+) -> list[str | None]:
+    """Number -> the member whose claim is valid and not beaten by another claim, if any.
+
+    Valid: subscribed and existing. A claim from a higher generation beats one
+    from a lower; two members claiming a partition in the same generation
+    cancel out (neither claim can be trusted), and the partition is reassigned.
+    """
+    generation_of: list[int | None] = [None] * layout.total
+    owner_of: list[str | None] = [None] * layout.total
+    offsets = layout.offsets
     for member in members:
-        data = member_data.get(member)
-        if data is None:
+        claim = claims.get(member)
+        if claim is None:
             continue
-        generation = DEFAULT_GENERATION if data.generation is None else data.generation
+        generation = DEFAULT_GENERATION if claim[0] is None else claim[0]
         topics = topics_of[member]
-        for tp in set(data.partitions):
-            if tp.topic not in topics or not 0 <= tp.partition < counts.get(tp.topic, 0):
+        for topic, numbers in claim[1]:
+            if topic not in topics:
                 continue
-            current = best.get(tp)
-            if current is None or generation > current[0]:
-                best[tp] = (generation, member)
-            elif generation == current[0] and current[1] != member:
-                # Two members claim the partition in the same generation: neither
-                # claim can be trusted, so the partition is reassigned.
-                best[tp] = (generation, None)
-    owned: dict[str, list[TopicPartition]] = {m: [] for m in members}
-    for tp, (_, owner) in best.items():
-        if owner is not None:
-            owned[owner].append(tp)
-    for parts in owned.values():
-        parts.sort()
-    return owned
+            first, count = offsets[topic]
+            for p in numbers:
+                if not 0 <= p < count:
+                    continue
+                g = first + p
+                current = generation_of[g]
+                if current is None or generation > current:
+                    generation_of[g] = generation
+                    owner_of[g] = member
+                elif generation == current and owner_of[g] != member:
+                    owner_of[g] = None
+    return owner_of
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    layout: _Layout
+    result: dict[str, list[int]]  # member -> sorted partition numbers, one entry per member
+    rightful: list[str | None]  # number -> the owner whose claim won, if any
 
 
 def sticky_assign(
@@ -263,20 +348,22 @@ def sticky_assign(
     :class:`CooperativeStickyAssignor` (see the module docstring for what it
     promises). Returns member id -> sorted partitions, one entry per member.
     """
-    return _sticky(cluster, subscriptions, member_data)[0]
+    claims = {m: (d.generation, _pairs_of(d.partitions)) for m, d in member_data.items()}
+    outcome = _sticky(cluster, subscriptions, claims)
+    return {m: outcome.layout.to_partitions(ns) for m, ns in outcome.result.items()}
 
 
 def _sticky(
     cluster: Cluster,
     subscriptions: GroupSubscription,
-    member_data: Mapping[str, MemberData],
-) -> tuple[dict[str, list[TopicPartition]], dict[TopicPartition, str]]:
-    """:func:`sticky_assign`, plus who rightfully owns each claimed partition (by generation)."""
+    claims: Mapping[str, _Claim],
+) -> _Outcome:
+    """:func:`sticky_assign` on partition numbers, plus who rightfully owns each claimed one."""
     subs = subscriptions.subscriptions
     members = sorted_members(subscriptions)
-    if not members:
-        return {}, {}
     counts = cluster.partition_counts
+    if not members:
+        return _Outcome(_Layout((), counts), {}, [])
     # Members mostly share subscriptions: compute each distinct one once.
     known_topics: dict[tuple[str, ...], frozenset[str]] = {}
     topics_of: dict[str, frozenset[str]] = {}
@@ -285,14 +372,23 @@ def _sticky(
         if topics not in known_topics:
             known_topics[topics] = frozenset(t for t in topics if counts.get(t))
         topics_of[m] = known_topics[topics]
-    owned = _resolve_owners(members, member_data, topics_of, counts)
-    rightful = {tp: m for m, parts in owned.items() for tp in parts}
+    distinct = set(known_topics.values())
+    layout = _Layout(sorted(set().union(*distinct)), counts)
+    rightful = _resolve_owners(members, claims, topics_of, layout)
+    owned: dict[str, list[int]] = {m: [] for m in members}
+    for g, owner in enumerate(rightful):
+        if owner is not None:
+            owned[owner].append(g)
     racks = {m: member_rack(subs[m]) for m in members}
-    all_topics = sorted(set().union(*topics_of.values()))
-    all_partitions = [TopicPartition(t, p) for t in all_topics for p in range(counts[t])]
-    rack_aware = use_rack_aware(racks.values(), all_partitions, cluster)
+    # Only with racks on both sides can placement be rack-aware (see use_rack_aware);
+    # otherwise skip looking up the racks of every partition.
+    part_racks: list[frozenset[str]] | None = None
+    if cluster.replica_racks and any(racks.values()):
+        candidate = [cluster.racks_of(tp) for tp in layout.partitions]
+        if rack_aware_of(racks.values(), candidate):
+            part_racks = candidate
 
-    if rack_aware:
+    if part_racks is not None:
         # As in the Java client, a member in a rack gives up owned partitions with
         # no replica in its rack: locality wins over stickiness once racks are set.
         # Unlike the Java client, only if some subscriber of the topic is in a rack
@@ -304,65 +400,64 @@ def _sticky(
             if rack is not None:
                 for t in topics_of[m]:
                     local_racks_of_topic.setdefault(t, set()).add(rack)
+        nowhere: set[str] = set()
         for m in members:
             rack = racks[m]
             if rack is not None:
                 owned[m] = [
-                    tp
-                    for tp in owned[m]
-                    if rack in cluster.racks_of(tp)
-                    or local_racks_of_topic.get(tp.topic, set()).isdisjoint(cluster.racks_of(tp))
+                    g
+                    for g in owned[m]
+                    if rack in part_racks[g]
+                    or local_racks_of_topic.get(layout.partitions[g].topic, nowhere).isdisjoint(
+                        part_racks[g]
+                    )
                 ]
 
-    if len(set(topics_of.values())) == 1:
+    if len(distinct) == 1:
         # The Java leader visits members in the order of its HashMap of member ids.
         java_order = hash_order(list(subs), java_string_hash, grown_capacity(len(subs)))
         result = _assign_homogeneous(
-            java_order,
-            all_partitions=all_partitions,
-            owned=owned,
-            racks=racks,
-            rack_aware=rack_aware,
-            cluster=cluster,
+            java_order, layout=layout, owned=owned, racks=racks, part_racks=part_racks
         )
     else:
         result = _assign_heterogeneous(
             members,
             topics_of=topics_of,
-            all_topics=all_topics,
-            counts=counts,
+            layout=layout,
             owned=owned,
             racks=racks,
-            rack_aware=rack_aware,
-            cluster=cluster,
+            part_racks=part_racks,
         )
-    return {m: sorted(result[m]) for m in subs}, rightful
+    return _Outcome(layout, {m: sorted(result[m]) for m in subs}, rightful)
 
 
 def _assign_homogeneous(
     members: Sequence[str],
     *,
-    all_partitions: Sequence[TopicPartition],
-    owned: Mapping[str, list[TopicPartition]],
+    layout: _Layout,
+    owned: Mapping[str, list[int]],
     racks: Mapping[str, str | None],
-    rack_aware: bool,
-    cluster: Cluster,
-) -> dict[str, list[TopicPartition]]:
+    part_racks: Sequence[frozenset[str]] | None,
+) -> dict[str, list[int]]:
     """The Java client's constrained assignment (all members subscribe to the same topics).
 
     ``members`` must be in the order the Java leader iterates them (its hash map's).
+    ``part_racks`` (number -> replica racks) is given only for rack-aware placement.
     """
-    total = len(all_partitions)
+    total = layout.total
     min_quota, expected_over = divmod(total, len(members))
     max_quota = min_quota + (1 if expected_over else 0)
     over = 0  # members holding max_quota > min_quota; at most expected_over
     under: list[str] = []  # members below min_quota
     at_min: list[str] = []  # members at min_quota that may still take one more
-    result: dict[str, list[TopicPartition]] = {m: [] for m in members}
+    result: dict[str, list[int]] = {m: [] for m in members}
 
     # 1. Keep owned partitions up to the member's share, in partition-then-topic order.
+    keys = layout.partition_first_keys() if any(len(owned[m]) > 1 for m in members) else []
     for m in members:
-        claims = sorted(owned[m], key=lambda tp: (tp.partition, tp.topic))
+        claims = owned[m]
+        if len(claims) > 1:
+            claims = sorted(claims, key=keys.__getitem__)
         if len(claims) < min_quota:
             result[m].extend(claims)
             under.append(m)
@@ -376,20 +471,21 @@ def _assign_homogeneous(
             if over < expected_over:
                 at_min.append(m)
 
-    taken = {tp for parts in result.values() for tp in parts}
-    unassigned = [tp for tp in all_partitions if tp not in taken]
+    taken = set(chain.from_iterable(result.values()))
+    unassigned = list(filterfalse(taken.__contains__, range(total)))
     under.sort()
     at_min.sort()
 
     # 2. Rack-aware: fill members from partitions with a replica in their rack,
     #    rarest racks first, up to the quotas.
-    if rack_aware:
+    if part_racks is not None:
+        replica_racks_of = part_racks
         members_in_rack: dict[str, int] = {}
         for m in members:
             rack = racks[m]
             if rack is not None:
                 members_in_rack[rack] = members_in_rack.get(rack, 0) + 1
-        unassigned.sort(key=lambda tp: sum(members_in_rack.get(r, 0) for r in cluster.racks_of(tp)))
+        unassigned.sort(key=lambda g: sum(members_in_rack.get(r, 0) for r in replica_racks_of[g]))
 
         # How many members of each rack each list holds: a partition whose racks
         # have none is skipped at once instead of by scanning the whole list.
@@ -397,9 +493,9 @@ def _assign_homogeneous(
         at_min_racks = Counter(racks[m] for m in at_min)
 
         def next_in_rack(
-            tp: TopicPartition, candidates: list[str], present: Counter[str | None], first: int
+            g: int, candidates: list[str], present: Counter[str | None], first: int
         ) -> int:
-            replica_racks = cluster.racks_of(tp)
+            replica_racks = replica_racks_of[g]
             if not any(present[r] for r in replica_racks):
                 return -1
             n = len(candidates)
@@ -409,11 +505,11 @@ def _assign_homogeneous(
                     return index
             return -1
 
-        left: list[TopicPartition] = []
+        left: list[int] = []
         next_under = 0
-        for tp in unassigned:
+        for g in unassigned:
             chosen: str | None = None
-            index = next_in_rack(tp, under, under_racks, next_under)
+            index = next_in_rack(g, under, under_racks, next_under)
             if index >= 0:
                 chosen = under[index]
                 count = len(result[chosen]) + 1
@@ -427,7 +523,7 @@ def _assign_homogeneous(
                     index += 1
                 next_under = index % len(under) if under else 0
             elif at_min:
-                index = next_in_rack(tp, at_min, at_min_racks, 0)
+                index = next_in_rack(g, at_min, at_min_racks, 0)
                 if index >= 0:
                     chosen = at_min[index]
                     if len(result[chosen]) + 1 == max_quota:
@@ -438,9 +534,9 @@ def _assign_homogeneous(
                             at_min.clear()
                             at_min_racks.clear()
             if chosen is None:
-                left.append(tp)
+                left.append(g)
             else:
-                result[chosen].append(tp)
+                result[chosen].append(g)
         unassigned = left
 
     # 3. Deal the rest in turn: first to members below min_quota, then one more
@@ -448,7 +544,7 @@ def _assign_homogeneous(
     #    (A list index stands in for the Java iterator that removes as it goes.)
     position = 0
     pending_at_min = deque(at_min)
-    for tp in unassigned:
+    for g in unassigned:
         if position < len(under):
             chosen = under[position]
             position += 1
@@ -459,7 +555,7 @@ def _assign_homogeneous(
         else:
             position = 1
             chosen = under[0]
-        result[chosen].append(tp)
+        result[chosen].append(g)
         count = len(result[chosen])
         if count == min_quota and position > 0 and under[position - 1] == chosen:
             position -= 1
@@ -474,45 +570,67 @@ def _assign_heterogeneous(
     members: Sequence[str],
     *,
     topics_of: Mapping[str, frozenset[str]],
-    all_topics: Sequence[str],
-    counts: Mapping[str, int],
-    owned: Mapping[str, list[TopicPartition]],
+    layout: _Layout,
+    owned: Mapping[str, list[int]],
     racks: Mapping[str, str | None],
-    rack_aware: bool,
-    cluster: Cluster,
-) -> dict[str, list[TopicPartition]]:
+    part_racks: Sequence[frozenset[str]] | None,
+) -> dict[str, list[int]]:
     rank = {m: i for i, m in enumerate(members)}
-    subscribers: dict[str, tuple[str, ...]] = {
-        t: tuple(m for m in members if t in topics_of[m]) for t in all_topics
-    }
-    owner: dict[TopicPartition, str] = {}
+    # The subscribers of each topic, as an index into `groups` (a key that is cheap
+    # to hash, unlike a tuple of a thousand member ids): topics are grouped by the
+    # distinct subscriptions that contain them.
+    by_subscription: dict[frozenset[str], list[str]] = {}
     for m in members:
-        for tp in owned[m]:
-            owner[tp] = m
+        by_subscription.setdefault(topics_of[m], []).append(m)
+    subscriptions = list(by_subscription)
+    group_ids: dict[tuple[int, ...], int] = {}
+    groups: list[tuple[str, ...]] = []
+    group_of: dict[str, int] = {}
+    for t in layout.topics:
+        which = tuple(i for i, s in enumerate(subscriptions) if t in s)
+        gid = group_ids.get(which)
+        if gid is None:
+            gid = group_ids[which] = len(groups)
+            lists = [by_subscription[subscriptions[i]] for i in which]
+            groups.append(
+                tuple(lists[0])
+                if len(lists) == 1
+                else tuple(sorted(chain.from_iterable(lists), key=rank.__getitem__))
+            )
+        group_of[t] = gid
+    owner: list[str | None] = [None] * layout.total
+    for m in members:
+        for g in owned[m]:
+            owner[g] = m
     load = {m: len(owned[m]) for m in members}
     index = _LoadIndex(load, rank)
-    for group in set(subscribers.values()):
-        index.add(group, group)
-        if rack_aware:
+    for gid, group in enumerate(groups):
+        index.add(gid, group)
+        if part_racks is not None:
             for rack in {racks[m] for m in group if racks[m] is not None}:
-                index.add((group, rack), [m for m in group if racks[m] == rack])
+                index.add((gid, rack), [m for m in group if racks[m] == rack])
 
     # Place unowned partitions, those with the fewest candidates first, each on a
     # least-loaded candidate (a rack-local one if it is no more loaded).
-    every = (TopicPartition(t, p) for t in all_topics for p in range(counts[t]))
-    unassigned = [tp for tp in every if tp not in owner]
-    unassigned.sort(key=lambda tp: (len(subscribers[tp.topic]), tp))
-    for tp in unassigned:
-        group = subscribers[tp.topic]
-        choice = index.least(group)
+    total = layout.total
+    keyed: list[int] = []  # candidates * total + number: sorts by candidates, then partition
+    for t in layout.topics:
+        first, count = layout.offsets[t]
+        weight = len(groups[group_of[t]]) * total
+        keyed.extend(weight + g for g in range(first, first + count) if owner[g] is None)
+    keyed.sort()
+    for key in keyed:
+        g = key % total
+        gid = group_of[layout.partitions[g].topic]
+        choice = index.least(gid)
         assert choice is not None  # every topic here has a subscriber
-        if rack_aware:
-            for rack in sorted(cluster.racks_of(tp)):
-                local = index.least((group, rack))
+        if part_racks is not None:
+            for rack in sorted(part_racks[g]):
+                local = index.least((gid, rack))
                 if local is not None and load[local] <= load[choice]:
                     choice = local
                     break
-        owner[tp] = choice
+        owner[g] = choice
         index.change(choice, +1)
 
     # Balance: move a partition to a less loaded candidate while the gap is two
@@ -520,33 +638,33 @@ def _assign_heterogeneous(
     # pass limit only bounds the time on pathological subscriptions.
     for _ in range(64):
         moved = False
-        for t in all_topics:
-            group = subscribers[t]
-            if len(group) < 2:
+        for t in layout.topics:
+            gid = group_of[t]
+            if len(groups[gid]) < 2:
                 continue
-            for p in range(counts[t]):
-                tp = TopicPartition(t, p)
-                current = owner[tp]
-                target = index.least(group)
+            first, count = layout.offsets[t]
+            for g in range(first, first + count):
+                current = owner[g]
+                assert current is not None  # every partition is placed by now
+                target = index.least(gid)
                 assert target is not None
                 if load[current] - load[target] > 1:
-                    owner[tp] = target
+                    owner[g] = target
                     index.change(current, -1)
                     index.change(target, +1)
                     moved = True
         if not moved:
             break
 
-    result: dict[str, list[TopicPartition]] = {m: [] for m in members}
-    for tp, m in owner.items():
-        result[m].append(tp)
+    result: dict[str, list[int]] = {m: [] for m in members}
+    for g, m in enumerate(owner):
+        assert m is not None
+        result[m].append(g)
     return result
 
 
 def _without_transfers(
-    result: Mapping[str, list[TopicPartition]],
-    subs: Mapping[str, Subscription],
-    rightful: Mapping[TopicPartition, str],
+    outcome: _Outcome, subs: Mapping[str, Subscription]
 ) -> dict[str, list[TopicPartition]]:
     """Drop every partition that would go to a member while another still claims it.
 
@@ -556,18 +674,32 @@ def _without_transfers(
     even if a stale member also claims it; a partition claimed twice in the same
     generation has no rightful owner and waits until both let go.
     """
-    claimants: dict[TopicPartition, set[str]] = {}
+    offsets = outcome.layout.offsets
+    first_claimant: dict[int, str] = {}
+    contested: set[int] = set()  # claimed by more than one member
     for m, sub in subs.items():
-        for tp in sub.owned_partitions:
-            claimants.setdefault(tp, set()).add(m)
+        for topic, numbers in _pairs_of(sub.owned_partitions):
+            where = offsets.get(topic)
+            if where is None:
+                continue  # a topic nobody is assigned: cannot be in the result
+            first, count = where
+            for p in numbers:
+                if 0 <= p < count:
+                    g = first + p
+                    if first_claimant.setdefault(g, m) != m:
+                        contested.add(g)
+    rightful = outcome.rightful
 
-    def keep(m: str, tp: TopicPartition) -> bool:
-        others = claimants.get(tp)
-        if others is None or (len(others) == 1 and m in others):
+    def keep(m: str, g: int) -> bool:
+        claimant = first_claimant.get(g)
+        if claimant is None or (claimant == m and g not in contested):
             return True  # nobody else claims it
-        return rightful.get(tp) == m
+        return rightful[g] == m
 
-    return {m: [tp for tp in parts if keep(m, tp)] for m, parts in result.items()}
+    to_partitions = outcome.layout.to_partitions
+    return {
+        m: to_partitions(g for g in numbers if keep(m, g)) for m, numbers in outcome.result.items()
+    }
 
 
 class StickyAssignor:
@@ -602,10 +734,22 @@ class StickyAssignor:
             return decode_sticky_user_data(subscription.user_data)
         return MemberData(subscription.owned_partitions, subscription.generation_id)
 
+    def _claim(self, subscription: Subscription) -> _Claim:
+        # member_data without building TopicPartitions (unless a subclass overrides it)
+        if type(self).member_data is not StickyAssignor.member_data:
+            data = self.member_data(subscription)
+            return data.generation, _pairs_of(data.partitions)
+        if subscription.user_data:
+            pairs, generation = _decode_sticky(subscription.user_data)
+            return generation, pairs
+        return subscription.generation_id, _pairs_of(subscription.owned_partitions)
+
     def assign(self, cluster: Cluster, subscriptions: GroupSubscription) -> GroupAssignment:
         """Compute the sticky assignment."""
-        data = {m: self.member_data(s) for m, s in subscriptions.subscriptions.items()}
-        return GroupAssignment.of(sticky_assign(cluster, subscriptions, data))
+        claims = {m: self._claim(s) for m, s in subscriptions.subscriptions.items()}
+        outcome = _sticky(cluster, subscriptions, claims)
+        to_partitions = outcome.layout.to_partitions
+        return assignment_of_sorted({m: to_partitions(ns) for m, ns in outcome.result.items()})
 
 
 class CooperativeStickyAssignor:
@@ -646,6 +790,9 @@ class CooperativeStickyAssignor:
     def assign(self, cluster: Cluster, subscriptions: GroupSubscription) -> GroupAssignment:
         """Compute the sticky assignment, minus partitions that still have another owner."""
         subs = subscriptions.subscriptions
-        data = {m: self.member_data(s) for m, s in subs.items()}
-        result, rightful = _sticky(cluster, subscriptions, data)
-        return GroupAssignment.of(_without_transfers(result, subs, rightful))
+        claims: dict[str, _Claim] = {}
+        for m, s in subs.items():
+            data = self.member_data(s)  # cheap: no partition is built or hashed
+            claims[m] = data.generation, _pairs_of(data.partitions)
+        outcome = _sticky(cluster, subscriptions, claims)
+        return assignment_of_sorted(_without_transfers(outcome, subs))
