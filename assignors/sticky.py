@@ -128,6 +128,22 @@ def encode_sticky_user_data(partitions: Iterable[TopicPartition], generation: in
     return bytes(out)
 
 
+# Compiled layouts for the parser: a topic name of n bytes followed by its int32
+# partition count, and n int32 partition numbers. Each user-data topic entry
+# then costs two unpack calls; a leader parses one entry per member and topic.
+_NAME_AND_COUNT: dict[int, struct.Struct] = {}
+_NUMBERS = [struct.Struct(f">{n}i") for n in range(65)]
+
+
+def _name_and_count(length: int) -> struct.Struct:
+    layout = _NAME_AND_COUNT.get(length)
+    if layout is None:
+        layout = struct.Struct(f">{length}si")
+        if length <= 255:  # topic names are at most 249 bytes; keep the cache small anyway
+            _NAME_AND_COUNT[length] = layout
+    return layout
+
+
 def _parse_sticky(
     data: bytes, start: int
 ) -> tuple[list[tuple[str, tuple[int, ...]]], int | None] | None:
@@ -144,27 +160,26 @@ def _parse_sticky(
         return None
     (topics,) = _I32.unpack_from(data, pos)
     pos += 4
+    unpack_length = _I16.unpack_from
     for _ in range(max(topics, 0)):
         if pos + 2 > end:
             return None
-        (length,) = _I16.unpack_from(data, pos)
+        (length,) = unpack_length(data, pos)
         pos += 2
-        if length < 0 or pos + length > end:
+        if length < 0 or pos + length + 4 > end:
             return None  # a null topic name, or truncated
+        name, count = _name_and_count(length).unpack_from(data, pos)
+        pos += length + 4
         try:
-            topic = str(data[pos : pos + length], "utf-8")
+            topic = name.decode()
         except UnicodeDecodeError:
             return None
-        pos += length
-        if pos + 4 > end:
-            return None
-        (count,) = _I32.unpack_from(data, pos)
-        pos += 4
         numbers: tuple[int, ...] = ()
         if count > 0:
             if pos + 4 * count > end:
                 return None
-            numbers = struct.unpack_from(f">{count}i", data, pos)
+            layout = _NUMBERS[count] if count < len(_NUMBERS) else struct.Struct(f">{count}i")
+            numbers = layout.unpack_from(data, pos)
             pos += 4 * count
         pairs.append((topic, numbers))
     remaining = end - pos
