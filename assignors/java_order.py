@@ -13,8 +13,11 @@ within a bucket.
 
 from __future__ import annotations
 
+import sys
 import uuid
+from array import array
 from collections.abc import Callable, Sequence
+from operator import mul
 from typing import TypeVar
 
 __all__ = [
@@ -32,12 +35,24 @@ _MASK32 = 0xFFFFFFFF
 _MASK64 = 0xFFFFFFFFFFFFFFFF
 
 
+# String.hashCode() is sum(unit[i] * 31 ** (n - 1 - i)) mod 2**32 over the UTF-16
+# code units. Evaluated as a dot product with precomputed powers (in C, through
+# map and sum) rather than one Python-level step per character: the sticky
+# assignor hashes every member id of the group on every rebalance.
+_CHUNK = 64
+_POWERS = [pow(31, k, 1 << 32) for k in range(_CHUNK + 1)]  # 31**k mod 2**32
+_DESCENDING = _POWERS[_CHUNK - 1 :: -1]  # 31**(CHUNK-1) ... 31**0
+_UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
+
+
 def java_string_hash(s: str) -> int:
     """``String.hashCode()`` as an unsigned 32-bit value (over UTF-16 code units)."""
+    units: Sequence[int] = s.encode("ascii") if s.isascii() else array("H", s.encode(_UTF16_NATIVE))
     h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & _MASK32
+    for start in range(0, len(units), _CHUNK):
+        chunk = units[start : start + _CHUNK]
+        k = len(chunk)
+        h = (h * _POWERS[k] + sum(map(mul, chunk, _DESCENDING[-k:]))) & _MASK32
     return h
 
 

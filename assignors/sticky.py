@@ -50,10 +50,9 @@ from __future__ import annotations
 import heapq
 import struct
 from collections import Counter, deque
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain, filterfalse, groupby
-from operator import attrgetter
+from itertools import chain, filterfalse
 
 from kgroup.assignors._common import (
     assignment_of_sorted,
@@ -93,11 +92,15 @@ DEFAULT_GENERATION = -1
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
-_Pairs = Iterable[tuple[str, Iterable[int]]]
+_Pairs = Sequence[tuple[str, Sequence[int]]]
 """Partitions as (topic, partition numbers) pairs: how user data carries them."""
 
-_Claim = tuple[int | None, _Pairs]
-"""What a member claims: the generation of the claim (None if unknown) and its partitions."""
+_Span = tuple[int, int]
+"""Where a topic's partitions are in the numbering: (first number, partition count)."""
+
+_Claim = tuple[int | None, Sequence[TopicPartition], _Pairs]
+"""What a member claims: the generation of the claim (None if unknown), and its
+partitions, as TopicPartitions (owned partitions) or as pairs (user data)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +164,7 @@ def _parse_sticky(
     (topics,) = _I32.unpack_from(data, pos)
     pos += 4
     unpack_length = _I16.unpack_from
+    layouts = _NAME_AND_COUNT
     for _ in range(max(topics, 0)):
         if pos + 2 > end:
             return None
@@ -168,7 +172,7 @@ def _parse_sticky(
         pos += 2
         if length < 0 or pos + length + 4 > end:
             return None  # a null topic name, or truncated
-        name, count = _name_and_count(length).unpack_from(data, pos)
+        name, count = (layouts.get(length) or _name_and_count(length)).unpack_from(data, pos)
         pos += length + 4
         try:
             topic = name.decode()
@@ -229,14 +233,31 @@ def decode_cooperative_user_data(data: bytes | None) -> int | None:
     return int(_I32.unpack_from(data)[0])
 
 
-_topic_of = attrgetter("topic")
-_partition_of = attrgetter("partition")
+def _numbers_of_partitions(
+    partitions: Iterable[TopicPartition], topics: Container[str], offsets: Mapping[str, _Span]
+) -> list[int]:
+    """The numbers of ``partitions`` of ``topics`` that exist (others are skipped)."""
+    out: list[int] = []
+    for tp in partitions:
+        topic = tp.topic
+        if topic in topics:
+            first, count = offsets[topic]
+            p = tp.partition
+            if 0 <= p < count:
+                out.append(first + p)
+    return out
 
 
-def _pairs_of(partitions: Iterable[TopicPartition]) -> Iterator[tuple[str, Iterable[int]]]:
-    """``partitions`` as (topic, numbers) pairs, one per run of the same topic."""
-    for topic, run in groupby(partitions, _topic_of):
-        yield topic, map(_partition_of, run)
+def _numbers_of_pairs(
+    pairs: _Pairs, topics: Container[str], offsets: Mapping[str, _Span]
+) -> list[int]:
+    """:func:`_numbers_of_partitions` for (topic, numbers) pairs."""
+    out: list[int] = []
+    for topic, numbers in pairs:
+        if topic in topics:
+            first, count = offsets[topic]
+            out += [first + p for p in numbers if 0 <= p < count]
+    return out
 
 
 class _Layout:
@@ -251,7 +272,7 @@ class _Layout:
 
     def __init__(self, topics: Sequence[str], counts: Mapping[str, int]) -> None:
         self.topics = topics  # sorted
-        self.offsets: dict[str, tuple[int, int]] = {}  # topic -> (first number, count)
+        self.offsets: dict[str, _Span] = {}  # topic -> (first number, count)
         self.partitions: list[TopicPartition] = []  # number -> partition (interned)
         for t in topics:
             self.offsets[t] = (len(self.partitions), counts[t])
@@ -328,20 +349,16 @@ def _resolve_owners(
             continue
         generation = DEFAULT_GENERATION if claim[0] is None else claim[0]
         topics = topics_of[member]
-        for topic, numbers in claim[1]:
-            if topic not in topics:
-                continue
-            first, count = offsets[topic]
-            for p in numbers:
-                if not 0 <= p < count:
-                    continue
-                g = first + p
-                current = generation_of[g]
-                if current is None or generation > current:
-                    generation_of[g] = generation
-                    owner_of[g] = member
-                elif generation == current and owner_of[g] != member:
-                    owner_of[g] = None
+        numbers = _numbers_of_partitions(claim[1], topics, offsets)
+        if claim[2]:
+            numbers += _numbers_of_pairs(claim[2], topics, offsets)
+        for g in numbers:
+            current = generation_of[g]
+            if current is None or generation > current:
+                generation_of[g] = generation
+                owner_of[g] = member
+            elif generation == current and owner_of[g] != member:
+                owner_of[g] = None
     return owner_of
 
 
@@ -363,7 +380,7 @@ def sticky_assign(
     :class:`CooperativeStickyAssignor` (see the module docstring for what it
     promises). Returns member id -> sorted partitions, one entry per member.
     """
-    claims = {m: (d.generation, _pairs_of(d.partitions)) for m, d in member_data.items()}
+    claims = {m: (d.generation, d.partitions, ()) for m, d in member_data.items()}
     outcome = _sticky(cluster, subscriptions, claims)
     return {m: outcome.layout.to_partitions(ns) for m, ns in outcome.result.items()}
 
@@ -693,27 +710,26 @@ def _without_transfers(
     first_claimant: dict[int, str] = {}
     contested: set[int] = set()  # claimed by more than one member
     for m, sub in subs.items():
-        for topic, numbers in _pairs_of(sub.owned_partitions):
-            where = offsets.get(topic)
-            if where is None:
-                continue  # a topic nobody is assigned: cannot be in the result
-            first, count = where
-            for p in numbers:
-                if 0 <= p < count:
-                    g = first + p
-                    if first_claimant.setdefault(g, m) != m:
-                        contested.add(g)
+        # Partitions of topics outside the layout cannot be in the result: skipped.
+        for g in _numbers_of_partitions(sub.owned_partitions, offsets, offsets):
+            if first_claimant.setdefault(g, m) != m:
+                contested.add(g)
     rightful = outcome.rightful
-
-    def keep(m: str, g: int) -> bool:
-        claimant = first_claimant.get(g)
-        if claimant is None or (claimant == m and g not in contested):
-            return True  # nobody else claims it
-        return rightful[g] == m
-
+    claimant_of = first_claimant.get
     to_partitions = outcome.layout.to_partitions
+    # Keep a partition nobody else claims (no claimant, or this member alone), or
+    # one whose claim this member won.
     return {
-        m: to_partitions(g for g in numbers if keep(m, g)) for m, numbers in outcome.result.items()
+        m: to_partitions(
+            [
+                g
+                for g in numbers
+                if (claimant := claimant_of(g)) is None
+                or (claimant == m and g not in contested)
+                or rightful[g] == m
+            ]
+        )
+        for m, numbers in outcome.result.items()
     }
 
 
@@ -753,11 +769,11 @@ class StickyAssignor:
         # member_data without building TopicPartitions (unless a subclass overrides it)
         if type(self).member_data is not StickyAssignor.member_data:
             data = self.member_data(subscription)
-            return data.generation, _pairs_of(data.partitions)
+            return data.generation, data.partitions, ()
         if subscription.user_data:
             pairs, generation = _decode_sticky(subscription.user_data)
-            return generation, pairs
-        return subscription.generation_id, _pairs_of(subscription.owned_partitions)
+            return generation, (), pairs
+        return subscription.generation_id, subscription.owned_partitions, ()
 
     def assign(self, cluster: Cluster, subscriptions: GroupSubscription) -> GroupAssignment:
         """Compute the sticky assignment."""
@@ -808,6 +824,6 @@ class CooperativeStickyAssignor:
         claims: dict[str, _Claim] = {}
         for m, s in subs.items():
             data = self.member_data(s)  # cheap: no partition is built or hashed
-            claims[m] = data.generation, _pairs_of(data.partitions)
+            claims[m] = data.generation, data.partitions, ()
         outcome = _sticky(cluster, subscriptions, claims)
         return assignment_of_sorted(_without_transfers(outcome, subs))
