@@ -95,9 +95,9 @@ def hash_order(keys: Sequence[K], hash_code: Callable[[K], int], capacity: int) 
     Keys in the same bucket keep their order in ``keys`` (Java keeps insertion
     order within a bucket, barring buckets of eight or more, which become trees).
     """
-
-    def bucket(k: K) -> int:
-        h = hash_code(k)
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return [k for _, k in sorted(enumerate(keys), key=lambda ik: (bucket(ik[1]), ik[0]))]
+    n = len(keys)
+    mask = capacity - 1
+    # One int per key, bucket * n + position: sorting them orders by bucket,
+    # then by position (cheaper than sorting (bucket, position) tuples).
+    order = sorted(((h ^ (h >> 16)) & mask) * n + i for i, h in enumerate(map(hash_code, keys)))
+    return [keys[k % n] for k in order]

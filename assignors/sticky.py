@@ -53,6 +53,7 @@ from collections import Counter, deque
 from collections.abc import Container, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, filterfalse
+from operator import itemgetter
 
 from kgroup.assignors._common import (
     assignment_of_sorted,
@@ -147,15 +148,30 @@ def _name_and_count(length: int) -> struct.Struct:
     return layout
 
 
-def _parse_sticky(
-    data: bytes, start: int
-) -> tuple[list[tuple[str, tuple[int, ...]]], int | None] | None:
+_Parsed = tuple[list[tuple[str, tuple[int, ...]]], int | None]
+"""Parsed sticky user data: (topic, partition numbers) pairs, and the generation (v1)."""
+
+
+def _parse_sticky(data: bytes, start: int) -> _Parsed | None:
     """Parse the sticky user-data body at ``start``: (topic, partitions) pairs and generation.
 
     None unless the body uses up exactly all bytes. The pairs stay numbers: the
     assignor maps them to its own partition numbering without building
     TopicPartitions it would only hash and drop.
     """
+    shape = _SHAPES.compiled(len(data) - start)
+    if shape is not None:
+        parsed = shape.parse(data, start)
+        if parsed is not None:
+            return parsed
+    parsed = _parse_walking(data, start)
+    if parsed is not None:
+        _SHAPES.learn(len(data) - start, parsed)
+    return parsed
+
+
+def _parse_walking(data: bytes, start: int) -> _Parsed | None:
+    """:func:`_parse_sticky` entry by entry."""
     end = len(data)
     pos = start
     pairs: list[tuple[str, tuple[int, ...]]] = []
@@ -192,6 +208,95 @@ def _parse_sticky(
     if remaining == 4:
         return pairs, int(_I32.unpack_from(data, pos)[0])
     return None
+
+
+_Signature = tuple[tuple[tuple[int, int], ...], bool]
+"""The shape of a user-data body: (name length in bytes, partition count) per entry,
+and whether a generation follows."""
+
+
+class _Shape:
+    """One shape of user-data body, compiled: the whole body in one unpack call.
+
+    The members of a group mostly send bodies of the same shape (the same
+    number of topics, name lengths and partition counts; only the numbers
+    differ). Unpacking such a body in one call and checking that its topic
+    count, name lengths and partition counts are the shape's reads the same
+    fields from the same offsets as :func:`_parse_walking` would, so the result
+    is the same; any other body fails the check and is walked.
+    """
+
+    def __init__(self, signature: _Signature) -> None:
+        entries, self.generation = signature
+        fmt = [">i"]
+        checked = [0]  # positions in the unpacked tuple: topic count, lengths and counts
+        want = [len(entries)]
+        names: list[int] = []
+        self.spans: list[tuple[int, int]] = []
+        at = 1
+        for length, count in entries:
+            fmt.append(f"h{length}si{count}i")
+            checked += [at, at + 2]
+            want += [length, count]
+            names.append(at + 1)
+            self.spans.append((at + 3, at + 3 + count))
+            at += 3 + count
+        if self.generation:
+            fmt.append("i")
+        self.layout = struct.Struct("".join(fmt))
+        # itemgetter returns a bare value for one position and a tuple for more
+        self.fields = itemgetter(*checked)
+        self.want: object = tuple(want) if len(want) > 1 else want[0]
+        self.names = names
+
+    def parse(self, data: bytes, start: int) -> _Parsed | None:
+        """The parsed body, or None if it is not of this shape (or a name is not UTF-8)."""
+        if len(data) - start != self.layout.size:
+            return None
+        flat = self.layout.unpack_from(data, start)
+        if self.fields(flat) != self.want:
+            return None
+        try:
+            pairs = [
+                (flat[n].decode(), flat[a:b])
+                for n, (a, b) in zip(self.names, self.spans, strict=True)
+            ]
+        except UnicodeDecodeError:
+            return None
+        return pairs, (flat[-1] if self.generation else None)
+
+
+class _Shapes:
+    """Per body size, the last shape seen, compiled once two bodies in a row share it.
+
+    Compiling only recurring shapes keeps a group whose bodies all differ from
+    paying for layouts it never reuses. Bounded: it starts over past 1,024 sizes.
+    """
+
+    def __init__(self) -> None:
+        self.by_size: dict[int, tuple[_Signature, _Shape | None]] = {}
+
+    def compiled(self, size: int) -> _Shape | None:
+        known = self.by_size.get(size)
+        return None if known is None else known[1]
+
+    def learn(self, size: int, parsed: _Parsed) -> None:
+        pairs, generation = parsed
+        signature = (
+            tuple((len(topic.encode()), len(numbers)) for topic, numbers in pairs),
+            generation is not None,
+        )
+        known = self.by_size.get(size)
+        if known is not None and known[0] == signature:
+            if known[1] is None:
+                self.by_size[size] = (signature, _Shape(signature))
+            return
+        if len(self.by_size) >= 1024:
+            self.by_size.clear()
+        self.by_size[size] = (signature, None)
+
+
+_SHAPES = _Shapes()
 
 
 def _decode_sticky(data: bytes) -> tuple[list[tuple[str, tuple[int, ...]]], int | None]:
@@ -256,7 +361,9 @@ def _numbers_of_pairs(
     for topic, numbers in pairs:
         if topic in topics:
             first, count = offsets[topic]
-            out += [first + p for p in numbers if 0 <= p < count]
+            for p in numbers:  # a loop, not a comprehension: most runs are short
+                if 0 <= p < count:
+                    out.append(first + p)
     return out
 
 
