@@ -440,8 +440,9 @@ def _resolve_owners(
     claims: Mapping[str, _Claim],
     topics_of: Mapping[str, frozenset[str]],
     layout: _Layout,
-) -> list[str | None]:
-    """Number -> the member whose claim is valid and not beaten by another claim, if any.
+) -> tuple[list[str | None], list[int]]:
+    """Number -> the member whose claim is valid and not beaten by another claim, if any;
+    and the numbers validly claimed at all.
 
     Valid: subscribed and existing. A claim from a higher generation beats one
     from a lower; two members claiming a partition in the same generation
@@ -449,6 +450,7 @@ def _resolve_owners(
     """
     generation_of: list[int | None] = [None] * layout.total
     owner_of: list[str | None] = [None] * layout.total
+    claimed: list[int] = []  # each claimed number once
     offsets = layout.offsets
     for member in members:
         claim = claims.get(member)
@@ -461,12 +463,14 @@ def _resolve_owners(
             numbers += _numbers_of_pairs(claim[2], topics, offsets)
         for g in numbers:
             current = generation_of[g]
+            if current is None:
+                claimed.append(g)
             if current is None or generation > current:
                 generation_of[g] = generation
                 owner_of[g] = member
             elif generation == current and owner_of[g] != member:
                 owner_of[g] = None
-    return owner_of
+    return owner_of, claimed
 
 
 @dataclass(frozen=True, slots=True)
@@ -513,9 +517,10 @@ def _sticky(
         topics_of[m] = known_topics[topics]
     distinct = set(known_topics.values())
     layout = _Layout(sorted(set().union(*distinct)), counts)
-    rightful = _resolve_owners(members, claims, topics_of, layout)
+    rightful, claimed = _resolve_owners(members, claims, topics_of, layout)
     owned: dict[str, list[int]] = {m: [] for m in members}
-    for g, owner in enumerate(rightful):
+    for g in sorted(claimed):
+        owner = rightful[g]
         if owner is not None:
             owned[owner].append(g)
     racks = {m: member_rack(subs[m]) for m in members}
@@ -680,28 +685,35 @@ def _assign_homogeneous(
 
     # 3. Deal the rest in turn: first to members below min_quota, then one more
     #    each to members at min_quota until expected_over members hold max_quota.
-    #    (A list index stands in for the Java iterator that removes as it goes.)
-    position = 0
+    #    The Java client walks the members below min_quota round after round, one
+    #    partition per member and round, dropping a member (to the back of the
+    #    at-min_quota queue) in the round it reaches min_quota. Between two rounds
+    #    where members drop, the list is fixed, so member j of it gets every
+    #    len(under)-th partition from j on: dealt here as slices, a phase at a time.
     pending_at_min = deque(at_min)
-    for g in unassigned:
-        if position < len(under):
-            chosen = under[position]
-            position += 1
-        elif not under:
-            if not pending_at_min:
-                raise AssertionError("no member has room left; the quotas are inconsistent")
-            chosen = pending_at_min.popleft()
-        else:
-            position = 1
-            chosen = under[0]
-        result[chosen].append(g)
-        count = len(result[chosen])
-        if count == min_quota and position > 0 and under[position - 1] == chosen:
-            position -= 1
-            del under[position]
-            pending_at_min.append(chosen)
-        elif count == max_quota:
-            over += 1
+    dealt = 0
+    left = len(unassigned)
+    while under and dealt < left:
+        width = len(under)
+        rounds = min(min_quota - len(result[m]) for m in under)  # until the next drop
+        stop = min(left, dealt + rounds * width)
+        for j, m in enumerate(under):
+            result[m] += unassigned[dealt + j : stop : width]
+        if stop < dealt + rounds * width:
+            dealt = stop
+            break  # no partition left
+        dealt = stop
+        still_under = []
+        for m in under:
+            if len(result[m]) == min_quota:
+                pending_at_min.append(m)
+            else:
+                still_under.append(m)
+        under = still_under
+    for g in unassigned[dealt:]:
+        if not pending_at_min:
+            raise AssertionError("no member has room left; the quotas are inconsistent")
+        result[pending_at_min.popleft()].append(g)
     return result
 
 
