@@ -42,11 +42,16 @@ _MASK64 = 0xFFFFFFFFFFFFFFFF
 _CHUNK = 64
 _POWERS = [pow(31, k, 1 << 32) for k in range(_CHUNK + 1)]  # 31**k mod 2**32
 _DESCENDING = _POWERS[_CHUNK - 1 :: -1]  # 31**(CHUNK-1) ... 31**0
+# _WEIGHTS[n]: the weights of an n-unit string, 31**(n-1) ... 31**0 (n <= CHUNK)
+_WEIGHTS = [tuple(_DESCENDING[_CHUNK - n :]) for n in range(_CHUNK + 1)]
 _UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
 
 
 def java_string_hash(s: str) -> int:
     """``String.hashCode()`` as an unsigned 32-bit value (over UTF-16 code units)."""
+    if len(s) <= _CHUNK and s.isascii():
+        # the common case, member ids and topic names: one unit per byte
+        return sum(map(mul, s.encode("ascii"), _WEIGHTS[len(s)])) & _MASK32
     units: Sequence[int] = s.encode("ascii") if s.isascii() else array("H", s.encode(_UTF16_NATIVE))
     h = 0
     for start in range(0, len(units), _CHUNK):
