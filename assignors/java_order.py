@@ -47,8 +47,25 @@ _WEIGHTS = [tuple(_DESCENDING[_CHUNK - n :]) for n in range(_CHUNK + 1)]
 _UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
 
 
+# Hash codes already computed: member ids and topic names recur rebalance after
+# rebalance, and a leader of a large group hashes every member id each time.
+# Bounded: past _HASHES_KEPT strings the cache starts over.
+_HASHES_KEPT = 16_384
+_hashes: dict[str, int] = {}
+
+
 def java_string_hash(s: str) -> int:
     """``String.hashCode()`` as an unsigned 32-bit value (over UTF-16 code units)."""
+    h = _hashes.get(s)
+    if h is None:
+        h = _string_hash(s)
+        if len(_hashes) >= _HASHES_KEPT:
+            _hashes.clear()
+        _hashes[s] = h
+    return h
+
+
+def _string_hash(s: str) -> int:
     if len(s) <= _CHUNK and s.isascii():
         # the common case, member ids and topic names: one unit per byte
         return sum(map(mul, s.encode("ascii"), _WEIGHTS[len(s)])) & _MASK32

@@ -507,14 +507,20 @@ def _sticky(
     counts = cluster.partition_counts
     if not members:
         return _Outcome(_Layout((), counts), {}, [])
-    # Members mostly share subscriptions: compute each distinct one once.
+    # Members mostly share subscriptions: compute each distinct one once. Comparing
+    # with the previous member's first is cheaper than hashing a long tuple of names.
     known_topics: dict[tuple[str, ...], frozenset[str]] = {}
     topics_of: dict[str, frozenset[str]] = {}
+    previous: tuple[str, ...] | None = None
+    known = frozenset[str]()
     for m in members:
         topics = subs[m].topics
-        if topics not in known_topics:
-            known_topics[topics] = frozenset(t for t in topics if counts.get(t))
-        topics_of[m] = known_topics[topics]
+        if topics != previous:
+            if topics not in known_topics:
+                known_topics[topics] = frozenset(t for t in topics if counts.get(t))
+            known = known_topics[topics]
+            previous = topics
+        topics_of[m] = known
     distinct = set(known_topics.values())
     layout = _Layout(sorted(set().union(*distinct)), counts)
     rightful, claimed = _resolve_owners(members, claims, topics_of, layout)
