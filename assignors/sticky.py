@@ -50,7 +50,7 @@ from __future__ import annotations
 import heapq
 import struct
 from collections import Counter, deque
-from collections.abc import Container, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Container, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, filterfalse
 from operator import itemgetter
@@ -99,9 +99,9 @@ _Pairs = Sequence[tuple[str, Sequence[int]]]
 _Span = tuple[int, int]
 """Where a topic's partitions are in the numbering: (first number, partition count)."""
 
-_Claim = tuple[int | None, Sequence[TopicPartition], _Pairs]
-"""What a member claims: the generation of the claim (None if unknown), and its
-partitions, as TopicPartitions (owned partitions) or as pairs (user data)."""
+_Claim = tuple[int | None, Sequence[TopicPartition], bytes | None]
+"""What a member claims: the generation of the claim (None if unknown) and its
+partitions; or, if the third item is set, the sticky user data that holds both."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +265,35 @@ class _Shape:
             return None
         return pairs, (flat[-1] if self.generation else None)
 
+    def claimed(
+        self,
+        data: bytes,
+        start: int,
+        topics: Container[str],
+        by_name: Mapping[bytes, tuple[str, int, int]],
+    ) -> tuple[int | None, list[int]] | None:
+        """:meth:`parse`, mapped to numbers as :func:`_numbers_of_pairs` does."""
+        if len(data) - start != self.layout.size:
+            return None
+        flat = self.layout.unpack_from(data, start)
+        if self.fields(flat) != self.want:
+            return None
+        numbers: list[int] = []
+        for n, (a, b) in zip(self.names, self.spans, strict=True):
+            known = by_name.get(flat[n])
+            if known is None:
+                try:
+                    flat[n].decode()
+                except UnicodeDecodeError:
+                    return None  # not a valid body: let the walking parser say so
+                continue
+            topic, first, count = known
+            if topic in topics:
+                for p in flat[a:b]:
+                    if 0 <= p < count:
+                        numbers.append(first + p)
+        return (flat[-1] if self.generation else None), numbers
+
 
 class _Shapes:
     """Per body size, the last shape seen, compiled once two bodies in a row share it.
@@ -299,11 +328,41 @@ class _Shapes:
 _SHAPES = _Shapes()
 
 
-def _decode_sticky(data: bytes) -> tuple[list[tuple[str, tuple[int, ...]]], int | None]:
-    parsed = _parse_sticky(data, 0)
-    if parsed is None and len(data) >= 2 and _I16.unpack_from(data)[0] in (0, 1):
-        parsed = _parse_sticky(data, 2)
-    return parsed if parsed is not None else ([], DEFAULT_GENERATION)
+def _body_starts(data: bytes) -> Iterator[int]:
+    """Where a user-data body may start: at 0 (Java), else at 2 (kafka-python 3's version)."""
+    yield 0
+    if len(data) >= 2 and _I16.unpack_from(data)[0] in (0, 1):
+        yield 2
+
+
+def _decode_sticky(data: bytes) -> _Parsed:
+    for start in _body_starts(data):
+        parsed = _parse_sticky(data, start)
+        if parsed is not None:
+            return parsed
+    return [], DEFAULT_GENERATION
+
+
+def _claimed_in_user_data(
+    data: bytes, topics: Container[str], layout: _Layout
+) -> tuple[int | None, list[int]]:
+    """The generation and claimed numbers (of ``topics``) in sticky user data.
+
+    :func:`_decode_sticky` then :func:`_numbers_of_pairs`, in one pass where the
+    body has a compiled shape: names are looked up as bytes, and only names of
+    no known topic are decoded (to reject the body if one is not UTF-8).
+    """
+    for start in _body_starts(data):
+        shape = _SHAPES.compiled(len(data) - start)
+        if shape is not None:
+            found = shape.claimed(data, start, topics, layout.by_name())
+            if found is not None:
+                return found
+        parsed = _parse_sticky(data, start)
+        if parsed is not None:
+            pairs, generation = parsed
+            return generation, _numbers_of_pairs(pairs, topics, layout.offsets)
+    return DEFAULT_GENERATION, []
 
 
 def decode_sticky_user_data(data: bytes) -> MemberData:
@@ -385,6 +444,13 @@ class _Layout:
             self.offsets[t] = (len(self.partitions), counts[t])
             self.partitions += topic_partitions(t, counts[t])
         self.total = len(self.partitions)
+        self._by_name: dict[bytes, tuple[str, int, int]] | None = None
+
+    def by_name(self) -> dict[bytes, tuple[str, int, int]]:
+        """UTF-8 topic name -> (topic, first number, count): for names read from user data."""
+        if self._by_name is None:
+            self._by_name = {t.encode(): (t, *self.offsets[t]) for t in self.topics}
+        return self._by_name
 
     def partition_first_keys(self) -> list[int]:
         """Number -> a sort key that orders partitions by partition, then by topic."""
@@ -456,11 +522,14 @@ def _resolve_owners(
         claim = claims.get(member)
         if claim is None:
             continue
-        generation = DEFAULT_GENERATION if claim[0] is None else claim[0]
         topics = topics_of[member]
-        numbers = _numbers_of_partitions(claim[1], topics, offsets)
-        if claim[2]:
-            numbers += _numbers_of_pairs(claim[2], topics, offsets)
+        generation: int | None
+        if claim[2] is not None:
+            generation, numbers = _claimed_in_user_data(claim[2], topics, layout)
+        else:
+            generation, numbers = claim[0], _numbers_of_partitions(claim[1], topics, offsets)
+        if generation is None:
+            generation = DEFAULT_GENERATION
         for g in numbers:
             current = generation_of[g]
             if current is None:
@@ -491,7 +560,7 @@ def sticky_assign(
     :class:`CooperativeStickyAssignor` (see the module docstring for what it
     promises). Returns member id -> sorted partitions, one entry per member.
     """
-    claims = {m: (d.generation, d.partitions, ()) for m, d in member_data.items()}
+    claims = {m: (d.generation, d.partitions, None) for m, d in member_data.items()}
     outcome = _sticky(cluster, subscriptions, claims)
     return {m: outcome.layout.to_partitions(ns) for m, ns in outcome.result.items()}
 
@@ -894,11 +963,10 @@ class StickyAssignor:
         # member_data without building TopicPartitions (unless a subclass overrides it)
         if type(self).member_data is not StickyAssignor.member_data:
             data = self.member_data(subscription)
-            return data.generation, data.partitions, ()
+            return data.generation, data.partitions, None
         if subscription.user_data:
-            pairs, generation = _decode_sticky(subscription.user_data)
-            return generation, (), pairs
-        return subscription.generation_id, subscription.owned_partitions, ()
+            return None, (), subscription.user_data  # parsed where the layout is known
+        return subscription.generation_id, subscription.owned_partitions, None
 
     def assign(self, cluster: Cluster, subscriptions: GroupSubscription) -> GroupAssignment:
         """Compute the sticky assignment."""
@@ -949,6 +1017,6 @@ class CooperativeStickyAssignor:
         claims: dict[str, _Claim] = {}
         for m, s in subs.items():
             data = self.member_data(s)  # cheap: no partition is built or hashed
-            claims[m] = data.generation, data.partitions, ()
+            claims[m] = data.generation, data.partitions, None
         outcome = _sticky(cluster, subscriptions, claims)
         return assignment_of_sorted(_without_transfers(outcome, subs))
