@@ -18,6 +18,7 @@ from kgroup.types import TopicPartition
 
 __all__ = [
     "assignment_of_sorted",
+    "forget_interned",
     "make_partitions",
     "member_order_key",
     "member_rack",
@@ -105,6 +106,13 @@ class _Interned:
 
 
 _INTERNED = _Interned(limit=100_000)
+
+
+def forget_interned() -> None:
+    """Drop the interned partitions (see :mod:`kgroup.assignors._caches`)."""
+    with _INTERNED.lock:
+        _INTERNED.by_topic.clear()
+        _INTERNED.count = 0
 
 
 def topic_partitions(topic: str, count: int) -> tuple[TopicPartition, ...]:

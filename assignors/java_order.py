@@ -65,6 +65,11 @@ def java_string_hash(s: str) -> int:
     return h
 
 
+def _forget_hashes() -> None:
+    """Drop the remembered hash codes (see :mod:`kgroup.assignors._caches`)."""
+    _hashes.clear()
+
+
 def _string_hash(s: str) -> int:
     if len(s) <= _CHUNK and s.isascii():
         # the common case, member ids and topic names: one unit per byte

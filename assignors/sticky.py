@@ -328,6 +328,11 @@ class _Shapes:
 _SHAPES = _Shapes()
 
 
+def _forget_shapes() -> None:
+    """Drop the compiled user-data shapes (see :mod:`kgroup.assignors._caches`)."""
+    _SHAPES.by_size.clear()
+
+
 def _body_starts(data: bytes) -> Iterator[int]:
     """Where a user-data body may start: at 0 (Java), else at 2 (kafka-python 3's version)."""
     yield 0

@@ -16,9 +16,13 @@ import pytest
 
 from kgroup.assignors import (
     Cluster,
+    CooperativeStickyAssignor,
     GroupSubscription,
+    RangeAssignor,
+    RoundRobinAssignor,
     StickyAssignor,
     Subscription,
+    _caches,
     _common,
     java_order,
     sticky,
@@ -169,3 +173,42 @@ def test_an_overridden_member_data_is_used() -> None:
         TopicPartition("t", 2),
         TopicPartition("t", 3),
     )
+
+
+@pytest.mark.parametrize("name", ["range", "roundrobin", "sticky", "cooperative-sticky"])
+def test_results_do_not_depend_on_what_is_cached(name: str) -> None:
+    assignor = {
+        "range": RangeAssignor,
+        "roundrobin": RoundRobinAssignor,
+        "sticky": StickyAssignor,
+        "cooperative-sticky": CooperativeStickyAssignor,
+    }[name]
+    cluster = Cluster({f"t{i}": 30 for i in range(4)})
+    members = [f"member-{i}" for i in range(7)]
+    topics = tuple(cluster.partition_counts)
+    first = assignor().assign(
+        cluster, GroupSubscription({m: Subscription(topics) for m in members[:-2]})
+    )
+    # the next round: everyone reports what it had (eager sticky in its user data)
+    subs = GroupSubscription(
+        {
+            m: Subscription(
+                topics,
+                user_data=encode_sticky_user_data(first.partitions(m), 1)
+                if name == "sticky"
+                else None,
+                owned_partitions=first.partitions(m) if name != "sticky" else (),
+                generation_id=1,
+            )
+            for m in members
+        }
+    )
+    _caches.clear()
+    cold = assignor().assign(cluster, subs)
+    warm = [assignor().assign(cluster, subs) for _ in range(3)]
+    assert all(result == cold for result in warm)
+    assert _common._INTERNED.by_topic  # the warm runs had partitions to reuse
+    _caches.clear()
+    assert not _common._INTERNED.by_topic
+    assert not java_order._hashes
+    assert not sticky._SHAPES.by_size
