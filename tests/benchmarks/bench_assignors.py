@@ -73,6 +73,7 @@ from kgroup.assignors import (
     StickyAssignor,
     Subscription,
     UniformAssignor,
+    _caches,
 )
 from kgroup.assignors.consumer_protocol import AssignmentSpec, MemberSpec, TopicMetadata
 from kgroup.assignors.sticky import encode_cooperative_user_data, encode_sticky_user_data
@@ -87,6 +88,7 @@ CLASSIC = ("range", "roundrobin", "sticky", "cooperative-sticky")
 STICKY = ("sticky", "cooperative-sticky")
 SLOW_PEER_SECONDS = 1.0
 STICKY_TARGET_MS = 30.0  # issue 15: sticky assignors at 1,000 members x 10,000 partitions
+COLD_REPEATS = 3  # runs of the sticky assignors' join with kgroup's caches emptied first
 QUICK_SKIP = 1_000_000  # --quick: skip kafka-python sticky cells with members x partitions >= this
 GENERATION = 1
 
@@ -106,11 +108,16 @@ _PEER: dict[str, Callable[[], Any]] = {
 
 @dataclass(frozen=True)
 class Result:
-    times: list[float]
+    times: list[float]  # wall clock, s
+    cpu_times: list[float]  # CPU time of the benchmark's thread, s
 
     @property
     def median_ms(self) -> float:
         return statistics.median(self.times) * 1000
+
+    @property
+    def cpu_median_ms(self) -> float:
+        return statistics.median(self.cpu_times) * 1000
 
 
 @dataclass
@@ -140,32 +147,36 @@ def timed_pair(
     peer: Callable[[], object] | None,
     peer_repeats: int,
     stop_after: float,
-) -> tuple[list[float], list[float]]:
+) -> tuple[list[Timing], list[Timing]]:
     """Time ``ours`` and ``peer`` in alternation; ``peer`` runs once if its first run is slow.
 
     Alternating makes a burst of load on the shared machine hit both sides
     rather than one; a collection before each run keeps one side's garbage out
     of the other's time.
     """
-    our_times: list[float] = []
-    peer_times: list[float] = []
+    our_times: list[Timing] = []
+    peer_times: list[Timing] = []
     for i in range(max(repeats, peer_repeats if peer is not None else 0)):
         if i < repeats:
             our_times.append(_time_one(ours))
         if (
             peer is not None
             and i < peer_repeats
-            and not (peer_times and peer_times[0] > stop_after)
+            and not (peer_times and peer_times[0][0] > stop_after)
         ):
             peer_times.append(_time_one(peer))
     return our_times, peer_times
 
 
-def _time_one(fn: Callable[[], object]) -> float:
+Timing = tuple[float, float]
+"""One run: (wall clock s, CPU s of this thread)."""
+
+
+def _time_one(fn: Callable[[], object]) -> Timing:
     gc.collect()
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.thread_time()
     fn()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.thread_time() - start_cpu
 
 
 def _kgroup_subscriptions(
@@ -253,12 +264,14 @@ def run_cell(
     remaining = [m for m in members if m != leaver]
     cell = Cell(n_members, n_partitions, {})
 
-    def record(name: str, scenario: str, times: list[float]) -> None:
-        cell.results[(name, scenario)] = Result(times)
-        runs = len(times)
+    def record(name: str, scenario: str, timings: list[Timing]) -> None:
+        result = Result([wall for wall, _ in timings], [cpu for _, cpu in timings])
+        cell.results[(name, scenario)] = result
+        runs = len(timings)
         log(
-            f"  {n_members:>5} x {n_partitions:>6} {name:<31} {scenario:<6} "
-            f"median {statistics.median(times) * 1000:10.1f} ms ({runs} run{'s' * (runs > 1)})"
+            f"  {n_members:>5} x {n_partitions:>6} {name:<31} {scenario:<9} "
+            f"median {result.median_ms:10.1f} ms, CPU {result.cpu_median_ms:10.1f} ms "
+            f"({runs} run{'s' * (runs > 1)})"
         )
 
     for name in args.assignors:
@@ -287,6 +300,13 @@ def run_cell(
             record(f"kgroup {name}", scenario, ours)
             if theirs:
                 record(f"kafka-python {name}", scenario, theirs)
+            if scenario == "join" and name in STICKY:
+                # A leader's first assignment in its process: nothing cached yet.
+                cold = []
+                for _ in range(COLD_REPEATS):
+                    _caches.clear()
+                    cold.append(_time_one(functools.partial(_assign, _KGROUP[name], cluster, subs)))
+                record(f"kgroup {name}", "join-cold", cold)
         if joiner in before_join.assignments:
             raise AssertionError("the joiner was part of the balanced group")
     if args.no_uniform:
@@ -383,18 +403,31 @@ def summary(cells: Sequence[Cell]) -> str:
         f"{len(slower)} cells ({', '.join(slower)})" if slower else "no cell"
     )
     sticky_big = [
-        biggest.results[(f"kgroup {n}", s)].median_ms
+        biggest.results[(f"kgroup {n}", s)]
         for n in STICKY
         for s in ("fresh", "join", "leave")
         if biggest is not None and (f"kgroup {n}", s) in biggest.results
     ]
-    if sticky_big:
-        worst = max(sticky_big)
-        verdict = "met" if worst < STICKY_TARGET_MS else "NOT met"
-        text += (
-            f"; slowest kgroup sticky/cooperative-sticky run at 1,000 x 10,000: {worst:,.1f} ms "
-            f"(target under {STICKY_TARGET_MS:.0f} ms: {verdict})"
+    if biggest is not None and sticky_big:
+        wall = max(r.median_ms for r in sticky_big)
+        cpu = max(r.cpu_median_ms for r in sticky_big)
+
+        def verdict(ms: float) -> str:
+            return "met" if ms < STICKY_TARGET_MS else "NOT met"
+
+        cold = ", ".join(
+            f"{n} {biggest.results[(f'kgroup {n}', 'join-cold')].median_ms:,.1f} ms"
+            for n in STICKY
+            if (f"kgroup {n}", "join-cold") in biggest.results
         )
+        text += (
+            f"; slowest kgroup sticky/cooperative-sticky median at 1,000 x 10,000: "
+            f"{wall:,.1f} ms wall clock, {cpu:,.1f} ms CPU (target under "
+            f"{STICKY_TARGET_MS:.0f} ms: {verdict(wall)} on the wall clock, {verdict(cpu)} "
+            f"on CPU time)"
+        )
+        if cold:
+            text += f"; the same join as a process's first call (caches empty): {cold}"
     return text
 
 
@@ -505,9 +538,18 @@ def main() -> None:
             f"times, or once (¹) when the first run took over {SLOW_PEER_SECONDS:.0f} s. "
             "The ratio is kafka-python / kgroup.",
             "",
+            "kgroup's assignors keep three bounded caches across calls, of values that "
+            "recur rebalance after rebalance: the TopicPartition values of each topic, the "
+            "Java hash codes of member ids, and compiled layouts of recurring sticky "
+            "user-data shapes (`kgroup.assignors._caches`). The table's repeated runs use "
+            "them, as a leader's repeated rebalances do; the summary also gives the sticky "
+            "assignors' join as a process's first call, with the caches emptied.",
+            "",
             "Targets (issue 15): every cell at least as fast as kafka-python (ratio >= 1); "
             f"sticky and cooperative-sticky at 1,000 members x 10,000 partitions under "
-            f"{STICKY_TARGET_MS:.0f} ms.",
+            f"{STICKY_TARGET_MS:.0f} ms. On a shared machine the wall clock includes the "
+            "time other processes hold the CPUs, so the summary gives the CPU time of the "
+            "assigning thread too.",
             "",
             text_table,
             "",
