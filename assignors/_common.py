@@ -19,6 +19,7 @@ from kgroup.types import TopicPartition
 __all__ = [
     "assignment_of_sorted",
     "forget_interned",
+    "make_assignment",
     "make_partitions",
     "member_order_key",
     "member_rack",
@@ -44,7 +45,7 @@ __all__ = [
 
 def _slot_setter(name: str) -> Callable[[TopicPartition, object], None] | None:
     descriptor = vars(TopicPartition).get(name)
-    if type(descriptor).__name__ != "member_descriptor":
+    if descriptor is None or type(descriptor).__name__ != "member_descriptor":
         return None
     setter: Callable[[TopicPartition, object], None] = descriptor.__set__
     return setter
@@ -120,6 +121,34 @@ def topic_partitions(topic: str, count: int) -> tuple[TopicPartition, ...]:
     return _INTERNED.get(topic, count)
 
 
+def _assignment_setters() -> tuple[Callable[[Assignment, object], None], ...] | None:
+    # As for TopicPartition (above): Assignment's __post_init__ only turns the
+    # partitions into a tuple, which the assignors hand over already.
+    if getattr(Assignment, "__slots__", None) != ("partitions", "user_data"):
+        return None
+    setters = []
+    for name in ("partitions", "user_data"):
+        descriptor = vars(Assignment).get(name)
+        if descriptor is None or type(descriptor).__name__ != "member_descriptor":
+            return None
+        setters.append(descriptor.__set__)
+    return tuple(setters)
+
+
+_ASSIGNMENT_SETTERS = _assignment_setters()
+
+
+def make_assignment(partitions: tuple[TopicPartition, ...]) -> Assignment:
+    """``Assignment(partitions)`` (no user data), built without the dataclass's __init__."""
+    if _ASSIGNMENT_SETTERS is None:
+        return Assignment(partitions)
+    made: Assignment = object.__new__(Assignment)
+    set_partitions, set_user_data = _ASSIGNMENT_SETTERS
+    set_partitions(made, partitions)
+    set_user_data(made, None)
+    return made
+
+
 def assignment_of_sorted(partitions: Mapping[str, Sequence[TopicPartition]]) -> GroupAssignment:
     """:meth:`GroupAssignment.of` for lists the assignor already built in sorted order.
 
@@ -127,7 +156,7 @@ def assignment_of_sorted(partitions: Mapping[str, Sequence[TopicPartition]]) -> 
     ``__lt__``; an assignor that produces each member's partitions in order
     skips that (tens of thousands of comparisons on a large group).
     """
-    return GroupAssignment({m: Assignment(tuple(ps)) for m, ps in partitions.items()})
+    return GroupAssignment({m: make_assignment(tuple(ps)) for m, ps in partitions.items()})
 
 
 def member_order_key(member_id: str, subscription: Subscription) -> tuple[int, str]:

@@ -73,7 +73,7 @@ def _forget_hashes() -> None:
 def _string_hash(s: str) -> int:
     if len(s) <= _CHUNK and s.isascii():
         # the common case, member ids and topic names: one unit per byte
-        return sum(map(mul, s.encode("ascii"), _WEIGHTS[len(s)])) & _MASK32
+        return int(sum(map(mul, s.encode("ascii"), _WEIGHTS[len(s)]))) & _MASK32
     units: Sequence[int] = s.encode("ascii") if s.isascii() else array("H", s.encode(_UTF16_NATIVE))
     h = 0
     for start in range(0, len(units), _CHUNK):

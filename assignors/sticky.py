@@ -56,7 +56,7 @@ from itertools import chain, filterfalse
 from operator import itemgetter
 
 from kgroup.assignors._common import (
-    assignment_of_sorted,
+    make_assignment,
     make_partitions,
     member_rack,
     rack_aware_of,
@@ -462,8 +462,8 @@ class _Layout:
         width = len(self.topics)
         return [p * width + i for i, t in enumerate(self.topics) for p in range(self.offsets[t][1])]
 
-    def to_partitions(self, numbers: Iterable[int]) -> list[TopicPartition]:
-        return list(map(self.partitions.__getitem__, numbers))
+    def to_partitions(self, numbers: Iterable[int]) -> tuple[TopicPartition, ...]:
+        return tuple(map(self.partitions.__getitem__, numbers))
 
 
 class _LoadIndex:
@@ -567,7 +567,7 @@ def sticky_assign(
     """
     claims = {m: (d.generation, d.partitions, None) for m, d in member_data.items()}
     outcome = _sticky(cluster, subscriptions, claims)
-    return {m: outcome.layout.to_partitions(ns) for m, ns in outcome.result.items()}
+    return {m: list(outcome.layout.to_partitions(ns)) for m, ns in outcome.result.items()}
 
 
 def _sticky(
@@ -772,11 +772,11 @@ def _assign_homogeneous(
     #    len(under)-th partition from j on: dealt here as slices, a phase at a time.
     pending_at_min = deque(at_min)
     dealt = 0
-    left = len(unassigned)
-    while under and dealt < left:
+    to_deal = len(unassigned)
+    while under and dealt < to_deal:
         width = len(under)
         rounds = min(min_quota - len(result[m]) for m in under)  # until the next drop
-        stop = min(left, dealt + rounds * width)
+        stop = min(to_deal, dealt + rounds * width)
         for j, m in enumerate(under):
             result[m] += unassigned[dealt + j : stop : width]
         if stop < dealt + rounds * width:
@@ -888,15 +888,15 @@ def _assign_heterogeneous(
             break
 
     result: dict[str, list[int]] = {m: [] for m in members}
-    for g, m in enumerate(owner):
-        assert m is not None
-        result[m].append(g)
+    for g, placed in enumerate(owner):
+        assert placed is not None
+        result[placed].append(g)
     return result
 
 
 def _without_transfers(
     outcome: _Outcome, subs: Mapping[str, Subscription]
-) -> dict[str, list[TopicPartition]]:
+) -> dict[str, tuple[TopicPartition, ...]]:
     """Drop every partition that would go to a member while another still claims it.
 
     Under the cooperative protocol the other claimant must revoke it first; it is
@@ -978,7 +978,9 @@ class StickyAssignor:
         claims = {m: self._claim(s) for m, s in subscriptions.subscriptions.items()}
         outcome = _sticky(cluster, subscriptions, claims)
         to_partitions = outcome.layout.to_partitions
-        return assignment_of_sorted({m: to_partitions(ns) for m, ns in outcome.result.items()})
+        return GroupAssignment(
+            {m: make_assignment(to_partitions(ns)) for m, ns in outcome.result.items()}
+        )
 
 
 class CooperativeStickyAssignor:
@@ -1024,4 +1026,5 @@ class CooperativeStickyAssignor:
             data = self.member_data(s)  # cheap: no partition is built or hashed
             claims[m] = data.generation, data.partitions, None
         outcome = _sticky(cluster, subscriptions, claims)
-        return assignment_of_sorted(_without_transfers(outcome, subs))
+        kept = _without_transfers(outcome, subs)
+        return GroupAssignment({m: make_assignment(ps) for m, ps in kept.items()})

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable
 
 import pytest
 
 from kgroup.assignors import (
+    Assignment,
     Cluster,
+    ConsumerPartitionAssignor,
     CooperativeStickyAssignor,
     GroupSubscription,
     RangeAssignor,
@@ -43,6 +46,17 @@ def test_partitions_are_built_fast_and_equal_to_constructed_ones() -> None:
     assert sorted(reversed(made)) == plain
     with pytest.raises(dataclasses.FrozenInstanceError):
         made[0].partition = 9  # type: ignore[misc]
+
+
+def test_assignments_are_built_fast_and_equal_to_constructed_ones() -> None:
+    assert _common._ASSIGNMENT_SETTERS is not None  # the fast path is active
+    partitions = tuple(_common.make_partitions("t", range(3)))
+    made = _common.make_assignment(partitions)
+    assert made == Assignment(partitions)
+    assert hash(made) == hash(Assignment(partitions))
+    assert made.user_data is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.user_data = b"x"  # type: ignore[misc]
 
 
 def test_interned_partitions_are_shared_grown_cut_and_bounded() -> None:
@@ -177,12 +191,13 @@ def test_an_overridden_member_data_is_used() -> None:
 
 @pytest.mark.parametrize("name", ["range", "roundrobin", "sticky", "cooperative-sticky"])
 def test_results_do_not_depend_on_what_is_cached(name: str) -> None:
-    assignor = {
+    assignors: dict[str, Callable[[], ConsumerPartitionAssignor]] = {
         "range": RangeAssignor,
         "roundrobin": RoundRobinAssignor,
         "sticky": StickyAssignor,
         "cooperative-sticky": CooperativeStickyAssignor,
-    }[name]
+    }
+    assignor = assignors[name]
     cluster = Cluster({f"t{i}": 30 for i in range(4)})
     members = [f"member-{i}" for i in range(7)]
     topics = tuple(cluster.partition_counts)
