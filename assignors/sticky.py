@@ -50,18 +50,10 @@ from __future__ import annotations
 import heapq
 import struct
 from collections import Counter, deque
-from collections.abc import (
-    Collection,
-    Container,
-    Hashable,
-    Iterable,
-    Iterator,
-    Mapping,
-    Sequence,
-)
+from collections.abc import Container, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, filterfalse
-from operator import add, itemgetter, lt
+from operator import itemgetter
 
 from kgroup.assignors._common import (
     make_assignment,
@@ -256,12 +248,6 @@ class _Shape:
         self.fields = itemgetter(*checked)
         self.want: object = tuple(want) if len(want) > 1 else want[0]
         self.names = names
-        # For reading every number at once: where the numbers are, and the entry
-        # (topic) of each. Only with two or more of each (itemgetter's tuples).
-        positions = [i for a, b in self.spans for i in range(a, b)]
-        self.entry_of_number = [e for e, (a, b) in enumerate(self.spans) for _ in range(a, b)]
-        self.all_names = itemgetter(*names) if len(names) > 1 else None
-        self.all_numbers = itemgetter(*positions) if len(positions) > 1 else None
 
     def parse(self, data: bytes, start: int) -> _Parsed | None:
         """The parsed body, or None if it is not of this shape (or a name is not UTF-8)."""
@@ -285,29 +271,13 @@ class _Shape:
         start: int,
         topics: Container[str],
         by_name: Mapping[bytes, tuple[str, int, int]],
-        everything: bool,
     ) -> tuple[int | None, list[int]] | None:
-        """:meth:`parse`, mapped to numbers as :func:`_numbers_of_pairs` does.
-
-        ``everything``: ``topics`` holds every topic of ``by_name``.
-        """
+        """:meth:`parse`, mapped to numbers as :func:`_numbers_of_pairs` does."""
         if len(data) - start != self.layout.size:
             return None
         flat = self.layout.unpack_from(data, start)
         if self.fields(flat) != self.want:
             return None
-        generation = flat[-1] if self.generation else None
-        if everything and self.all_names is not None and self.all_numbers is not None:
-            # The usual body: every topic known and subscribed, every number in
-            # range. Then the numbers map in C-level loops, with no per-entry step.
-            known = list(map(by_name.get, self.all_names(flat)))
-            if None not in known:
-                found: tuple[int, ...] = self.all_numbers(flat)
-                entry = self.entry_of_number
-                counts = [k[2] for k in known]
-                if min(found) >= 0 and all(map(lt, found, map(counts.__getitem__, entry))):
-                    firsts = [k[1] for k in known]
-                    return generation, list(map(add, map(firsts.__getitem__, entry), found))
         numbers: list[int] = []
         for n, (a, b) in zip(self.names, self.spans, strict=True):
             known = by_name.get(flat[n])
@@ -322,7 +292,7 @@ class _Shape:
                 for p in flat[a:b]:
                     if 0 <= p < count:
                         numbers.append(first + p)
-        return generation, numbers
+        return (flat[-1] if self.generation else None), numbers
 
 
 class _Shapes:
@@ -379,7 +349,7 @@ def _decode_sticky(data: bytes) -> _Parsed:
 
 
 def _claimed_in_user_data(
-    data: bytes, topics: Collection[str], layout: _Layout
+    data: bytes, topics: Container[str], layout: _Layout
 ) -> tuple[int | None, list[int]]:
     """The generation and claimed numbers (of ``topics``) in sticky user data.
 
@@ -390,8 +360,7 @@ def _claimed_in_user_data(
     for start in _body_starts(data):
         shape = _SHAPES.compiled(len(data) - start)
         if shape is not None:
-            everything = len(topics) == len(layout.topics)  # topics are the layout's
-            found = shape.claimed(data, start, topics, layout.by_name(), everything)
+            found = shape.claimed(data, start, topics, layout.by_name())
             if found is not None:
                 return found
         parsed = _parse_sticky(data, start)
