@@ -307,9 +307,13 @@ class ClassicMember(
             # Runs while the coordinator is looked up too: an unreachable
             # coordinator is exactly when the session runs out.
             candidates.append(self._session_deadline(self._last_heartbeat_ok))
-        if self._heartbeating() and not self._awaiting_coordinator:
-            if _Kind.HEARTBEAT not in self._in_flight and self._next_heartbeat_at is not None:
-                candidates.append(max(self._next_heartbeat_at, self._retry.until or 0.0))
+        if (
+            self._heartbeating()
+            and not self._awaiting_coordinator
+            and _Kind.HEARTBEAT not in self._in_flight
+            and self._next_heartbeat_at is not None
+        ):
+            candidates.append(max(self._next_heartbeat_at, self._retry.until or 0.0))
         joining = self._state is _S.JOINING and _Kind.JOIN not in self._in_flight
         if joining and not self._awaiting_coordinator:
             candidates.append(self._retry.until)
