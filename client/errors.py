@@ -58,6 +58,7 @@ which picks the most specific class; the code-to-class table lives in
 from __future__ import annotations
 
 import enum
+from typing import Any, ClassVar
 
 __all__ = [
     "AssignmentViolation",
@@ -126,6 +127,16 @@ __all__ = [
 class KgroupError(Exception):
     """Root of every exception kgroup raises on purpose."""
 
+    _pickled_fields: ClassVar[tuple[str, ...]] = ()
+    """For an error built from fields rather than a message: the attributes that, in
+    constructor order, rebuild it. An exception pickles its ``args`` (the message) by
+    default, which such a constructor cannot take back."""
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        if not self._pickled_fields:
+            return super().__reduce__()
+        return (type(self), tuple(getattr(self, name) for name in self._pickled_fields))
+
 
 class ConfigError(KgroupError, ValueError):
     """The configuration is invalid; the message names the key and what to do."""
@@ -179,8 +190,7 @@ class BrokerError(KgroupError):
             text += f": {message}"
         super().__init__(text)
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.code, self.name, self.retriable, self.message))
+    _pickled_fields = ("code", "name", "retriable", "message")
 
 
 class RetriableBrokerError(BrokerError):
@@ -319,8 +329,7 @@ class TlsError(SecurityError):
         self.reason = reason
         super().__init__(f"TLS handshake with {broker} failed: {reason}")
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.broker, self.reason))
+    _pickled_fields = ("broker", "reason")
 
 
 class AuthenticationError(SecurityError):
@@ -338,8 +347,7 @@ class AuthenticationError(SecurityError):
         self.reason = reason
         super().__init__(f"SASL {mechanism} authentication with {broker} failed: {reason}")
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.mechanism, self.broker, self.reason))
+    _pickled_fields = ("mechanism", "broker", "reason")
 
 
 class UnsupportedSaslMechanismError(SecurityError):
@@ -361,8 +369,7 @@ class UnsupportedSaslMechanismError(SecurityError):
             "(set sasl.mechanism to one of them)"
         )
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.mechanism, self.broker, self.enabled))
+    _pickled_fields = ("mechanism", "broker", "enabled")
 
 
 class SecurityProtocolMismatchError(SecurityError):
@@ -382,8 +389,7 @@ class SecurityProtocolMismatchError(SecurityError):
         self.explanation = explanation
         super().__init__(f"{broker} does not speak security.protocol={configured}: {explanation}")
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.broker, self.configured, self.explanation))
+    _pickled_fields = ("broker", "configured", "explanation")
 
 
 class AuthorizationError(SecurityError):
@@ -451,8 +457,7 @@ class AssignorError(KgroupError):
         super().__init__(f"assignor {assignor!r}: {message}")
         self.detail = message
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.assignor, self.detail))
+    _pickled_fields = ("assignor", "detail")
 
 
 class AssignmentViolation(enum.Enum):
@@ -486,8 +491,7 @@ class InvalidAssignmentError(AssignorError):
         super().__init__(assignor, f"invalid assignment ({violation.name}): {detail}")
         self.detail = detail
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.assignor, self.violation, self.detail))
+    _pickled_fields = ("assignor", "violation", "detail")
 
 
 class HarnessError(KgroupError):
