@@ -215,7 +215,7 @@ def describe_text(group: GroupDescription) -> str:
     lines.append("")
     # Both kinds share the identity columns; a consumer group adds epochs and targets,
     # a classic one the assignor's user data.
-    headers = ("MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "PROTOCOL")
+    headers: tuple[str, ...] = ("MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "PROTOCOL")
     extra: Callable[[MemberDescription], tuple[str, ...]]
     if group.group_epoch is not None:
         headers += ("EPOCH", "ASSIGNMENT", "TARGET")

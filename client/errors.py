@@ -190,7 +190,7 @@ class BrokerError(KgroupError):
             text += f": {message}"
         super().__init__(text)
 
-    _pickled_fields = ("code", "name", "retriable", "message")
+    _pickled_fields: ClassVar[tuple[str, ...]] = ("code", "name", "retriable", "message")
 
 
 class RetriableBrokerError(BrokerError):
@@ -329,7 +329,7 @@ class TlsError(SecurityError):
         self.reason = reason
         super().__init__(f"TLS handshake with {broker} failed: {reason}")
 
-    _pickled_fields = ("broker", "reason")
+    _pickled_fields: ClassVar[tuple[str, ...]] = ("broker", "reason")
 
 
 class AuthenticationError(SecurityError):
@@ -347,7 +347,7 @@ class AuthenticationError(SecurityError):
         self.reason = reason
         super().__init__(f"SASL {mechanism} authentication with {broker} failed: {reason}")
 
-    _pickled_fields = ("mechanism", "broker", "reason")
+    _pickled_fields: ClassVar[tuple[str, ...]] = ("mechanism", "broker", "reason")
 
 
 class UnsupportedSaslMechanismError(SecurityError):
@@ -369,7 +369,7 @@ class UnsupportedSaslMechanismError(SecurityError):
             "(set sasl.mechanism to one of them)"
         )
 
-    _pickled_fields = ("mechanism", "broker", "enabled")
+    _pickled_fields: ClassVar[tuple[str, ...]] = ("mechanism", "broker", "enabled")
 
 
 class SecurityProtocolMismatchError(SecurityError):
@@ -389,7 +389,7 @@ class SecurityProtocolMismatchError(SecurityError):
         self.explanation = explanation
         super().__init__(f"{broker} does not speak security.protocol={configured}: {explanation}")
 
-    _pickled_fields = ("broker", "configured", "explanation")
+    _pickled_fields: ClassVar[tuple[str, ...]] = ("broker", "configured", "explanation")
 
 
 class AuthorizationError(SecurityError):
@@ -457,7 +457,7 @@ class AssignorError(KgroupError):
         super().__init__(f"assignor {assignor!r}: {message}")
         self.detail = message
 
-    _pickled_fields = ("assignor", "detail")
+    _pickled_fields: ClassVar[tuple[str, ...]] = ("assignor", "detail")
 
 
 class AssignmentViolation(enum.Enum):
@@ -491,7 +491,7 @@ class InvalidAssignmentError(AssignorError):
         super().__init__(assignor, f"invalid assignment ({violation.name}): {detail}")
         self.detail = detail
 
-    _pickled_fields = ("assignor", "violation", "detail")
+    _pickled_fields: ClassVar[tuple[str, ...]] = ("assignor", "violation", "detail")
 
 
 class HarnessError(KgroupError):
