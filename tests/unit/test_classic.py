@@ -165,6 +165,7 @@ class Harness:
         member_id: str = ME,
         members: tuple[GroupMember, ...] = (),
         error: int = 0,
+        skip_assignment: bool = False,
     ) -> list[ClassicAction]:
         assert self.join is not None
         resp = JoinGroupResponse(
@@ -175,6 +176,7 @@ class Harness:
             leader=leader,
             member_id=member_id,
             members=members,
+            skip_assignment=skip_assignment,
         )
         return self.do(JoinGroupResponseReceived(self.join.seq, resp))
 
@@ -304,6 +306,30 @@ def test_empty_assignment_still_runs_the_assigned_callback() -> None:
     )
     assert h.callback_done() == []
     assert h.state() is S.STABLE
+
+
+def test_a_static_leader_rejoining_a_stable_group_still_notices_new_partitions() -> None:
+    # KIP-814: the coordinator keeps the assignment, so the runtime is told to
+    # skip the assignor; the watch starts from what the group's assignment
+    # covers (OTHER owns a-0..a-2; nobody reports b), never from an ignored run.
+    h = Harness()
+    h.subscribe()
+    members = (
+        GroupMember(
+            OTHER, MemberSubscription(frozenset({"a", "b"}), owned_partitions=tps("a-2", "a-0"))
+        ),
+        GroupMember(ME, MemberSubscription(frozenset({"a"}))),
+    )
+    acts = h.joined(generation=3, leader=ME, members=members, skip_assignment=True)
+    run = one(RunAssignor, acts)
+    assert run.skip_assignment
+    assert run.covered_counts() == {"a": 3, "b": 0}
+    assert h.state() is S.AWAITING_ASSIGNOR
+    # The runtime's empty answer is synced as is; the coordinator keeps its own.
+    h.do(AssignmentComputed(3, {}))
+    assert h.state() is S.SYNCING
+    assert h.sync is not None and h.sync.request.assignments == ()
+    assert h.m.is_leader
 
 
 def test_leader_runs_the_assignor_and_syncs_every_members_assignment() -> None:

@@ -647,7 +647,9 @@ class ClassicMember(
         )
         if self.is_leader:
             self._go(_T.JOINED_AS_LEADER)
-            acts.append(RunAssignor(self._generation, name, resp.leader, resp.members))
+            acts.append(
+                RunAssignor(self._generation, name, resp.leader, resp.members, resp.skip_assignment)
+            )
         else:
             self._go(_T.JOINED_AS_FOLLOWER)
             self._sync_request = self._sync(())

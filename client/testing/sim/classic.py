@@ -263,7 +263,8 @@ class ClassicGroupCoordinator:
         self._touch(rec, now)
         matches = old.protocols == req.protocols
         if self.state is ClassicGroupState.STABLE and matches:
-            reply(self._join_response(rec))  # KIP-345: no rebalance
+            # KIP-345: no rebalance; KIP-814: a returning leader is told to skip assigning.
+            reply(self._join_response(rec, skip_assignment=self.leader == member_id))
         else:
             # Completing a rebalance (the leader assigns to the old member id), or new
             # protocols: rebalance again, as the broker does.
@@ -295,7 +296,7 @@ class ClassicGroupCoordinator:
             common &= set(rec.names())
         return bool(common)
 
-    def _join_response(self, rec: _Member) -> JoinGroupResponse:
+    def _join_response(self, rec: _Member, *, skip_assignment: bool = False) -> JoinGroupResponse:
         members: tuple[GroupMember, ...] = ()
         if rec.member_id == self.leader:
             members = tuple(
@@ -311,6 +312,7 @@ class ClassicGroupCoordinator:
             leader=self.leader or "",
             member_id=rec.member_id,
             members=members,
+            skip_assignment=skip_assignment,
         )
 
     # -------------------------------------------------------------- rebalance

@@ -1435,6 +1435,15 @@ class Simulation:
 
     def _do_run_assignor(self, proc: _Proc, action: RunAssignor) -> None:
         """The leader's duty, as the classic runtime does it: assign, validate, answer."""
+        if action.skip_assignment:
+            # As the runtime (KIP-814): no assignor run, watch from the coverage.
+            proc.watched = action.covered_counts()
+            self._q.after(
+                self.config.lookup_delay,
+                self._ev_feed,
+                (proc, AssignmentComputed(action.generation_id, {})),
+            )
+            return
         name = action.protocol_name
         assignor = proc.assignors[name]
         subscriptions = GroupSubscription(
