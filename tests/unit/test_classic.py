@@ -328,7 +328,8 @@ def test_a_static_leader_rejoining_a_stable_group_still_notices_new_partitions()
     # The runtime's empty answer is synced as is; the coordinator keeps its own.
     h.do(AssignmentComputed(3, {}))
     assert h.state() is S.SYNCING
-    assert h.sync is not None and h.sync.request.assignments == ()
+    assert h.sync is not None
+    assert h.sync.request.assignments == ()
     assert h.m.is_leader
 
 

@@ -11,11 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
 from kgroup.testing.sim import (
-    Invariant,
-    InvariantViolationError,
     Simulation,
     SimulationConfig,
     run_scenario,
