@@ -13,8 +13,11 @@ within a bucket.
 
 from __future__ import annotations
 
+import sys
 import uuid
+from array import array
 from collections.abc import Callable, Sequence
+from operator import mul
 from typing import TypeVar
 
 __all__ = [
@@ -32,12 +35,51 @@ _MASK32 = 0xFFFFFFFF
 _MASK64 = 0xFFFFFFFFFFFFFFFF
 
 
+# String.hashCode() is sum(unit[i] * 31 ** (n - 1 - i)) mod 2**32 over the UTF-16
+# code units. Evaluated as a dot product with precomputed powers (in C, through
+# map and sum) rather than one Python-level step per character: the sticky
+# assignor hashes every member id of the group on every rebalance.
+_CHUNK = 64
+_POWERS = [pow(31, k, 1 << 32) for k in range(_CHUNK + 1)]  # 31**k mod 2**32
+_DESCENDING = _POWERS[_CHUNK - 1 :: -1]  # 31**(CHUNK-1) ... 31**0
+# _WEIGHTS[n]: the weights of an n-unit string, 31**(n-1) ... 31**0 (n <= CHUNK)
+_WEIGHTS = [tuple(_DESCENDING[_CHUNK - n :]) for n in range(_CHUNK + 1)]
+_UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
+
+
+# Hash codes already computed: member ids and topic names recur rebalance after
+# rebalance, and a leader of a large group hashes every member id each time.
+# Bounded: past _HASHES_KEPT strings the cache starts over.
+_HASHES_KEPT = 16_384
+_hashes: dict[str, int] = {}
+
+
 def java_string_hash(s: str) -> int:
     """``String.hashCode()`` as an unsigned 32-bit value (over UTF-16 code units)."""
+    h = _hashes.get(s)
+    if h is None:
+        h = _string_hash(s)
+        if len(_hashes) >= _HASHES_KEPT:
+            _hashes.clear()
+        _hashes[s] = h
+    return h
+
+
+def _forget_hashes() -> None:
+    """Drop the remembered hash codes (see :mod:`kgroup.assignors._caches`)."""
+    _hashes.clear()
+
+
+def _string_hash(s: str) -> int:
+    if len(s) <= _CHUNK and s.isascii():
+        # the common case, member ids and topic names: one unit per byte
+        return int(sum(map(mul, s.encode("ascii"), _WEIGHTS[len(s)]))) & _MASK32
+    units: Sequence[int] = s.encode("ascii") if s.isascii() else array("H", s.encode(_UTF16_NATIVE))
     h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & _MASK32
+    for start in range(0, len(units), _CHUNK):
+        chunk = units[start : start + _CHUNK]
+        k = len(chunk)
+        h = (h * _POWERS[k] + sum(map(mul, chunk, _DESCENDING[-k:]))) & _MASK32
     return h
 
 
@@ -80,9 +122,9 @@ def hash_order(keys: Sequence[K], hash_code: Callable[[K], int], capacity: int) 
     Keys in the same bucket keep their order in ``keys`` (Java keeps insertion
     order within a bucket, barring buckets of eight or more, which become trees).
     """
-
-    def bucket(k: K) -> int:
-        h = hash_code(k)
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return [k for _, k in sorted(enumerate(keys), key=lambda ik: (bucket(ik[1]), ik[0]))]
+    n = len(keys)
+    mask = capacity - 1
+    # One int per key, bucket * n + position: sorting them orders by bucket,
+    # then by position (cheaper than sorting (bucket, position) tuples).
+    order = sorted(((h ^ (h >> 16)) & mask) * n + i for i, h in enumerate(map(hash_code, keys)))
+    return [keys[k % n] for k in order]

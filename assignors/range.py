@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from kgroup.assignors._common import member_order_key, member_rack, use_rack_aware
+from kgroup.assignors._common import (
+    assignment_of_sorted,
+    member_rack,
+    sorted_members,
+    subscribers_by_topic,
+    topic_partitions,
+    use_rack_aware,
+)
 from kgroup.assignors.classic import (
     Assignment,
     Cluster,
@@ -139,28 +146,46 @@ class RangeAssignor:
         """Compute the range assignment; see the class docstring."""
         subs = subscriptions.subscriptions
         racks = {m: member_rack(s) for m, s in subs.items()}
-        members_of: dict[str, list[str]] = {}
-        for member, sub in subs.items():
-            for topic in set(sub.topics):
-                members_of.setdefault(topic, []).append(member)
-        states: list[_TopicState] = []
-        for topic in sorted(members_of):
-            count = cluster.partitions_for(topic)
-            if not count:
-                continue
-            members = sorted(members_of[topic], key=lambda m: member_order_key(m, subs[m]))
-            states.append(_TopicState(topic, count, members, racks, cluster))
-
+        members_of = subscribers_by_topic(subs, sorted_members(subscriptions))
+        topics = [t for t in sorted(members_of) if cluster.partitions_for(t)]
         out: dict[str, list[TopicPartition]] = {m: [] for m in subs}
-        if any(s.rack_aware for s in states):
-            groups: dict[tuple[tuple[str, ...], int], list[_TopicState]] = {}
-            for s in states:
-                groups.setdefault((s.members, s.count), []).append(s)
-            for (group_members, count), group in groups.items():
-                if len(group) > 1:
-                    _assign_co_partitioned(group_members, count, group, out)
-                elif group[0].rack_aware:
-                    _assign_ranges(group[0], group[0].racks_match, out)
-        for s in states:
-            _assign_ranges(s, lambda _m, _tp: True, out)
-        return GroupAssignment.of(out)
+        # Without racks on both sides no topic can be rack-aware (see use_rack_aware):
+        # skip building the per-partition state that only rack-aware placement needs.
+        if cluster.replica_racks and any(racks.values()):
+            states = [
+                _TopicState(t, cluster.partitions_for(t) or 0, members_of[t], racks, cluster)
+                for t in topics
+            ]
+            if any(s.rack_aware for s in states):
+                _assign_rack_aware(states, out)
+                return GroupAssignment.of(out)
+        for topic in topics:
+            _deal_ranges(topic, cluster.partitions_for(topic) or 0, members_of[topic], out)
+        # Topics in name order, each member's range in partition order: already sorted.
+        return assignment_of_sorted(out)
+
+
+def _deal_ranges(
+    topic: str, count: int, members: Sequence[str], out: dict[str, list[TopicPartition]]
+) -> None:
+    """Plain range: the first ``count % n`` members get one partition more than the rest."""
+    per_member, extra = divmod(count, len(members))
+    partitions = topic_partitions(topic, count)
+    start = 0
+    for i in range(min(len(members), count)):
+        end = start + per_member + (1 if i < extra else 0)
+        out[members[i]] += partitions[start:end]
+        start = end
+
+
+def _assign_rack_aware(states: Sequence[_TopicState], out: dict[str, list[TopicPartition]]) -> None:
+    groups: dict[tuple[tuple[str, ...], int], list[_TopicState]] = {}
+    for s in states:
+        groups.setdefault((s.members, s.count), []).append(s)
+    for (group_members, count), group in groups.items():
+        if len(group) > 1:
+            _assign_co_partitioned(group_members, count, group, out)
+        elif group[0].rack_aware:
+            _assign_ranges(group[0], group[0].racks_match, out)
+    for s in states:
+        _assign_ranges(s, lambda _m, _tp: True, out)

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from kgroup.assignors._common import partitions_of, sorted_members
+from bisect import bisect_left
+
+from kgroup.assignors._common import (
+    assignment_of_sorted,
+    sorted_members,
+    subscribers_by_topic,
+    topic_partitions,
+)
 from kgroup.assignors.classic import (
     Assignment,
     Cluster,
@@ -40,18 +47,33 @@ class RoundRobinAssignor:
         """Compute the round-robin assignment; see the class docstring."""
         subs = subscriptions.subscriptions
         members = sorted_members(subscriptions)
-        topic_sets = {m: frozenset(subs[m].topics) for m in members}
-        all_topics = set().union(*topic_sets.values()) if topic_sets else set()
         out: dict[str, list[TopicPartition]] = {m: [] for m in members}
         if not members:
             return GroupAssignment.of(out)
-        position = 0
         n = len(members)
-        for tp in partitions_of(all_topics, cluster.partition_counts):
-            # Advance the circle to the next member subscribed to this topic; at
-            # least one is, since the topic came from some member's subscription.
-            while tp.topic not in topic_sets[members[position]]:
-                position = (position + 1) % n
-            out[members[position]].append(tp)
-            position = (position + 1) % n
-        return GroupAssignment.of(out)
+        rank = {m: i for i, m in enumerate(members)}
+        counts = cluster.partition_counts
+        subscribers = subscribers_by_topic(subs, members)
+        seats: dict[int, list[int]] = {}  # id of a subscriber tuple -> their places in the circle
+        position = 0
+        for topic in sorted(subscribers):
+            count = counts.get(topic, 0)
+            if not count:
+                continue
+            topic_subscribers = subscribers[topic]
+            places = seats.get(id(topic_subscribers))
+            if places is None:
+                places = [rank[m] for m in topic_subscribers]
+                seats[id(topic_subscribers)] = places
+            # Walking the circle from `position`, skipping members that do not
+            # subscribe to the topic, visits the subscribers in circle order from
+            # the first one at or after `position`: partition k of the topic goes
+            # to the (first + k)-th subscriber, modulo their number.
+            e = len(places)
+            first = bisect_left(places, position) % e
+            partitions = topic_partitions(topic, count)
+            for k in range(min(e, count)):
+                out[members[places[(first + k) % e]]] += partitions[k::e]
+            position = (places[(first + count - 1) % e] + 1) % n
+        # Topics in name order, each member's share in partition order: already sorted.
+        return assignment_of_sorted(out)

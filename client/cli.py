@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kgroup.cli_groups import add_group_commands, add_migrate_commands
-from kgroup.cli_topics import add_topics_commands
+from kgroup.cli_topics import add_topics_commands, parse_key_value
 from kgroup.errors import ConfigError, HarnessError, KgroupError
 from kgroup.testing._lifecycle import StopHow, StopOutcome
 
@@ -305,13 +305,6 @@ def _stop_brokers(nodes: Sequence[NodeRecord], timeout: float) -> list[StopOutco
     return outcomes
 
 
-def _parse_override(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
-    return key.strip(), value
-
-
 def _broker_up(args: argparse.Namespace) -> int:
     from kgroup.testing import KafkaBroker, KafkaCluster  # noqa: PLC0415 - keep `kgroup --help` fast
 
@@ -535,7 +528,7 @@ def _add_broker_commands(subparsers: argparse._SubParsersAction[argparse.Argumen
     up.add_argument(
         "--override",
         action="append",
-        type=_parse_override,
+        type=parse_key_value,
         metavar="KEY=VALUE",
         help="broker setting replacing the harness default (repeatable)",
     )

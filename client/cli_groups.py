@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         GroupDescription,
         GroupLag,
         GroupListing,
+        MemberDescription,
         MigrationPlan,
         MigrationReport,
     )
@@ -50,12 +51,14 @@ __all__ = [
     "format_assignment",
     "jsonable",
     "lag_text",
+    "list_text",
     "plan_text",
     "report_text",
     "resolve_bootstrap_servers",
 ]
 
 _T = TypeVar("_T")
+_V = TypeVar("_V")
 
 _OK = 0
 _NOT_SAFE = 1
@@ -135,8 +138,9 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def _print_json(value: Any) -> None:
-    print(json.dumps(jsonable(value), indent=2, sort_keys=False))
+def _emit(args: argparse.Namespace, value: _V, text: Callable[[_V], str]) -> None:
+    """Print ``value`` as JSON under ``--json``, else as the command's text rendering."""
+    print(json.dumps(jsonable(value), indent=2, sort_keys=False) if args.json else text(value))
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
@@ -172,28 +176,21 @@ def _groups_list(args: argparse.Namespace) -> int:
     listings: tuple[GroupListing, ...] = _run(
         args, lambda client: list_groups(client, types=types, states=args.state or ())
     )
-    if args.json:
-        _print_json(listings)
-        return _OK
-    if not listings:
-        print("no groups")
-        return _OK
-    print(
-        _table(
-            ("GROUP", "TYPE", "PROTOCOL-TYPE", "STATE", "COORDINATOR"),
-            (
-                (
-                    g.group_id,
-                    g.group_type.value,
-                    _dash(g.protocol_type),
-                    g.state,
-                    str(g.coordinator),
-                )
-                for g in listings
-            ),
-        )
-    )
+    _emit(args, listings, list_text)
     return _OK
+
+
+def list_text(listings: Sequence[GroupListing]) -> str:
+    """Groups as ``kgroup groups list`` prints them: one row each, or ``no groups``."""
+    if not listings:
+        return "no groups"
+    return _table(
+        ("GROUP", "TYPE", "PROTOCOL-TYPE", "STATE", "COORDINATOR"),
+        (
+            (g.group_id, g.group_type.value, _dash(g.protocol_type), g.state, str(g.coordinator))
+            for g in listings
+        ),
+    )
 
 
 def describe_text(group: GroupDescription) -> str:
@@ -216,56 +213,34 @@ def describe_text(group: GroupDescription) -> str:
     if not group.members:
         return "\n".join(lines)
     lines.append("")
-    headers: tuple[str, ...]
-    rows: list[tuple[str, ...]]
+    # Both kinds share the identity columns; a consumer group adds epochs and targets,
+    # a classic one the assignor's user data.
+    headers: tuple[str, ...] = ("MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "PROTOCOL")
+    extra: Callable[[MemberDescription], tuple[str, ...]]
     if group.group_epoch is not None:
-        headers = (
-            "MEMBER-ID",
-            "INSTANCE-ID",
-            "CLIENT-ID",
-            "HOST",
-            "PROTOCOL",
-            "EPOCH",
-            "ASSIGNMENT",
-            "TARGET",
-        )
-        rows = [
-            (
-                m.member_id,
-                _dash(m.instance_id),
-                m.client_id,
-                m.client_host,
-                m.protocol.value,
+        headers += ("EPOCH", "ASSIGNMENT", "TARGET")
+
+        def extra(m: MemberDescription) -> tuple[str, ...]:
+            target = m.target_assignment
+            return (
                 _dash(m.member_epoch),
                 format_assignment(m.assignment),
-                "="
-                if m.target_assignment == m.assignment
-                else format_assignment(m.target_assignment or ()),
+                "=" if target == m.assignment else format_assignment(target or ()),
             )
-            for m in group.members
-        ]
     else:
-        headers = (
-            "MEMBER-ID",
-            "INSTANCE-ID",
-            "CLIENT-ID",
-            "HOST",
-            "PROTOCOL",
-            "ASSIGNMENT",
-            "USER-DATA",
-        )
-        rows = [
-            (
-                m.member_id,
-                _dash(m.instance_id),
-                m.client_id,
-                m.client_host,
-                m.protocol.value,
+        headers += ("ASSIGNMENT", "USER-DATA")
+
+        def extra(m: MemberDescription) -> tuple[str, ...]:
+            user_data = m.assignment_user_data
+            return (
                 format_assignment(m.assignment),
-                f"{len(m.assignment_user_data)} bytes" if m.assignment_user_data else "-",
+                f"{len(user_data)} bytes" if user_data else "-",
             )
-            for m in group.members
-        ]
+
+    rows = [
+        (m.member_id, _dash(m.instance_id), m.client_id, m.client_host, m.protocol.value, *extra(m))
+        for m in group.members
+    ]
     lines.append(_table(headers, rows))
     regexes = [(m.member_id, m.subscribed_regex) for m in group.members if m.subscribed_regex]
     for member_id, regex in regexes:
@@ -280,10 +255,7 @@ def _groups_describe(args: argparse.Namespace) -> int:
     from kgroup.admin import describe_group  # noqa: PLC0415
 
     group: GroupDescription = _run(args, lambda client: describe_group(client, args.group))
-    if args.json:
-        _print_json(group)
-    else:
-        print(describe_text(group))
+    _emit(args, group, describe_text)
     return _OK
 
 
@@ -331,10 +303,7 @@ def _groups_lag(args: argparse.Namespace) -> int:
     from kgroup.admin import group_lag  # noqa: PLC0415
 
     lag: GroupLag = _run(args, lambda client: group_lag(client, args.group))
-    if args.json:
-        _print_json(lag)
-    else:
-        print(lag_text(lag))
+    _emit(args, lag, lag_text)
     return _OK
 
 
@@ -388,10 +357,7 @@ def _migrate_check(args: argparse.Namespace) -> int:
     from kgroup.admin import Severity, check_migration  # noqa: PLC0415
 
     report = check_migration(_gather(args))
-    if args.json:
-        _print_json(report)
-    else:
-        print(report_text(report))
+    _emit(args, report, report_text)
     if not report.safe or (args.strict and report.of(Severity.WARNING)):
         return _NOT_SAFE
     return _OK
@@ -438,10 +404,7 @@ def _migrate_plan(args: argparse.Namespace) -> int:
     from kgroup.admin import plan_migration  # noqa: PLC0415
 
     plan = plan_migration(_gather(args))
-    if args.json:
-        _print_json(plan)
-    else:
-        print(plan_text(plan))
+    _emit(args, plan, plan_text)
     return _NOT_SAFE if plan.blocked else _OK
 
 

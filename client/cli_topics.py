@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
@@ -45,6 +46,7 @@ __all__ = [
     "RecordedBootstrap",
     "add_topics_commands",
     "choose_bootstrap_servers",
+    "parse_key_value",
     "record_value",
 ]
 
@@ -335,37 +337,36 @@ def _run(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
     return run
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+_N = TypeVar("_N", int, float)
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
-    return value
+def _number_arg(
+    parse: Callable[[str], _N], what: str, ok: Callable[[_N], bool], rule: str
+) -> Callable[[str], _N]:
+    """An argparse ``type=`` that parses with ``parse`` and rejects values failing ``ok``.
+
+    One home for the numeric options so every one words its errors the same way.
+    """
+
+    def convert(text: str) -> _N:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{rule}, got {text}")
+        return value
+
+    return convert
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
-    return value
+_positive_int = _number_arg(int, "a whole number", lambda v: v >= 1, "must be at least 1")
+_non_negative_int = _number_arg(int, "a whole number", lambda v: v >= 0, "must not be negative")
+_positive_float = _number_arg(float, "a number", lambda v: v > 0, "must be above 0")
 
 
-def _key_value(text: str) -> tuple[str, str]:
+def parse_key_value(text: str) -> tuple[str, str]:
+    """argparse ``type=`` for ``KEY=VALUE`` options (shared with ``kgroup broker up``)."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
@@ -428,7 +429,7 @@ def add_topics_commands(
     create.add_argument(
         "--config",
         action="append",
-        type=_key_value,
+        type=parse_key_value,
         metavar="KEY=VALUE",
         help="topic setting, e.g. retention.ms=60000 (repeatable)",
     )

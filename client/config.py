@@ -127,12 +127,10 @@ PassthroughValidator = Callable[[Mapping[str, str]], None]
 
 
 def _require_str(conf: Mapping[str, Any], key: str) -> str:
-    value = conf.get(key)
+    value = _optional_str(conf, key)
     if value is None:
         raise ConfigError(f"{key} is required: set it in the consumer config")
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{key} must be a non-empty string, got {value!r}")
-    return value.strip()
+    return value
 
 
 def _optional_str(conf: Mapping[str, Any], key: str) -> str | None:
@@ -140,8 +138,9 @@ def _optional_str(conf: Mapping[str, Any], key: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        # The broker answers INVALID_REQUEST to empty instance and rack ids.
-        raise ConfigError(f"{key} must be a non-empty string when set, got {value!r}")
+        # The broker answers INVALID_REQUEST to empty instance and rack ids; an empty
+        # group id or bootstrap list is as unusable.
+        raise ConfigError(f"{key} must be a non-empty string, got {value!r}")
     return value.strip()
 
 

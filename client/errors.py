@@ -7,6 +7,8 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
     ├── ConfigError                  bad or contradictory configuration (also a ValueError)
     ├── KafkaProtocolError           the wire: something the client and broker cannot agree on
     │   ├── MalformedResponseError   bytes that do not decode as the expected response
+    │   │   └── MalformedResponseConnectionError  ... so its connection was closed (retriable;
+    │   │                                          also a KafkaConnectionError)
     │   └── UnsupportedVersionError  no API version both sides support
     ├── TransportError               the network
     │   ├── KafkaConnectionError     connect failed, connection lost
@@ -59,6 +61,7 @@ which picks the most specific class; the code-to-class table lives in
 from __future__ import annotations
 
 import enum
+from typing import Any, ClassVar
 
 __all__ = [
     "AssignmentViolation",
@@ -92,6 +95,7 @@ __all__ = [
     "KafkaProtocolError",
     "KgroupError",
     "LeaderNotAvailableError",
+    "MalformedResponseConnectionError",
     "MalformedResponseError",
     "MemberIdRequiredError",
     "NoBrokersAvailableError",
@@ -127,6 +131,16 @@ __all__ = [
 class KgroupError(Exception):
     """Root of every exception kgroup raises on purpose."""
 
+    _pickled_fields: ClassVar[tuple[str, ...]] = ()
+    """For an error built from fields rather than a message: the attributes that, in
+    constructor order, rebuild it. An exception pickles its ``args`` (the message) by
+    default, which such a constructor cannot take back."""
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        if not self._pickled_fields:
+            return super().__reduce__()
+        return (type(self), tuple(getattr(self, name) for name in self._pickled_fields))
+
 
 class ConfigError(KgroupError, ValueError):
     """The configuration is invalid; the message names the key and what to do."""
@@ -160,6 +174,17 @@ class NoBrokersAvailableError(TransportError):
     """None of the bootstrap servers could be reached."""
 
 
+class MalformedResponseConnectionError(MalformedResponseError, KafkaConnectionError):
+    """A response did not decode, so kgroup closed the connection it arrived on.
+
+    What a request raises when its response is malformed: a
+    :class:`MalformedResponseError` (what happened, naming the API, version and
+    field) and a :class:`KafkaConnectionError` (what to do: the request may be
+    retried on a new connection, as after any lost connection). The other
+    requests in flight on that connection fail with :class:`KafkaConnectionError`.
+    """
+
+
 class BrokerError(KgroupError):
     """The broker answered a request with a non-zero error code.
 
@@ -180,8 +205,7 @@ class BrokerError(KgroupError):
             text += f": {message}"
         super().__init__(text)
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.code, self.name, self.retriable, self.message))
+    _pickled_fields: ClassVar[tuple[str, ...]] = ("code", "name", "retriable", "message")
 
 
 class RetriableBrokerError(BrokerError):
@@ -333,8 +357,7 @@ class TlsError(SecurityError):
         self.reason = reason
         super().__init__(f"TLS handshake with {broker} failed: {reason}")
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.broker, self.reason))
+    _pickled_fields: ClassVar[tuple[str, ...]] = ("broker", "reason")
 
 
 class AuthenticationError(SecurityError):
@@ -352,8 +375,7 @@ class AuthenticationError(SecurityError):
         self.reason = reason
         super().__init__(f"SASL {mechanism} authentication with {broker} failed: {reason}")
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.mechanism, self.broker, self.reason))
+    _pickled_fields: ClassVar[tuple[str, ...]] = ("mechanism", "broker", "reason")
 
 
 class UnsupportedSaslMechanismError(SecurityError):
@@ -375,8 +397,7 @@ class UnsupportedSaslMechanismError(SecurityError):
             "(set sasl.mechanism to one of them)"
         )
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.mechanism, self.broker, self.enabled))
+    _pickled_fields: ClassVar[tuple[str, ...]] = ("mechanism", "broker", "enabled")
 
 
 class SecurityProtocolMismatchError(SecurityError):
@@ -396,8 +417,7 @@ class SecurityProtocolMismatchError(SecurityError):
         self.explanation = explanation
         super().__init__(f"{broker} does not speak security.protocol={configured}: {explanation}")
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.broker, self.configured, self.explanation))
+    _pickled_fields: ClassVar[tuple[str, ...]] = ("broker", "configured", "explanation")
 
 
 class AuthorizationError(SecurityError):
@@ -465,8 +485,7 @@ class AssignorError(KgroupError):
         super().__init__(f"assignor {assignor!r}: {message}")
         self.detail = message
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.assignor, self.detail))
+    _pickled_fields: ClassVar[tuple[str, ...]] = ("assignor", "detail")
 
 
 class AssignmentViolation(enum.Enum):
@@ -500,8 +519,7 @@ class InvalidAssignmentError(AssignorError):
         super().__init__(assignor, f"invalid assignment ({violation.name}): {detail}")
         self.detail = detail
 
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.assignor, self.violation, self.detail))
+    _pickled_fields: ClassVar[tuple[str, ...]] = ("assignor", "violation", "detail")
 
 
 class HarnessError(KgroupError):

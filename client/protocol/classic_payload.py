@@ -16,6 +16,14 @@ see kio. As in the Java client, decoding reads any version from 0 up: a version
 newer than kgroup knows is read with the newest known schema (newer versions
 may only add fields at the end), and bytes after the known fields are
 ignored.
+
+These bytes come from other clients (the group leader's assignor, every
+member's subscription), so decoding trusts none of them: every failure is a
+:class:`ClassicPayloadError` naming the field — a length that does not fit,
+a null array (Kafka's schema allows null only for the user data and the rack
+id), a negative partition number, bytes left over after a version kgroup
+knows completely — and never a ``TypeError`` from iterating a ``None``
+further on.
 """
 
 from __future__ import annotations
@@ -35,11 +43,12 @@ import kio.schema.consumer_protocol_subscription.v1 as subscription_v1
 import kio.schema.consumer_protocol_subscription.v2 as subscription_v2
 import kio.schema.consumer_protocol_subscription.v3 as subscription_v3
 from kio.schema.types import TopicName
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_writer
 from kio.static.primitive import i32
 
-from kgroup.errors import MalformedResponseError
+from kgroup.errors import KafkaProtocolError, MalformedResponseError
 from kgroup.membership import ClassicAssignment, MemberSubscription
+from kgroup.protocol.framing import read_entity
 from kgroup.protocol.requests._common import by_topic
 from kgroup.types import TopicPartition
 
@@ -145,11 +154,31 @@ def _encode(what: str, version: int, entity: Callable[[], Any]) -> bytes:
 
 def _decode(what: str, data: bytes, classes: tuple[type[_Entity], ...]) -> _Entity:
     version = _schema_version(data, what)
+    body = data[_VERSION.size :]
+    label = f"{what} (v{read_version(data)})"
     try:
-        entity, _ = entity_reader(classes[version])(data[_VERSION.size :], 0)
-    except Exception as exc:
-        raise ClassicPayloadError(f"undecodable {what} (v{version}): {exc!r}") from exc
+        entity, end = read_entity(label, classes[version], body)
+    except KafkaProtocolError as exc:
+        raise ClassicPayloadError(str(exc)) from exc
+    if end != len(body) and read_version(data) <= HIGHEST_VERSION:
+        # A version kgroup knows is fully specified: bytes after it mean writer and
+        # reader disagree on the layout. (Newer versions add fields at the end.)
+        raise ClassicPayloadError(f"{label}: {len(body) - end} bytes after its last field")
     return entity
+
+
+def _partitions(what: str, field: str, entries: Iterable[Any]) -> frozenset[TopicPartition]:
+    """The partitions of ``entries`` (kio TopicPartition entities), refusing negative ones."""
+    result: set[TopicPartition] = set()
+    for i, entry in enumerate(entries):
+        for j, partition in enumerate(entry.partitions):
+            if partition < 0:
+                raise ClassicPayloadError(
+                    f"{what}: field {field}[{i}].partitions[{j}]: negative partition "
+                    f"{partition} of topic {entry.topic!r}"
+                )
+            result.add(TopicPartition(str(entry.topic), int(partition)))
+    return frozenset(result)
 
 
 # ----------------------------------------------------------------- subscription
@@ -189,18 +218,16 @@ def decode_subscription(data: bytes) -> MemberSubscription:
     in the Java client.
 
     Raises:
-        ClassicPayloadError: the bytes do not decode.
+        ClassicPayloadError: the bytes do not decode: truncated, a null topic or
+            partition array, a negative partition, bytes after a known version's
+            last field ...; the message names the field.
     """
     entity = _decode("subscription", data, _SUBSCRIPTION_CLASSES)
     owned: frozenset[TopicPartition] = frozenset()
     generation = -1
     rack: str | None = None
     if not isinstance(entity, subscription_v0.ConsumerProtocolSubscription):
-        owned = frozenset(
-            TopicPartition(str(tp.topic), int(p))
-            for tp in entity.owned_partitions
-            for p in tp.partitions
-        )
+        owned = _partitions("subscription", "owned_partitions", entity.owned_partitions)
     if isinstance(
         entity,
         subscription_v2.ConsumerProtocolSubscription | subscription_v3.ConsumerProtocolSubscription,
@@ -243,14 +270,12 @@ def decode_assignment(data: bytes) -> ClassicAssignment:
 
     Raises:
         ClassicPayloadError: the bytes do not decode (fewer than two bytes
-            included: Java refuses those too, naming a buggy leader assignor).
+            included: Java refuses those too, naming a buggy leader assignor):
+            truncated, a null partition array, a negative partition, bytes after a
+            known version's last field ...; the message names the field.
     """
     entity = _decode("assignment", data, _ASSIGNMENT_CLASSES)
     return ClassicAssignment(
-        partitions=frozenset(
-            TopicPartition(str(tp.topic), int(p))
-            for tp in entity.assigned_partitions
-            for p in tp.partitions
-        ),
+        partitions=_partitions("assignment", "assigned_partitions", entity.assigned_partitions),
         user_data=None if entity.user_data is None else bytes(entity.user_data),
     )

@@ -4,6 +4,13 @@ kio encodes headers and payloads; this module adds what kio leaves out: the
 size prefix, which header version goes with which payload, correlation ids,
 and turning undecodable bytes into :class:`~kgroup.errors.MalformedResponseError`.
 Pure functions over bytes; no I/O.
+
+Bytes are never handed to kio's native reader unchecked: kio reserves memory
+from the lengths it reads, and a huge one aborts the process (see
+:mod:`kgroup.protocol.structure`). Every decode first walks the bytes with
+:func:`~kgroup.protocol.structure.check`; whatever fails, the walk or kio, is a
+:class:`~kgroup.errors.MalformedResponseError` naming the API, the version and,
+where it can be found, the field.
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ from __future__ import annotations
 import io
 import struct
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 import kio.schema.request_header.v1.header as request_header_v1
 import kio.schema.request_header.v2.header as request_header_v2
@@ -21,6 +28,7 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 from kio.static.protocol import (
+    Entity,
     Payload,
     RequestHeader,
     RequestPayload,
@@ -30,6 +38,7 @@ from kio.static.protocol import (
 
 from kgroup.errors import KafkaProtocolError, MalformedResponseError
 from kgroup.protocol.apis import ApiKey, request_class, response_class
+from kgroup.protocol.structure import StructureError, check, locate, strip_unknown_tags
 
 __all__ = [
     "MAX_FRAME_SIZE",
@@ -44,6 +53,7 @@ __all__ = [
     "encode_response",
     "frame_size",
     "peek_correlation_id",
+    "read_entity",
     "request_header_class",
     "response_header_class",
 ]
@@ -56,6 +66,8 @@ MAX_FRAME_SIZE: Final = 100 * 1024 * 1024
 
 _SIZE = struct.Struct(">i")
 _ERROR_CODE = struct.Struct(">h")
+
+_E = TypeVar("_E", bound=Entity)
 
 RequestHeaderClass = type[request_header_v1.RequestHeader] | type[request_header_v2.RequestHeader]
 ResponseHeaderClass = (
@@ -180,6 +192,64 @@ def _split_frame(frame: bytes) -> bytes:
     return frame[SIZE_PREFIX:]
 
 
+def read_entity(
+    what: str, cls: type[_E], data: bytes, offset: int = 0, *, request_header: bool = False
+) -> tuple[_E, int]:
+    """Decode ``cls`` from ``data`` at ``offset``: the entity and where it ends.
+
+    The bytes pass the structural walk first (:func:`kgroup.protocol.structure.check`),
+    so kio never reads an unchecked length. Tagged fields the schema lacks are
+    skipped, as Kafka requires (kio alone refuses them). ``what`` names the bytes in errors
+    (``"Metadata v12 response"``).
+
+    Raises:
+        KafkaProtocolError: the bytes do not decode; the message starts with
+            ``what`` and names the field where it can.
+    """
+    removed = 0
+    try:
+        end = check(cls, data, offset, request_header=request_header)
+    except StructureError as exc:
+        if exc.unknown_tag is None:
+            raise KafkaProtocolError(f"{what}: {exc}") from None
+        # Tagged fields a newer peer added: Kafka says skip them, kio refuses them.
+        try:
+            data, removed = strip_unknown_tags(cls, data, offset, request_header=request_header)
+            end = check(cls, data, offset, request_header=request_header)
+        except StructureError as again:
+            raise KafkaProtocolError(f"{what}: {again}") from None
+    try:
+        entity, _ = entity_reader(cls)(data, offset)
+    except Exception as exc:  # kio raises assorted errors for values it refuses
+        raise _undecodable(what, cls, data, offset, request_header=request_header, exc=exc) from exc
+    except BaseException as exc:
+        # A Rust panic inside kio surfaces as pyo3's PanicException, which derives
+        # from BaseException; it is a decode failure like any other. Everything
+        # else (KeyboardInterrupt ...) passes.
+        if type(exc).__name__ != "PanicException":
+            raise
+        raise _undecodable(what, cls, data, offset, request_header=request_header, exc=exc) from exc
+    # ``end`` in the caller's bytes: what was stripped lay before it.
+    return entity, end + removed
+
+
+def _undecodable(
+    what: str,
+    cls: type[Entity],
+    payload: bytes,
+    offset: int,
+    *,
+    request_header: bool,
+    exc: BaseException,
+) -> KafkaProtocolError:
+    # The thorough walk names the field kio refused where it can (UTF-8, booleans,
+    # error codes, timestamps); otherwise kio's own words are the best there is.
+    found = locate(cls, payload, offset, request_header=request_header)
+    if found is not None:
+        return KafkaProtocolError(f"{what}: {found}")
+    return KafkaProtocolError(f"undecodable {what}: {exc!r}")
+
+
 def decode_request(frame: bytes) -> RequestFrame:
     """Decode a whole request frame (what a broker receives); used by tests and fakes.
 
@@ -195,13 +265,13 @@ def decode_request(frame: bytes) -> RequestFrame:
     except KeyError as exc:
         raise KafkaProtocolError(str(exc)) from None
     header_cls = request_header_class(cls)
-    try:
-        header, header_size = entity_reader(header_cls)(payload, 0)
-        request, body_size = entity_reader(cls)(payload, header_size)
-    except Exception as exc:  # kio's reader raises assorted errors on bad bytes
-        raise KafkaProtocolError(f"undecodable {api_label(cls)} request: {exc!r}") from exc
-    if header_size + body_size != len(payload):
-        raise KafkaProtocolError(f"{api_label(cls)} request has trailing bytes")
+    label = f"{api_label(cls)} request"
+    header, header_size = read_entity(
+        label + " header", header_cls, payload, 0, request_header=True
+    )
+    request, end = read_entity(label, cls, payload, header_size)
+    if end != len(payload):
+        raise KafkaProtocolError(f"{label} has trailing bytes")
     return RequestFrame(header=header, request=request)
 
 
@@ -232,9 +302,9 @@ def decode_response_payload(
     label = api_label(response_cls)
     header_cls = response_header_class(response_cls)
     try:
-        header, header_size = entity_reader(header_cls)(payload, 0)
-    except Exception as exc:
-        raise MalformedResponseError(f"undecodable {label} response header: {exc!r}") from exc
+        header, header_size = read_entity(f"{label} response header", header_cls, payload)
+    except KafkaProtocolError as exc:
+        raise MalformedResponseError(str(exc)) from exc.__cause__
     if header.correlation_id != correlation_id:
         raise MalformedResponseError(
             f"{label} response has correlation id {header.correlation_id}, "
@@ -243,12 +313,12 @@ def decode_response_payload(
     if int(response_cls.__api_key__) == ApiKey.API_VERSIONS and response_cls.__version__ > 0:
         response_cls = _api_versions_fallback(payload, header_size) or response_cls
     try:
-        response, body_size = entity_reader(response_cls)(payload, header_size)
-    except Exception as exc:
-        raise MalformedResponseError(f"undecodable {label} response: {exc!r}") from exc
-    extra = len(payload) - header_size - body_size
-    if extra:
-        raise MalformedResponseError(f"{label} response has {extra} trailing bytes")
+        response, end = read_entity(f"{label} response", response_cls, payload, header_size)
+        extra = len(payload) - end
+        if extra:
+            raise KafkaProtocolError(f"{label} response has {extra} trailing bytes")
+    except KafkaProtocolError as exc:
+        raise MalformedResponseError(str(exc)) from exc.__cause__
     return ResponseFrame(header=header, response=response)
 
 

@@ -458,6 +458,12 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
     # ----------------------------------------------------------------- leading
 
     async def _run_assignor(self, action: RunAssignor) -> None:
+        if action.skip_assignment:
+            # KIP-814: the coordinator ignores this generation's assignment, so
+            # no assignor run; watch from what the group's assignment covers.
+            self._watched_counts = action.covered_counts()
+            self._events.post(AssignmentComputed(action.generation_id, {}))
+            return
         name = action.protocol_name
         assignor = self.assignors[name]
         subscriptions = GroupSubscription(

@@ -42,10 +42,10 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Final, Self
 
 from kgroup.errors import HarnessError
+from kgroup.testing._lifecycle import StartsOnEnter
 from kgroup.testing.config import pick_free_ports
 from kgroup.testing.process import KafkaBroker
 from kgroup.transport.security import SECRET_KEYS
@@ -177,7 +177,7 @@ class TestCertificateAuthority:
         return cert_path, key_path
 
 
-class SecuredKafkaBroker:
+class SecuredKafkaBroker(StartsOnEnter):
     """A :class:`~kgroup.testing.KafkaBroker` with TLS, SASL and ACLs; see the module doc.
 
     Args:
@@ -294,19 +294,13 @@ class SecuredKafkaBroker:
             shutil.rmtree(self.work_dir, ignore_errors=True)
 
     def __enter__(self) -> Self:
+        # Unlike a bare broker, this handle owns files (keystores, JAAS) made before the
+        # start, so a failed start must still remove them.
         try:
             return self.start()
         except BaseException:
             self.close()
             raise
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # --- addresses and client configs -------------------------------------------
 

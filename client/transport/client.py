@@ -121,6 +121,8 @@ class KafkaClient:
         self._addresses: dict[int, BrokerAddress] = {}
         self._metadata = ClusterMetadata()
         self._coordinators: dict[str, BrokerAddress] = {}
+        # The node a group's coordinator was on when marked stale, until found again.
+        self._stale_coordinators: dict[str, int] = {}
 
     async def __aenter__(self) -> Self:
         if self._task_group is not None:
@@ -348,18 +350,37 @@ class KafkaClient:
     # --- coordinators -------------------------------------------------------------
 
     def mark_coordinator_stale(self, group_id: str) -> None:
-        """Forget the coordinator of ``group_id``; the next lookup asks the cluster."""
-        if self._coordinators.pop(group_id, None) is not None:
-            log.info("coordinator of group %r marked stale", group_id)
+        """Forget the coordinator of ``group_id`` and close the connection to it.
+
+        The next lookup asks the cluster, first over a fresh connection to the
+        node the coordinator was on (see :meth:`coordinator`). Closing the
+        connection fails whatever is still in flight on it, as the Java client's
+        disconnect from a coordinator marked unknown does: on a connection gone
+        half-open those requests would never be answered, and the next request
+        to that node must not queue behind them.
+        """
+        address = self._coordinators.pop(group_id, None)
+        if address is None:
+            return
+        log.info("coordinator %s of group %r marked stale", address, group_id)
+        self._stale_coordinators[group_id] = address.node_id
+        conn = self._connections.pop(address.node_id, None)
+        if conn is not None:
+            conn.abort(f"the coordinator of group {group_id!r} was marked stale")
 
     async def coordinator(
         self, group_id: str, *, refresh: bool = False, timeout: float | None = None
     ) -> BrokerAddress:
         """The coordinator of ``group_id``, cached until marked stale or ``refresh``.
 
-        While the cluster answers COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR /
-        COORDINATOR_LOAD_IN_PROGRESS, or brokers cannot be reached, it retries
-        with backoff for up to ``timeout`` seconds (default: the request timeout).
+        ``refresh`` first marks it stale (:meth:`mark_coordinator_stale`). A lookup
+        after a stale mark goes over a fresh connection to the node the coordinator
+        was on (the pooled one was closed), and only if that fails to the other
+        brokers, connected ones first: a pooled connection may be a zombie that
+        nobody has noticed yet. While the cluster answers COORDINATOR_NOT_AVAILABLE /
+        NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS, or brokers cannot be
+        reached, it retries with backoff for up to ``timeout`` seconds (default:
+        the request timeout).
 
         Raises:
             BrokerError: a non-retriable error (GROUP_AUTHORIZATION_FAILED ...), or
@@ -376,9 +397,7 @@ class KafkaClient:
         attempt = 0
         while True:
             try:
-                response = await self._request_any(
-                    lambda v: find_coordinator.build(v, group_id), None
-                )
+                response = await self._find_coordinator(group_id)
                 address = find_coordinator.parse(find_coordinator.narrow(response), group_id)
             except NoBrokersAvailableError:
                 if anyio.current_time() >= deadline:
@@ -391,10 +410,31 @@ class KafkaClient:
             else:
                 self._remember_address(address)
                 self._coordinators[group_id] = address
+                self._stale_coordinators.pop(group_id, None)
                 log.info("coordinator of group %r is %s", group_id, address)
                 return address
             await self._sleep(attempt, deadline)
             attempt += 1
+
+    async def _find_coordinator(self, group_id: str) -> ResponsePayload:
+        def build(versions: NegotiatedVersions) -> RequestPayload:
+            return find_coordinator.build(versions, group_id)
+
+        stale = self._stale_coordinators.get(group_id)
+        if stale is not None and stale in self._addresses:
+            try:
+                # The pooled connection to this node was closed when the coordinator
+                # was marked stale, so this one is new (or newer than the mark).
+                conn = await self.connection(stale)
+                return await conn.request(build(conn.versions))
+            except (KafkaConnectionError, RequestTimeoutError) as exc:
+                log.info(
+                    "FindCoordinator for %r on node %d failed, asking the others: %s",
+                    group_id,
+                    stale,
+                    exc,
+                )
+        return await self._request_any(build, None)
 
     def _remember_address(self, address: BrokerAddress) -> None:
         known = self._addresses.get(address.node_id)

@@ -32,6 +32,7 @@ from kgroup.errors import (
     KafkaConnectionError,
     KafkaProtocolError,
     KgroupError,
+    MalformedResponseConnectionError,
     MalformedResponseError,
     RequestTimeoutError,
     SecurityError,
@@ -232,18 +233,30 @@ class BrokerConnection:
         """Send ``request`` and wait for its response.
 
         ``timeout`` (default: the connection's ``request_timeout``) bounds the
-        whole wait, queueing for the write included. A response arriving after the
-        timeout is discarded.
+        whole wait, queueing for the write included. A timeout closes the
+        connection: the broker answers in order, so the requests behind this one
+        are stuck too, and they fail with :class:`~kgroup.errors.KafkaConnectionError`.
+        A request cancelled by its caller leaves the connection open; its
+        response, if one comes, is discarded.
 
         Raises:
             UnsupportedVersionError: the broker does not support the request's version.
             KafkaConnectionError: the connection is closed or drops before the response.
-            RequestTimeoutError: no response within ``timeout``.
-            MalformedResponseError: the response did not decode.
+            RequestTimeoutError: no response within ``timeout``; the connection is closed.
+            MalformedResponseConnectionError: the response did not decode; the
+                connection is closed (both a MalformedResponseError and a
+                KafkaConnectionError).
         """
         if self._versions is not None:
             self._versions.check(request)
         return await self._request(request, self.request_timeout if timeout is None else timeout)
+
+    def abort(self, reason: str) -> None:
+        """Close the connection now, without waiting: every request in flight fails
+        with :class:`~kgroup.errors.KafkaConnectionError` naming ``reason``, the
+        reader task stops and closes the stream. Idempotent."""
+        self._shut_down(reason)
+        self._reader_scope.cancel()
 
     async def authentication_request(
         self, request: RequestPayload, *, timeout: float | None = None
@@ -306,9 +319,15 @@ class BrokerConnection:
                     break
                 await waiter.done.wait()
         except TimeoutError:
-            raise RequestTimeoutError(
-                f"{label} to {self}: no response within {timeout:g}s"
-            ) from None
+            # A broker answers the requests of one connection in order, so no answer
+            # in time means the broker is stuck or the path to it is gone (a half-open
+            # TCP connection looks exactly like this) and the requests queued behind
+            # this one are stuck too. Close it, failing them, so the next request
+            # opens a fresh connection instead of waiting on a zombie; the Java client
+            # disconnects such a node the same way.
+            message = f"{label} to {self}: no response within {timeout:g}s"
+            self.abort(f"{label} timed out after {timeout:g}s")
+            raise RequestTimeoutError(message) from None
         finally:
             # From here on the reader discards a response to this id as unknown.
             self._in_flight.pop(correlation_id, None)
@@ -441,7 +460,8 @@ class BrokerConnection:
                     )
                     self._shut_down(str(refusal or f"connection lost: {exc!r}"), refusal)
                 except KafkaProtocolError as exc:
-                    # A bad size prefix means framing is lost; nothing after it can be read.
+                    # A bad size prefix means framing is lost; nothing after it can be
+                    # read. A malformed response (see _dispatch) ends the connection too.
                     self._shut_down(f"unreadable frame: {exc}")
                     log.warning("%s: %s", self, exc)
                 except Exception as exc:
@@ -469,9 +489,15 @@ class BrokerConnection:
             if self._state is ConnectionState.READY:
                 self._answered += 1
         except MalformedResponseError as exc:
-            # The frame boundary is intact, so the connection stays usable.
-            log.warning("%s: %s", self, exc)
-            waiter.error = exc
+            # Bytes that are not what a broker sends: whatever produced them (a
+            # broken broker or proxy, corruption) may have garbled more than this
+            # frame. The request fails retriably and the reader's handler of
+            # KafkaProtocolError closes the connection, failing the others.
+            error = MalformedResponseConnectionError(f"{exc}; closing {self}")
+            error.__cause__ = exc
+            waiter.error = error
+            waiter.done.set()
+            raise
         waiter.done.set()
 
 

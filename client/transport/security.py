@@ -351,47 +351,44 @@ class SecurityConfig:
         ``confluent_kafka.Consumer`` and must not be logged.
         """
         conf: dict[str, object] = {"security.protocol": self.protocol.value}
+
+        def put(*pairs: tuple[str, object]) -> None:
+            # Unset settings stay out (librdkafka's defaults apply); secrets go in revealed.
+            for key, value in pairs:
+                if value is not None:
+                    conf[key] = value.reveal() if isinstance(value, Secret) else value
+
         tls = self.tls
         if tls is not None:
-            for key, value in (
+            put(
                 ("ssl.ca.location", tls.ca_location),
                 ("ssl.ca.pem", tls.ca_pem),
                 ("ssl.certificate.location", tls.certificate_location),
                 ("ssl.certificate.pem", tls.certificate_pem),
                 ("ssl.key.location", tls.key_location),
-            ):
-                if value is not None:
-                    conf[key] = value
-            if tls.key_pem is not None:
-                conf["ssl.key.pem"] = tls.key_pem.reveal()
-            if tls.key_password is not None:
-                conf["ssl.key.password"] = tls.key_password.reveal()
-            conf["ssl.endpoint.identification.algorithm"] = tls.endpoint_identification.value
-            conf["enable.ssl.certificate.verification"] = (
-                "true" if tls.verify_certificates else "false"
+                ("ssl.key.pem", tls.key_pem),
+                ("ssl.key.password", tls.key_password),
+                ("ssl.endpoint.identification.algorithm", tls.endpoint_identification.value),
+                ("enable.ssl.certificate.verification", str(tls.verify_certificates).lower()),
             )
         sasl = self.sasl
         if sasl is not None and self.protocol.uses_sasl:
-            conf["sasl.mechanism"] = sasl.mechanism.value
-            if sasl.username is not None:
-                conf["sasl.username"] = sasl.username
-            if sasl.password is not None:
-                conf["sasl.password"] = sasl.password.reveal()
+            put(
+                ("sasl.mechanism", sasl.mechanism.value),
+                ("sasl.username", sasl.username),
+                ("sasl.password", sasl.password),
+            )
             oauth = sasl.oauthbearer
             if oauth is not None:
-                conf["sasl.oauthbearer.method"] = oauth.method.value
-                if oauth.callback is not None:
-                    conf["oauth_cb"] = oauth.callback
-                for key, text in (
+                put(
+                    ("sasl.oauthbearer.method", oauth.method.value),
+                    ("oauth_cb", oauth.callback),
                     ("sasl.oauthbearer.config", oauth.config),
                     ("sasl.oauthbearer.token.endpoint.url", oauth.token_endpoint_url),
                     ("sasl.oauthbearer.client.id", oauth.client_id),
                     ("sasl.oauthbearer.scope", oauth.scope),
-                ):
-                    if text is not None:
-                        conf[key] = text
-                if oauth.client_secret is not None:
-                    conf["sasl.oauthbearer.client.secret"] = oauth.client_secret.reveal()
+                    ("sasl.oauthbearer.client.secret", oauth.client_secret),
+                )
                 if oauth.extensions:
                     conf["sasl.oauthbearer.extensions"] = ",".join(
                         f"{k}={v}" for k, v in oauth.extensions.items()

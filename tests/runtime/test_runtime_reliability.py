@@ -191,3 +191,53 @@ async def test_member_without_heartbeats_for_a_session_timeout_self_fences_and_r
             await drive(consumer, until=lambda: told(consumer, listener, 2))
             assert listener.of("assigned") == [tps("orders", 0, 1)] * 2
             assert consumer.member_epoch > 0
+
+
+async def test_classic_member_without_heartbeats_for_a_session_timeout_loses_and_rejoins(
+    anyio_backend: str, group_id: str
+) -> None:
+    async with FakeBroker() as broker:
+        broker.create_topic("orders", 2)
+        listener = Recorder()
+        config = consumer_config(
+            broker,
+            group_id,
+            **{**CLASSIC, "session.timeout.ms": 1_000, "request.timeout.ms": 300},
+        )
+        async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+            consumer.subscribe(["orders"], listener=listener)
+            await drive(consumer, until=lambda: told(consumer, listener, 2))
+            [join] = broker.requests_of(ApiKey.JOIN_GROUP)[-1:]
+            member_id = broker.requests_of(ApiKey.SYNC_GROUP)[-1].request.member_id
+            assert member_id
+
+            # The coordinator stops answering this member's heartbeats (a network partition).
+            stall = broker.intercept(ApiKey.HEARTBEAT, lambda _seen: Verdict.NO_ANSWER, times=None)
+            await drive(consumer, until=lambda: bool(listener.of("lost")))
+            lost_at = time.monotonic()
+            stalled_at = stall.calls[0].at
+            # The last time the coordinator vouched for the member: a heartbeat
+            # answered, or the SyncGroup that installed the assignment.
+            answered = [
+                r.at
+                for api in (ApiKey.HEARTBEAT, ApiKey.SYNC_GROUP)
+                for r in broker.requests_of(api)
+                if r.at < stalled_at
+            ]
+            # Lost within a session timeout (plus a poll slice) of that, without
+            # hearing from the broker, and nothing committed for the lost partitions.
+            assert lost_at - max(answered) < 1.0 + 0.5
+            assert listener.events == [
+                ("assigned", tps("orders", 0, 1)),
+                ("lost", tps("orders", 0, 1)),
+            ]
+            assert consumer.assignment() == frozenset()
+            assert broker.requests_of(ApiKey.OFFSET_COMMIT) == []
+
+            # The partition heals: the member rejoins with its member id and owns
+            # its partitions again.
+            stall.remove()
+            await drive(consumer, until=lambda: told(consumer, listener, 2))
+            rejoins = [r for r in broker.requests_of(ApiKey.JOIN_GROUP) if r.at > join.at]
+            assert rejoins[0].request.member_id == member_id
+            assert listener.of("assigned") == [tps("orders", 0, 1)] * 2

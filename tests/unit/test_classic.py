@@ -165,6 +165,7 @@ class Harness:
         member_id: str = ME,
         members: tuple[GroupMember, ...] = (),
         error: int = 0,
+        skip_assignment: bool = False,
     ) -> list[ClassicAction]:
         assert self.join is not None
         resp = JoinGroupResponse(
@@ -175,6 +176,7 @@ class Harness:
             leader=leader,
             member_id=member_id,
             members=members,
+            skip_assignment=skip_assignment,
         )
         return self.do(JoinGroupResponseReceived(self.join.seq, resp))
 
@@ -304,6 +306,31 @@ def test_empty_assignment_still_runs_the_assigned_callback() -> None:
     )
     assert h.callback_done() == []
     assert h.state() is S.STABLE
+
+
+def test_a_static_leader_rejoining_a_stable_group_still_notices_new_partitions() -> None:
+    # KIP-814: the coordinator keeps the assignment, so the runtime is told to
+    # skip the assignor; the watch starts from what the group's assignment
+    # covers (OTHER owns a-0..a-2; nobody reports b), never from an ignored run.
+    h = Harness()
+    h.subscribe()
+    members = (
+        GroupMember(
+            OTHER, MemberSubscription(frozenset({"a", "b"}), owned_partitions=tps("a-2", "a-0"))
+        ),
+        GroupMember(ME, MemberSubscription(frozenset({"a"}))),
+    )
+    acts = h.joined(generation=3, leader=ME, members=members, skip_assignment=True)
+    run = one(RunAssignor, acts)
+    assert run.skip_assignment
+    assert run.covered_counts() == {"a": 3, "b": 0}
+    assert h.state() is S.AWAITING_ASSIGNOR
+    # The runtime's empty answer is synced as is; the coordinator keeps its own.
+    h.do(AssignmentComputed(3, {}))
+    assert h.state() is S.SYNCING
+    assert h.sync is not None
+    assert h.sync.request.assignments == ()
+    assert h.m.is_leader
 
 
 def test_leader_runs_the_assignor_and_syncs_every_members_assignment() -> None:
@@ -852,11 +879,107 @@ def test_no_successful_heartbeat_within_the_session_timeout_rediscovers() -> Non
     h.stable("a-0")
     h.tick(1.0)  # heartbeat in flight, never answered
     assert h.m.next_deadline() == 10.0
-    assert h.tick(10.0) == [RediscoverCoordinator()]
+    # Issue 10 (session-timeout rule): it still rediscovers the coordinator,
+    # and now also stops fetching and reports its partitions lost.
+    acts = h.tick(10.0)
+    assert RediscoverCoordinator() in acts
+    assert one(RunCallback, acts).kind is CallbackKind.LOST
     assert h.heartbeat is not None
     h.do(RequestFailed(h.heartbeat.seq, FailureKind.DISCONNECTED))
     acts = h.do(CoordinatorRediscovered(), at=10.5)
-    assert len(of(SendClassicHeartbeat, acts)) == 1
+    # Out of the generation: no heartbeat; it rejoins once the lost callback ran.
+    assert of(SendClassicHeartbeat, acts) == []
+    assert len(of(SendJoinGroup, h.callback_done())) == 1
+
+
+@pytest.mark.parametrize("instance_id", [None, "static-1"])
+def test_no_successful_heartbeat_for_a_session_timeout_loses_the_assignment_and_rejoins(
+    instance_id: str | None,
+) -> None:
+    h = Harness(instance_id=instance_id)
+    h.stable("a-0", "a-1")  # joined at t=0: the session runs until t=10
+    h.tick(1.0)  # a heartbeat goes out and is never answered
+    assert h.heartbeat is not None
+    h.do(RequestFailed(h.heartbeat.seq, FailureKind.TIMEOUT), at=6.0)
+    assert of(RunCallback, h.tick(9.9)) == []
+    assert h.state() is S.STABLE
+    assert h.m.assignment == tps("a-0", "a-1")
+    acts = h.tick(10.0)
+    lost = h.callbacks[-1]
+    # Before hearing from the broker: fetching stops, the loss is reported, the
+    # coordinator is looked up again; nothing is committed.
+    assert acts == [
+        RediscoverCoordinator(),
+        StopFetching(tps("a-0", "a-1")),
+        RunCallback(CallbackKind.LOST, lost.token, tps("a-0", "a-1")),
+    ]
+    assert h.commits == []
+    assert h.m.assignment == frozenset()
+    assert h.m.generation_id == -1
+    assert h.state() is S.PREPARING
+    # Out of the generation: no heartbeat or session deadline, only the poll timer.
+    assert h.m.next_deadline() == 60.0
+    # The lost callback ran; the JoinGroup waits for the coordinator.
+    assert of(SendJoinGroup, h.callback_done()) == []
+    assert h.state() is S.JOINING
+    acts = h.do(CoordinatorRediscovered(), at=12.0)
+    join = one(SendJoinGroup, acts).request
+    assert (join.member_id, join.instance_id) == (ME, instance_id)
+    assert h.commits == []
+    # The coordinator answers: back in the group with a new generation.
+    h.joined(generation=2)
+    h.synced("a-0", "a-1")
+    h.finish()
+    assert h.state() is S.STABLE
+    assert h.m.assignment == tps("a-0", "a-1")
+
+
+def test_session_timeout_counts_while_the_coordinator_is_looked_up() -> None:
+    h = Harness()
+    h.stable("a-0")
+    h.tick(1.0)
+    assert h.beat(E["NOT_COORDINATOR"]) == [RediscoverCoordinator()]
+    # No coordinator found for a session timeout after the last successful
+    # heartbeat (the join at t=0): the assignment is lost all the same.
+    assert h.m.next_deadline() == 10.0
+    acts = h.tick(10.0)
+    assert one(RunCallback, acts) == RunCallback(
+        CallbackKind.LOST, h.callbacks[-1].token, tps("a-0")
+    )
+    assert h.m.assignment == frozenset()
+
+
+def test_session_timeout_during_a_cooperative_revoke_reports_only_the_rest_lost() -> None:
+    h = Harness(COOP_STICKY, auto_commit=False)
+    h.subscribe("a", "b")
+    h.stable("a-0", "b-0", protocol="cooperative-sticky")
+    h.do(SubscriptionChanged(frozenset({"a"})), at=1.0)  # revoke callback of b-0 runs
+    revoked = h.callbacks[-1]
+    assert (revoked.kind, revoked.partitions) == (CallbackKind.REVOKED, tps("b-0"))
+    assert h.state() is S.PREPARING
+    acts = h.tick(10.0)
+    lost = one(RunCallback, acts)
+    assert lost == RunCallback(CallbackKind.LOST, lost.token, tps("a-0"))
+    assert h.m.assignment == frozenset()
+
+
+@pytest.mark.parametrize("error", ["UNKNOWN_MEMBER_ID", "ILLEGAL_GENERATION"])
+def test_fence_after_a_revoke_callback_reports_only_the_rest_lost(error: str) -> None:
+    h = Harness(COOP_STICKY, auto_commit=False)
+    h.stable("a-0", "a-1", protocol="cooperative-sticky")
+    h.tick(1.0)
+    h.beat(E["REBALANCE_IN_PROGRESS"])
+    h.joined(generation=2, protocol="cooperative-sticky")
+    h.synced("a-0")  # the revoke callback of a-1 is handed out
+    revoked = h.callbacks[-1]
+    assert (revoked.kind, revoked.partitions) == (CallbackKind.REVOKED, tps("a-1"))
+    h.tick(2.0)
+    acts = h.beat(E[error])  # fenced while that callback runs
+    # Callbacks are deltas (issue 10 item 6): a-1 was reported revoked.
+    lost = one(RunCallback, acts)
+    assert lost == RunCallback(CallbackKind.LOST, lost.token, tps("a-0"))
+    assert h.m.assignment == frozenset()
+    assert h.commits == []
 
 
 def test_metadata_change_makes_the_leader_rejoin_and_is_ignored_by_followers() -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import random
 import struct
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kgroup.errors import MalformedResponseError
@@ -19,6 +21,7 @@ from kgroup.protocol.classic_payload import (
     encode_subscription,
     read_version,
 )
+from kgroup.protocol.fuzz import mutate
 from kgroup.types import TopicPartition
 
 FOO_0 = TopicPartition("foo", 0)
@@ -198,3 +201,102 @@ def test_encoding_checks_the_version_and_the_values() -> None:
     too_big = ClassicAssignment(frozenset({TopicPartition("a", 2**31)}))
     with pytest.raises(ClassicPayloadError):
         encode_assignment(too_big)
+
+
+# --- malformed payloads from other clients (issue 10) ----------------------------------
+#
+# Written out by hand like the vectors above; a null array is a count of -1
+# (ffffffff), which Kafka's schema allows for no array in either payload.
+
+FOO_HEX = "0003666f6f"  # "foo"
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ("0000ffffffffffffffff", "topics"),
+        ("0003ffffffffffffffff00000000ffffffffffff", "topics"),
+        ("000100000000ffffffffffffffff", "owned_partitions"),
+        (
+            "000300000000ffffffff00000001" + FOO_HEX + "ffffffffffffffffffff",
+            r"owned_partitions\[0\]\.partitions",
+        ),
+    ],
+    ids=["v0 topics", "v3 topics", "v1 owned partitions", "v3 owned partitions' partitions"],
+)
+def test_null_arrays_in_a_subscription_are_a_typed_error_naming_the_field(
+    data: str, field: str
+) -> None:
+    with pytest.raises(ClassicPayloadError, match=rf"subscription \(v\d\): field {field}: null"):
+        decode_subscription(bytes.fromhex(data))
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ("0000ffffffffffffffff", "assigned_partitions"),
+        ("000300000001" + FOO_HEX + "ffffffffffffffff", r"assigned_partitions\[0\]\.partitions"),
+    ],
+    ids=["assigned partitions", "partitions of a topic"],
+)
+def test_null_arrays_in_an_assignment_are_a_typed_error_naming_the_field(
+    data: str, field: str
+) -> None:
+    with pytest.raises(ClassicPayloadError, match=rf"assignment \(v\d\): field {field}: null"):
+        decode_assignment(bytes.fromhex(data))
+
+
+def test_negative_partitions_are_a_typed_error_naming_the_field() -> None:
+    assignment = "000100000001" + FOO_HEX + "0000000200000001fffffffdffffffff"
+    with pytest.raises(
+        ClassicPayloadError,
+        match=r"assigned_partitions\[0\]\.partitions\[1\]: negative partition -3 of topic 'foo'",
+    ):
+        decode_assignment(bytes.fromhex(assignment))
+    subscription = "000100000000ffffffff00000001" + FOO_HEX + "00000001ffffffff"
+    with pytest.raises(
+        ClassicPayloadError, match=r"field owned_partitions\[0\]\.partitions\[0\]: negative"
+    ):
+        decode_subscription(bytes.fromhex(subscription))
+
+
+def test_truncated_payloads_name_the_field_they_end_in() -> None:
+    with pytest.raises(
+        ClassicPayloadError, match=r"field assigned_partitions\[0\]\.partitions: needs 4 bytes, 1"
+    ):
+        decode_assignment(JAVA_ASSIGNMENT_V3[:12])
+    with pytest.raises(ClassicPayloadError, match=r"field generation_id: needs 4 bytes, 2 left"):
+        decode_subscription(JAVA_SUBSCRIPTION_V3[:-6])
+
+
+def test_an_array_count_beyond_the_bytes_is_a_typed_error() -> None:
+    with pytest.raises(ClassicPayloadError, match="array length 2147483647 exceeds the 4 bytes"):
+        decode_assignment(bytes.fromhex("00037fffffffffffffff"))
+
+
+def test_trailing_bytes_after_a_known_version_are_a_typed_error() -> None:
+    with pytest.raises(ClassicPayloadError, match=r"assignment \(v3\): 2 bytes after its last"):
+        decode_assignment(JAVA_ASSIGNMENT_V3 + b"\x00\x01")
+    with pytest.raises(ClassicPayloadError, match=r"subscription \(v0\): 1 bytes after its last"):
+        decode_subscription(JAVA_SUBSCRIPTION_V0 + b"\x00")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64))
+def test_any_bytes_decode_or_raise_a_classic_payload_error(data: bytes) -> None:
+    for decode in (decode_subscription, decode_assignment):
+        with contextlib.suppress(ClassicPayloadError):
+            decode(data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(sub=subscriptions, assignment=assignments, rnd=st.randoms(use_true_random=False))
+def test_mutated_payloads_decode_or_raise_a_classic_payload_error(
+    sub: MemberSubscription, assignment: ClassicAssignment, rnd: random.Random
+) -> None:
+    for data, decode in (
+        (encode_subscription(sub, rnd.randint(0, HIGHEST_VERSION)), decode_subscription),
+        (encode_assignment(assignment, rnd.randint(0, HIGHEST_VERSION)), decode_assignment),
+    ):
+        with contextlib.suppress(ClassicPayloadError):
+            decode(mutate(b"\0\0\0\0" + data, rnd)[4:])

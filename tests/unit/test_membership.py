@@ -388,9 +388,12 @@ def test_fence_aborts_reconciliation_and_its_results_are_never_applied() -> None
     h.tick(6.0)
     acts = h.respond(error=ERROR_CODES["FENCED_MEMBER_EPOCH"])
     lost = h.callbacks[-1]
+    # Issue 10 item 6: callbacks are deltas. a-0 was already handed to the
+    # revoke callback, so the lost callback reports only a-1 (it used to
+    # report a-0 a second time).
     assert acts == [
         StopFetching(tps("a-0", "a-1")),
-        RunCallback(CallbackKind.LOST, lost.token, tps("a-0", "a-1")),
+        RunCallback(CallbackKind.LOST, lost.token, tps("a-1")),
     ]
     assert h.state() is S.FENCED
     assert h.m.member_epoch == 0
@@ -1557,3 +1560,43 @@ def test_successful_heartbeats_keep_the_session_alive() -> None:
     assert h.state() is S.STABLE
     assert h.m.next_deadline() == pytest.approx(18.0)
     assert h.callbacks[-1].kind is CallbackKind.ASSIGNED
+
+
+@pytest.mark.parametrize("name", ["FENCED_MEMBER_EPOCH", "UNKNOWN_MEMBER_ID"])
+def test_fence_after_a_revoke_callback_reports_only_the_rest_lost(name: str) -> None:
+    h = Harness(auto_commit=False)
+    h.stable({A: [0, 1, 2, 3]})
+    h.tick(3.0)
+    h.respond(2, {A: [0, 1]})  # the revoke callback of a-2, a-3 is handed out
+    revoked = h.callbacks[-1]
+    assert revoked == RunCallback(CallbackKind.REVOKED, revoked.token, tps("a-2", "a-3"))
+    h.tick(6.0)
+    acts = h.respond(error=ERROR_CODES[name])  # fenced while that callback runs
+    lost = h.callbacks[-1]
+    # Callbacks are deltas (issue 10 item 6): a-2 and a-3 were reported revoked.
+    assert only(acts, RunCallback) == [
+        RunCallback(CallbackKind.LOST, lost.token, tps("a-0", "a-1"))
+    ]
+    assert h.state() is S.FENCED
+    assert h.m.assignment == frozenset()
+    assert h.commits == []
+    # The revoke callback finishing changes nothing; the lost one lets it rejoin.
+    assert h.callback(CallbackKind.REVOKED) == []
+    acts = h.callback(CallbackKind.LOST)
+    assert h.state() is S.JOINING
+    [join] = heartbeats(acts)
+    assert (join.member_id, join.member_epoch) == (MEMBER_ID, 0)
+
+
+def test_fence_after_a_completed_revoke_callback_reports_only_what_is_still_owned() -> None:
+    h = Harness(auto_commit=False)
+    h.stable({A: [0, 1, 2, 3]})
+    h.tick(3.0)
+    h.respond(2, {A: [0, 1]})
+    h.callback(CallbackKind.REVOKED)  # a-2, a-3 are released; the ack goes out
+    h.tick(6.0)
+    acts = h.respond(error=ERROR_CODES["FENCED_MEMBER_EPOCH"])
+    lost = h.callbacks[-1]
+    assert only(acts, RunCallback) == [
+        RunCallback(CallbackKind.LOST, lost.token, tps("a-0", "a-1"))
+    ]

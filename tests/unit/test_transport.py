@@ -27,6 +27,7 @@ from kio.static.protocol import ResponsePayload
 from kgroup.errors import (
     ConfigError,
     KafkaConnectionError,
+    MalformedResponseConnectionError,
     MalformedResponseError,
     NoBrokersAvailableError,
     NotCoordinatorError,
@@ -78,8 +79,9 @@ FAST = Backoff(initial=0.001, maximum=0.01)
 class FakeConnection:
     """The server side of one client connection."""
 
-    def __init__(self, stream: anyio.abc.ByteStream) -> None:
+    def __init__(self, stream: anyio.abc.ByteStream, index: int = 0) -> None:
         self.stream = stream
+        self.index = index
         self._lock = anyio.Lock()
 
     async def reply(self, frame: RequestFrame, response: ResponsePayload) -> None:
@@ -120,6 +122,12 @@ class FakeBroker:
         self.api_versions_seen: list[int] = []
         self.requests: list[RequestFrame] = []
         self.cluster: list[FakeBroker] = [self]
+        self.accepted = 0
+        # Connections (by index, from 1) whose requests are read and never answered,
+        # ApiVersions included: a path that went half-open.
+        self.muted: set[int] = set()
+        # (connection index, API) of every request read, answered or not.
+        self.arrivals: list[tuple[int, int]] = []
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
@@ -131,7 +139,8 @@ class FakeBroker:
         return f"127.0.0.1:{self.port}"
 
     async def _serve(self, stream: anyio.abc.ByteStream) -> None:
-        conn = FakeConnection(stream)
+        self.accepted += 1
+        conn = FakeConnection(stream, self.accepted)
         reader = BufferedByteReceiveStream(stream)
         async with anyio.create_task_group() as tasks:
             try:
@@ -139,6 +148,9 @@ class FakeBroker:
                     prefix = await reader.receive_exactly(4)
                     body = await reader.receive_exactly(frame_size(prefix))
                     frame = decode_request(prefix + body)
+                    self.arrivals.append((conn.index, int(frame.header.request_api_key)))
+                    if conn.index in self.muted:
+                        continue
                     if int(frame.header.request_api_key) == ApiKey.API_VERSIONS:
                         await self._api_versions(conn, frame)
                         continue
@@ -320,13 +332,41 @@ async def test_many_concurrent_requests_share_one_connection() -> None:
     assert sorted(seen) == sorted(keys)
 
 
-async def test_timeout_then_late_response_is_discarded() -> None:
+async def test_request_timeout_closes_the_connection_and_fails_its_other_requests() -> None:
+    async def never_answer(conn: FakeConnection, frame: RequestFrame) -> None:
+        pass
+
+    fake = FakeBroker(never_answer)
+    failures: dict[str, BaseException] = {}
+    async with brokers(fake), connect("127.0.0.1", fake.port) as conn:
+
+        async def ask(key: str, timeout: float) -> None:
+            try:
+                await conn.request(find_coordinator(key), timeout=timeout)
+            except (KafkaConnectionError, RequestTimeoutError) as exc:
+                failures[key] = exc
+
+        with anyio.fail_after(5):  # "patient" fails with "hasty", long before its own timeout
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask, "patient", 60)
+                tg.start_soon(ask, "hasty", 0.2)
+        assert isinstance(failures["hasty"], RequestTimeoutError)
+        assert type(failures["patient"]) is KafkaConnectionError
+        assert "timed out" in str(failures["patient"])
+        assert conn.closed
+        with pytest.raises(KafkaConnectionError):
+            await conn.request(find_coordinator("later"))
+
+
+async def test_cancelled_request_then_late_response_is_discarded() -> None:
     release = anyio.Event()
     late_sent = anyio.Event()
+    slow_arrived = anyio.Event()
 
     async def slow_then_fast(conn: FakeConnection, frame: RequestFrame) -> None:
         key = frame.request.coordinator_keys[0]  # type: ignore[union-attr]
         if key == "slow":
+            slow_arrived.set()
             await release.wait()
             await conn.reply(frame, find_coordinator_response(key, fake))
             late_sent.set()
@@ -335,8 +375,10 @@ async def test_timeout_then_late_response_is_discarded() -> None:
 
     fake = FakeBroker(slow_then_fast)
     async with brokers(fake), connect("127.0.0.1", fake.port) as conn:
-        with pytest.raises(RequestTimeoutError, match="FindCoordinator v6"):
-            await conn.request(find_coordinator("slow"), timeout=0.2)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(conn.request, find_coordinator("slow"))
+            await slow_arrived.wait()
+            tg.cancel_scope.cancel()
         release.set()
         await late_sent.wait()
         # The late answer is on the wire ahead of this one; it must be skipped.
@@ -372,21 +414,43 @@ async def test_connection_drop_fails_every_in_flight_request() -> None:
             await conn.request(find_coordinator("c"))
 
 
-async def test_malformed_response_fails_only_its_request() -> None:
+async def test_malformed_response_fails_retriably_and_closes_the_connection() -> None:
+    unanswered = anyio.Event()
+
     async def garbage_then_good(conn: FakeConnection, frame: RequestFrame) -> None:
         key = frame.request.coordinator_keys[0]  # type: ignore[union-attr]
         if key == "bad":
             body = frame.header.correlation_id.to_bytes(4, "big", signed=True) + b"\0\xff\xff"
             await conn.send_raw(len(body).to_bytes(4, "big") + body)
-        else:
+        elif key == "good":
             await conn.reply(frame, find_coordinator_response(key, fake))
+        else:
+            unanswered.set()
 
     fake = FakeBroker(garbage_then_good)
-    async with brokers(fake), connect("127.0.0.1", fake.port) as conn:
-        with pytest.raises(MalformedResponseError, match="FindCoordinator v6"):
-            await conn.request(find_coordinator("bad"))
-        response: Any = await conn.request(find_coordinator("good"))
-        assert response.coordinators[0].key == "good"
+    failures: dict[str, BaseException] = {}
+    async with brokers(fake):
+        async with connect("127.0.0.1", fake.port) as conn:
+
+            async def ask(key: str) -> None:
+                try:
+                    await conn.request(find_coordinator(key), timeout=30)
+                except KafkaConnectionError as exc:
+                    failures[key] = exc
+
+            with anyio.fail_after(5):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(ask, "unanswered")
+                    await unanswered.wait()
+                    tg.start_soon(ask, "bad")
+            with pytest.raises(MalformedResponseError, match="FindCoordinator v6"):
+                raise failures["bad"]
+            assert isinstance(failures["bad"], MalformedResponseConnectionError)
+            assert type(failures["unanswered"]) is KafkaConnectionError
+            assert conn.closed
+        async with connect("127.0.0.1", fake.port) as conn:
+            response: Any = await conn.request(find_coordinator("good"))
+            assert response.coordinators[0].key == "good"
 
 
 async def test_api_versions_handshake_falls_back_for_older_broker() -> None:
@@ -577,6 +641,86 @@ async def test_mark_coordinator_stale_forces_a_new_lookup() -> None:
         client.mark_coordinator_stale("g")
         await client.coordinator("g")
         assert lookups == ["g", "g"]
+
+
+async def coordinator_handler(conn: FakeConnection, frame: RequestFrame, me: FakeBroker) -> None:
+    """Metadata, FindCoordinator (``me`` is the coordinator) and heartbeats (epoch 5)."""
+    request: Any = frame.request
+    api = int(frame.header.request_api_key)
+    if api == ApiKey.METADATA:
+        await answer_metadata(conn, frame, me)
+    elif api == ApiKey.FIND_COORDINATOR:
+        await conn.reply(frame, find_coordinator_response(request.coordinator_keys[0], me))
+    else:
+        await conn.reply(frame, heartbeat_response(ErrorCode.none, 5))
+
+
+async def test_client_never_reuses_a_connection_whose_request_timed_out() -> None:
+    fake = FakeBroker(lambda c, f: coordinator_handler(c, f, fake), node_id=1)
+    async with brokers(fake), KafkaClient(fake.address) as client:
+        first = await client.connection(1)
+        fake.muted.add(fake.accepted)
+        with pytest.raises(RequestTimeoutError):
+            await client.request(heartbeat(), node=1, timeout=0.2)
+        assert first.closed
+        response: Any = await client.request(heartbeat(), node=1)
+        assert response.member_epoch == 5
+        second = await client.connection(1)
+        assert second is not first
+        assert not second.closed
+
+
+async def test_request_to_any_broker_moves_on_from_a_silent_connection() -> None:
+    fake = FakeBroker(lambda c, f: coordinator_handler(c, f, fake), node_id=1)
+    async with brokers(fake), KafkaClient(fake.address, request_timeout=0.3) as client:
+        bootstrap = fake.accepted  # the connection the client bootstrapped over
+        fake.muted.add(bootstrap)
+        assert set((await client.metadata(())).brokers) == {1}
+        # Asked once over the silent connection, then over a new one; and the
+        # silent one is never chosen again.
+        await client.metadata(())
+        on_silent = [api for index, api in fake.arrivals if index == bootstrap]
+        # ApiVersions and Metadata of the bootstrap, then the Metadata that timed out.
+        assert on_silent == [ApiKey.API_VERSIONS, ApiKey.METADATA, ApiKey.METADATA]
+        assert fake.arrivals[-1] == (fake.accepted, ApiKey.METADATA)
+        assert fake.accepted > bootstrap
+
+
+async def test_rediscovery_after_a_partition_heals_uses_fresh_connections() -> None:
+    fake = FakeBroker(lambda c, f: coordinator_handler(c, f, fake), node_id=1)
+    async with brokers(fake), KafkaClient(fake.address, request_timeout=1, backoff=FAST) as client:
+        assert (await client.coordinator("g")).node_id == 1
+        response: Any = await client.coordinator_request("g", heartbeat())
+        assert response.member_epoch == 5
+        # A partition: every connection the client has goes silent and stays open.
+        partitioned = set(range(1, fake.accepted + 1))
+        fake.muted.update(partitioned)
+        with pytest.raises(RequestTimeoutError):
+            await client.coordinator_request("g", heartbeat())
+        # Healed: new connections work. What the runtime does after a failed
+        # heartbeat: look the coordinator up again, heartbeat again.
+        assert (await client.coordinator("g", refresh=True)).node_id == 1
+        response = await client.coordinator_request("g", heartbeat())
+        assert response.member_epoch == 5
+    silent = [api for index, api in fake.arrivals if index in partitioned]
+    after = fake.arrivals[len(fake.arrivals) - 2 :]
+    assert silent[-1] == ApiKey.CONSUMER_GROUP_HEARTBEAT  # only the one that timed out
+    assert silent.count(ApiKey.CONSUMER_GROUP_HEARTBEAT) == 2
+    assert [api for _, api in after] == [ApiKey.FIND_COORDINATOR, ApiKey.CONSUMER_GROUP_HEARTBEAT]
+    assert all(index not in partitioned for index, _ in after)
+
+
+async def test_mark_coordinator_stale_closes_the_connection_to_it() -> None:
+    fake = FakeBroker(lambda c, f: coordinator_handler(c, f, fake), node_id=1)
+    async with brokers(fake), KafkaClient(fake.address) as client:
+        await client.coordinator("g")
+        await client.coordinator_request("g", heartbeat())
+        old = await client.connection(1)
+        client.mark_coordinator_stale("g")
+        assert old.closed
+        await client.coordinator("g")
+        assert fake.arrivals[-1] == (fake.accepted, ApiKey.FIND_COORDINATOR)
+        assert (await client.connection(1)) is not old
 
 
 def test_parse_bootstrap_servers() -> None:

@@ -142,6 +142,27 @@ class RunAssignor:
     protocol_name: str
     leader_id: str
     members: tuple[GroupMember, ...]
+    skip_assignment: bool = False
+    """KIP-814: the coordinator keeps the group's assignment and ignores the
+    leader's, so the runtime must not run the assignor: it answers
+    AssignmentComputed with no assignments and only starts watching the
+    subscribed topics (the leader's duty to notice new partitions stays)."""
+
+    def covered_counts(self) -> dict[str, int]:
+        """Per subscribed topic, the partition count the group's assignment is known to cover.
+
+        With ``skip_assignment`` the leader never saw the counts the current
+        assignment was computed with; the members' owned partitions (v1+
+        subscriptions) bound them from below, and a topic nobody reports
+        counts 0, so the first metadata look differs and the leader rejoins
+        once to re-assign: an extra rebalance rather than unassigned partitions.
+        """
+        counts = {t: 0 for m in self.members for t in m.subscription.topics}
+        for m in self.members:
+            for tp in m.subscription.owned_partitions:
+                if tp.topic in counts:
+                    counts[tp.topic] = max(counts[tp.topic], tp.partition + 1)
+        return counts
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,9 @@ class JoinGroupResponse:
     member_id: str = ""
     members: tuple[GroupMember, ...] = ()
     error_message: str | None = None
+    skip_assignment: bool = False
+    """JoinGroup v9+ (KIP-814): a static leader rejoined a stable group; the
+    coordinator keeps the current assignment and ignores the leader's."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -303,11 +303,17 @@ class ClassicMember(
 
     def _deadlines(self) -> list[float | None]:
         candidates = [None if self._op is None else self._op.deadline]
-        if self._heartbeating() and not self._awaiting_coordinator:
-            if self._last_heartbeat_ok is not None:
-                candidates.append(self._session_deadline(self._last_heartbeat_ok))
-            if _Kind.HEARTBEAT not in self._in_flight and self._next_heartbeat_at is not None:
-                candidates.append(max(self._next_heartbeat_at, self._retry.until or 0.0))
+        if self._heartbeating() and self._last_heartbeat_ok is not None:
+            # Runs while the coordinator is looked up too: an unreachable
+            # coordinator is exactly when the session runs out.
+            candidates.append(self._session_deadline(self._last_heartbeat_ok))
+        if (
+            self._heartbeating()
+            and not self._awaiting_coordinator
+            and _Kind.HEARTBEAT not in self._in_flight
+            and self._next_heartbeat_at is not None
+        ):
+            candidates.append(max(self._next_heartbeat_at, self._retry.until or 0.0))
         joining = self._state is _S.JOINING and _Kind.JOIN not in self._in_flight
         if joining and not self._awaiting_coordinator:
             candidates.append(self._retry.until)
@@ -335,10 +341,9 @@ class ClassicMember(
                 self._on_commit_failed(event, now, acts)
 
     def _on_coordinator_rediscovered(self, now: float) -> None:
-        if self._awaiting_coordinator:
-            self._awaiting_coordinator = False
-            # A new coordinator gets a full session before it is doubted.
-            self._last_heartbeat_ok = now
+        # The session is still counted from the last successful heartbeat: a
+        # coordinator found again has not yet confirmed the member is alive.
+        self._awaiting_coordinator = False
 
     def _on_commit(
         self, token: int, error: BaseException | None, now: float, acts: list[_Action]
@@ -366,17 +371,37 @@ class ClassicMember(
             return
         if (
             self._heartbeating()
-            and not self._awaiting_coordinator
             and self._last_heartbeat_ok is not None
             and now >= self._session_deadline(self._last_heartbeat_ok)
         ):
-            log.warning(
-                "group %s member %s: no successful heartbeat within session.timeout.ms; "
-                "looking the coordinator up again",
-                self._cfg.group_id,
-                self._member_id,
-            )
-            self._mark_coordinator_unknown(acts)
+            self._session_expired(now, acts)
+
+    def _session_expired(self, now: float, acts: list[_Action]) -> None:
+        # No successful heartbeat for session.timeout.ms: the coordinator has
+        # removed this member and may have given its partitions to others, so
+        # it can no longer own them, whether or not it hears so (issue 10).
+        # Stop fetching and report them lost (never committed) at once, look
+        # the coordinator up again, and rejoin with the same member id (and
+        # instance id) once the lost callback ran and the coordinator answers.
+        log.warning(
+            "group %s member %s: no successful heartbeat within session.timeout.ms "
+            "(%d ms); treating the assignment as lost, looking the coordinator up "
+            "again and rejoining",
+            self._cfg.group_id,
+            self._member_id,
+            self._cfg.session_timeout_ms,
+        )
+        self._last_heartbeat_ok = None
+        self._mark_coordinator_unknown(acts)
+        self._reset_generation(reset_member_id=False)
+        reason = "no successful heartbeat within session.timeout.ms"
+        if self._state is _S.PREPARING:
+            # Start the preparation over: with no generation it gives up
+            # everything still owned as lost, not only what it was revoking.
+            self._rejoin_reason = reason
+            self._prepare(now, acts)
+        else:
+            self._rejoin(_T.RESET, reason, now, acts)
 
     # ----------------------------------------------------------- subscription
 
@@ -622,7 +647,9 @@ class ClassicMember(
         )
         if self.is_leader:
             self._go(_T.JOINED_AS_LEADER)
-            acts.append(RunAssignor(self._generation, name, resp.leader, resp.members))
+            acts.append(
+                RunAssignor(self._generation, name, resp.leader, resp.members, resp.skip_assignment)
+            )
         else:
             self._go(_T.JOINED_AS_FOLLOWER)
             self._sync_request = self._sync(())

@@ -829,6 +829,9 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
     # ------------------------------------------------------- fence and fatal
 
     def _fence(self, now: float, acts: list[_Action]) -> None:
+        # Read before the reconciliation is aborted: partitions a revoke
+        # callback already told the application about are not lost as well.
+        unreported = self._still_owned_unreported()
         self._abort_reconciliation()
         self._session += 1
         if self._state is _S.PREPARE_LEAVING:
@@ -841,7 +844,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             self._go(Trigger.FENCED)
             self._leave_done(False, now, acts)
             return
-        lost = self._names(self._owned)
+        lost = self._names(unreported)
         self._stop_all(acts)
         self._clear_assignment()
         self._epoch = JOIN_EPOCH

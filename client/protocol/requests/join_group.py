@@ -100,4 +100,6 @@ def parse(response: Response) -> JoinGroupResponse:
         member_id=response.member_id,
         members=tuple(members),
         error_message=None,
+        # Only v9 carries it (KIP-814); older coordinators never skip.
+        skip_assignment=bool(getattr(response, "skip_assignment", False)),
     )

@@ -35,7 +35,7 @@ from kgroup.testing.fake._classic_group import (
 )
 from kgroup.testing.fake._consumer_group import ConsumerGroup, HeartbeatInput
 from kgroup.testing.fake._errors import described_error, error_response
-from kgroup.testing.fake._kio import SeenRequest, make, millis, timedelta_ms
+from kgroup.testing.fake._kio import SeenRequest, make, millis, respond, timedelta_ms
 from kgroup.testing.fake._topics import FakeTopic, Topics
 from kgroup.types import TopicIdPartition, TopicPartition
 
@@ -159,12 +159,11 @@ class Cluster:
             for api, r in self.versions.items()
             if api not in hidden
         )
-        return make(
+        return respond(
             m,
             "ApiVersionsResponse",
             error_code=ErrorCode.none,
             api_keys=entries,
-            throttle_time=timedelta_ms(0),
         )
 
     def _metadata(self, seen: SeenRequest) -> Any:
@@ -224,10 +223,9 @@ class Cluster:
             make(m, "MetadataResponseBroker", node_id=n.node_id, host=_HOST, port=n.port, rack=None)
             for n in self.nodes
         )
-        return make(
+        return respond(
             m,
             "MetadataResponse",
-            throttle_time=timedelta_ms(0),
             brokers=brokers,
             cluster_id="kgroup-fake",
             controller_id=0,
@@ -252,10 +250,9 @@ class Cluster:
                     error_message=None,
                 )
             )
-        return make(
+        return respond(
             m,
             "FindCoordinatorResponse",
-            throttle_time=timedelta_ms(0),
             coordinators=tuple(coordinators),
         )
 
@@ -324,8 +321,9 @@ class Cluster:
                     for t, ps in by_topic.items()
                 )
             )
-        return m.ConsumerGroupHeartbeatResponse(
-            throttle_time=timedelta_ms(0),
+        return respond(
+            m,
+            "ConsumerGroupHeartbeatResponse",
             error_code=ErrorCode.none,
             error_message=None,
             member_id=request.member_id,
@@ -350,9 +348,7 @@ class Cluster:
                     groups.append(described_error(m, group_id, error))
                     continue
                 groups.append(self._described(m, self.consumer_groups[group_id]))
-        return make(
-            m, "ConsumerGroupDescribeResponse", throttle_time=timedelta_ms(0), groups=tuple(groups)
-        )
+        return respond(m, "ConsumerGroupDescribeResponse", groups=tuple(groups))
 
     def _described(self, m: Any, group: ConsumerGroup) -> Any:
         def assignment(partitions: frozenset[TopicIdPartition]) -> Any:
@@ -439,10 +435,9 @@ class Cluster:
         result = waiter.result
         assert result is not None
         m = self._module(seen)
-        return make(
+        return respond(
             m,
             "JoinGroupResponse",
-            throttle_time=timedelta_ms(0),
             error_code=result.error,
             generation_id=result.generation_id,
             protocol_type=result.protocol_type,
@@ -482,10 +477,9 @@ class Cluster:
         await event.wait()
         result = waiter.result
         assert result is not None
-        return make(
+        return respond(
             self._module(seen),
             "SyncGroupResponse",
-            throttle_time=timedelta_ms(0),
             error_code=result.error,
             protocol_type=result.protocol_type,
             protocol_name=result.protocol_name,
@@ -506,9 +500,7 @@ class Cluster:
                     now(),
                 )
             )
-        return make(
-            self._module(seen), "HeartbeatResponse", throttle_time=timedelta_ms(0), error_code=code
-        )
+        return respond(self._module(seen), "HeartbeatResponse", error_code=code)
 
     def _leave_group(self, seen: SeenRequest) -> Any:
         m = self._module(seen)
@@ -531,10 +523,9 @@ class Cluster:
                         error_code=code,
                     )
                 )
-        return make(
+        return respond(
             m,
             "LeaveGroupResponse",
-            throttle_time=timedelta_ms(0),
             error_code=ErrorCode.none,
             members=tuple(results),
         )
@@ -612,7 +603,7 @@ class Cluster:
                     )
                 )
         self.on_change()
-        return make(m, "OffsetCommitResponse", throttle_time=timedelta_ms(0), topics=tuple(topics))
+        return respond(m, "OffsetCommitResponse", topics=tuple(topics))
 
     def _offset_fetch(self, seen: SeenRequest) -> Any:
         m = self._module(seen)
@@ -690,7 +681,7 @@ class Cluster:
                         error_code=ErrorCode.none,
                     )
                 )
-        return make(m, "OffsetFetchResponse", throttle_time=timedelta_ms(0), groups=tuple(groups))
+        return respond(m, "OffsetFetchResponse", groups=tuple(groups))
 
     def _fetch_member_error(self, group_id: str, member_id: str, epoch: int) -> ErrorCode:
         consumer_group = self.consumer_groups.get(group_id)

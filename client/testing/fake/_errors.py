@@ -15,7 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from kgroup.errors import KafkaProtocolError
 from kgroup.protocol import ApiKey, response_module
-from kgroup.testing.fake._kio import SeenRequest, make, timedelta_ms
+from kgroup.testing.fake._kio import SeenRequest, make, respond, timedelta_ms
 
 __all__ = ["described_error", "error_response"]
 
@@ -25,14 +25,12 @@ def error_response(seen: SeenRequest, code: ErrorCode, message: str | None = Non
     m = response_module(seen.api_key, seen.version)
     request = seen.request
     api = seen.api_key
-    zero = timedelta_ms(0)
     if api == ApiKey.API_VERSIONS:
-        return make(m, "ApiVersionsResponse", error_code=code, api_keys=(), throttle_time=zero)
+        return respond(m, "ApiVersionsResponse", error_code=code, api_keys=())
     if api == ApiKey.METADATA:
-        return make(
+        return respond(
             m,
             "MetadataResponse",
-            throttle_time=zero,
             brokers=(),
             cluster_id=None,
             controller_id=-1,
@@ -40,10 +38,9 @@ def error_response(seen: SeenRequest, code: ErrorCode, message: str | None = Non
             error_code=code,
         )
     if api == ApiKey.FIND_COORDINATOR:
-        return make(
+        return respond(
             m,
             "FindCoordinatorResponse",
-            throttle_time=zero,
             coordinators=tuple(
                 make(
                     m,
@@ -59,8 +56,9 @@ def error_response(seen: SeenRequest, code: ErrorCode, message: str | None = Non
             ),
         )
     if api == ApiKey.CONSUMER_GROUP_HEARTBEAT:
-        return m.ConsumerGroupHeartbeatResponse(
-            throttle_time=zero,
+        return respond(
+            m,
+            "ConsumerGroupHeartbeatResponse",
             error_code=code,
             error_message=message,
             member_id=request.member_id,
@@ -69,17 +67,15 @@ def error_response(seen: SeenRequest, code: ErrorCode, message: str | None = Non
             assignment=None,
         )
     if api == ApiKey.CONSUMER_GROUP_DESCRIBE:
-        return make(
+        return respond(
             m,
             "ConsumerGroupDescribeResponse",
-            throttle_time=zero,
             groups=tuple(described_error(m, g, code) for g in request.group_ids),
         )
     if api == ApiKey.JOIN_GROUP:
-        return make(
+        return respond(
             m,
             "JoinGroupResponse",
-            throttle_time=zero,
             error_code=code,
             generation_id=-1,
             protocol_type=None,
@@ -90,24 +86,22 @@ def error_response(seen: SeenRequest, code: ErrorCode, message: str | None = Non
             members=(),
         )
     if api == ApiKey.SYNC_GROUP:
-        return make(
+        return respond(
             m,
             "SyncGroupResponse",
-            throttle_time=zero,
             error_code=code,
             protocol_type=None,
             protocol_name=None,
             assignment=b"",
         )
     if api == ApiKey.HEARTBEAT:
-        return make(m, "HeartbeatResponse", throttle_time=zero, error_code=code)
+        return respond(m, "HeartbeatResponse", error_code=code)
     if api == ApiKey.LEAVE_GROUP:
-        return make(m, "LeaveGroupResponse", throttle_time=zero, error_code=code, members=())
+        return respond(m, "LeaveGroupResponse", error_code=code, members=())
     if api == ApiKey.OFFSET_COMMIT:
-        return make(
+        return respond(
             m,
             "OffsetCommitResponse",
-            throttle_time=zero,
             topics=tuple(
                 make(
                     m,
@@ -128,10 +122,9 @@ def error_response(seen: SeenRequest, code: ErrorCode, message: str | None = Non
             ),
         )
     if api == ApiKey.OFFSET_FETCH:
-        return make(
+        return respond(
             m,
             "OffsetFetchResponse",
-            throttle_time=zero,
             groups=tuple(
                 make(
                     m,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-__all__ = ["SeenRequest", "make", "millis", "timedelta_ms"]
+__all__ = ["SeenRequest", "make", "millis", "respond", "timedelta_ms"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,12 @@ def make(module: ModuleType, name: str, /, **fields: Any) -> Any:
     cls = getattr(module, name)
     known = {f.name for f in dataclasses.fields(cls)}
     return cls(**{k: v for k, v in fields.items() if k in known})
+
+
+def respond(module: ModuleType, name: str, /, **fields: Any) -> Any:
+    """A response ``module.name(**fields)``; the fake never throttles, so every
+    response's ``throttle_time`` (where the version has one) is zero."""
+    return make(module, name, throttle_time=timedelta_ms(0), **fields)
 
 
 def timedelta_ms(value: int) -> datetime.timedelta:

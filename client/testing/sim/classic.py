@@ -1,0 +1,559 @@
+"""A simulated classic-protocol group coordinator (JoinGroup / SyncGroup / Heartbeat / LeaveGroup).
+
+It follows the classic group of Apache Kafka's group coordinator
+(``GroupMetadataManager``'s classic-group handling, KIP-345 static members,
+KIP-394 member id required):
+
+- states EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE;
+- a new dynamic member first gets MEMBER_ID_REQUIRED with its member id, and
+  joins with it; a static member joins at once, and a new process with the
+  same instance id replaces the old one (its held JoinGroup is answered
+  FENCED_INSTANCE_ID), without a rebalance when the group is stable and the
+  protocols match;
+- a rebalance holds every JoinGroup until all members have rejoined or the
+  rebalance timeout (the largest among members) passed, then drops the
+  members that did not rejoin, bumps the generation, picks the protocol every
+  member supports by vote, keeps the leader if it rejoined, and answers: the
+  leader gets every member's subscription;
+- SyncGroup waits for the leader's assignment; members that do not sync
+  within the rebalance timeout are removed and the group rebalances again;
+- Heartbeat answers REBALANCE_IN_PROGRESS while preparing, ILLEGAL_GENERATION
+  or UNKNOWN_MEMBER_ID when the member is behind or gone; session timeouts
+  remove silent members;
+- OffsetCommit needs the member at the current generation, and is refused
+  with REBALANCE_IN_PROGRESS while the group completes a rebalance.
+
+Replies to JoinGroup and SyncGroup may be held: each takes a ``reply``
+callable that the coordinator calls, at once or later, with the response.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from kgroup.membership import (
+    PROTOCOL_TYPE,
+    ClassicAssignment,
+    GroupMember,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    JoinProtocol,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kgroup.testing.sim.coordinator import ErrorCode
+from kgroup.testing.sim.errors import ScenarioError
+from kgroup.types import TopicPartition
+
+__all__ = ["ClassicCoordinatorConfig", "ClassicGroupCoordinator", "ClassicGroupState"]
+
+# Classic-only error codes (Kafka's numbers).
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+REBALANCE_IN_PROGRESS = 27
+MEMBER_ID_REQUIRED = 79
+
+Reply = Callable[[Any], None]
+Schedule = Callable[[float, Callable[[Any], None], Any], None]
+
+
+class ClassicGroupState(enum.Enum):
+    """The classic group's state."""
+
+    EMPTY = "no members"
+    PREPARING_REBALANCE = "holding JoinGroups until every member rejoined"
+    COMPLETING_REBALANCE = "waiting for the leader's SyncGroup"
+    STABLE = "assignment handed out"
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicCoordinatorConfig:
+    """Broker settings of the simulated classic group.
+
+    ``initial_rebalance_delay_ms`` is ``group.initial.rebalance.delay.ms``: an
+    empty group waits that long (growing with each join, up to the rebalance
+    timeout) for more members before the first generation.
+    """
+
+    initial_rebalance_delay_ms: int = 300
+
+    def __post_init__(self) -> None:
+        if self.initial_rebalance_delay_ms < 0:
+            raise ScenarioError("initial_rebalance_delay_ms must not be negative")
+
+
+class _Member:
+    __slots__ = (
+        "assignment",
+        "instance_id",
+        "join_reply",
+        "member_id",
+        "protocols",
+        "rebalance_timeout",
+        "session_deadline",
+        "session_timeout",
+        "sync_reply",
+    )
+
+    def __init__(self, member_id: str, req: JoinGroupRequest) -> None:
+        self.member_id = member_id
+        self.instance_id = req.instance_id
+        self.protocols: tuple[JoinProtocol, ...] = req.protocols
+        self.session_timeout = req.session_timeout_ms / 1000.0
+        self.rebalance_timeout = req.rebalance_timeout_ms / 1000.0
+        self.join_reply: Reply | None = None
+        self.sync_reply: Reply | None = None
+        self.assignment = ClassicAssignment()
+        self.session_deadline = 0.0
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.protocols)
+
+
+class ClassicGroupCoordinator:
+    """The simulated coordinator of one classic consumer group (see the module docstring).
+
+    ``new_member_id`` makes member ids (the simulator passes a seeded source).
+    """
+
+    def __init__(
+        self,
+        group_id: str,
+        config: ClassicCoordinatorConfig,
+        *,
+        schedule: Schedule,
+        clock: Callable[[], float],
+        new_member_id: Callable[[], str],
+        on_removed: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.group_id = group_id
+        self.config = config
+        self._schedule = schedule
+        self._clock = clock
+        self._new_id = new_member_id
+        self._on_removed = on_removed
+        self.retired = False
+        self.state = ClassicGroupState.EMPTY
+        self.generation = 0
+        self.protocol_name: str | None = None
+        self.leader: str | None = None
+        self._members: dict[str, _Member] = {}
+        self._pending: dict[str, float] = {}  # MEMBER_ID_REQUIRED issued: id -> expiry
+        self._static: dict[str, str] = {}
+        self._offsets: dict[TopicPartition, int] = {}
+        # Every generation's assignment, for the simulator's ownership checks.
+        self._history: dict[int, dict[str, frozenset[TopicPartition]]] = {}
+        self._round = 0  # bumped on every rebalance: stale timers do nothing
+        self._initial_until: float | None = None
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def members(self) -> Mapping[str, ClassicAssignment]:
+        """Each member's assignment in the current generation (empty before its sync)."""
+        return MappingProxyType({m: rec.assignment for m, rec in self._members.items()})
+
+    def assignment_in(self, generation: int, member_id: str) -> frozenset[TopicPartition] | None:
+        """What ``member_id`` was assigned in ``generation`` (None if unknown)."""
+        gen = self._history.get(generation)
+        return None if gen is None else gen.get(member_id)
+
+    def last_owner(self, generation: int, partition: TopicPartition) -> str | None:
+        """Who was last assigned ``partition`` in a generation up to ``generation``.
+
+        Cooperative leaders withhold a moving partition for a generation (or
+        more): its previous owner keeps it until it revokes, so the owner is
+        the last one the coordinator handed it to.
+        """
+        for gen in sorted((g for g in self._history if g <= generation), reverse=True):
+            owner = self.owner_in(gen, partition)
+            if owner is not None:
+                return owner
+        return None
+
+    def owner_in(self, generation: int, partition: TopicPartition) -> str | None:
+        """The member assigned ``partition`` in ``generation``, or None."""
+        for member_id, partitions in self._history.get(generation, {}).items():
+            if partition in partitions:
+                return member_id
+        return None
+
+    def subscribed_topics(self) -> frozenset[str]:
+        """Topics the members subscribe to under the chosen protocol."""
+        out: set[str] = set()
+        for rec in self._members.values():
+            for p in rec.protocols:
+                if p.name == self.protocol_name:
+                    out |= p.subscription.topics
+        return frozenset(out)
+
+    # ------------------------------------------------------------------- join
+
+    def join(self, req: JoinGroupRequest, reply: Reply) -> None:
+        """Handle a JoinGroup; ``reply`` gets the response, now or when the join completes."""
+        now = self._clock()
+        names = tuple(p.name for p in req.protocols)
+        if req.protocol_type != PROTOCOL_TYPE or not names or not self._supports(names):
+            reply(
+                JoinGroupResponse(error_code=INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
+            )
+            return
+        if not req.member_id:
+            if req.instance_id is not None:
+                self._join_new_static(req, reply, now)
+                return
+            member_id = self._new_id()
+            self._pending[member_id] = now + req.session_timeout_ms / 1000.0
+            self._schedule(self._pending[member_id], self._on_pending_expiry, member_id)
+            reply(JoinGroupResponse(error_code=MEMBER_ID_REQUIRED, member_id=member_id))
+            return
+        if req.member_id in self._pending:
+            del self._pending[req.member_id]
+            self._add(req.member_id, req, reply, now)
+            return
+        error = self._check_member(req.member_id, req.instance_id)
+        if error:
+            reply(JoinGroupResponse(error_code=error))
+            return
+        rec = self._members[req.member_id]
+        changed = rec.protocols != req.protocols
+        rec.protocols = req.protocols
+        rec.rebalance_timeout = req.rebalance_timeout_ms / 1000.0
+        rec.session_timeout = req.session_timeout_ms / 1000.0
+        state = self.state
+        if state is ClassicGroupState.PREPARING_REBALANCE:
+            self._await_join(rec, reply, now)
+        elif not changed and (
+            state is ClassicGroupState.COMPLETING_REBALANCE
+            or (state is ClassicGroupState.STABLE and rec.member_id != self.leader)
+        ):
+            reply(self._join_response(rec))
+        else:
+            # Leader rejoining a stable group, or new metadata: rebalance.
+            self._await_join(rec, reply, now)
+            self._prepare_rebalance(now)
+
+    def _join_new_static(self, req: JoinGroupRequest, reply: Reply, now: float) -> None:
+        assert req.instance_id is not None
+        old_id = self._static.get(req.instance_id)
+        member_id = self._new_id()
+        if old_id is None:
+            self._add(member_id, req, reply, now)
+            return
+        old = self._members.pop(old_id)
+        rec = _Member(member_id, req)
+        rec.assignment = old.assignment
+        self._members[member_id] = rec
+        self._static[req.instance_id] = member_id
+        for gen in self._history.values():
+            if old_id in gen:
+                gen[member_id] = gen.pop(old_id)
+        if self.leader == old_id:
+            self.leader = member_id
+        if old.join_reply is not None:
+            old.join_reply(JoinGroupResponse(error_code=int(ErrorCode.FENCED_INSTANCE_ID)))
+        if old.sync_reply is not None:
+            old.sync_reply(SyncGroupResponse(error_code=int(ErrorCode.FENCED_INSTANCE_ID)))
+        if self._on_removed is not None:
+            self._on_removed(old_id, "replaced by a new static member")
+        self._touch(rec, now)
+        matches = old.protocols == req.protocols
+        if self.state is ClassicGroupState.STABLE and matches:
+            # KIP-345: no rebalance; KIP-814: a returning leader is told to skip assigning.
+            reply(self._join_response(rec, skip_assignment=self.leader == member_id))
+        else:
+            # Completing a rebalance (the leader assigns to the old member id), or new
+            # protocols: rebalance again, as the broker does.
+            self._await_join(rec, reply, now)
+            self._prepare_rebalance(now)
+
+    def _add(self, member_id: str, req: JoinGroupRequest, reply: Reply, now: float) -> None:
+        rec = _Member(member_id, req)
+        self._members[member_id] = rec
+        if req.instance_id is not None:
+            self._static[req.instance_id] = member_id
+        self._touch(rec, now)
+        self._await_join(rec, reply, now)
+        self._prepare_rebalance(now)
+
+    def _await_join(self, rec: _Member, reply: Reply, now: float) -> None:
+        if rec.join_reply is not None and rec.join_reply is not reply:
+            # A newer JoinGroup replaces the held one (the client gave up on it).
+            rec.join_reply(JoinGroupResponse(error_code=int(ErrorCode.UNKNOWN_MEMBER_ID)))
+        rec.join_reply = reply
+        self._touch(rec, now)
+        self._try_complete_join(now)
+
+    def _supports(self, names: tuple[str, ...]) -> bool:
+        if not self._members:
+            return True
+        common = set(names)
+        for rec in self._members.values():
+            common &= set(rec.names())
+        return bool(common)
+
+    def _join_response(self, rec: _Member, *, skip_assignment: bool = False) -> JoinGroupResponse:
+        members: tuple[GroupMember, ...] = ()
+        if rec.member_id == self.leader:
+            members = tuple(
+                GroupMember(m.member_id, p.subscription, m.instance_id)
+                for m in self._members.values()
+                for p in m.protocols
+                if p.name == self.protocol_name
+            )
+        return JoinGroupResponse(
+            generation_id=self.generation,
+            protocol_type=PROTOCOL_TYPE,
+            protocol_name=self.protocol_name,
+            leader=self.leader or "",
+            member_id=rec.member_id,
+            members=members,
+            skip_assignment=skip_assignment,
+        )
+
+    # -------------------------------------------------------------- rebalance
+
+    def _prepare_rebalance(self, now: float) -> None:
+        state = self.state
+        if state is ClassicGroupState.PREPARING_REBALANCE:
+            self._try_complete_join(now)
+            return
+        if state is ClassicGroupState.COMPLETING_REBALANCE:
+            for rec in self._members.values():
+                if rec.sync_reply is not None:
+                    rec.sync_reply(SyncGroupResponse(error_code=REBALANCE_IN_PROGRESS))
+                    rec.sync_reply = None
+        self._round += 1
+        self.state = ClassicGroupState.PREPARING_REBALANCE
+        timeout = max((m.rebalance_timeout for m in self._members.values()), default=0.0)
+        delay = min(self.config.initial_rebalance_delay_ms / 1000.0, timeout)
+        if state is ClassicGroupState.EMPTY and delay > 0:
+            self._initial_until = now + delay
+            self._schedule(now + delay, self._on_initial_delay, self._round)
+        self._schedule(now + timeout, self._on_join_deadline, self._round)
+        self._try_complete_join(now)
+
+    def _on_initial_delay(self, round_: int) -> None:
+        if self.retired or round_ != self._round:
+            return
+        self._initial_until = None
+        self._try_complete_join(self._clock())
+
+    def _try_complete_join(self, now: float) -> None:
+        if self.state is not ClassicGroupState.PREPARING_REBALANCE:
+            return
+        if self._initial_until is not None:
+            return  # the initial delay lets more members join first
+        if self._pending or any(m.join_reply is None for m in self._members.values()):
+            return
+        self._complete_join(now)
+
+    def _on_join_deadline(self, round_: int) -> None:
+        if self.retired or round_ != self._round:
+            return
+        if self.state is not ClassicGroupState.PREPARING_REBALANCE:
+            return
+        self._initial_until = None
+        for rec in [m for m in self._members.values() if m.join_reply is None]:
+            self._remove(rec, "did not rejoin within the rebalance timeout", rebalance=False)
+        self._pending.clear()
+        self._complete_join(self._clock())
+
+    def _complete_join(self, now: float) -> None:
+        self.generation += 1
+        self._round += 1
+        if not self._members:
+            self.state = ClassicGroupState.EMPTY
+            self.protocol_name = None
+            self.leader = None
+            return
+        self.protocol_name = self._vote()
+        if self.leader not in self._members:
+            self.leader = next(iter(self._members))
+        self.state = ClassicGroupState.COMPLETING_REBALANCE
+        timeout = max(m.rebalance_timeout for m in self._members.values())
+        self._schedule(now + timeout, self._on_sync_deadline, self._round)
+        for rec in self._members.values():
+            rec.assignment = ClassicAssignment()
+            reply = rec.join_reply
+            rec.join_reply = None
+            self._touch(rec, now)
+            if reply is not None:
+                reply(self._join_response(rec))
+
+    def _vote(self) -> str:
+        common = set(next(iter(self._members.values())).names())
+        for rec in self._members.values():
+            common &= set(rec.names())
+        votes: dict[str, int] = {}
+        for rec in self._members.values():
+            choice = next(n for n in rec.names() if n in common)
+            votes[choice] = votes.get(choice, 0) + 1
+        best = max(votes.values())
+        return min(n for n, v in votes.items() if v == best)
+
+    def _on_sync_deadline(self, round_: int) -> None:
+        if self.retired or round_ != self._round:
+            return
+        if self.state is not ClassicGroupState.COMPLETING_REBALANCE:
+            return
+        now = self._clock()
+        for rec in [m for m in self._members.values() if m.sync_reply is None]:
+            self._remove(rec, "did not sync within the rebalance timeout", rebalance=False)
+        self._prepare_rebalance(now)
+
+    # ------------------------------------------------------------------- sync
+
+    def sync(self, req: SyncGroupRequest, reply: Reply) -> None:
+        """Handle a SyncGroup; ``reply`` gets the response, now or once the leader syncs."""
+        error = self._check_member(req.member_id, req.instance_id)
+        if error:
+            reply(SyncGroupResponse(error_code=error))
+            return
+        rec = self._members[req.member_id]
+        if req.generation_id != self.generation:
+            reply(SyncGroupResponse(error_code=ILLEGAL_GENERATION))
+            return
+        if self.protocol_name is not None and req.protocol_name != self.protocol_name:
+            reply(SyncGroupResponse(error_code=INCONSISTENT_GROUP_PROTOCOL))
+            return
+        self._touch(rec, self._clock())
+        if self.state is ClassicGroupState.PREPARING_REBALANCE:
+            reply(SyncGroupResponse(error_code=REBALANCE_IN_PROGRESS))
+            return
+        if self.state is ClassicGroupState.STABLE:
+            reply(self._sync_response(rec))
+            return
+        rec.sync_reply = reply
+        if req.member_id != self.leader:
+            return
+        given = dict(req.assignments)
+        for mid, member in self._members.items():
+            member.assignment = given.get(mid, ClassicAssignment())
+        self._history[self.generation] = {
+            mid: m.assignment.partitions for mid, m in self._members.items()
+        }
+        self.state = ClassicGroupState.STABLE
+        self._round += 1
+        for member in self._members.values():
+            held = member.sync_reply
+            member.sync_reply = None
+            if held is not None:
+                held(self._sync_response(member))
+
+    def _sync_response(self, rec: _Member) -> SyncGroupResponse:
+        return SyncGroupResponse(
+            assignment=rec.assignment,
+            protocol_type=PROTOCOL_TYPE,
+            protocol_name=self.protocol_name,
+        )
+
+    # --------------------------------------------------------------- heartbeat
+
+    def _check_member(self, member_id: str, instance_id: str | None) -> int:
+        # As the broker's validateMember: a static member is checked by instance id first.
+        if instance_id is not None:
+            known = self._static.get(instance_id)
+            if known is None:
+                return int(ErrorCode.UNKNOWN_MEMBER_ID)
+            if known != member_id:
+                return int(ErrorCode.FENCED_INSTANCE_ID)
+        if member_id not in self._members:
+            return int(ErrorCode.UNKNOWN_MEMBER_ID)
+        return 0
+
+    def heartbeat(self, generation: int, member_id: str, instance_id: str | None) -> int:
+        """Handle a Heartbeat; the error code."""
+        error = self._check_member(member_id, instance_id)
+        if error:
+            return error
+        rec = self._members[member_id]
+        if generation != self.generation:
+            return ILLEGAL_GENERATION
+        self._touch(rec, self._clock())
+        if self.state is ClassicGroupState.PREPARING_REBALANCE:
+            return REBALANCE_IN_PROGRESS
+        return 0
+
+    def leave(self, member_id: str, instance_id: str | None) -> int:
+        """Handle a LeaveGroup; the error code."""
+        error = self._check_member(member_id, instance_id)
+        if error:
+            return error
+        self._remove(self._members[member_id], "left the group")
+        return 0
+
+    def commit(
+        self,
+        member_id: str,
+        generation: int,
+        instance_id: str | None,
+        partitions: frozenset[TopicPartition],
+    ) -> int:
+        """Judge an OffsetCommit; the error code (0: accepted)."""
+        error = self._check_member(member_id, instance_id)
+        if error:
+            return error
+        if generation != self.generation:
+            return ILLEGAL_GENERATION
+        if self.state is ClassicGroupState.COMPLETING_REBALANCE:
+            return REBALANCE_IN_PROGRESS
+        for tp in partitions:
+            self._offsets[tp] = self._offsets.get(tp, 0) + 1
+        return 0
+
+    def offsets(self, partitions: frozenset[TopicPartition]) -> dict[TopicPartition, int | None]:
+        """Committed "offsets" (commit counts) of ``partitions``."""
+        return {tp: self._offsets.get(tp) for tp in partitions}
+
+    # ------------------------------------------------------------ bookkeeping
+
+    def _touch(self, rec: _Member, now: float) -> None:
+        first = rec.session_deadline == 0.0
+        rec.session_deadline = now + rec.session_timeout
+        if first:
+            self._schedule(rec.session_deadline, self._on_session, rec.member_id)
+
+    def _on_session(self, member_id: str) -> None:
+        if self.retired:
+            return
+        rec = self._members.get(member_id)
+        if rec is None:
+            return
+        now = self._clock()
+        if rec.join_reply is not None or rec.sync_reply is not None:
+            # A held request keeps the session alive (the broker does the same).
+            rec.session_deadline = now + rec.session_timeout
+        if rec.session_deadline > now:
+            self._schedule(rec.session_deadline, self._on_session, member_id)
+            return
+        self._remove(rec, "session timeout")
+
+    def _on_pending_expiry(self, member_id: str) -> None:
+        expiry = self._pending.get(member_id)
+        if self.retired or expiry is None or expiry > self._clock():
+            return
+        del self._pending[member_id]
+        self._try_complete_join(self._clock())
+
+    def _remove(self, rec: _Member, why: str, *, rebalance: bool = True) -> None:
+        del self._members[rec.member_id]
+        if rec.instance_id is not None and self._static.get(rec.instance_id) == rec.member_id:
+            del self._static[rec.instance_id]
+        if rec.join_reply is not None:
+            rec.join_reply(JoinGroupResponse(error_code=int(ErrorCode.UNKNOWN_MEMBER_ID)))
+        if rec.sync_reply is not None:
+            rec.sync_reply(SyncGroupResponse(error_code=int(ErrorCode.UNKNOWN_MEMBER_ID)))
+        if self._on_removed is not None:
+            self._on_removed(rec.member_id, why)
+        if not rebalance:
+            return
+        now = self._clock()
+        if self.state in (ClassicGroupState.STABLE, ClassicGroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(now)
+        else:
+            self._try_complete_join(now)

@@ -1,0 +1,1003 @@
+"""A simulated KIP-848 group coordinator for one consumer group, as Apache Kafka 4.x ships it.
+
+It answers the members' :class:`~kgroup.membership.HeartbeatRequest` values with
+:class:`~kgroup.membership.HeartbeatResponse` values and judges their offset
+commits, following the broker's group coordinator (``GroupMetadataManager``
+and ``CurrentAssignmentBuilder``; see ``docs/simulation.md``):
+
+- a **group epoch** bumped when a member joins, leaves, is fenced or changes
+  its subscription, or when the subscribed topics' metadata changes;
+- a **target assignment** recomputed by a server assignor (``uniform``,
+  ``range`` or any :class:`~kgroup.assignors.PartitionAssignor`) whenever the
+  group epoch is ahead of the assignment epoch;
+- per-member **reconciliation**: a member first gives up what the target no
+  longer gives it (UNREVOKED_PARTITIONS, same epoch, until a heartbeat no
+  longer reports those partitions), then moves to the target epoch and gets
+  the partitions nobody else still owns (UNRELEASED_PARTITIONS until the rest
+  are released);
+- member epoch validation (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID; the
+  previous epoch is accepted with owned partitions that are a subset of the
+  assignment; epoch 0 rejoins an existing member, KAFKA-19233);
+- session timeouts, rebalance timeouts, leaving (-1), static members leaving
+  temporarily (-2) and being replaced by a new process with the same
+  instance id (UNRELEASED_INSTANCE_ID while the old one has not left);
+- OffsetCommit accepted only when the member exists and its epoch matches
+  (STALE_MEMBER_EPOCH otherwise).
+
+Everything the broker persists (group epoch, target assignment and its epoch,
+members with their epochs and current assignments, committed offsets) is
+captured by :meth:`persist` and restored by passing the snapshot back in,
+which is how the simulator models a coordinator failover; timers are not
+persisted and restart from the load time, as on the broker.
+
+Timers go through the ``schedule`` callable; what the simulator's invariant
+checker needs to see goes through a :class:`CoordinatorObserver`.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from kgroup.assignors import (
+    AssignmentSpec,
+    MemberSpec,
+    PartitionAssignor,
+    RangeServerAssignor,
+    TargetAssignment,
+    TopicMetadata,
+    UniformAssignor,
+)
+from kgroup.errors import KgroupError
+from kgroup.membership import HeartbeatRequest, HeartbeatResponse
+from kgroup.testing.sim.cluster import SimCluster
+from kgroup.testing.sim.errors import ScenarioError, SimulationError
+from kgroup.types import TopicIdPartition, TopicPartition
+
+__all__ = [
+    "AssignmentState",
+    "ConsumerGroupCoordinator",
+    "CoordinatorConfig",
+    "CoordinatorObserver",
+    "ErrorCode",
+    "MemberRecord",
+    "PersistedGroup",
+    "PersistedMember",
+]
+
+_EMPTY: frozenset[TopicIdPartition] = frozenset()
+_NO_PARTITIONS: Mapping[uuid.UUID, frozenset[int]] = MappingProxyType({})
+
+
+class ErrorCode(enum.IntEnum):
+    """The Kafka error codes the simulated coordinator answers with (Kafka's numbers)."""
+
+    NONE = 0
+    UNKNOWN_SERVER_ERROR = -1
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_REQUEST = 42
+    GROUP_MAX_SIZE_REACHED = 81
+    FENCED_INSTANCE_ID = 82
+    FENCED_MEMBER_EPOCH = 110
+    UNRELEASED_INSTANCE_ID = 111
+    UNSUPPORTED_ASSIGNOR = 112
+    STALE_MEMBER_EPOCH = 113
+    INVALID_REGULAR_EXPRESSION = 128
+
+
+class AssignmentState(enum.Enum):
+    """Where a member stands in its reconciliation, as the coordinator sees it."""
+
+    STABLE = "stable"
+    UNREVOKED_PARTITIONS = "waiting for the member to revoke partitions"
+    UNRELEASED_PARTITIONS = "waiting for other members to release partitions"
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    """The broker-side settings of the simulated group.
+
+    Attributes:
+        heartbeat_interval_ms: ``group.consumer.heartbeat.interval.ms``.
+        session_timeout_ms: ``group.consumer.session.timeout.ms``.
+        assignors: the server assignors by name; the first is the default
+            (``group.consumer.assignors``). A member naming another one in
+            ServerAssignor gets UNSUPPORTED_ASSIGNOR.
+        max_group_size: ``group.consumer.max.size`` (None: unbounded).
+    """
+
+    heartbeat_interval_ms: int = 1000
+    session_timeout_ms: int = 6000
+    assignors: tuple[PartitionAssignor, ...] = field(
+        default_factory=lambda: (UniformAssignor(), RangeServerAssignor())
+    )
+    max_group_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.heartbeat_interval_ms <= 0 or self.session_timeout_ms <= 0:
+            raise ScenarioError("heartbeat_interval_ms and session_timeout_ms must be positive")
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ScenarioError(
+                f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be below "
+                f"session_timeout_ms ({self.session_timeout_ms}), as the broker requires"
+            )
+        if not self.assignors:
+            raise ScenarioError("the coordinator needs at least one server assignor")
+        names = [a.name for a in self.assignors]
+        if len(set(names)) != len(names):
+            raise ScenarioError(f"server assignor names must be unique, got {names}")
+        if self.max_group_size is not None and self.max_group_size < 1:
+            raise ScenarioError("max_group_size must be None or positive")
+
+
+@dataclass(frozen=True, slots=True)
+class PersistedMember:
+    """A member as the coordinator persists it (metadata and current assignment records)."""
+
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    server_assignor: str | None
+    epoch: int
+    previous_epoch: int
+    state: AssignmentState
+    assigned: frozenset[TopicIdPartition]
+    pending_revocation: frozenset[TopicIdPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class PersistedGroup:
+    """Everything the coordinator persists about the group: what a failover reloads."""
+
+    group_epoch: int
+    assignment_epoch: int
+    subscription_metadata: tuple[tuple[uuid.UUID, int], ...]
+    members: tuple[PersistedMember, ...]
+    targets: tuple[tuple[str, frozenset[TopicIdPartition]], ...]
+    offsets: tuple[tuple[TopicPartition, int], ...]
+
+
+class MemberRecord:
+    """The coordinator's live record of one member (mutable; read-only to observers)."""
+
+    __slots__ = (
+        "assigned",
+        "epoch",
+        "instance_id",
+        "member_id",
+        "pending_revocation",
+        "previous_epoch",
+        "rack_id",
+        "rebalance_timeout_ms",
+        "server_assignor",
+        "state",
+        "subscribed_topic_names",
+        "subscribed_topic_regex",
+    )
+
+    def __init__(self, member_id: str) -> None:
+        self.member_id = member_id
+        self.instance_id: str | None = None
+        self.rack_id: str | None = None
+        self.rebalance_timeout_ms = -1
+        self.subscribed_topic_names: tuple[str, ...] = ()
+        self.subscribed_topic_regex: str | None = None
+        self.server_assignor: str | None = None
+        self.epoch = 0
+        self.previous_epoch = 0
+        self.state = AssignmentState.STABLE
+        self.assigned: frozenset[TopicIdPartition] = _EMPTY
+        self.pending_revocation: frozenset[TopicIdPartition] = _EMPTY
+
+    def owned(self) -> frozenset[TopicIdPartition]:
+        """What the member owns for the coordinator: assigned plus pending revocation."""
+        return self.assigned | self.pending_revocation
+
+    def persist(self) -> PersistedMember:
+        """This record as persisted."""
+        return PersistedMember(
+            member_id=self.member_id,
+            instance_id=self.instance_id,
+            rack_id=self.rack_id,
+            rebalance_timeout_ms=self.rebalance_timeout_ms,
+            subscribed_topic_names=self.subscribed_topic_names,
+            subscribed_topic_regex=self.subscribed_topic_regex,
+            server_assignor=self.server_assignor,
+            epoch=self.epoch,
+            previous_epoch=self.previous_epoch,
+            state=self.state,
+            assigned=self.assigned,
+            pending_revocation=self.pending_revocation,
+        )
+
+    @classmethod
+    def restore(cls, p: PersistedMember, member_id: str | None = None) -> MemberRecord:
+        """A record from its persisted form (optionally under another member id)."""
+        rec = cls(member_id or p.member_id)
+        rec.instance_id = p.instance_id
+        rec.rack_id = p.rack_id
+        rec.rebalance_timeout_ms = p.rebalance_timeout_ms
+        rec.subscribed_topic_names = p.subscribed_topic_names
+        rec.subscribed_topic_regex = p.subscribed_topic_regex
+        rec.server_assignor = p.server_assignor
+        rec.epoch = p.epoch
+        rec.previous_epoch = p.previous_epoch
+        rec.state = p.state
+        rec.assigned = p.assigned
+        rec.pending_revocation = p.pending_revocation
+        return rec
+
+
+class CoordinatorObserver(Protocol):
+    """What the simulator watches in the coordinator (for its invariants and trace)."""
+
+    def released(self, member_id: str, partitions: frozenset[TopicIdPartition], why: str) -> None:
+        """``member_id`` stays in the group but no longer owns ``partitions``."""
+
+    def removed(self, member_id: str, why: str) -> None:
+        """``member_id`` left the group or was fenced out of it."""
+
+    def commit_accepted(
+        self, record: MemberRecord, epoch: int, partitions: frozenset[TopicPartition]
+    ) -> None:
+        """An OffsetCommit from ``record``'s member at ``epoch`` was accepted."""
+
+    def illegal_assignment(self, message: str) -> None:
+        """The server assignor failed or returned an assignment that breaks the rules."""
+
+    def note(self, text: str) -> None:
+        """Something worth a line in the trace."""
+
+
+class _RejectError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+Schedule = Callable[[float, Callable[[Any], None], Any], None]
+
+
+class ConsumerGroupCoordinator:
+    """The simulated coordinator of one consumer group (see the module docstring).
+
+    ``bug_skip_release`` is a test-only switch: the coordinator then hands a
+    partition to its new owner without waiting for the previous owner to
+    release it (the simulator must catch this).
+    """
+
+    def __init__(
+        self,
+        group_id: str,
+        config: CoordinatorConfig,
+        cluster: SimCluster,
+        *,
+        schedule: Schedule,
+        clock: Callable[[], float],
+        observer: CoordinatorObserver,
+        persisted: PersistedGroup | None = None,
+        bug_skip_release: bool = False,
+    ) -> None:
+        self.group_id = group_id
+        self.config = config
+        self._cluster = cluster
+        self._schedule = schedule
+        self._clock = clock
+        self._obs = observer
+        self._bug_skip_release = bug_skip_release
+        self._assignors = {a.name: a for a in config.assignors}
+        self._default_assignor = config.assignors[0].name
+        self._session_ms = config.session_timeout_ms
+        # Set when a failover replaces this instance: its timers then do nothing.
+        self.retired = False
+        # Persisted state.
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self._members: dict[str, MemberRecord] = {}
+        self._targets: dict[str, frozenset[TopicIdPartition]] = {}
+        # The same targets as the assignors speak them: topic id -> partition numbers.
+        self._target_maps: dict[str, Mapping[uuid.UUID, frozenset[int]]] = {}
+        self._subscription_metadata: dict[uuid.UUID, int] = {}
+        self._offsets: dict[TopicPartition, int] = {}
+        # Derived and volatile state.
+        self._static: dict[str, str] = {}  # instance id -> member id
+        self._owner: dict[TopicIdPartition, str] = {}  # the broker's partition epochs
+        self._metadata_version = -1
+        self._session_deadline: dict[str, float] = {}
+        self._session_armed: set[str] = set()
+        self._rebalance_deadline: dict[str, tuple[int, float]] = {}
+        self._regex_cache: dict[str, re.Pattern[str] | None] = {}
+        self._topics_cache: dict[tuple[tuple[str, ...], str | None], frozenset[uuid.UUID]] = {}
+        self._topics_cache_version = -1
+        if persisted is not None:
+            self._load(persisted, clock())
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def members(self) -> Mapping[str, MemberRecord]:
+        """The member records by member id (read-only view)."""
+        return MappingProxyType(self._members)
+
+    def target(self, member_id: str) -> frozenset[TopicIdPartition]:
+        """The member's target assignment (empty if none)."""
+        return self._targets.get(member_id, _EMPTY)
+
+    def owner_of(self, tip: TopicIdPartition) -> str | None:
+        """The member id owning ``tip`` (assigned or pending revocation), or None."""
+        return self._owner.get(tip)
+
+    @property
+    def committed(self) -> Mapping[TopicPartition, int]:
+        """How many commits each partition has received (a stand-in for offsets)."""
+        return MappingProxyType(self._offsets)
+
+    def subscribed_partitions(self) -> frozenset[TopicIdPartition]:
+        """Every partition of every existing topic some member subscribes to."""
+        ids: set[uuid.UUID] = set()
+        for rec in self._members.values():
+            ids |= self._member_topic_ids(rec)
+        out: set[TopicIdPartition] = set()
+        for tid in ids:
+            topic = self._cluster.by_id(tid)
+            if topic is not None:
+                out |= topic.id_partitions()
+        return frozenset(out)
+
+    # ------------------------------------------------------------ persistence
+
+    def persist(self) -> PersistedGroup:
+        """The group as the broker has it on disk."""
+        return PersistedGroup(
+            group_epoch=self.group_epoch,
+            assignment_epoch=self.assignment_epoch,
+            subscription_metadata=tuple(sorted(self._subscription_metadata.items())),
+            members=tuple(rec.persist() for rec in self._members.values()),
+            targets=tuple(self._targets.items()),
+            offsets=tuple(self._offsets.items()),
+        )
+
+    def _load(self, p: PersistedGroup, now: float) -> None:
+        self.group_epoch = p.group_epoch
+        self.assignment_epoch = p.assignment_epoch
+        self._subscription_metadata = dict(p.subscription_metadata)
+        self._offsets = dict(p.offsets)
+        self._targets = dict(p.targets)
+        for mid, target in p.targets:
+            pmap: dict[uuid.UUID, set[int]] = {}
+            for tip in sorted(target):
+                pmap.setdefault(tip.topic_id, set()).add(tip.partition)
+            self._target_maps[mid] = MappingProxyType({t: frozenset(ps) for t, ps in pmap.items()})
+        for pm in p.members:
+            rec = MemberRecord.restore(pm)
+            self._members[rec.member_id] = rec
+            if rec.instance_id is not None:
+                self._static[rec.instance_id] = rec.member_id
+            for tip in rec.owned():
+                self._own(tip, rec.member_id)
+            # As the broker does on load: fresh session timers for everyone, and
+            # rebalance timers for members still revoking.
+            self._touch_session(rec.member_id, now)
+            if rec.state is AssignmentState.UNREVOKED_PARTITIONS:
+                self._arm_rebalance(rec, now)
+        # Metadata may have changed while the group was unloaded: check on the next heartbeat.
+        self._metadata_version = -1
+
+    # ------------------------------------------------------------- heartbeat
+
+    def heartbeat(self, req: HeartbeatRequest, now: float) -> HeartbeatResponse:
+        """Handle one ConsumerGroupHeartbeat request at virtual time ``now``."""
+        try:
+            self._validate(req)
+            if req.member_epoch < 0:
+                return self._leave(req, now)
+            return self._heartbeat(req, now)
+        except _RejectError as r:
+            return HeartbeatResponse(error_code=int(r.code), error_message=r.message)
+
+    def _validate(self, req: HeartbeatRequest) -> None:
+        bad = ErrorCode.INVALID_REQUEST
+        if not req.group_id or req.group_id != self.group_id:
+            raise _RejectError(bad, f"GroupId must be {self.group_id!r}, got {req.group_id!r}")
+        if not req.member_id:
+            raise _RejectError(bad, "MemberId can't be empty.")
+        if req.instance_id == "":
+            raise _RejectError(bad, "InstanceId can't be empty.")
+        if req.rack_id == "":
+            raise _RejectError(bad, "RackId can't be empty.")
+        if req.member_epoch < -2:
+            raise _RejectError(bad, f"MemberEpoch {req.member_epoch} is invalid.")
+        if req.member_epoch == -2 and req.instance_id is None:
+            raise _RejectError(bad, "InstanceId can't be null when leaving with epoch -2.")
+        if req.member_epoch == 0:
+            if req.rebalance_timeout_ms is None or req.rebalance_timeout_ms <= 0:
+                raise _RejectError(bad, "RebalanceTimeoutMs must be provided in first request.")
+            if req.topic_partitions is None or req.topic_partitions:
+                raise _RejectError(bad, "TopicPartitions must be empty when (re-)joining.")
+            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+                raise _RejectError(
+                    bad,
+                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+                )
+        if req.subscribed_topic_regex and self._regex(req.subscribed_topic_regex) is None:
+            raise _RejectError(
+                ErrorCode.INVALID_REGULAR_EXPRESSION,
+                f"SubscribedTopicRegex {req.subscribed_topic_regex!r} is not a valid regex.",
+            )
+        if req.server_assignor is not None and req.server_assignor not in self._assignors:
+            raise _RejectError(
+                ErrorCode.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {req.server_assignor!r} is not supported; supported: "
+                f"{sorted(self._assignors)}.",
+            )
+
+    def _heartbeat(self, req: HeartbeatRequest, now: float) -> HeartbeatResponse:
+        epoch = req.member_epoch
+        owned = req.topic_partitions
+        rec, new = self._member_for(req, now)
+        old_names = rec.subscribed_topic_names
+        old_regex = rec.subscribed_topic_regex
+        old_assignor = rec.server_assignor
+        if req.rack_id is not None:
+            rec.rack_id = req.rack_id
+        if req.rebalance_timeout_ms is not None:
+            rec.rebalance_timeout_ms = req.rebalance_timeout_ms
+        if req.server_assignor is not None:
+            rec.server_assignor = req.server_assignor
+        if req.subscribed_topic_names is not None:
+            rec.subscribed_topic_names = req.subscribed_topic_names
+        if req.subscribed_topic_regex is not None:
+            rec.subscribed_topic_regex = req.subscribed_topic_regex or None
+        bump = (
+            new
+            or rec.subscribed_topic_names != old_names
+            or rec.subscribed_topic_regex != old_regex
+            or rec.server_assignor != old_assignor
+        )
+        # Member or cluster metadata changed: the subscribed topics' metadata may differ.
+        stale = bump or self._metadata_version != self._cluster.version
+        if stale and self._refresh_subscription_metadata():
+            bump = True
+        if bump:
+            self.group_epoch += 1
+            self._note(f"group epoch {self.group_epoch}")
+        if self.group_epoch > self.assignment_epoch:
+            self._compute_target()
+        before = rec.assigned
+        self._reconcile(rec, owned, now)
+        self._touch_session(rec.member_id, now)
+        full = epoch == 0 or (
+            req.rebalance_timeout_ms is not None
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
+            and owned is not None
+        )
+        assignment: dict[uuid.UUID, list[int]] | None = None
+        if full or rec.assigned != before:
+            assignment = {}
+            for tip in rec.assigned:
+                assignment.setdefault(tip.topic_id, []).append(tip.partition)
+        return HeartbeatResponse(
+            member_id=rec.member_id,
+            member_epoch=rec.epoch,
+            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            assignment=assignment,
+        )
+
+    def _member_for(self, req: HeartbeatRequest, now: float) -> tuple[MemberRecord, bool]:
+        """The member's record (created or replaced when joining), epoch checked."""
+        mid = req.member_id
+        epoch = req.member_epoch
+        if req.instance_id is None:
+            rec = self._members.get(mid)
+            if rec is None:
+                if epoch != 0:
+                    raise _RejectError(
+                        ErrorCode.UNKNOWN_MEMBER_ID, f"Member {mid} is not in the group."
+                    )
+                return self._create(mid, None), True
+            self._check_epoch(rec, epoch, req.topic_partitions)
+            return rec, False
+        iid = req.instance_id
+        existing_id = self._static.get(iid)
+        existing = self._members.get(existing_id) if existing_id is not None else None
+        if epoch == 0:
+            if existing is None:
+                if mid in self._members:
+                    raise _RejectError(
+                        ErrorCode.FENCED_INSTANCE_ID,
+                        f"Member {mid} joined without its instance id.",
+                    )
+                return self._create(mid, iid), True
+            # As the broker: the instance id must have been released with a -2 leave,
+            # even by the same member id (the epoch 0 leniency of KAFKA-19233 applies
+            # to dynamic members only).
+            if existing.epoch != -2:
+                raise _RejectError(
+                    ErrorCode.UNRELEASED_INSTANCE_ID,
+                    f"Static member {mid} with instance id {iid} cannot join the group because "
+                    f"the instance id is owned by {existing.member_id} member.",
+                )
+            return self._replace(existing, mid, now), False
+        if existing is None:
+            raise _RejectError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {iid} is unknown.")
+        if existing.member_id != mid:
+            raise _RejectError(
+                ErrorCode.FENCED_INSTANCE_ID,
+                f"Static member {mid} with instance id {iid} was fenced by member "
+                f"{existing.member_id}.",
+            )
+        self._check_epoch(existing, epoch, req.topic_partitions)
+        return existing, False
+
+    def _create(self, member_id: str, instance_id: str | None) -> MemberRecord:
+        limit = self.config.max_group_size
+        if limit is not None and len(self._members) >= limit:
+            raise _RejectError(
+                ErrorCode.GROUP_MAX_SIZE_REACHED, f"The group has reached its size limit {limit}."
+            )
+        rec = MemberRecord(member_id)
+        rec.instance_id = instance_id
+        self._members[member_id] = rec
+        if instance_id is not None:
+            self._static[instance_id] = member_id
+        self._note(f"member {member_id[:8]} joins" + (f" as {instance_id}" if instance_id else ""))
+        return rec
+
+    def _replace(self, old: MemberRecord, member_id: str, now: float) -> MemberRecord:
+        """A new process takes over a static member that left temporarily (epoch -2)."""
+        rec = MemberRecord.restore(old.persist(), member_id)
+        rec.epoch = 0
+        rec.previous_epoch = 0
+        same = old.member_id == member_id
+        del self._members[old.member_id]
+        self._members[member_id] = rec
+        assert rec.instance_id is not None
+        self._static[rec.instance_id] = member_id
+        target = self._targets.pop(old.member_id, None)
+        if target is not None:
+            self._targets[member_id] = target
+            self._target_maps[member_id] = self._target_maps.pop(old.member_id)
+        for tip in old.owned():
+            self._owner[tip] = member_id
+        self._forget_timers(old.member_id)
+        self._note(f"static member {rec.instance_id}: {member_id[:8]} replaces {old.member_id[:8]}")
+        if not same:
+            self._obs.removed(old.member_id, "replaced by a new static member")
+        return rec
+
+    def _check_epoch(
+        self, rec: MemberRecord, epoch: int, owned: frozenset[TopicIdPartition] | None
+    ) -> None:
+        if epoch == 0:
+            return  # rejoining with the same member id (KAFKA-19233)
+        if epoch > rec.epoch:
+            raise _RejectError(
+                ErrorCode.FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a greater member epoch ({epoch}) than the one "
+                f"known by the group coordinator ({rec.epoch}). The member must abandon all "
+                "its partitions and rejoin.",
+            )
+        if epoch < rec.epoch and (
+            epoch != rec.previous_epoch or owned is None or not owned <= rec.assigned
+        ):
+            raise _RejectError(
+                ErrorCode.FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a smaller member epoch ({epoch}) than the one "
+                f"known by the group coordinator ({rec.epoch}). The member must abandon all "
+                "its partitions and rejoin.",
+            )
+
+    # ------------------------------------------------------------------ leave
+
+    def _leave(self, req: HeartbeatRequest, now: float) -> HeartbeatResponse:
+        mid = req.member_id
+        if req.instance_id is None:
+            rec = self._members.get(mid)
+            if rec is None:
+                raise _RejectError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Member {mid} is not in the group."
+                )
+            self._fence(rec, "left the group")
+            return HeartbeatResponse(member_id=mid, member_epoch=req.member_epoch)
+        existing_id = self._static.get(req.instance_id)
+        rec = self._members.get(existing_id) if existing_id is not None else None
+        if rec is None:
+            raise _RejectError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown."
+            )
+        if rec.member_id != mid:
+            raise _RejectError(
+                ErrorCode.FENCED_INSTANCE_ID,
+                f"Static member {mid} with instance id {req.instance_id} was fenced by member "
+                f"{rec.member_id}.",
+            )
+        if req.member_epoch == -1:
+            self._fence(rec, "left the group for good")
+            return HeartbeatResponse(member_id=mid, member_epoch=-1)
+        # -2: left temporarily; it keeps its assignment until its session expires.
+        released = rec.pending_revocation
+        for tip in released:
+            self._disown(tip, rec.member_id)
+        rec.pending_revocation = _EMPTY
+        rec.epoch = -2
+        self._rebalance_deadline.pop(rec.member_id, None)
+        self._note(f"static member {rec.instance_id} ({mid[:8]}) left temporarily")
+        if released:
+            self._obs.released(rec.member_id, released, "static member left temporarily")
+        return HeartbeatResponse(member_id=mid, member_epoch=-2)
+
+    def _fence(self, rec: MemberRecord, why: str) -> None:
+        """Remove the member from the group (leave, session or rebalance timeout)."""
+        mid = rec.member_id
+        del self._members[mid]
+        self._targets.pop(mid, None)
+        self._target_maps.pop(mid, None)
+        if rec.instance_id is not None and self._static.get(rec.instance_id) == mid:
+            del self._static[rec.instance_id]
+        for tip in rec.owned():
+            self._disown(tip, mid)
+        self._forget_timers(mid)
+        self._refresh_subscription_metadata()
+        self.group_epoch += 1
+        self._note(f"member {mid[:8]} removed ({why}); group epoch {self.group_epoch}")
+        self._obs.removed(mid, why)
+
+    # ---------------------------------------------------------------- targets
+
+    def _regex(self, pattern: str) -> re.Pattern[str] | None:
+        if pattern not in self._regex_cache:
+            try:
+                self._regex_cache[pattern] = re.compile(pattern)
+            except re.error:
+                self._regex_cache[pattern] = None
+        return self._regex_cache[pattern]
+
+    def _member_topic_ids(self, rec: MemberRecord) -> frozenset[uuid.UUID]:
+        """Ids of the existing topics the member subscribes to (names plus regex matches)."""
+        cluster = self._cluster
+        if self._topics_cache_version != cluster.version:
+            self._topics_cache.clear()
+            self._topics_cache_version = cluster.version
+        key = (rec.subscribed_topic_names, rec.subscribed_topic_regex)
+        ids = self._topics_cache.get(key)
+        if ids is None:
+            found: set[uuid.UUID] = set()
+            for name in rec.subscribed_topic_names:
+                topic = cluster.get(name)
+                if topic is not None:
+                    found.add(topic.topic_id)
+            if rec.subscribed_topic_regex is not None:
+                rx = self._regex(rec.subscribed_topic_regex)
+                if rx is not None:
+                    for name in cluster.names():
+                        if rx.fullmatch(name):
+                            topic = cluster.get(name)
+                            assert topic is not None
+                            found.add(topic.topic_id)
+            ids = frozenset(found)
+            self._topics_cache[key] = ids
+        return ids
+
+    def _refresh_subscription_metadata(self) -> bool:
+        """Recompute the subscribed topics' partition counts; True if they changed."""
+        self._metadata_version = self._cluster.version
+        meta: dict[uuid.UUID, int] = {}
+        for rec in self._members.values():
+            for tid in self._member_topic_ids(rec):
+                if tid not in meta:
+                    topic = self._cluster.by_id(tid)
+                    assert topic is not None
+                    meta[tid] = topic.partitions
+        if meta == self._subscription_metadata:
+            return False
+        self._subscription_metadata = meta
+        return True
+
+    def _select_assignor(self) -> PartitionAssignor:
+        counts: dict[str, int] = {}
+        for rec in self._members.values():
+            if rec.server_assignor is not None:
+                counts[rec.server_assignor] = counts.get(rec.server_assignor, 0) + 1
+        if not counts:
+            return self._assignors[self._default_assignor]
+        best = max(counts.values())
+        # Ties go to the name that sorts first, so the choice is deterministic.
+        return self._assignors[min(n for n, c in counts.items() if c == best)]
+
+    def _compute_target(self) -> None:
+        topics: dict[uuid.UUID, TopicMetadata] = {}
+        members: dict[str, MemberSpec] = {}
+        maps = self._target_maps
+        for mid, rec in self._members.items():
+            ids = self._member_topic_ids(rec)
+            for tid in ids:
+                if tid not in topics:
+                    topic = self._cluster.by_id(tid)
+                    assert topic is not None
+                    topics[tid] = TopicMetadata(topic.name, topic.partitions)
+            members[mid] = MemberSpec(
+                subscribed_topic_ids=ids,
+                assignment=maps.get(mid, _NO_PARTITIONS),
+                instance_id=rec.instance_id,
+                rack_id=rec.rack_id,
+            )
+        assignor = self._select_assignor()
+        epoch = self.group_epoch
+        try:
+            # Typed as object: a user assignor may return anything.
+            result: object = assignor.assign(AssignmentSpec(members=members, topics=topics))
+        except KgroupError as exc:
+            self._obs.illegal_assignment(f"assignor {assignor.name!r} failed: {exc}")
+            return
+        new_maps = self._validate_target(assignor.name, result, members, topics)
+        if new_maps is None:
+            return
+        targets: dict[str, frozenset[TopicIdPartition]] = {}
+        for mid, pmap in new_maps.items():
+            # Most members keep their target: reuse the set rather than rebuild it.
+            if maps.get(mid) == pmap:
+                targets[mid] = self._targets[mid]
+            else:
+                targets[mid] = frozenset(
+                    TopicIdPartition(t, p) for t, ps in pmap.items() for p in ps
+                )
+        self._targets = targets
+        self._target_maps = new_maps
+        self.assignment_epoch = epoch
+        self._note(f"target assignment epoch {epoch} by {assignor.name}")
+
+    def _validate_target(
+        self,
+        name: str,
+        result: object,
+        members: Mapping[str, MemberSpec],
+        topics: Mapping[uuid.UUID, TopicMetadata],
+    ) -> dict[str, Mapping[uuid.UUID, frozenset[int]]] | None:
+        """The assignor's output if it gives each subscribed partition to exactly one subscriber."""
+        if not isinstance(result, TargetAssignment):
+            self._obs.illegal_assignment(
+                f"assignor {name!r} returned {type(result).__name__}, not a TargetAssignment"
+            )
+            return None
+        seen: dict[uuid.UUID, dict[int, str]] = {}
+        out: dict[str, Mapping[uuid.UUID, frozenset[int]]] = {}
+        for mid, assignment in result.members.items():
+            spec = members.get(mid)
+            if spec is None:
+                self._obs.illegal_assignment(f"assignor {name!r} assigned to unknown member {mid}")
+                return None
+            pmap = assignment.partitions
+            for tid, partitions in pmap.items():
+                meta = topics.get(tid)
+                if meta is None:
+                    self._obs.illegal_assignment(
+                        f"assignor {name!r} assigned partitions of topic {tid}, which no "
+                        "member subscribes to"
+                    )
+                    return None
+                if tid not in spec.subscribed_topic_ids:
+                    self._obs.illegal_assignment(
+                        f"assignor {name!r} assigned {meta.name}-{min(partitions)} to "
+                        f"{mid[:8]}, which does not subscribe to {meta.name}"
+                    )
+                    return None
+                owners = seen.setdefault(tid, {})
+                for p in partitions:
+                    if not 0 <= p < meta.num_partitions:
+                        self._obs.illegal_assignment(
+                            f"assignor {name!r} assigned {meta.name}-{p}, which does not exist"
+                        )
+                        return None
+                    other = owners.get(p)
+                    if other is not None:
+                        self._obs.illegal_assignment(
+                            f"assignor {name!r} assigned {meta.name}-{p} to both "
+                            f"{other[:8]} and {mid[:8]}"
+                        )
+                        return None
+                    owners[p] = mid
+            if pmap:
+                out[mid] = pmap
+        for tid, meta in topics.items():
+            owners = seen.get(tid, {})
+            if len(owners) != meta.num_partitions:
+                missing = min(set(range(meta.num_partitions)) - set(owners))
+                self._obs.illegal_assignment(
+                    f"assignor {name!r} left {meta.name}-{missing} unassigned"
+                )
+                return None
+        return out
+
+    # --------------------------------------------------------- reconciliation
+
+    def _reconcile(
+        self, rec: MemberRecord, owned: frozenset[TopicIdPartition] | None, now: float
+    ) -> None:
+        """Move the member towards its target (the broker's CurrentAssignmentBuilder)."""
+        te = self.assignment_epoch
+        state = rec.state
+        if state is AssignmentState.STABLE:
+            if rec.epoch == te:
+                return
+            self._next_assignment(rec, rec.epoch, owned, now)
+        elif state is AssignmentState.UNREVOKED_PARTITIONS:
+            if owned is None or not owned.isdisjoint(rec.pending_revocation):
+                return
+            self._next_assignment(rec, rec.epoch + 1, owned, now)
+        else:
+            self._next_assignment(rec, rec.epoch, owned, now)
+
+    def _next_assignment(
+        self,
+        rec: MemberRecord,
+        epoch: int,
+        owned: frozenset[TopicIdPartition] | None,
+        now: float,
+    ) -> None:
+        te = self.assignment_epoch
+        target = self._targets.get(rec.member_id, _EMPTY)
+        assigned = rec.assigned
+        keep = assigned & target
+        revoke = assigned - keep
+        add = target - keep
+        owner = self._owner
+        if self._bug_skip_release:
+            unreleased: frozenset[TopicIdPartition] = _EMPTY
+        else:
+            unreleased = frozenset(tip for tip in add if tip in owner)
+        add = add - unreleased
+        if revoke and (owned is None or not owned.isdisjoint(revoke)):
+            new = (AssignmentState.UNREVOKED_PARTITIONS, epoch, keep, revoke)
+        elif add:
+            state = AssignmentState.UNRELEASED_PARTITIONS if unreleased else AssignmentState.STABLE
+            new = (state, te, keep | add, _EMPTY)
+        elif unreleased:
+            new = (AssignmentState.UNRELEASED_PARTITIONS, te, keep, _EMPTY)
+        else:
+            new = (AssignmentState.STABLE, te, keep, _EMPTY)
+        self._apply(rec, *new, now=now)
+
+    def _apply(
+        self,
+        rec: MemberRecord,
+        state: AssignmentState,
+        epoch: int,
+        assigned: frozenset[TopicIdPartition],
+        pending: frozenset[TopicIdPartition],
+        *,
+        now: float,
+    ) -> None:
+        if (
+            state is rec.state
+            and epoch == rec.epoch
+            and assigned == rec.assigned
+            and pending == rec.pending_revocation
+        ):
+            return
+        if epoch < rec.epoch:
+            raise SimulationError(
+                f"simulated coordinator bug: member {rec.member_id} epoch {rec.epoch} -> {epoch}"
+            )
+        mid = rec.member_id
+        old_owned = rec.owned()
+        new_owned = assigned | pending
+        released = old_owned - new_owned
+        for tip in released:
+            self._disown(tip, mid)
+        for tip in new_owned - old_owned:
+            self._own(tip, mid)
+        rec.previous_epoch = rec.epoch
+        rec.epoch = epoch
+        rec.state = state
+        rec.assigned = assigned
+        rec.pending_revocation = pending
+        if state is AssignmentState.UNREVOKED_PARTITIONS:
+            self._arm_rebalance(rec, now)
+        else:
+            self._rebalance_deadline.pop(mid, None)
+        if released:
+            self._obs.released(mid, released, "revocation acknowledged")
+
+    def _own(self, tip: TopicIdPartition, member_id: str) -> None:
+        other = self._owner.get(tip)
+        if other is not None and other != member_id:
+            if self._bug_skip_release:
+                # The injected bug hands the partition over; the old owner keeps its record.
+                self._owner[tip] = member_id
+                return
+            raise SimulationError(
+                f"simulated coordinator bug: {tip} given to {member_id} while {other} owns it"
+            )
+        self._owner[tip] = member_id
+
+    def _disown(self, tip: TopicIdPartition, member_id: str) -> None:
+        if self._owner.get(tip) == member_id:
+            del self._owner[tip]
+
+    # ----------------------------------------------------------------- timers
+
+    def _touch_session(self, member_id: str, now: float) -> None:
+        deadline = now + self._session_ms / 1000.0
+        self._session_deadline[member_id] = deadline
+        if member_id not in self._session_armed:
+            self._session_armed.add(member_id)
+            self._schedule(deadline, self._on_session_timer, member_id)
+
+    def _on_session_timer(self, member_id: str) -> None:
+        self._session_armed.discard(member_id)
+        if self.retired:
+            return
+        deadline = self._session_deadline.get(member_id)
+        rec = self._members.get(member_id)
+        if deadline is None or rec is None:
+            return
+        now = self._clock()
+        if deadline > now:
+            self._session_armed.add(member_id)
+            self._schedule(deadline, self._on_session_timer, member_id)
+            return
+        self._fence(rec, "session timeout")
+
+    def _arm_rebalance(self, rec: MemberRecord, now: float) -> None:
+        timeout = max(rec.rebalance_timeout_ms, 0) / 1000.0
+        entry = (rec.epoch, now + timeout)
+        self._rebalance_deadline[rec.member_id] = entry
+        self._schedule(entry[1], self._on_rebalance_timer, (rec.member_id, entry))
+
+    def _on_rebalance_timer(self, arg: tuple[str, tuple[int, float]]) -> None:
+        member_id, entry = arg
+        if self.retired or self._rebalance_deadline.get(member_id) != entry:
+            return
+        rec = self._members.get(member_id)
+        if rec is None or rec.epoch != entry[0]:
+            return
+        self._fence(rec, f"did not revoke within the rebalance timeout (epoch {entry[0]})")
+
+    def _forget_timers(self, member_id: str) -> None:
+        self._session_deadline.pop(member_id, None)
+        self._rebalance_deadline.pop(member_id, None)
+
+    # ---------------------------------------------------------------- commits
+
+    def commit(
+        self, member_id: str, member_epoch: int, partitions: frozenset[TopicPartition]
+    ) -> ErrorCode:
+        """Judge an OffsetCommit from ``member_id`` at ``member_epoch``."""
+        rec = self._members.get(member_id)
+        if rec is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != rec.epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        for tp in partitions:
+            self._offsets[tp] = self._offsets.get(tp, 0) + 1
+        self._obs.commit_accepted(rec, member_epoch, partitions)
+        return ErrorCode.NONE
+
+    def offset_fetch(
+        self, member_id: str, member_epoch: int, partitions: frozenset[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, int | None]]:
+        """An OffsetFetch (v9+, require_stable) from ``member_id`` at ``member_epoch``.
+
+        The "offsets" are how many commits each partition received (None: none).
+        """
+        rec = self._members.get(member_id)
+        if rec is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID, {}
+        if member_epoch != rec.epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH, {}
+        return ErrorCode.NONE, {tp: self._offsets.get(tp) for tp in partitions}
+
+    def _note(self, text: str) -> None:
+        self._obs.note(text)

@@ -1,0 +1,2252 @@
+"""The simulation engine: real kgroup members, a simulated coordinator, virtual time, faults.
+
+:class:`Simulation` drives kgroup's sans-IO :class:`~kgroup.membership.ConsumerMember`
+machines the way the runtime does (heartbeats over a network, offset commits,
+listener callbacks inside the application's poll, metadata and coordinator
+lookups), against a :class:`~kgroup.testing.sim.coordinator.ConsumerGroupCoordinator`,
+on a virtual clock. Faults are scheduled with its methods (crash, close,
+partition, stall, failover, lossy network, slow or failing callbacks,
+subscription changes, new topics and partitions). Invariants are checked as
+the run goes; the first one broken raises
+:class:`~kgroup.testing.sim.errors.InvariantViolationError`.
+
+Everything random comes from one :class:`random.Random` seeded by ``seed``:
+the same inputs give the same run, event for event.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import random
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from kgroup.assignors import Assignment as ClassicAssignorAssignment
+from kgroup.assignors import (
+    Cluster,
+    ConsumerPartitionAssignor,
+    GroupAssignment,
+    GroupMetadata,
+    GroupSubscription,
+    PartitionAssignor,
+    Subscription,
+    resolve_assignors,
+    validate_assignment,
+)
+from kgroup.errors import KgroupError
+from kgroup.listener import listener_method
+from kgroup.membership import (
+    AssignmentComputed,
+    AssignorFailed,
+    AssignorOnAssignment,
+    CallbackCompleted,
+    ClassicAssignment,
+    ClassicAssignorOnAssignment,
+    ClassicHeartbeatResponseReceived,
+    ClassicMember,
+    ClassicMemberConfig,
+    ClassicState,
+    Closed,
+    CloseRequested,
+    CommitCompleted,
+    CommitFailed,
+    CommitOffsets,
+    ConsumerMember,
+    CoordinatorRediscovered,
+    FailureKind,
+    HeartbeatFailed,
+    HeartbeatResponse,
+    HeartbeatResponseReceived,
+    JoinGroupResponse,
+    JoinGroupResponseReceived,
+    LeaveComplete,
+    LeaveGroupResponseReceived,
+    MemberConfig,
+    MemberState,
+    MetadataUpdated,
+    PollCalled,
+    RaiseCallbackError,
+    RebalanceProtocol,
+    RediscoverCoordinator,
+    ReportAssignorError,
+    ReportError,
+    ReportFatalError,
+    RequestFailed,
+    RequestMetadata,
+    RunAssignor,
+    RunCallback,
+    SendClassicHeartbeat,
+    SendHeartbeat,
+    SendJoinGroup,
+    SendLeaveGroup,
+    SendSyncGroup,
+    StartFetching,
+    StopFetching,
+    SubscribedMetadataChanged,
+    SubscriptionChanged,
+    SyncGroupResponse,
+    SyncGroupResponseReceived,
+    TimerTick,
+    Unsubscribe,
+)
+from kgroup.runtime.fetch_state import Assign, FetchState, FetchTicket, Unassign
+from kgroup.testing.sim._queue import EventQueue
+from kgroup.testing.sim.classic import (
+    ILLEGAL_GENERATION,
+    REBALANCE_IN_PROGRESS,
+    ClassicCoordinatorConfig,
+    ClassicGroupCoordinator,
+    ClassicGroupState,
+)
+from kgroup.testing.sim.cluster import SimCluster
+from kgroup.testing.sim.coordinator import (
+    ConsumerGroupCoordinator,
+    CoordinatorConfig,
+    ErrorCode,
+    MemberRecord,
+)
+from kgroup.testing.sim.errors import InvariantViolationError, ScenarioError, SimulationError
+from kgroup.testing.sim.invariants import EpochLedger, Invariant, Span, Violation
+from kgroup.types import Backoff, TopicIdPartition, TopicPartition
+
+__all__ = [
+    "CoordinatorStatus",
+    "InjectedBug",
+    "MemberPlan",
+    "NetworkConditions",
+    "SimulatedCallbackError",
+    "Simulation",
+    "SimulationConfig",
+]
+
+
+class InjectedBug(enum.Enum):
+    """Test-only switches that break the system on purpose, to show the invariants catch it."""
+
+    ACK_BEFORE_REVOKE = (
+        "the member's runtime stops fetching a revoked partition only a second after it is "
+        "asked to, so the acknowledgement reaches the coordinator while it still fetches"
+    )
+    COORDINATOR_SKIPS_RELEASE = (
+        "the coordinator hands a partition to its new owner without waiting for the previous "
+        "owner to release it"
+    )
+
+
+class CoordinatorStatus(enum.Enum):
+    """Whether the coordinator answers."""
+
+    UP = "up"
+    DOWN = "down: requests reach a broker that is not the coordinator"
+    LOADING = "loading: the new coordinator reloads the group"
+
+
+class SimulatedCallbackError(Exception):
+    """Raised by a simulated listener callback when the scenario injects callback errors."""
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkConditions:
+    """How the network misbehaves while a lossy window is open (probabilities per message).
+
+    ``duplicate`` delivers a response twice to the member machine, which must
+    ignore the copy (requests are processed at most once, as on TCP: a request
+    processed twice would make the coordinator count as delivered an
+    assignment whose response the client never sees); ``spike`` adds a
+    latency of up to ``spike_max`` seconds, beyond the request timeout at times.
+    """
+
+    drop_request: float = 0.0
+    drop_response: float = 0.0
+    duplicate: float = 0.0
+    spike: float = 0.0
+    spike_max: float = 4.0
+
+    def __post_init__(self) -> None:
+        for name in ("drop_request", "drop_response", "duplicate", "spike"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ScenarioError(f"NetworkConditions.{name} must be in [0, 1], got {value}")
+        if self.spike_max < 0:
+            raise ScenarioError("NetworkConditions.spike_max must not be negative")
+
+
+@dataclass(frozen=True, slots=True)
+class SimulationConfig:
+    """Timing of the simulated world (virtual seconds unless named ``_ms``).
+
+    The defaults scale Kafka's down about five times (heartbeat 1 s, session
+    6 s), so that a run covers many rebalances in little virtual time.
+    """
+
+    group_id: str = "sim-group"
+    coordinator: CoordinatorConfig = field(default_factory=CoordinatorConfig)
+    request_timeout: float = 3.0
+    latency: tuple[float, float] = (0.001, 0.02)
+    lookup_delay: float = 0.05
+    restart_delay: tuple[float, float] = (0.5, 2.0)
+    close_timeout: float = 5.0
+    retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1000
+    auto_commit_interval: float = 2.0
+    # How long a new topic stays invisible to the members' metadata after the
+    # coordinator sees it (each creation draws up to this): assignments then
+    # name topic ids the members cannot resolve yet.
+    metadata_lag: float = 0.0
+    # Off by default: ConsumerMember does not implement the rule yet (see docs/simulation.md).
+    check_session_loss: bool = False
+
+    def __post_init__(self) -> None:
+        lo, hi = self.latency
+        if not 0 <= lo <= hi:
+            raise ScenarioError(
+                f"latency must be (low, high) with 0 <= low <= high, got {self.latency}"
+            )
+        if self.request_timeout <= hi:
+            raise ScenarioError("request_timeout must exceed the highest normal latency")
+        lo, hi = self.restart_delay
+        if not 0 <= lo <= hi:
+            raise ScenarioError(f"restart_delay must be (low, high), got {self.restart_delay}")
+        if self.close_timeout <= 0 or self.auto_commit_interval <= 0:
+            raise ScenarioError("close_timeout and auto_commit_interval must be positive")
+        if self.metadata_lag < 0:
+            raise ScenarioError("metadata_lag must not be negative")
+
+
+@dataclass(frozen=True, slots=True)
+class MemberPlan:
+    """One application process running a kgroup consumer in the simulation.
+
+    Attributes:
+        name: the process's name in traces and results.
+        topics / pattern: the subscription (names and / or a regex).
+        instance_id: ``group.instance.id`` (a static member) or None.
+        server_assignor: ``group.remote.assignor`` or None.
+        max_poll_interval_ms: ``max.poll.interval.ms`` (also the rebalance timeout).
+        auto_commit: ``enable.auto.commit``.
+        poll_interval: seconds between two polls of the application.
+        callback_time: seconds each listener callback takes.
+        listener: a rebalance listener object whose methods are called (sync
+            only) with the partitions; None: a listener that does nothing.
+        has_listener: False models a consumer without a listener (callbacks
+            complete at once, outside poll).
+        start_at: when the process starts and subscribes.
+    """
+
+    name: str
+    topics: frozenset[str] = frozenset()
+    pattern: str | None = None
+    instance_id: str | None = None
+    rack_id: str | None = None
+    server_assignor: str | None = None
+    max_poll_interval_ms: int = 10_000
+    auto_commit: bool = True
+    poll_interval: float = 0.5
+    callback_time: float = 0.0
+    listener: object | None = field(default=None, compare=False, hash=False)
+    has_listener: bool = True
+    start_at: float = 0.0
+    protocol: str = "consumer"
+    assignors: tuple[str, ...] = ("cooperative-sticky",)
+    session_timeout_ms: int = 6000
+    heartbeat_interval_ms: int = 1000
+
+    def __post_init__(self) -> None:
+        # Accept any collection of names (a set literal reads best in tests).
+        object.__setattr__(self, "topics", frozenset(self.topics))
+        if not self.name:
+            raise ScenarioError("a member needs a non-empty name")
+        if not self.topics and self.pattern is None:
+            raise ScenarioError(
+                f"member {self.name!r} subscribes to nothing: give topics or a pattern"
+            )
+        if self.poll_interval <= 0:
+            raise ScenarioError(f"member {self.name!r}: poll_interval must be positive")
+        if self.callback_time < 0:
+            raise ScenarioError(f"member {self.name!r}: callback_time must not be negative")
+        if self.max_poll_interval_ms <= 0:
+            raise ScenarioError(f"member {self.name!r}: max_poll_interval_ms must be positive")
+        if self.protocol not in ("consumer", "classic"):
+            raise ScenarioError(
+                f"member {self.name!r}: protocol must be 'consumer' or 'classic', "
+                f"got {self.protocol!r}"
+            )
+        if self.protocol == "classic":
+            if self.pattern is not None:
+                raise ScenarioError(
+                    f"member {self.name!r}: the simulator has no regex subscriptions for "
+                    "classic members; give topic names"
+                )
+            if not self.assignors:
+                raise ScenarioError(f"member {self.name!r}: a classic member needs assignors")
+
+
+# Request kinds on the simulated network.
+_HB = 0
+_LEAVE = 1
+_COMMIT = 2
+_OFFSETS = 3  # OffsetFetch of the partitions about to start fetching
+# Classic requests.
+_JOIN = 4
+_SYNC = 5
+_CHB = 6
+_CLEAVE = 7
+
+_RETRY_COMMIT = frozenset(
+    {
+        ErrorCode.STALE_MEMBER_EPOCH,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
+# Fatal errors that faults explain: a static member restarted before its old
+# process released the instance id, or a stale process of a static member.
+_EXPECTED_FATAL = frozenset({ErrorCode.UNRELEASED_INSTANCE_ID, ErrorCode.FENCED_INSTANCE_ID})
+# Classic commits retried by the runtime's offset manager (the rest go back as CommitFailed).
+_RETRY_CLASSIC_COMMIT = frozenset(
+    {
+        REBALANCE_IN_PROGRESS,
+        int(ErrorCode.NOT_COORDINATOR),
+        int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+        int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
+    }
+)
+# The classic leader's metadata watch interval (metadata.max.age.ms, scaled down).
+_METADATA_WATCH = 2.0
+# How often a member may ask to be woken at the same instant before it counts as a busy loop.
+_SAME_INSTANT_LIMIT = 200
+
+
+class _Commit:
+    __slots__ = ("attempt", "deadline", "done", "parts", "sent_at", "tenure", "token")
+
+    def __init__(
+        self,
+        token: int | None,
+        parts: frozenset[TopicPartition],
+        deadline: float,
+        fetch: FetchState,
+    ) -> None:
+        self.token = token
+        self.parts = parts
+        self.deadline = deadline
+        self.attempt = 0
+        self.done = False
+        self.sent_at = -1  # the epoch or generation of the last attempt
+        # As the runtime's offset manager: a partition lost and assigned again
+        # while the commit waits is dropped (its offsets predate the loss).
+        self.tenure = {tp: fetch.tenure(tp) for tp in parts}
+
+
+class _OffsetFetch:
+    __slots__ = ("attempt", "ticket")
+
+    def __init__(self, ticket: FetchTicket) -> None:
+        self.ticket = ticket
+        self.attempt = 0
+
+
+class _Slot:
+    """One application process slot; each (re)start runs a new incarnation in it."""
+
+    __slots__ = (
+        "callback_error_p",
+        "cut_until",
+        "name",
+        "pattern",
+        "plan",
+        "proc",
+        "restarts",
+        "stall_until",
+        "subscribed",
+        "topics",
+        "wanted",
+    )
+
+    def __init__(self, plan: MemberPlan) -> None:
+        self.plan = plan
+        self.name = plan.name
+        self.proc: _Proc | None = None
+        self.restarts = 0
+        self.wanted = False  # should be running and in the group (for convergence)
+        self.subscribed = True
+        self.topics = plan.topics
+        self.pattern = plan.pattern
+        self.cut_until = 0.0
+        self.stall_until = 0.0
+        self.callback_error_p = 0.0
+
+
+class _Proc:
+    """One incarnation of a slot: a kgroup member plus the simulated runtime around it."""
+
+    __slots__ = (
+        "alive",
+        "assignors",
+        "busy",
+        "callbacks",
+        "closing",
+        "commits",
+        "conn",
+        "epoch",
+        "fetch",
+        "fetching",
+        "hb_in_flight",
+        "label",
+        "last_ok",
+        "last_wake",
+        "link_last",
+        "max_epoch",
+        "member",
+        "member_id",
+        "owner",
+        "pending",
+        "poll_gen",
+        "restart_after",
+        "same_instant",
+        "slot",
+        "timer_at",
+        "timer_gen",
+        "watched",
+    )
+
+    def __init__(
+        self,
+        slot: _Slot,
+        member: ConsumerMember | ClassicMember,
+        label: str,
+        assignors: Mapping[str, ConsumerPartitionAssignor] | None = None,
+    ) -> None:
+        self.slot = slot
+        self.member = member
+        self.member_id = member.member_id
+        self.assignors = assignors or {}
+        # Partition counts the classic leader's last assignor run saw.
+        self.watched: dict[str, int] | None = None
+        self.label = label
+        # Static members' incarnations share their partitions' epoch history.
+        self.owner = f"instance:{slot.plan.instance_id}" if slot.plan.instance_id else label
+        self.alive = True
+        self.closing = False
+        self.restart_after: float | None = None
+        self.epoch = 0
+        self.max_epoch = 0
+        # The runtime's sans-IO fetch state; ``fetching`` mirrors what it assigned
+        # on the (simulated) data plane, with each partition's epoch span.
+        self.fetch = FetchState()
+        self.fetching: dict[TopicPartition, Span] = {}
+        self.timer_at: float | None = None
+        self.timer_gen = 0
+        self.hb_in_flight: set[int] = set()
+        # rid -> (kind, ident, connection, timeout deadline)
+        self.pending: dict[int, tuple[int, Any, int, float]] = {}
+        self.conn = 0
+        self.link_last = 0.0
+        self.callbacks: list[RunCallback] = []
+        self.busy = False
+        self.poll_gen = 0
+        self.commits: list[_Commit] = []
+        self.same_instant = 0
+        self.last_wake = -1.0
+        self.last_ok = 0.0  # when the last successful heartbeat response arrived
+
+
+class _Observer:
+    """The coordinator's observer: forwards to the simulation (kept apart to stay private)."""
+
+    __slots__ = ("_sim",)
+
+    def __init__(self, sim: Simulation) -> None:
+        self._sim = sim
+
+    def released(self, member_id: str, partitions: frozenset[TopicIdPartition], why: str) -> None:
+        self._sim._on_released(member_id, partitions, why)
+
+    def removed(self, member_id: str, why: str) -> None:
+        self._sim._on_removed(member_id, why)
+
+    def commit_accepted(
+        self, record: MemberRecord, epoch: int, partitions: frozenset[TopicPartition]
+    ) -> None:
+        self._sim._on_commit_accepted(record, epoch, partitions)
+
+    def illegal_assignment(self, message: str) -> None:
+        self._sim._violate(Invariant.ILLEGAL_ASSIGNMENT, message)
+
+    def note(self, text: str) -> None:
+        if self._sim._trace is not None:
+            self._sim._log("coord", text)
+
+
+@contextmanager
+def quiet_member_logs() -> Iterator[None]:
+    """Silence kgroup's member logs for the duration (thousands of runs would flood stderr)."""
+    logger = logging.getLogger("kgroup.membership")
+    old = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(old)
+
+
+class Simulation:
+    """A consumer group of kgroup members in a simulated world (see the module docstring).
+
+    Build it, add members and faults, then :meth:`run` or
+    :meth:`run_until_converged`. ``assignors`` replaces the coordinator's
+    server assignors (the first is the default); ``bug`` injects a test-only
+    bug; ``trace`` records a readable line per step (:attr:`trace`).
+    """
+
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        topics: Mapping[str, int] | None = None,
+        config: SimulationConfig | None = None,
+        assignors: tuple[PartitionAssignor, ...] | list[PartitionAssignor] | None = None,
+        bug: InjectedBug | None = None,
+        trace: bool = False,
+    ) -> None:
+        cfg = config or SimulationConfig()
+        if assignors is not None:
+            cfg = dataclasses.replace(
+                cfg, coordinator=dataclasses.replace(cfg.coordinator, assignors=tuple(assignors))
+            )
+        self.config = cfg
+        self.seed = seed
+        self.bug = bug
+        self.rng = random.Random(f"kgroup-sim:{seed}")
+        self._q = EventQueue()
+        self.cluster = SimCluster(self.rng)
+        self._observer = _Observer(self)
+        self.coordinator = self._new_coordinator(None)
+        # The classic group's coordinator (members speak one protocol or the
+        # other: converting a group between them is not simulated).
+        self.classic = ClassicGroupCoordinator(
+            cfg.group_id,
+            ClassicCoordinatorConfig(),
+            schedule=self._q.schedule,
+            clock=lambda: self._q.now,
+            new_member_id=lambda: f"classic-{_uuid4(self.rng)}",
+            on_removed=self._on_removed,
+        )
+        self.status = CoordinatorStatus.UP
+        self._status_until = 0.0
+        self._slots: dict[str, _Slot] = {}
+        self._by_member_id: dict[str, _Proc] = {}
+        self._ledger = EpochLedger()
+        # When each topic becomes visible in the members' metadata (see metadata_lag).
+        self._visible_at: dict[uuid.UUID, float] = {}
+        # Who fetches each partition right now (for the wall-clock half of DOUBLE_FETCH).
+        self._fetchers: dict[TopicPartition, list[_Proc]] = {}
+        self._lossy: NetworkConditions | None = None
+        self._slow_callbacks = 0.0
+        self._next_rid = 0
+        self._backoff = Backoff.from_ms(cfg.retry_backoff_ms, cfg.retry_backoff_max_ms)
+        self._trace: list[str] | None = [] if trace else None
+        self.violation: Violation | None = None
+        self.converged_at: float | None = None
+        self._converged_since: float | None = None
+        self._deadline: float | None = None
+        self._last_reason = ""
+        self._last_fault_at = 0.0
+        self.stats: dict[str, int] = {}
+        self._session_loss = (
+            cfg.coordinator.session_timeout_ms / 1000.0 if cfg.check_session_loss else None
+        )
+        lat_lo, lat_hi = cfg.latency
+        self._lat_lo = lat_lo
+        self._lat_span = lat_hi - lat_lo
+        self._dispatch: dict[type, Callable[[_Proc, Any], None]] = {
+            SendHeartbeat: self._do_heartbeat,
+            StopFetching: self._do_stop,
+            StartFetching: self._do_start,
+            CommitOffsets: self._do_commit,
+            RunCallback: self._do_callback,
+            RaiseCallbackError: self._do_raise,
+            RequestMetadata: self._do_metadata,
+            RediscoverCoordinator: self._do_rediscover,
+            ReportError: self._do_report,
+            ReportFatalError: self._do_fatal,
+            AssignorOnAssignment: self._do_nothing,
+            LeaveComplete: self._do_left,
+            Closed: self._do_closed,
+            SendJoinGroup: self._do_join,
+            SendSyncGroup: self._do_sync,
+            SendClassicHeartbeat: self._do_classic_heartbeat,
+            SendLeaveGroup: self._do_classic_leave,
+            RunAssignor: self._do_run_assignor,
+            ClassicAssignorOnAssignment: self._do_classic_on_assignment,
+            ReportAssignorError: self._do_assignor_error,
+        }
+        for name, partitions in (topics or {}).items():
+            self.cluster.create(name, partitions)
+
+    # ------------------------------------------------------------- building
+
+    @property
+    def now(self) -> float:
+        """The virtual time, in seconds."""
+        return self._q.now
+
+    @property
+    def steps(self) -> int:
+        """How many events ran so far."""
+        return self._q.steps
+
+    @property
+    def trace(self) -> list[str]:
+        """The trace lines recorded so far (empty unless built with ``trace=True``)."""
+        return list(self._trace or ())
+
+    def add_member(self, name: str, **plan: Any) -> MemberPlan:
+        """Add an application process running a kgroup consumer; see :class:`MemberPlan`."""
+        if name in self._slots:
+            raise ScenarioError(f"member {name!r} exists already; names must be unique")
+        member_plan = MemberPlan(name=name, **plan)
+        for other in self._slots.values():
+            if other.plan.protocol != member_plan.protocol:
+                raise ScenarioError(
+                    f"member {name!r} speaks the {member_plan.protocol} protocol but "
+                    f"{other.name!r} the {other.plan.protocol} one: the simulator does not "
+                    "convert groups between protocols; use one protocol per simulation"
+                )
+        slot = _Slot(member_plan)
+        self._slots[name] = slot
+        self._q.schedule(member_plan.start_at, self._ev_start, slot)
+        return member_plan
+
+    def create_topic(self, name: str, partitions: int, *, at: float | None = None) -> None:
+        """Create a topic now, or at virtual time ``at``."""
+        if at is None:
+            self.cluster.create(name, partitions)
+        else:
+            self._q.schedule(at, self._ev_create_topic, (name, partitions))
+
+    def add_partitions(self, topic: str, count: int, *, at: float) -> None:
+        """Grow ``topic`` by ``count`` partitions at ``at``."""
+        self._fault_at(at)
+        self._q.schedule(at, self._ev_add_partitions, (topic, count))
+
+    def _fault_at(self, at: float) -> None:
+        if at < 0:
+            raise ScenarioError(f"faults happen at a time >= 0, got {at}")
+        self._last_fault_at = max(self._last_fault_at, at)
+
+    def _slot(self, name: str) -> _Slot:
+        slot = self._slots.get(name)
+        if slot is None:
+            raise ScenarioError(f"no member called {name!r}; add it with add_member first")
+        return slot
+
+    def crash(self, name: str, *, at: float, restart_after: float | None = None) -> None:
+        """Kill the process at ``at`` (no leave); restart it ``restart_after`` later if given."""
+        self._fault_at(at)
+        self._q.schedule(at, self._ev_crash, (self._slot(name), restart_after))
+
+    def crash_reconciling(self, *, at: float, restart_after: float | None = None) -> None:
+        """At ``at``, kill a member that is in the middle of a reconciliation (if any)."""
+        self._fault_at(at)
+        self._q.schedule(at, self._ev_crash_reconciling, restart_after)
+
+    def close(self, name: str, *, at: float, restart_after: float | None = None) -> None:
+        """Close the consumer at ``at`` (leave); start a new process ``restart_after`` later."""
+        self._fault_at(at)
+        self._q.schedule(at, self._ev_close, (self._slot(name), restart_after))
+
+    def subscribe(
+        self,
+        name: str,
+        *,
+        at: float,
+        topics: frozenset[str] | set[str] = frozenset(),
+        pattern: str | None = None,
+    ) -> None:
+        """Change the member's subscription at ``at`` (nothing at all means unsubscribe)."""
+        self._fault_at(at)
+        self._q.schedule(at, self._ev_subscribe, (self._slot(name), frozenset(topics), pattern))
+
+    def partition(self, name: str, *, at: float, duration: float) -> None:
+        """Cut the member off the network from ``at`` for ``duration`` seconds."""
+        self._fault_at(at)
+        self._q.schedule(at, self._ev_cut, (self._slot(name), duration))
+
+    def stall(self, name: str, *, at: float, duration: float) -> None:
+        """The application stops calling poll from ``at`` for ``duration`` seconds."""
+        self._fault_at(at)
+        self._q.schedule(at, self._ev_stall, (self._slot(name), duration))
+
+    def callback_errors(self, name: str, *, at: float, duration: float, probability: float) -> None:
+        """From ``at``, the member's callbacks raise with ``probability`` for ``duration``."""
+        self._fault_at(at)
+        self._q.schedule(at, self._ev_callback_errors, (self._slot(name), probability))
+        self._q.schedule(at + duration, self._ev_callback_errors, (self._slot(name), 0.0))
+
+    def failover(self, *, at: float, down: float, loading: float) -> None:
+        """The coordinator fails at ``at``: ``down`` seconds elsewhere, ``loading`` reloading."""
+        self._fault_at(at)
+        self._q.schedule(at, self._ev_failover, (down, loading))
+
+    def lossy(self, conditions: NetworkConditions, *, at: float, duration: float) -> None:
+        """The network misbehaves as ``conditions`` says from ``at`` for ``duration``."""
+        self._fault_at(at)
+        self._q.schedule(at, self._ev_lossy, conditions)
+        self._q.schedule(at + duration, self._ev_lossy, None)
+
+    def slow_callbacks(self, *, at: float, duration: float, max_time: float) -> None:
+        """From ``at``, every callback takes up to ``max_time`` seconds more, for ``duration``."""
+        self._fault_at(at)
+        self._q.schedule(at, self._ev_slow, max_time)
+        self._q.schedule(at + duration, self._ev_slow, 0.0)
+
+    # -------------------------------------------------------------- running
+
+    def run(self, until: float) -> None:
+        """Run up to virtual time ``until``; InvariantViolationError at the first violation."""
+        if self.violation is not None:
+            raise InvariantViolationError(self.violation)
+        with quiet_member_logs():
+            self._q.run_until(until)
+        if self.violation is not None:
+            raise InvariantViolationError(self.violation)
+
+    def run_until_converged(self, *, faults_end: float = 0.0, bound: float | None = None) -> float:
+        """Run until the group converges after ``faults_end``; the time it converged.
+
+        Faults scheduled after ``faults_end`` are a scenario error. From
+        ``faults_end`` the network is sound and every process that should run
+        runs; the group must then converge (see ``docs/simulation.md``) within
+        ``bound`` seconds (default :meth:`convergence_bound`), and stay so for
+        a heartbeat interval.
+
+        Raises:
+            InvariantViolationError: an invariant broke, or the group did not converge in time.
+        """
+        if self._last_fault_at > faults_end:
+            raise ScenarioError(
+                f"a fault is scheduled at {self._last_fault_at}, after faults_end={faults_end}; "
+                "pass a faults_end after the last fault"
+            )
+        if bound is None:
+            bound = self.convergence_bound()
+        self._deadline = faults_end + bound
+        self._q.schedule(faults_end, self._ev_faults_end, None)
+        self._q.schedule(faults_end, self._ev_check, None)
+        self.run(self._deadline + 1.0)
+        if self.converged_at is None:
+            raise SimulationError("the run ended without a convergence verdict")
+        return self.converged_at
+
+    def convergence_bound(self) -> float:
+        """How long after the faults stop the group may take to converge (virtual seconds).
+
+        session timeout (members that crashed must expire) + twice the longest
+        rebalance timeout (a member may be fenced for a late revocation, then
+        revoke again) + the longest restart delay + the close timeout + four
+        slowest callbacks + ten heartbeat intervals + two request timeouts +
+        the longest retry backoff.
+        """
+        cfg = self.config
+        plans = [s.plan for s in self._slots.values()] or [MemberPlan("x", topics=frozenset("t"))]
+        rebalance = max(p.max_poll_interval_ms for p in plans) / 1000.0
+        callback = max(p.callback_time for p in plans)
+        return (
+            cfg.coordinator.session_timeout_ms / 1000.0
+            + 2 * rebalance
+            + cfg.restart_delay[1]
+            + cfg.close_timeout
+            + 4 * callback
+            + 10 * cfg.coordinator.heartbeat_interval_ms / 1000.0
+            + 2 * cfg.request_timeout
+            + cfg.retry_backoff_max_ms / 1000.0
+        )
+
+    # ---------------------------------------------------------------- views
+
+    def assignment(self) -> dict[str, frozenset[TopicPartition]]:
+        """What each running member fetches now, by member name."""
+        out: dict[str, frozenset[TopicPartition]] = {}
+        for name, slot in self._slots.items():
+            proc = slot.proc
+            if proc is not None and proc.alive:
+                out[name] = frozenset(proc.fetching)
+        return out
+
+    def member(self, name: str) -> ConsumerMember | ClassicMember | None:
+        """The running incarnation's member machine (None while the process is down)."""
+        proc = self._slot(name).proc
+        return proc.member if proc is not None and proc.alive else None
+
+    # ------------------------------------------------------------ internals
+
+    def _new_coordinator(self, persisted: Any) -> ConsumerGroupCoordinator:
+        q = self._q
+        return ConsumerGroupCoordinator(
+            self.config.group_id,
+            self.config.coordinator,
+            self.cluster,
+            schedule=q.schedule,
+            clock=lambda: q.now,
+            observer=self._observer,
+            persisted=persisted,
+            bug_skip_release=self.bug is InjectedBug.COORDINATOR_SKIPS_RELEASE,
+        )
+
+    def _count(self, key: str) -> None:
+        self.stats[key] = self.stats.get(key, 0) + 1
+
+    def _log(self, who: str, text: str) -> None:
+        assert self._trace is not None
+        self._trace.append(f"{self._q.now:9.3f} {who:<10} {text}")
+
+    def _violate(self, invariant: Invariant, message: str, proc: _Proc | None = None) -> None:
+        if self.violation is not None:
+            return
+        self.violation = Violation(invariant, self._q.now, message, proc.label if proc else None)
+        if self._trace is not None:
+            self._log("VIOLATION", str(self.violation))
+        self._q.halted = True
+
+    def _latency(self) -> float:
+        lat = self._lat_lo + self._lat_span * self.rng.random()
+        cond = self._lossy
+        if cond is not None and cond.spike and self.rng.random() < cond.spike:
+            lat += cond.spike_max * self.rng.random()
+        return lat
+
+    def _cut(self, proc: _Proc) -> bool:
+        return proc.slot.cut_until > self._q.now
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _ev_start(self, slot: _Slot) -> None:
+        if slot.proc is not None and slot.proc.alive:
+            return
+        plan = slot.plan
+        slot.restarts += 1
+        slot.wanted = True
+        label = f"{slot.name}#{slot.restarts}"
+        cfg = self.config
+        if plan.protocol == "classic":
+            self._start_classic(slot, label)
+            return
+        member_id = str(_uuid4(self.rng))
+        member = ConsumerMember(
+            MemberConfig(
+                group_id=cfg.group_id,
+                member_id=member_id,
+                instance_id=plan.instance_id,
+                rack_id=plan.rack_id,
+                server_assignor=plan.server_assignor,
+                max_poll_interval_ms=plan.max_poll_interval_ms,
+                auto_commit=plan.auto_commit,
+                retry_backoff_ms=cfg.retry_backoff_ms,
+                retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+                heartbeat_interval_ms=cfg.coordinator.heartbeat_interval_ms,
+                # As a deployment configures group.consumer.session.timeout.ms on
+                # the client to the broker's value (the broker never sends it).
+                session_timeout_ms=cfg.coordinator.session_timeout_ms,
+            ),
+            random=self.rng.random,
+        )
+        proc = _Proc(slot, member, label)
+        proc.last_ok = self._q.now
+        slot.proc = proc
+        self._by_member_id[member_id] = proc
+        if self._trace is not None:
+            self._log(label, f"starts, member id {member_id[:8]}")
+        if slot.subscribed:
+            self._subscribe(proc, slot.topics, slot.pattern)
+        self._q.after(plan.poll_interval * self.rng.random(), self._ev_poll, (proc, proc.poll_gen))
+        if plan.auto_commit:
+            self._q.after(self.config.auto_commit_interval, self._ev_auto_commit, proc)
+
+    def _start_classic(self, slot: _Slot, label: str) -> None:
+        plan = slot.plan
+        cfg = self.config
+        assignors = {a.name: a for a in resolve_assignors(list(plan.assignors))}
+        member = ClassicMember(
+            ClassicMemberConfig(
+                group_id=cfg.group_id,
+                instance_id=plan.instance_id,
+                rack_id=plan.rack_id,
+                session_timeout_ms=plan.session_timeout_ms,
+                heartbeat_interval_ms=plan.heartbeat_interval_ms,
+                max_poll_interval_ms=plan.max_poll_interval_ms,
+                auto_commit=plan.auto_commit,
+                retry_backoff_ms=cfg.retry_backoff_ms,
+                retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+            ),
+            {name: a.supported_protocols for name, a in assignors.items()},
+            random=self.rng.random,
+        )
+        proc = _Proc(slot, member, label, assignors)
+        proc.last_ok = self._q.now
+        slot.proc = proc
+        if self._trace is not None:
+            self._log(label, "starts (classic)")
+        if slot.subscribed:
+            self._subscribe(proc, slot.topics, None)
+        self._q.after(plan.poll_interval * self.rng.random(), self._ev_poll, (proc, proc.poll_gen))
+        if plan.auto_commit:
+            self._q.after(self.config.auto_commit_interval, self._ev_auto_commit, proc)
+        self._q.after(_METADATA_WATCH, self._ev_metadata_watch, proc)
+
+    def _subscribe(self, proc: _Proc, topics: frozenset[str], pattern: str | None) -> None:
+        # As the runtime: learn the named topics' ids first, so the first
+        # assignment resolves at once.
+        names = {}
+        now = self._q.now
+        for name in topics:
+            topic = self.cluster.get(name)
+            if topic is not None and self._visible_at.get(topic.topic_id, 0.0) <= now:
+                names[topic.topic_id] = name
+        if names:
+            self._feed(proc, MetadataUpdated(names))
+        self._feed(proc, SubscriptionChanged(topics, pattern))
+
+    def _end(self, proc: _Proc, why: str) -> None:
+        """The incarnation is gone (crashed or closed): it fetches nothing any more."""
+        proc.alive = False
+        proc.conn += 1  # its connections die with it
+        for tp, span in proc.fetching.items():
+            EpochLedger.stop(span)
+            self._fetchers[tp].remove(proc)
+        proc.fetching.clear()
+        proc.pending.clear()
+        proc.commits.clear()
+        if self._by_member_id.get(proc.member_id) is proc:
+            del self._by_member_id[proc.member_id]
+        if self._trace is not None:
+            self._log(proc.label, f"ends ({why})")
+
+    def _restart_later(self, slot: _Slot, delay: float | None) -> None:
+        if delay is None:
+            lo, hi = self.config.restart_delay
+            delay = lo + (hi - lo) * self.rng.random()
+        self._q.after(delay, self._ev_start, slot)
+
+    def _ev_crash(self, arg: tuple[_Slot, float | None]) -> None:
+        slot, restart_after = arg
+        proc = slot.proc
+        if proc is None or not proc.alive:
+            return
+        self._count("crash")
+        self._end(proc, "crashed")
+        slot.wanted = restart_after is not None
+        if restart_after is not None:
+            self._restart_later(slot, restart_after)
+
+    def _ev_crash_reconciling(self, restart_after: float | None) -> None:
+        candidates = [
+            s
+            for s in self._slots.values()
+            if s.proc is not None
+            and s.proc.alive
+            and s.proc.member.state is MemberState.RECONCILING
+        ]
+        if not candidates:
+            return
+        slot = candidates[self.rng.randrange(len(candidates))]
+        if self._trace is not None:
+            self._log(slot.name, "crashes while reconciling")
+        self._ev_crash((slot, restart_after))
+
+    def _ev_close(self, arg: tuple[_Slot, float | None]) -> None:
+        slot, restart_after = arg
+        proc = slot.proc
+        if proc is None or not proc.alive or proc.closing:
+            return
+        self._count("close")
+        proc.closing = True
+        proc.restart_after = restart_after
+        slot.wanted = restart_after is not None
+        self._feed(proc, CloseRequested(self._q.now + self.config.close_timeout))
+
+    def _ev_subscribe(self, arg: tuple[_Slot, frozenset[str], str | None]) -> None:
+        slot, topics, pattern = arg
+        slot.topics = topics
+        slot.pattern = pattern
+        slot.subscribed = bool(topics) or pattern is not None
+        proc = slot.proc
+        if proc is None or not proc.alive or proc.closing:
+            return
+        self._count("subscribe")
+        if slot.subscribed:
+            self._subscribe(proc, topics, pattern)
+        else:
+            self._feed(proc, Unsubscribe())
+
+    def _ev_cut(self, arg: tuple[_Slot, float]) -> None:
+        slot, duration = arg
+        self._count("partition")
+        slot.cut_until = max(slot.cut_until, self._q.now + duration)
+        if self._trace is not None:
+            self._log(slot.name, f"cut off the network for {duration:.3f}s")
+
+    def _ev_stall(self, arg: tuple[_Slot, float]) -> None:
+        slot, duration = arg
+        self._count("stall")
+        slot.stall_until = max(slot.stall_until, self._q.now + duration)
+        if self._trace is not None:
+            self._log(slot.name, f"application stops polling for {duration:.3f}s")
+
+    def _ev_callback_errors(self, arg: tuple[_Slot, float]) -> None:
+        slot, p = arg
+        slot.callback_error_p = p
+
+    def _ev_slow(self, max_time: float) -> None:
+        self._slow_callbacks = max_time
+
+    def _ev_lossy(self, conditions: NetworkConditions | None) -> None:
+        self._lossy = conditions
+        if self._trace is not None:
+            self._log("network", f"conditions {conditions}")
+
+    def _ev_create_topic(self, arg: tuple[str, int]) -> None:
+        name, partitions = arg
+        self._count("create_topic")
+        topic = self.cluster.create(name, partitions)
+        lag = self.config.metadata_lag
+        if lag:
+            self._visible_at[topic.topic_id] = self._q.now + lag * self.rng.random()
+        if self._trace is not None:
+            self._log("cluster", f"topic {name} created with {partitions} partitions")
+
+    def _ev_add_partitions(self, arg: tuple[str, int]) -> None:
+        name, count = arg
+        self._count("add_partitions")
+        topic = self.cluster.add_partitions(name, count)
+        if self._trace is not None:
+            self._log("cluster", f"topic {name} grows to {topic.partitions} partitions")
+
+    def _ev_metadata_watch(self, proc: _Proc) -> None:
+        """The classic runtime's metadata watch (``metadata.max.age.ms``, scaled down).
+
+        As the runtime: the leader compares the subscribed topics' partition
+        counts with those its last assignor run saw, and reports
+        SubscribedMetadataChanged when one changed or a topic appeared.
+        """
+        if not proc.alive:
+            return
+        self._q.after(_METADATA_WATCH, self._ev_metadata_watch, proc)
+        member = proc.member
+        if not isinstance(member, ClassicMember) or not member.is_leader or proc.watched is None:
+            return
+        if self._visible_counts(proc.slot.topics) != proc.watched:
+            self._feed(proc, SubscribedMetadataChanged())
+
+    def _visible_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        now = self._q.now
+        counts = {}
+        for name in sorted(topics):
+            topic = self.cluster.get(name)
+            if topic is not None and self._visible_at.get(topic.topic_id, 0.0) <= now:
+                counts[name] = topic.partitions
+        return counts
+
+    def _ev_faults_end(self, _: object) -> None:
+        """From here on the world is sound: heal partitions, stalls, the network, callbacks."""
+        now = self._q.now
+        self._lossy = None
+        self._slow_callbacks = 0.0
+        for slot in self._slots.values():
+            slot.cut_until = min(slot.cut_until, now)
+            slot.stall_until = min(slot.stall_until, now)
+            slot.callback_error_p = 0.0
+        if self._trace is not None:
+            self._log("sim", "faults end")
+
+    # ---------------------------------------------------------- coordinator
+
+    def _ev_failover(self, arg: tuple[float, float]) -> None:
+        down, loading = arg
+        if self.status is not CoordinatorStatus.UP:
+            return
+        self._count("failover")
+        persisted = self.coordinator.persist()
+        self.coordinator.retired = True
+        self.status = CoordinatorStatus.DOWN
+        self._status_until = self._q.now + down + loading
+        if self._trace is not None:
+            self._log("coord", f"fails over: down {down:.3f}s, loading {loading:.3f}s")
+        # Connections to the old coordinator break: everything in flight fails.
+        for slot in self._slots.values():
+            proc = slot.proc
+            if proc is not None and proc.alive:
+                self._close_connection(proc, FailureKind.DISCONNECTED)
+        self._q.after(down, self._ev_loading, None)
+        self._q.after(down + loading, self._ev_loaded, persisted)
+
+    def _ev_loading(self, _: object) -> None:
+        self.status = CoordinatorStatus.LOADING
+
+    def _ev_loaded(self, persisted: Any) -> None:
+        self.coordinator = self._new_coordinator(persisted)
+        self.status = CoordinatorStatus.UP
+        if self._trace is not None:
+            self._log("coord", f"loaded: group epoch {self.coordinator.group_epoch}")
+
+    def _on_released(
+        self, member_id: str, partitions: frozenset[TopicIdPartition], why: str
+    ) -> None:
+        proc = self._by_member_id.get(member_id)
+        if proc is None or not proc.alive or not proc.fetching:
+            return
+        for tip in sorted(partitions):
+            tp = self.cluster.to_name(tip)
+            if tp in proc.fetching:
+                self._violate(
+                    Invariant.FETCH_NOT_OWNED,
+                    f"the coordinator released {tp} from {proc.label} ({why}) while it still "
+                    "fetches it",
+                    proc,
+                )
+                return
+
+    def _on_removed(self, member_id: str, why: str) -> None:
+        self._count("removed")
+        proc = self._by_member_id.get(member_id)
+        if self._trace is not None and proc is not None:
+            self._log(proc.label, f"removed by the coordinator: {why}")
+
+    def _on_commit_accepted(
+        self, record: MemberRecord, epoch: int, partitions: frozenset[TopicPartition]
+    ) -> None:
+        self._count("commit_accepted")
+        owned = record.owned()
+        for tp in sorted(partitions):
+            tip = self.cluster.to_id(tp)
+            if tip is None or tip not in owned:
+                proc = self._by_member_id.get(record.member_id)
+                self._violate(
+                    Invariant.COMMIT_NOT_OWNED,
+                    f"commit of {tp} at epoch {epoch} accepted from member "
+                    f"{record.member_id[:8]}, which does not own it",
+                    proc,
+                )
+                return
+
+    # ---------------------------------------------------------------- feeding
+
+    def _feed(self, proc: _Proc, event: Any) -> None:
+        if not proc.alive or self.violation is not None:
+            return
+        now = self._q.now
+        member = proc.member
+        try:
+            actions = member.handle(event, now)
+        except Exception as exc:
+            self._violate(
+                Invariant.MEMBER_RAISED,
+                f"handle({_describe_event(event)}) raised {type(exc).__name__}: {exc}",
+                proc,
+            )
+            return
+        if self._trace is not None:
+            self._log(proc.label, f"<- {_describe_event(event)}  [{member.state.name}]")
+            for action in actions:
+                self._log(proc.label, f"-> {_describe_action(action)}")
+        dispatch = self._dispatch
+        for action in actions:
+            dispatch[type(action)](proc, action)
+            if _gone(proc):  # the action ended the incarnation (Closed)
+                return
+        epoch = _position(member)
+        if epoch != proc.epoch:
+            self._epoch_changed(proc, epoch)
+        if member.member_id != proc.member_id:
+            # A classic member learns its id from the coordinator.
+            if self._by_member_id.get(proc.member_id) is proc:
+                del self._by_member_id[proc.member_id]
+            proc.member_id = member.member_id
+            if proc.member_id:
+                self._by_member_id[proc.member_id] = proc
+        limit = self._session_loss
+        if limit is not None and proc.fetching and now - proc.last_ok > limit:
+            self._violate(
+                Invariant.SESSION_LOST_FETCH,
+                f"still fetches {_parts(frozenset(proc.fetching))} {now - proc.last_ok:.3f}s after "
+                "its last successful heartbeat",
+                proc,
+            )
+            return
+        if actions:
+            # As the driver after each step (tenure counts partitions leaving).
+            proc.fetch.assignment_changed(member.assignment)
+        self._arm(proc)
+
+    def _arm(self, proc: _Proc) -> None:
+        deadline = proc.member.next_deadline()
+        if deadline is None:
+            proc.timer_at = None
+            return
+        now = self._q.now
+        if deadline <= now:
+            if proc.last_wake == now:
+                proc.same_instant += 1
+                if proc.same_instant > _SAME_INSTANT_LIMIT:
+                    self._violate(
+                        Invariant.BUSY_LOOP,
+                        f"asked to be woken at {deadline:.6f} more than "
+                        f"{_SAME_INSTANT_LIMIT} times at {now:.6f}",
+                        proc,
+                    )
+                    return
+            else:
+                proc.last_wake = now
+                proc.same_instant = 0
+            deadline = now
+        if deadline == proc.timer_at:
+            return
+        proc.timer_at = deadline
+        proc.timer_gen += 1
+        self._q.schedule(deadline, self._ev_timer, (proc, proc.timer_gen))
+
+    def _ev_timer(self, arg: tuple[_Proc, int]) -> None:
+        proc, gen = arg
+        if gen != proc.timer_gen:
+            return
+        proc.timer_at = None
+        self._feed(proc, TimerTick())
+
+    def _ev_feed(self, arg: tuple[_Proc, Any]) -> None:
+        self._feed(arg[0], arg[1])
+
+    def _epoch_changed(self, proc: _Proc, epoch: int) -> None:
+        proc.epoch = epoch
+        if epoch <= 0:
+            return
+        if epoch < proc.max_epoch:
+            self._violate(
+                Invariant.EPOCH_BACKWARDS,
+                f"epoch went from {proc.max_epoch} back to {epoch}",
+                proc,
+            )
+            return
+        proc.max_epoch = epoch
+        ledger = self._ledger
+        for tp, span in proc.fetching.items():
+            clash = ledger.advance(span, tp, epoch)
+            if clash is not None:
+                self._double_fetch(proc, tp, epoch, clash)
+                return
+
+    def _double_fetch(
+        self, proc: _Proc, tp: TopicPartition, epoch: int, clash: tuple[str, int, int]
+    ) -> None:
+        owner, lo, hi = clash
+        self._violate(
+            Invariant.DOUBLE_FETCH,
+            f"{proc.label} fetches {tp} at epoch {epoch}, but {owner} fetched it over epochs "
+            f"{lo}..{hi}",
+            proc,
+        )
+
+    # --------------------------------------------------------------- actions
+
+    def _do_nothing(self, proc: _Proc, action: Any) -> None:
+        pass
+
+    def _do_heartbeat(self, proc: _Proc, action: SendHeartbeat) -> None:
+        if action.leave:
+            self._send(proc, _LEAVE, action.seq, action.request)
+            return
+        if proc.hb_in_flight:
+            self._violate(
+                Invariant.HEARTBEAT_IN_FLIGHT,
+                f"sent heartbeat {action.seq} while {sorted(proc.hb_in_flight)} in flight",
+                proc,
+            )
+            return
+        proc.hb_in_flight.add(action.seq)
+        self._send(proc, _HB, action.seq, action.request)
+
+    def _do_stop(self, proc: _Proc, action: StopFetching) -> None:
+        if self.bug is InjectedBug.ACK_BEFORE_REVOKE and not proc.closing:
+            self._q.after(1.0, self._ev_stop_late, (proc, action.partitions))
+            return
+        self._stop(proc, action.partitions)
+
+    def _ev_stop_late(self, arg: tuple[_Proc, frozenset[TopicPartition]]) -> None:
+        proc, partitions = arg
+        if proc.alive:
+            self._stop(proc, partitions)
+
+    def _stop(self, proc: _Proc, partitions: frozenset[TopicPartition]) -> None:
+        fetching = proc.fetching
+        for op in proc.fetch.stop(partitions):
+            if isinstance(op, Unassign):
+                if self._trace is not None:
+                    self._log(proc.label, f"   data plane stops {_parts(op.partitions)}")
+                for tp in op.partitions:
+                    span = fetching.pop(tp, None)
+                    if span is not None:
+                        EpochLedger.stop(span)
+                        self._fetchers[tp].remove(proc)
+
+    def _do_start(self, proc: _Proc, action: StartFetching) -> None:
+        epoch = _position(proc.member)
+        if epoch <= 0:
+            self._violate(
+                Invariant.FETCH_NOT_OWNED,
+                f"starts fetching {sorted(action.partitions)} at epoch {epoch}",
+                proc,
+            )
+            return
+        # As the driver: committed offsets first (an OffsetFetch with the member
+        # epoch), then the partitions still wanted start on the data plane.
+        self._offset_fetch((proc, _OffsetFetch(proc.fetch.start(action.partitions))))
+
+    def _offset_fetch(self, arg: tuple[_Proc, _OffsetFetch]) -> None:
+        proc, task = arg
+        if not proc.alive:
+            return
+        wanted = proc.fetch.wanted(task.ticket)
+        if not wanted:
+            return
+        epoch = _position(proc.member)
+        if epoch > 0:
+            self._send(proc, _OFFSETS, task, (proc.member_id, epoch, wanted))
+        else:
+            self._offset_fetch_retry(proc, task)
+
+    def _offset_fetch_retry(self, proc: _Proc, task: _OffsetFetch) -> None:
+        delay = self._backoff.delay(task.attempt, self.rng.random)
+        task.attempt += 1
+        self._q.after(delay, self._offset_fetch, (proc, task))
+
+    def _offset_result(self, proc: _Proc, task: _OffsetFetch, result: Any) -> None:
+        if result is None or result[0] is not ErrorCode.NONE:
+            # Every error the coordinator answers here is retried while wanted
+            # (stale or fenced epochs, coordinator moves), as the offset manager does.
+            self._offset_fetch_retry(proc, task)
+            return
+        member = proc.member
+        for op in proc.fetch.offsets_fetched(task.ticket, result[1], member.assignment):
+            if isinstance(op, Assign):
+                self._assign(proc, frozenset(op.offsets))
+
+    def _assign(self, proc: _Proc, partitions: frozenset[TopicPartition]) -> None:
+        """The data plane starts fetching ``partitions`` for ``proc``: check and record it."""
+        if self._trace is not None:
+            self._log(proc.label, f"   data plane starts {_parts(partitions)}")
+        epoch = _position(proc.member)
+        if epoch <= 0:
+            self._violate(
+                Invariant.FETCH_NOT_OWNED,
+                f"starts fetching {sorted(partitions)} at epoch {epoch}",
+                proc,
+            )
+            return
+        members: Mapping[str, object]
+        owned_names: frozenset[TopicPartition] | None = None
+        if isinstance(proc.member, ClassicMember):
+            members = self.classic.members
+            in_group = proc.member_id in members
+            # What the coordinator handed out in the member's generation.
+            owned_names = self.classic.assignment_in(epoch, proc.member_id)
+            owned = None
+        else:
+            members = self.coordinator.members
+            record = self.coordinator.members.get(proc.member_id)
+            in_group = record is not None
+            owned = record.owned() if record is not None else None
+        ledger = self._ledger
+        fetchers = self._fetchers
+        # Sorted: set order follows str hashing, which differs between processes.
+        for tp in sorted(partitions):
+            if tp in proc.fetching:
+                continue
+            others = fetchers.setdefault(tp, [])
+            for other in others:
+                # A process the coordinator fenced (no record) is a zombie that cannot
+                # know yet: tolerated here. Two members of the group must never overlap.
+                if in_group and other.member_id in members:
+                    self._violate(
+                        Invariant.DOUBLE_FETCH,
+                        f"{proc.label} starts fetching {tp} while {other.label}, also a member "
+                        "of the group, fetches it",
+                        proc,
+                    )
+                    return
+            others.append(proc)
+            if owned_names is not None and tp not in owned_names:
+                self._violate(
+                    Invariant.FETCH_NOT_OWNED,
+                    f"starts fetching {tp}, not in its assignment of generation {epoch}",
+                    proc,
+                )
+                return
+            if owned is not None:
+                tip = self.cluster.to_id(tp)
+                if tip not in owned:
+                    self._violate(
+                        Invariant.FETCH_NOT_OWNED,
+                        f"starts fetching {tp}, which the coordinator does not count as its own",
+                        proc,
+                    )
+                    return
+            span, clash = ledger.start(proc.owner, tp, epoch)
+            proc.fetching[tp] = span
+            if clash is not None:
+                self._double_fetch(proc, tp, epoch, clash)
+                return
+
+    # ------------------------------------------------------- classic actions
+
+    def _do_join(self, proc: _Proc, action: SendJoinGroup) -> None:
+        # As the runtime: each protocol entry carries its assignor's user data.
+        request = action.request
+        protocols = tuple(
+            dataclasses.replace(
+                p,
+                subscription=dataclasses.replace(
+                    p.subscription,
+                    user_data=proc.assignors[p.name].subscription_user_data(p.subscription.topics),
+                ),
+            )
+            for p in request.protocols
+        )
+        request = dataclasses.replace(request, protocols=protocols)
+        # The broker holds a JoinGroup until the rebalance completes.
+        timeout = self.config.request_timeout + request.rebalance_timeout_ms / 1000.0
+        self._send(proc, _JOIN, action.seq, request, timeout=timeout)
+
+    def _do_sync(self, proc: _Proc, action: SendSyncGroup) -> None:
+        timeout = self.config.request_timeout + proc.slot.plan.max_poll_interval_ms / 1000.0
+        self._send(proc, _SYNC, action.seq, action.request, timeout=timeout)
+
+    def _do_classic_heartbeat(self, proc: _Proc, action: SendClassicHeartbeat) -> None:
+        self._send(
+            proc, _CHB, action.seq, (action.generation_id, action.member_id, action.instance_id)
+        )
+
+    def _do_classic_leave(self, proc: _Proc, action: SendLeaveGroup) -> None:
+        self._send(proc, _CLEAVE, action.seq, (action.member_id, action.instance_id))
+
+    def _do_run_assignor(self, proc: _Proc, action: RunAssignor) -> None:
+        """The leader's duty, as the classic runtime does it: assign, validate, answer."""
+        if action.skip_assignment:
+            # As the runtime (KIP-814): no assignor run, watch from the coverage.
+            proc.watched = action.covered_counts()
+            self._q.after(
+                self.config.lookup_delay,
+                self._ev_feed,
+                (proc, AssignmentComputed(action.generation_id, {})),
+            )
+            return
+        name = action.protocol_name
+        assignor = proc.assignors[name]
+        subscriptions = GroupSubscription(
+            {
+                m.member_id: Subscription(
+                    topics=tuple(sorted(m.subscription.topics)),
+                    user_data=m.subscription.user_data,
+                    owned_partitions=tuple(sorted(m.subscription.owned_partitions)),
+                    generation_id=(
+                        m.subscription.generation_id if m.subscription.generation_id >= 0 else None
+                    ),
+                    rack_id=m.subscription.rack_id,
+                    group_instance_id=m.instance_id,
+                )
+                for m in action.members
+            }
+        )
+        counts = self._visible_counts({t for m in action.members for t in m.subscription.topics})
+        # What the metadata watch compares with from now on (as the runtime does).
+        proc.watched = self._visible_counts(proc.slot.topics)
+        cluster = Cluster(counts)
+        cooperative = RebalanceProtocol.COOPERATIVE in assignor.supported_protocols
+        protocol = RebalanceProtocol.COOPERATIVE if cooperative else RebalanceProtocol.EAGER
+        event: AssignmentComputed | AssignorFailed
+        try:
+            result = assignor.assign(cluster, subscriptions)
+            if not isinstance(result, GroupAssignment):
+                raise SimulationError(f"{name} returned {type(result).__name__}")
+            validate_assignment(name, cluster, subscriptions, result, protocol)
+        except (KgroupError, ValueError) as exc:
+            event = AssignorFailed(action.generation_id, f"assignor {name}: {exc}")
+        else:
+            event = AssignmentComputed(
+                action.generation_id,
+                {
+                    m.member_id: ClassicAssignment(
+                        frozenset(result.partitions(m.member_id)),
+                        result.assignments[m.member_id].user_data
+                        if m.member_id in result.assignments
+                        else None,
+                    )
+                    for m in action.members
+                },
+            )
+        self._q.after(self.config.lookup_delay, self._ev_feed, (proc, event))
+
+    def _do_classic_on_assignment(self, proc: _Proc, action: ClassicAssignorOnAssignment) -> None:
+        assignor = proc.assignors.get(action.protocol_name)
+        if assignor is not None:
+            assignor.on_assignment(
+                ClassicAssignorAssignment(
+                    tuple(sorted(action.assignment.partitions)), action.assignment.user_data
+                ),
+                GroupMetadata(
+                    self.config.group_id,
+                    action.generation_id,
+                    proc.member_id,
+                    proc.slot.plan.instance_id,
+                ),
+            )
+
+    def _do_assignor_error(self, proc: _Proc, action: ReportAssignorError) -> None:
+        self._violate(
+            Invariant.UNEXPECTED_FATAL,
+            f"assignor {action.protocol_name} failed: {action.message}",
+            proc,
+        )
+
+    def _do_callback(self, proc: _Proc, action: RunCallback) -> None:
+        plan = proc.slot.plan
+        if not plan.has_listener and plan.listener is None:
+            self._q.after(0.0, self._ev_feed, (proc, CallbackCompleted(action.kind, action.token)))
+            return
+        proc.callbacks.append(action)
+
+    def _do_raise(self, proc: _Proc, action: RaiseCallbackError) -> None:
+        self._count("callback_error")
+
+    def _do_metadata(self, proc: _Proc, action: RequestMetadata) -> None:
+        self._q.after(self.config.lookup_delay, self._ev_metadata, proc)
+
+    def _ev_metadata(self, proc: _Proc) -> None:
+        now = self._q.now
+        visible = self._visible_at
+        names = {t: n for t, n in self.cluster.id_to_name().items() if visible.get(t, 0.0) <= now}
+        self._feed(proc, MetadataUpdated(names))
+
+    def _do_rediscover(self, proc: _Proc, action: RediscoverCoordinator) -> None:
+        self._count("rediscover")
+        at = self._q.now + self.config.lookup_delay
+        if self.status is CoordinatorStatus.DOWN:
+            at = max(at, self._status_until)
+        self._q.schedule(at, self._ev_feed, (proc, CoordinatorRediscovered()))
+
+    def _do_report(self, proc: _Proc, action: ReportError) -> None:
+        self._count("reported_error")
+
+    def _do_fatal(self, proc: _Proc, action: ReportFatalError) -> None:
+        self._count("fatal")
+        code = action.code
+        if code == ErrorCode.INVALID_REQUEST:
+            self._violate(
+                Invariant.INVALID_REQUEST,
+                f"the coordinator rejected a heartbeat as invalid: {action.message}",
+                proc,
+            )
+            return
+        if code not in _EXPECTED_FATAL or proc.slot.plan.instance_id is None:
+            self._violate(
+                Invariant.UNEXPECTED_FATAL, f"fatal error {action.name}: {action.message}", proc
+            )
+            return
+        # The application gives up on this consumer: closes it and starts a new one.
+        proc.slot.wanted = True
+        self._q.after(0.0, self._ev_close_failed, proc)
+
+    def _ev_close_failed(self, proc: _Proc) -> None:
+        if proc.alive and not proc.closing:
+            proc.closing = True
+            lo, hi = self.config.restart_delay
+            proc.restart_after = lo + (hi - lo) * self.rng.random()
+            self._feed(proc, CloseRequested(self._q.now + self.config.close_timeout))
+
+    def _do_left(self, proc: _Proc, action: LeaveComplete) -> None:
+        pass
+
+    def _do_closed(self, proc: _Proc, action: Closed) -> None:
+        if proc.fetching:
+            self._violate(
+                Invariant.FETCH_AFTER_CLOSE,
+                f"closed while still fetching {sorted(proc.fetching)}",
+                proc,
+            )
+            return
+        restart_after = proc.restart_after
+        self._end(proc, "closed" + (" (timed out)" if action.timed_out else ""))
+        if restart_after is not None:
+            self._restart_later(proc.slot, restart_after)
+
+    # ------------------------------------------------------------- commits
+
+    def _do_commit(self, proc: _Proc, action: CommitOffsets) -> None:
+        task = _Commit(action.token, action.partitions, action.deadline, proc.fetch)
+        proc.commits.append(task)
+        self._commit_attempt((proc, task))
+
+    def _ev_auto_commit(self, proc: _Proc) -> None:
+        if not proc.alive:
+            return
+        self._q.after(self.config.auto_commit_interval, self._ev_auto_commit, proc)
+        if proc.fetching and not proc.closing:
+            task = _Commit(
+                None,
+                frozenset(proc.fetching),
+                self._q.now + self.config.request_timeout,
+                proc.fetch,
+            )
+            proc.commits.append(task)
+            self._commit_attempt((proc, task))
+
+    def _commit_attempt(self, arg: tuple[_Proc, _Commit]) -> None:
+        proc, task = arg
+        if not proc.alive or task.done:
+            return
+        # As the runtime: each attempt covers only partitions still owned (and not
+        # lost and assigned again since), at the member's current epoch.
+        owned = proc.member.assignment
+        fetch = proc.fetch
+        task.parts = frozenset(
+            tp for tp in task.parts if tp in owned and fetch.tenure(tp) == task.tenure[tp]
+        )
+        if not task.parts:
+            self._commit_done(proc, task, None)
+            return
+        epoch = _position(proc.member)
+        if epoch > 0:
+            instance_id = proc.slot.plan.instance_id
+            task.sent_at = epoch
+            self._send(proc, _COMMIT, task, (proc.member_id, epoch, task.parts, instance_id))
+        else:
+            self._commit_retry(proc, task, "no member epoch")
+
+    def _commit_result(self, proc: _Proc, task: _Commit, code: int | None) -> None:
+        if task.done:
+            return
+        if isinstance(proc.member, ClassicMember):
+            self._classic_commit_result(proc, task, code)
+            return
+        if code is ErrorCode.NONE:
+            self._commit_done(proc, task, None)
+        elif code is None or code in _RETRY_COMMIT:
+            self._commit_retry(proc, task, _error_name(code) if code is not None else "no response")
+        else:
+            self._commit_done(proc, task, SimulationError(f"commit failed: {_error_name(code)}"))
+
+    def _classic_commit_result(self, proc: _Proc, task: _Commit, code: int | None) -> None:
+        # As the classic runtime: the offset manager retries what a rebalance or a
+        # coordinator move explains; a refusal goes back to the member as
+        # CommitFailed so it can retry after the rebalance.
+        if code == 0:
+            self._commit_done(proc, task, None)
+        elif code is None or code in _RETRY_CLASSIC_COMMIT:
+            self._commit_retry(proc, task, _error_name(code) if code is not None else "no response")
+        else:
+            task.done = True
+            if task in proc.commits:
+                proc.commits.remove(task)
+            if task.token is not None:
+                failed = CommitFailed(task.token, task.parts, code, task.sent_at)
+                self._q.after(0.0, self._ev_feed, (proc, failed))
+
+    def _commit_retry(self, proc: _Proc, task: _Commit, why: str) -> None:
+        now = self._q.now
+        if now >= task.deadline:
+            self._commit_done(proc, task, TimeoutError(f"commit did not complete in time ({why})"))
+            return
+        delay = self._backoff.delay(task.attempt, self.rng.random)
+        task.attempt += 1
+        self._q.schedule(min(now + delay, task.deadline), self._commit_attempt, (proc, task))
+
+    def _commit_done(self, proc: _Proc, task: _Commit, error: BaseException | None) -> None:
+        task.done = True
+        if task in proc.commits:
+            proc.commits.remove(task)
+        if task.token is not None:
+            self._q.after(0.0, self._ev_feed, (proc, CommitCompleted(task.token, error)))
+
+    # -------------------------------------------------------------- network
+
+    def _send(
+        self, proc: _Proc, kind: int, ident: Any, payload: Any, *, timeout: float | None = None
+    ) -> None:
+        self._next_rid += 1
+        rid = self._next_rid
+        q = self._q
+        deadline = q.now + (self.config.request_timeout if timeout is None else timeout)
+        proc.pending[rid] = (kind, ident, proc.conn, deadline)
+        if timeout is not None:
+            # Held requests (JoinGroup, SyncGroup) are answered whenever the group
+            # moves on: time them out from the start.
+            q.schedule(deadline, self._ev_timeout, (proc, rid))
+        # The timeout is scheduled only once the request or its response is known
+        # to be lost or late: most requests are answered, and this saves an event each.
+        if proc.slot.cut_until > q.now:
+            q.schedule(deadline, self._ev_timeout, (proc, rid))
+            return
+        cond = self._lossy
+        if cond is not None and cond.drop_request and self.rng.random() < cond.drop_request:
+            self._count("dropped_request")
+            q.schedule(deadline, self._ev_timeout, (proc, rid))
+            return
+        at = q.now + self._latency()
+        if at <= proc.link_last:
+            # Requests of one member reach the coordinator in order (one connection).
+            at = proc.link_last + 1e-6
+        proc.link_last = at
+        q.schedule(at, self._ev_arrive, (proc, rid, kind, ident, payload, proc.conn))
+
+    def _process(self, proc: _Proc, kind: int, payload: Any) -> Any:
+        status = self.status
+        if status is not CoordinatorStatus.UP:
+            code = (
+                ErrorCode.NOT_COORDINATOR
+                if status is CoordinatorStatus.DOWN
+                else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            )
+            if kind == _COMMIT:
+                return code
+            if kind == _OFFSETS:
+                return (code, {})
+            if kind == _JOIN:
+                return JoinGroupResponse(error_code=int(code), error_message=status.value)
+            if kind == _SYNC:
+                return SyncGroupResponse(error_code=int(code), error_message=status.value)
+            if kind in (_CHB, _CLEAVE):
+                return int(code)
+            return HeartbeatResponse(error_code=int(code), error_message=status.value)
+        classic = isinstance(proc.member, ClassicMember)
+        if kind == _COMMIT:
+            member_id, epoch, parts, instance_id = payload
+            if classic:
+                return self._classic_commit(proc, member_id, epoch, instance_id, parts)
+            return self.coordinator.commit(member_id, epoch, parts)
+        if kind == _OFFSETS:
+            member_id, epoch, parts = payload
+            if classic:
+                # The classic runtime reads committed offsets without a member epoch.
+                return (ErrorCode.NONE, self.classic.offsets(parts))
+            return self.coordinator.offset_fetch(member_id, epoch, parts)
+        if kind == _CHB:
+            generation, member_id, instance_id = payload
+            return self.classic.heartbeat(generation, member_id, instance_id)
+        if kind == _CLEAVE:
+            member_id, instance_id = payload
+            return self.classic.leave(member_id, instance_id)
+        return self.coordinator.heartbeat(payload, self._q.now)
+
+    def _classic_commit(
+        self,
+        proc: _Proc,
+        member_id: str,
+        generation: int,
+        instance_id: str | None,
+        parts: frozenset[TopicPartition],
+    ) -> int:
+        code = self.classic.commit(member_id, generation, instance_id, parts)
+        if code == 0:
+            self._count("commit_accepted")
+            group = self.classic
+            for tp in sorted(parts):
+                if group.last_owner(generation, tp) == member_id:
+                    continue
+                self._violate(
+                    Invariant.COMMIT_NOT_OWNED,
+                    f"commit of {tp} at generation {generation} accepted from {proc.label}, "
+                    "which does not own it",
+                    proc,
+                )
+                break
+        return code
+
+    def _ev_arrive(self, arg: tuple[_Proc, int, int, Any, Any, int]) -> None:
+        proc, rid, kind, ident, payload, conn = arg
+        if conn != proc.conn:
+            # The client closed that connection (timeout, crash, failover) before the
+            # request reached the broker: it went down with the socket. Without this a
+            # stale request could overtake a newer one, which TCP does not allow.
+            return
+        if kind in (_JOIN, _SYNC) and self.status is CoordinatorStatus.UP:
+            # Held until the group moves on: the coordinator calls back.
+            def reply(result: Any) -> None:
+                if self._trace is not None:
+                    self._log(
+                        proc.label, f"   coordinator answers {_describe_result(kind, result)}"
+                    )
+                self._answer(proc, rid, kind, ident, result, duplicate=False)
+
+            if kind == _JOIN:
+                self.classic.join(payload, reply)
+            else:
+                self.classic.sync(payload, reply)
+            return
+        result = self._process(proc, kind, payload)
+        if self.violation is not None:
+            return
+        if self._trace is not None:
+            self._log(proc.label, f"   coordinator answers {_describe_result(kind, result)}")
+        if kind <= _LEAVE and result.error_code == ErrorCode.INVALID_REQUEST:
+            self._violate(Invariant.INVALID_REQUEST, f"{result.error_message}", proc)
+            return
+        cond = self._lossy
+        duplicate = False
+        if cond is not None and cond.duplicate and self.rng.random() < cond.duplicate:
+            # The response arrives twice at the member machine. A request is never
+            # processed twice: the coordinator would then count as delivered a
+            # change whose response the client never sees (TCP rules that out).
+            self._count("duplicated")
+            duplicate = True
+        self._answer(proc, rid, kind, ident, result, duplicate=duplicate)
+
+    def _answer(
+        self, proc: _Proc, rid: int, kind: int, ident: Any, result: Any, *, duplicate: bool
+    ) -> None:
+        """Send the coordinator's answer back over the network (or lose it)."""
+        q = self._q
+        pend = proc.pending.get(rid)
+        if pend is None:
+            return  # already failed
+        deadline = pend[3]
+        cond = self._lossy
+        if proc.slot.cut_until > q.now:
+            q.schedule(deadline, self._ev_timeout, (proc, rid))
+            return
+        if cond is not None and cond.drop_response and self.rng.random() < cond.drop_response:
+            self._count("dropped_response")
+            q.schedule(deadline, self._ev_timeout, (proc, rid))
+            return
+        at = q.now + self._latency()
+        if at >= deadline:
+            q.schedule(deadline, self._ev_timeout, (proc, rid))
+        q.schedule(at, self._ev_response, (proc, rid, result))
+        if duplicate and kind <= _LEAVE:
+            q.after(self._latency(), self._ev_duplicate, (proc, ident, result))
+
+    def _ev_response(self, arg: tuple[_Proc, int, Any]) -> None:
+        proc, rid, result = arg
+        if not proc.alive:
+            return
+        if proc.slot.cut_until > self._q.now:
+            # Lost on the way: the request times out.
+            lost = proc.pending.get(rid)
+            if lost is not None:
+                self._q.schedule(lost[3], self._ev_timeout, (proc, rid))
+            return
+        pend = proc.pending.pop(rid, None)
+        if pend is None:
+            return
+        kind, ident, conn, _ = pend
+        if conn != proc.conn:
+            return
+        if kind == _COMMIT:
+            self._commit_result(proc, ident, result)
+            return
+        if kind == _OFFSETS:
+            self._offset_result(proc, ident, result)
+            return
+        if kind >= _JOIN:
+            self._classic_response(proc, kind, ident, result)
+            return
+        proc.hb_in_flight.discard(ident)
+        if not result.error_code:
+            proc.last_ok = self._q.now
+        self._feed(proc, HeartbeatResponseReceived(ident, result))
+
+    def _classic_response(self, proc: _Proc, kind: int, seq: int, result: Any) -> None:
+        event: Any
+        if kind == _JOIN:
+            event = JoinGroupResponseReceived(seq, result)
+        elif kind == _SYNC:
+            event = SyncGroupResponseReceived(seq, result)
+        elif kind == _CHB:
+            if result == 0:
+                proc.last_ok = self._q.now
+            event = ClassicHeartbeatResponseReceived(seq, result)
+        else:
+            event = LeaveGroupResponseReceived(seq, result)
+        self._feed(proc, event)
+
+    def _ev_duplicate(self, arg: tuple[_Proc, int, HeartbeatResponse]) -> None:
+        proc, seq, response = arg
+        if not proc.alive or proc.slot.cut_until > self._q.now:
+            return
+        # A copy the runtime would drop; the member must ignore it if it arrives
+        # after the original, and treat it as the answer if it comes first.
+        proc.hb_in_flight.discard(seq)
+        if not response.error_code:
+            proc.last_ok = self._q.now
+        self._feed(proc, HeartbeatResponseReceived(seq, response))
+
+    def _ev_timeout(self, arg: tuple[_Proc, int]) -> None:
+        proc, rid = arg
+        pend = proc.pending.pop(rid, None)
+        if pend is None or not proc.alive:
+            return
+        self._count("timeout")
+        self._fail(proc, pend, FailureKind.TIMEOUT)
+        # A request that timed out closes its connection; the others on it fail too.
+        if pend[2] == proc.conn:
+            self._close_connection(proc, FailureKind.DISCONNECTED)
+
+    def _close_connection(self, proc: _Proc, kind: FailureKind) -> None:
+        old = proc.conn
+        proc.conn += 1
+        failed = [(rid, p) for rid, p in proc.pending.items() if p[2] == old]
+        for rid, _ in failed:
+            del proc.pending[rid]
+        for _, pend in failed:
+            self._q.after(0.0, self._ev_fail, (proc, pend, kind))
+
+    def _ev_fail(self, arg: tuple[_Proc, tuple[int, Any, int, float], FailureKind]) -> None:
+        proc, pend, kind = arg
+        if proc.alive:
+            self._fail(proc, pend, kind)
+
+    def _fail(self, proc: _Proc, pend: tuple[int, Any, int, float], kind: FailureKind) -> None:
+        req_kind, ident, _, _ = pend
+        if req_kind == _COMMIT:
+            self._commit_result(proc, ident, None)
+            return
+        if req_kind == _OFFSETS:
+            self._offset_result(proc, ident, None)
+            return
+        if req_kind >= _JOIN:
+            self._feed(proc, RequestFailed(ident, kind))
+            return
+        proc.hb_in_flight.discard(ident)
+        self._feed(proc, HeartbeatFailed(ident, kind))
+
+    # ------------------------------------------------------------ application
+
+    def _ev_poll(self, arg: tuple[_Proc, int]) -> None:
+        proc, gen = arg
+        if not proc.alive or gen != proc.poll_gen or proc.busy:
+            return
+        slot = proc.slot
+        now = self._q.now
+        if slot.stall_until > now:
+            self._q.schedule(slot.stall_until, self._ev_poll, (proc, gen))
+            return
+        self._feed(proc, PollCalled())
+        if proc.callbacks:
+            self._run_callback(proc)
+        else:
+            self._q.after(slot.plan.poll_interval, self._ev_poll, (proc, gen))
+
+    def _run_callback(self, proc: _Proc) -> None:
+        action = proc.callbacks.pop(0)
+        plan = proc.slot.plan
+        rng = self.rng
+        duration = plan.callback_time
+        if self._slow_callbacks:
+            duration += self._slow_callbacks * rng.random()
+        error: BaseException | None = None
+        if plan.listener is not None:
+            method = listener_method(plan.listener, action.kind)
+            if method is not None:
+                try:
+                    result = method(action.partitions)
+                except Exception as exc:
+                    error = exc
+                else:
+                    if result is not None:
+                        raise ScenarioError(
+                            f"member {plan.name!r}: the simulator runs listener methods "
+                            "synchronously; use plain functions, not coroutines"
+                        )
+        p = proc.slot.callback_error_p
+        if error is None and p and rng.random() < p:
+            error = SimulatedCallbackError(f"injected failure in {action.kind.value}")
+        proc.busy = True
+        self._q.after(duration, self._ev_callback_done, (proc, action, error))
+
+    def _ev_callback_done(self, arg: tuple[_Proc, RunCallback, BaseException | None]) -> None:
+        proc, action, error = arg
+        if not proc.alive:
+            return
+        proc.busy = False
+        self._feed(proc, CallbackCompleted(action.kind, action.token, error))
+        if _gone(proc):
+            return
+        if proc.callbacks:
+            self._run_callback(proc)
+        else:
+            proc.poll_gen += 1
+            self._q.after(proc.slot.plan.poll_interval, self._ev_poll, (proc, proc.poll_gen))
+
+    # ----------------------------------------------------------- convergence
+
+    def _classic_unconverged(self) -> str | None:
+        group = self.classic
+        if group.state is not ClassicGroupState.STABLE and group.members:
+            return f"classic group {group.state.name}"
+        expected: set[str] = set()
+        covered: list[TopicPartition] = []
+        for slot in self._slots.values():
+            proc = slot.proc
+            if not slot.wanted:
+                if proc is not None and proc.alive and proc.fetching:
+                    return f"{proc.label} left but fetches {sorted(proc.fetching)}"
+                continue
+            if proc is None or not proc.alive or proc.closing:
+                return f"{slot.name} is not running"
+            member = proc.member
+            assert isinstance(member, ClassicMember)
+            if not slot.subscribed:
+                if member.state is not ClassicState.UNJOINED or proc.fetching:
+                    return f"{proc.label} unsubscribed but is {member.state.name}"
+                continue
+            if member.state is not ClassicState.STABLE:
+                return f"{proc.label} is {member.state.name}"
+            if member.generation_id != group.generation:
+                return (
+                    f"{proc.label} at generation {member.generation_id}, group {group.generation}"
+                )
+            assignment = group.members.get(proc.member_id)
+            if assignment is None:
+                return f"{proc.label} is not a member at the coordinator"
+            expected.add(proc.member_id)
+            if frozenset(proc.fetching) != assignment.partitions:
+                return (
+                    f"{proc.label} fetches {sorted(proc.fetching)}, its assignment is "
+                    f"{sorted(assignment.partitions)}"
+                )
+            if member.assignment != assignment.partitions:
+                return f"{proc.label}'s assignment differs from the coordinator's"
+            covered.extend(assignment.partitions)
+        if set(group.members) != expected:
+            extra = sorted(m[:16] for m in set(group.members) - expected)
+            return f"classic coordinator still has members {extra}"
+        want = {
+            TopicPartition(t.name, p)
+            for t in self.cluster.topics()
+            if t.name in _classic_topics(self._slots.values())
+            for p in range(t.partitions)
+        }
+        if len(covered) != len(set(covered)) or set(covered) != want:
+            return f"{len(want - set(covered))} partitions unassigned or assigned twice"
+        return None
+
+    def _ev_check(self, _: object) -> None:
+        if self.violation is not None:
+            return
+        now = self._q.now
+        reason = self._unconverged()
+        interval = self.config.coordinator.heartbeat_interval_ms / 1000.0
+        if reason is None:
+            if self._converged_since is None:
+                self._converged_since = now
+            elif now - self._converged_since >= interval:
+                self.converged_at = self._converged_since
+                if self._trace is not None:
+                    self._log("sim", f"converged at {self.converged_at:.3f}s")
+                self._q.halted = True
+                return
+        else:
+            self._converged_since = None
+            self._last_reason = reason
+        assert self._deadline is not None
+        if now >= self._deadline:
+            self._violate(
+                Invariant.CONVERGENCE,
+                f"not converged by {self._deadline:.3f}s (faults end + bound): {self._last_reason}",
+            )
+            return
+        self._q.after(interval / 2, self._ev_check, None)
+
+    def _unconverged(self) -> str | None:
+        """None if the group has converged, else what is still off."""
+        if self.status is not CoordinatorStatus.UP:
+            return f"coordinator {self.status.name}"
+        if any(slot.plan.protocol == "classic" for slot in self._slots.values()):
+            return self._classic_unconverged()
+        coord = self.coordinator
+        # An empty group keeps its bumped epoch: no heartbeat comes to compute a target.
+        if coord.members and coord.group_epoch != coord.assignment_epoch:
+            return f"group epoch {coord.group_epoch} != assignment epoch {coord.assignment_epoch}"
+        expected_ids: set[str] = set()
+        covered: set[TopicIdPartition] = set()
+        for slot in self._slots.values():
+            proc = slot.proc
+            if not slot.wanted:
+                if proc is not None and proc.alive and proc.fetching:
+                    return f"{proc.label} left but fetches {sorted(proc.fetching)}"
+                continue
+            if proc is None or not proc.alive or proc.closing:
+                return f"{slot.name} is not running"
+            state = proc.member.state
+            if not slot.subscribed:
+                if state is not MemberState.UNSUBSCRIBED or proc.fetching:
+                    return f"{proc.label} unsubscribed but is {state.name}"
+                continue
+            if state is not MemberState.STABLE:
+                return f"{proc.label} is {state.name}"
+            record = coord.members.get(proc.member_id)
+            if record is None:
+                return f"{proc.label} has no record at the coordinator"
+            expected_ids.add(proc.member_id)
+            if record.epoch != coord.assignment_epoch:
+                return f"{proc.label} at epoch {record.epoch}, target {coord.assignment_epoch}"
+            target = coord.target(proc.member_id)
+            if record.assigned != target or record.pending_revocation:
+                return f"{proc.label} has not reached its target at the coordinator"
+            names = frozenset(self.cluster.to_name(t) for t in target)
+            if frozenset(proc.fetching) != names:
+                return (
+                    f"{proc.label} fetches {sorted(proc.fetching)}, its target is {sorted(names)}"
+                )
+            if proc.member.assignment != names:
+                return f"{proc.label}'s assignment differs from its target"
+            covered |= target
+        if set(coord.members) != expected_ids:
+            extra = sorted(m[:8] for m in set(coord.members) - expected_ids)
+            return f"coordinator still has records {extra}"
+        missing = coord.subscribed_partitions() - covered
+        if missing:
+            return f"{len(missing)} subscribed partitions unassigned"
+        return None
+
+
+def _classic_topics(slots: Iterable[_Slot]) -> frozenset[str]:
+    out: set[str] = set()
+    for slot in slots:
+        if slot.wanted and slot.subscribed:
+            out |= slot.topics
+    return frozenset(out)
+
+
+def _position(member: ConsumerMember | ClassicMember) -> int:
+    """The member epoch, or a classic member's generation id."""
+    if isinstance(member, ClassicMember):
+        return member.generation_id
+    return member.member_epoch
+
+
+def _gone(proc: _Proc) -> bool:
+    # A function, not an inline test, because handlers called in between may end
+    # the incarnation (mypy would keep the earlier narrowing of ``proc.alive``).
+    return not proc.alive
+
+
+def _uuid4(rng: random.Random) -> uuid.UUID:
+    return uuid.UUID(int=rng.getrandbits(128), version=4)
+
+
+def _parts(partitions: frozenset[TopicPartition]) -> str:
+    if not partitions:
+        return "{}"
+    return "{" + ",".join(str(tp) for tp in sorted(partitions)) + "}"
+
+
+def _describe_event(event: object) -> str:
+    match event:
+        case HeartbeatResponseReceived(seq=seq, response=r):
+            if r.error_code:
+                return f"hb#{seq} error {_error_name(r.error_code)}"
+            a = (
+                ""
+                if r.assignment is None
+                else f" assignment {sum(len(p) for p in r.assignment.values())}p"
+            )
+            return f"hb#{seq} ok epoch {r.member_epoch}{a}"
+        case HeartbeatFailed(seq=seq, kind=kind):
+            return f"request#{seq} failed ({kind.value})"
+        case CallbackCompleted(kind=kind, token=token, error=error):
+            return f"callback {kind.name} #{token} done" + (f" raising {error}" if error else "")
+        case JoinGroupResponseReceived(seq=seq, response=r):
+            if r.error_code:
+                return f"join#{seq} error {_error_name(r.error_code)}"
+            return f"join#{seq} generation {r.generation_id}"
+        case SyncGroupResponseReceived(seq=seq, response=r):
+            if r.error_code or r.assignment is None:
+                return f"sync#{seq} error {_error_name(r.error_code)}"
+            return f"sync#{seq} assignment {_parts(r.assignment.partitions)}"
+        case ClassicHeartbeatResponseReceived(seq=seq, error_code=code):
+            return f"heartbeat#{seq} {_error_name(code)}"
+        case CommitCompleted(token=token, error=error):
+            return f"commit #{token} done" + (f" failing ({error})" if error else "")
+        case MetadataUpdated(topic_names=names):
+            return f"metadata {sorted(names.values())}"
+        case SubscriptionChanged(topics=topics, pattern=pattern):
+            return f"subscribe {sorted(topics)} {pattern or ''}".rstrip()
+        case CloseRequested():
+            return "close"
+        case _:
+            return type(event).__name__
+
+
+def _describe_action(action: object) -> str:
+    match action:
+        case SendHeartbeat(seq=seq, request=r, leave=leave):
+            owned = "" if r.topic_partitions is None else f" owned {len(r.topic_partitions)}p"
+            return f"{'leave' if leave else 'hb'}#{seq} epoch {r.member_epoch}{owned}"
+        case StopFetching(partitions=ps):
+            return f"stop fetching {_parts(ps)}"
+        case StartFetching(partitions=ps):
+            return f"start fetching {_parts(ps)}"
+        case CommitOffsets(token=token, partitions=ps, member_epoch=epoch):
+            return f"commit #{token} {_parts(ps)} epoch {epoch}"
+        case RunCallback(kind=kind, token=token, partitions=ps):
+            return f"callback {kind.name} #{token} {_parts(ps)}"
+        case ReportFatalError(name=name):
+            return f"fatal {name}"
+        case SendJoinGroup(seq=seq, request=r):
+            return f"join#{seq} member {r.member_id[:14] or '-'}"
+        case SendSyncGroup(seq=seq, request=r):
+            return f"sync#{seq} generation {r.generation_id} ({len(r.assignments)} assignments)"
+        case SendClassicHeartbeat(seq=seq, generation_id=generation):
+            return f"heartbeat#{seq} generation {generation}"
+        case _:
+            return type(action).__name__
+
+
+def _describe_result(kind: int, result: Any) -> str:
+    if kind == _COMMIT:
+        return f"commit {_error_name(result)}"
+    if kind == _OFFSETS:
+        return f"offset fetch {result[0].name}"
+    if kind == _JOIN:
+        if result.error_code:
+            return f"join {_error_name(result.error_code)}"
+        return (
+            f"join generation {result.generation_id} leader {result.leader[:14]} "
+            f"({len(result.members)} members)"
+        )
+    if kind == _SYNC:
+        if result.error_code:
+            return f"sync {_error_name(result.error_code)}"
+        assert result.assignment is not None
+        return f"sync assignment {_parts(result.assignment.partitions)}"
+    if kind in (_CHB, _CLEAVE):
+        return f"{'heartbeat' if kind == _CHB else 'leave'} {_error_name(result)}"
+    if result.error_code:
+        return f"{'leave' if kind == _LEAVE else 'hb'} {_error_name(result.error_code)}"
+    a = (
+        ""
+        if result.assignment is None
+        else f" assignment {sum(len(p) for p in result.assignment.values())}p"
+    )
+    return f"{'leave' if kind == _LEAVE else 'hb'} epoch {result.member_epoch}{a}"
+
+
+_CLASSIC_NAMES = {
+    ILLEGAL_GENERATION: "ILLEGAL_GENERATION",
+    REBALANCE_IN_PROGRESS: "REBALANCE_IN_PROGRESS",
+    23: "INCONSISTENT_GROUP_PROTOCOL",
+    79: "MEMBER_ID_REQUIRED",
+}
+
+
+def _error_name(code: int) -> str:
+    if code in _CLASSIC_NAMES:
+        return _CLASSIC_NAMES[code]
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
