@@ -419,7 +419,9 @@ class TimedRunner(Runner):
         with self._deliveries_lock:
             for m in batch:
                 topic, partition, offset = m.topic(), m.partition(), m.offset()
-                assert topic is not None and partition is not None and offset is not None
+                assert topic is not None
+                assert partition is not None
+                assert offset is not None
                 self.deliveries.append(Delivery(now, self.name, topic, partition, offset))
 
     def delivered(self) -> list[Delivery]:
@@ -464,3 +466,35 @@ def log_end_offsets(produced: Iterable[tuple[str, int, int]]) -> dict[TopicParti
         tp = TopicPartition(topic, partition)
         ends[tp] = max(ends.get(tp, 0), offset + 1)
     return ends
+
+
+def live_overlaps(
+    log: EventLog, not_live: Mapping[str, Iterable[tuple[int, int]]] | None = None
+) -> list[str]:
+    """Moments a partition was assigned to a member while another live member held it.
+
+    ``not_live`` gives, per member, the (start, end) monotonic-ns windows when it
+    was cut off (partitioned, stopped): a cut member tells its application
+    ``lost`` at its next poll, so its listener may still show a partition the
+    broker has already handed on; that is not two live owners.
+    """
+    windows = {name: list(spans) for name, spans in (not_live or {}).items()}
+
+    def live(member: str, at: int) -> bool:
+        return not any(start <= at <= end for start, end in windows.get(member, []))
+
+    holders: dict[TopicPartition, set[str]] = {}
+    found: list[str] = []
+    with log.lock:
+        events = sorted(log.events, key=lambda e: e.at)
+    for event in events:
+        for tp in event.partitions:
+            owners = holders.setdefault(tp, set())
+            if event.kind == "assigned":
+                for other in owners - {event.member}:
+                    if live(other, event.at) and live(event.member, event.at):
+                        found.append(f"{tp} assigned to {event.member} while {other} held it")
+                owners.add(event.member)
+            else:
+                owners.discard(event.member)
+    return found
