@@ -15,6 +15,7 @@ FAIL and why; nothing is hidden.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import os
 import platform
@@ -187,10 +188,11 @@ def run_one(scenario: str, protocol: str, log_dir: Path) -> Row:
     with KafkaBroker() as broker:
         create_topic(broker.bootstrap_servers, topic, partitions=PARTITIONS)
         expected = frozenset(TopicPartition(topic, p) for p in range(PARTITIONS))
-        proxies = {n: FaultProxy(broker.bootstrap_servers) for n in ("a", "b")}
-        ctxs = {n: p.running_in_thread() for n, p in proxies.items()}
-        for c in ctxs.values():
-            c.__enter__()
+        stack = contextlib.ExitStack()
+        proxies = {
+            n: stack.enter_context(FaultProxy(broker.bootstrap_servers).running_in_thread())
+            for n in ("a", "b")
+        }
         members: dict[str, MemberProcess] = {}
         producer: SteadyProducer | None = None
         try:
@@ -262,8 +264,7 @@ def run_one(scenario: str, protocol: str, log_dir: Path) -> Row:
                 proxy.heal()
             for m in members.values():
                 m.cleanup()
-            for c in ctxs.values():
-                c.__exit__(None, None, None)
+            stack.close()
 
 
 def write_doc(rows: list[Row], command: str) -> None:
@@ -337,7 +338,7 @@ def main() -> None:
                 print(f"{name} {protocol}: {row.verdict} ({time.monotonic() - started:.0f} s)")
                 write_doc(
                     rows,
-                    "python " + " ".join(["tests/benchmarks/reliability_matrix.py"] + sys.argv[1:]),
+                    "python " + " ".join(["tests/benchmarks/reliability_matrix.py", *sys.argv[1:]]),
                 )
 
 
