@@ -323,11 +323,13 @@ def main() -> None:
     args = parser.parse_args()
     names = args.only or [*SCENARIOS, *NOT_RUN]
     rows: list[Row] = []
+    command = "python " + " ".join(["tests/benchmarks/reliability_matrix.py", *sys.argv[1:]])
     with tempfile.TemporaryDirectory(prefix="kgroup-matrix-") as tmp:
         for name in names:
             for protocol in args.protocols:
                 if name in NOT_RUN:
                     rows.append(Row(name, protocol, 0, 0, 0, 0, None, "-", NOT_RUN[name]))
+                    write_doc(rows, command)
                     continue
                 started = time.monotonic()
                 try:
@@ -336,10 +338,7 @@ def main() -> None:
                     row = Row(name, protocol, 0, 0, 0, 0, None, "-", f"FAIL: {exc!r}"[:200])
                 rows.append(row)
                 print(f"{name} {protocol}: {row.verdict} ({time.monotonic() - started:.0f} s)")
-                write_doc(
-                    rows,
-                    "python " + " ".join(["tests/benchmarks/reliability_matrix.py", *sys.argv[1:]]),
-                )
+                write_doc(rows, command)
 
 
 if __name__ == "__main__":
