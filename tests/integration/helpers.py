@@ -385,3 +385,116 @@ def converged(members: Iterable[HasAssignment], expected: frozenset[TopicPartiti
     for member in members:
         seen.extend(member.assignment())
     return len(seen) == len(set(seen)) and set(seen) == expected
+
+
+# ------------------------------------------------------- fault-suite checks
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One record a member's application was handed, and when (``time.monotonic_ns()``)."""
+
+    at: int
+    member: str
+    topic: str
+    partition: int
+    offset: int
+
+
+class TimedRunner(Runner):
+    """A :class:`Runner` that also keeps when each record reached the application."""
+
+    def __init__(
+        self, conf: dict[str, Any], topics: Iterable[str] | str, log: EventLog, name: str
+    ) -> None:
+        self.deliveries: list[Delivery] = []
+        self._deliveries_lock = threading.Lock()
+        super().__init__(conf, topics, log, name)
+
+    def poll_once(self) -> None:
+        batch: list[Message] = self.consumer.consume(200, 0.2)
+        # Stamped after consume() returned: a listener call made inside the same
+        # consume() is already in the event log, so "owned at this moment" holds.
+        now = time.monotonic_ns()
+        with self._deliveries_lock:
+            for m in batch:
+                topic, partition, offset = m.topic(), m.partition(), m.offset()
+                assert topic is not None
+                assert partition is not None
+                assert offset is not None
+                self.deliveries.append(Delivery(now, self.name, topic, partition, offset))
+
+    def delivered(self) -> list[Delivery]:
+        with self._deliveries_lock:
+            return list(self.deliveries)
+
+
+def held_at(log: EventLog, member: str, at: int) -> frozenset[TopicPartition]:
+    """What ``member``'s listener had been told it holds at ``at`` (monotonic ns)."""
+    held: set[TopicPartition] = set()
+    for event in log.of(member):
+        if event.at > at:
+            break
+        if event.kind == "assigned":
+            held |= event.partitions
+        else:
+            held -= event.partitions
+    return frozenset(held)
+
+
+def deliveries_not_owned(log: EventLog, deliveries: Iterable[Delivery]) -> list[Delivery]:
+    """Deliveries of a partition the member's listener did not say it held at that moment."""
+    return [
+        d
+        for d in deliveries
+        if TopicPartition(d.topic, d.partition) not in held_at(log, d.member, d.at)
+    ]
+
+
+def missing_records(
+    produced: Iterable[tuple[str, int, int]], deliveries: Iterable[Delivery]
+) -> set[tuple[str, int, int]]:
+    """Produced (topic, partition, offset) that no member's application was handed."""
+    seen = {(d.topic, d.partition, d.offset) for d in deliveries}
+    return set(produced) - seen
+
+
+def log_end_offsets(produced: Iterable[tuple[str, int, int]]) -> dict[TopicPartition, int]:
+    """The log end offset of each partition when ``produced`` is everything written to it."""
+    ends: dict[TopicPartition, int] = {}
+    for topic, partition, offset in produced:
+        tp = TopicPartition(topic, partition)
+        ends[tp] = max(ends.get(tp, 0), offset + 1)
+    return ends
+
+
+def live_overlaps(
+    log: EventLog, not_live: Mapping[str, Iterable[tuple[int, int]]] | None = None
+) -> list[str]:
+    """Moments a partition was assigned to a member while another live member held it.
+
+    ``not_live`` gives, per member, the (start, end) monotonic-ns windows when it
+    was cut off (partitioned, stopped): a cut member tells its application
+    ``lost`` at its next poll, so its listener may still show a partition the
+    broker has already handed on; that is not two live owners.
+    """
+    windows = {name: list(spans) for name, spans in (not_live or {}).items()}
+
+    def live(member: str, at: int) -> bool:
+        return not any(start <= at <= end for start, end in windows.get(member, []))
+
+    holders: dict[TopicPartition, set[str]] = {}
+    found: list[str] = []
+    with log.lock:
+        events = sorted(log.events, key=lambda e: e.at)
+    for event in events:
+        for tp in event.partitions:
+            owners = holders.setdefault(tp, set())
+            if event.kind == "assigned":
+                for other in owners - {event.member}:
+                    if live(other, event.at) and live(event.member, event.at):
+                        found.append(f"{tp} assigned to {event.member} while {other} held it")
+                owners.add(event.member)
+            else:
+                owners.discard(event.member)
+    return found
