@@ -14,7 +14,7 @@ import enum
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from kgroup.membership.common.errors import ErrorCode, reaction_in
+from kgroup.membership.common.errors import ErrorCode, coordinator_reactions, reaction_in
 
 __all__ = ["CLASSIC_REACTIONS", "ClassicReaction", "classic_reaction_for"]
 
@@ -34,12 +34,9 @@ class ClassicReaction(enum.Enum):
 _C = ErrorCode
 CLASSIC_REACTIONS: Mapping[int, ClassicReaction] = MappingProxyType(
     {
-        _C.NOT_COORDINATOR: ClassicReaction.REDISCOVER,
-        _C.COORDINATOR_NOT_AVAILABLE: ClassicReaction.REDISCOVER,
-        _C.COORDINATOR_LOAD_IN_PROGRESS: ClassicReaction.RETRY_WITH_BACKOFF,
-        # Transport-flavoured codes inside a response mean the same as a timeout.
-        _C.REQUEST_TIMED_OUT: ClassicReaction.RETRY_WITH_BACKOFF,
-        _C.NETWORK_EXCEPTION: ClassicReaction.RETRY_WITH_BACKOFF,
+        **coordinator_reactions(
+            rediscover=ClassicReaction.REDISCOVER, retry=ClassicReaction.RETRY_WITH_BACKOFF
+        ),
         _C.REBALANCE_IN_PROGRESS: ClassicReaction.REBALANCING,
         _C.ILLEGAL_GENERATION: ClassicReaction.RESET_GENERATION,
         _C.UNKNOWN_MEMBER_ID: ClassicReaction.RESET_MEMBER,

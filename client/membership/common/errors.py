@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TypeVar
 
-__all__ = ["ERROR_CODES", "ErrorCode", "error_name", "reaction_in"]
+__all__ = ["ERROR_CODES", "ErrorCode", "coordinator_reactions", "error_name", "reaction_in"]
 
 _R = TypeVar("_R", bound=enum.Enum)
 
@@ -63,6 +63,23 @@ def error_name(code: int) -> str:
         return ErrorCode(code).name
     except ValueError:
         return f"UNKNOWN_ERROR_{code}"
+
+
+def coordinator_reactions(*, rediscover: _R, retry: _R) -> dict[int, _R]:
+    """The entries every group API's table shares: coordinator moves and transient failures.
+
+    Both protocols look the coordinator up again when it moved or is away, and
+    retry with backoff while it loads its state or when a transport-flavoured
+    code arrives inside a response (it means the same as a timeout). Each
+    table starts from these and adds its protocol's own codes.
+    """
+    return {
+        ErrorCode.NOT_COORDINATOR: rediscover,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE: rediscover,
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: retry,
+        ErrorCode.REQUEST_TIMED_OUT: retry,
+        ErrorCode.NETWORK_EXCEPTION: retry,
+    }
 
 
 def reaction_in(table: Mapping[int, _R], code: int, unknown: _R) -> _R:

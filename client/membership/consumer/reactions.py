@@ -10,7 +10,7 @@ import enum
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from kgroup.membership.common.errors import ErrorCode, reaction_in
+from kgroup.membership.common.errors import ErrorCode, coordinator_reactions, reaction_in
 
 __all__ = ["REACTIONS", "Reaction", "reaction_for"]
 
@@ -29,12 +29,7 @@ class Reaction(enum.Enum):
 _C = ErrorCode
 REACTIONS: Mapping[int, Reaction] = MappingProxyType(
     {
-        _C.NOT_COORDINATOR: Reaction.REDISCOVER,
-        _C.COORDINATOR_NOT_AVAILABLE: Reaction.REDISCOVER,
-        _C.COORDINATOR_LOAD_IN_PROGRESS: Reaction.RETRY_WITH_BACKOFF,
-        # Transport-flavoured codes inside a response mean the same as a timeout.
-        _C.REQUEST_TIMED_OUT: Reaction.RETRY_WITH_BACKOFF,
-        _C.NETWORK_EXCEPTION: Reaction.RETRY_WITH_BACKOFF,
+        **coordinator_reactions(rediscover=Reaction.REDISCOVER, retry=Reaction.RETRY_WITH_BACKOFF),
         _C.FENCED_MEMBER_EPOCH: Reaction.FENCED,
         _C.UNKNOWN_MEMBER_ID: Reaction.FENCED,
         _C.TOPIC_AUTHORIZATION_FAILED: Reaction.REPORT_AND_RETRY,
