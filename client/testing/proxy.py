@@ -31,7 +31,6 @@ connects to the broker directly).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import enum
 import itertools
@@ -40,9 +39,8 @@ import math
 import struct
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from types import TracebackType
-from typing import Any, Final, Self
+from collections.abc import Callable, Iterable
+from typing import Any, Final
 
 import anyio
 import anyio.abc
@@ -55,6 +53,7 @@ from kio.static.primitive import i32
 from kgroup.errors import HarnessError, KgroupError
 from kgroup.protocol.apis import ApiKey, response_class
 from kgroup.protocol.framing import SIZE_PREFIX, decode_response_payload, encode_response
+from kgroup.testing._served import LoopServed
 from kgroup.transport.client import parse_bootstrap_servers
 
 __all__ = ["FaultProxy", "ProxyConnection", "ProxyStats"]
@@ -164,7 +163,7 @@ class _Link:
     pending: dict[int, tuple[int, int]] = dataclasses.field(default_factory=dict)
 
 
-class FaultProxy:
+class FaultProxy(LoopServed):
     """A proxy in front of the cluster at ``bootstrap_servers``; see the module docstring.
 
     Raises ConfigError (from :func:`kgroup.transport.parse_bootstrap_servers`) on
@@ -172,13 +171,11 @@ class FaultProxy:
     """
 
     def __init__(self, bootstrap_servers: str) -> None:
+        super().__init__()
         self._bootstrap = parse_bootstrap_servers(bootstrap_servers)
         self._listeners: dict[tuple[str, int], _Listener] = {}
         self._links: dict[int, _Link] = {}
         self._ids = itertools.count(1)
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._loop_thread: int | None = None
-        self._portal: anyio.from_thread.BlockingPortal | None = None
         self._lock = threading.Lock()  # guards the counters read from other threads
         self._mode = _Mode.NORMAL
         self._mode_nodes: frozenset[int] | None = None
@@ -198,47 +195,9 @@ class FaultProxy:
 
     # ------------------------------------------------------------- lifecycle
 
-    async def __aenter__(self) -> Self:
-        if self._tg is not None:
-            raise RuntimeError("a FaultProxy can be entered only once")
-        self._loop_thread = threading.get_ident()
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
-        try:
-            for address in self._bootstrap:
-                await self._listener_for(address)
-        except BaseException:
-            tg.cancel_scope.cancel()
-            await tg.__aexit__(None, None, None)
-            self._tg = None
-            raise
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        tg, self._tg = self._tg, None
-        if tg is None:
-            return
-        tg.cancel_scope.cancel()
-        await tg.__aexit__(None, None, None)
-
-    @contextlib.contextmanager
-    def running_in_thread(self, backend: str = "asyncio") -> Iterator[Self]:
-        """Serve from an event loop in a background thread while the block runs."""
-        with (
-            anyio.from_thread.start_blocking_portal(backend) as portal,
-            portal.wrap_async_context_manager(self),
-        ):
-            self._portal = portal
-            try:
-                yield self
-            finally:
-                self._portal = None
+    async def _start(self, tg: anyio.abc.TaskGroup) -> None:
+        for address in self._bootstrap:
+            await self._listener_for(address)
 
     def _control(self, change: Callable[[], None]) -> None:
         # Fault methods change state the proxy's loop reads and cancel its scopes:

@@ -12,17 +12,15 @@ then, unless one answered, to the model. See ``docs/testing.md``.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import inspect
 import itertools
 import logging
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self, TypeAlias
+from typing import Any, TypeAlias
 
 import anyio
 import anyio.abc
@@ -35,6 +33,7 @@ from kgroup.config import AutoOffsetReset
 from kgroup.errors import KafkaProtocolError, KgroupError
 from kgroup.protocol import SUPPORTED_VERSIONS, ApiKey, VersionRange
 from kgroup.protocol.framing import RequestFrame, decode_request, encode_response, frame_size
+from kgroup.testing._served import LoopServed
 from kgroup.testing.fake._classic_group import ClassicGroup
 from kgroup.testing.fake._cluster import Cluster, Node, now
 from kgroup.testing.fake._consumer_group import ConsumerGroup
@@ -132,7 +131,7 @@ class _Connection:
             await self.stream.send(data)
 
 
-class FakeBroker:
+class FakeBroker(LoopServed):
     """An in-process fake Kafka cluster for runtime tests (never for integration claims).
 
     Use it as ``async with FakeBroker() as broker:`` (asyncio or trio); it
@@ -161,6 +160,7 @@ class FakeBroker:
     ) -> None:
         if nodes < 1:
             raise KgroupError(f"a fake cluster needs at least one node, got {nodes}")
+        super().__init__()
         self.records = RecordLog()
         """The records of every partition; data planes from :meth:`dataplane` read them."""
         advertised = {api: SUPPORTED_VERSIONS[api] for api in _IMPLEMENTED}
@@ -176,61 +176,28 @@ class FakeBroker:
         self._lock = self._cluster.lock
         self._changed_cond = threading.Condition(self._lock)
         self._changed_event: anyio.Event | None = None
-        self._loop_thread: int | None = None
         self._interceptions: list[Interception] = []
         self._seen: list[SeenRequest] = []
         self._connections: dict[int, _Connection] = {}
         self._connection_ids = itertools.count(1)
-        self._tg: anyio.abc.TaskGroup | None = None
         self.failures: list[Exception] = []
         """Exceptions the model raised while answering (raised again on exit)."""
 
     # ------------------------------------------------------------- lifecycle
 
-    async def __aenter__(self) -> Self:
-        if self._tg is not None:
-            raise RuntimeError("a FakeBroker can be entered only once")
-        self._loop_thread = threading.get_ident()
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
-        try:
-            for node in self._cluster.nodes:
-                listener = await anyio.create_tcp_listener(local_host=_HOST, local_port=0)
-                node.listener = listener
-                node.port = listener.extra(SocketAttribute.local_port)
-                tg.start_soon(self._listen, node)
-            tg.start_soon(self._sweep)
-        except BaseException:
-            tg.cancel_scope.cancel()
-            await tg.__aexit__(None, None, None)
-            raise
-        return self
+    async def _start(self, tg: anyio.abc.TaskGroup) -> None:
+        for node in self._cluster.nodes:
+            listener = await anyio.create_tcp_listener(local_host=_HOST, local_port=0)
+            node.listener = listener
+            node.port = listener.extra(SocketAttribute.local_port)
+            tg.start_soon(self._listen, node)
+        tg.start_soon(self._sweep)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        tg, self._tg = self._tg, None
-        if tg is None:
-            return
-        tg.cancel_scope.cancel()
-        await tg.__aexit__(None, None, None)
+    def _stopped(self, exc: BaseException | None) -> None:
         if self.failures and exc is None:
             raise KgroupError(
                 f"the fake broker failed {len(self.failures)} time(s); first: {self.failures[0]!r}"
             ) from self.failures[0]
-
-    @contextlib.contextmanager
-    def running_in_thread(self, backend: str = "asyncio") -> Iterator[Self]:
-        """Serve from an event loop in a background thread while the block runs."""
-        with (
-            anyio.from_thread.start_blocking_portal(backend) as portal,
-            portal.wrap_async_context_manager(self),
-        ):
-            yield self
 
     async def _listen(self, node: Node) -> None:
         assert node.listener is not None
