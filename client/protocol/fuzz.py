@@ -101,15 +101,6 @@ def targets() -> list[Target]:
 # --- valid frames from the schema --------------------------------------------------------
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 _KNOWN_CODES: Final = sorted(structure._KNOWN_ERROR_CODES)
 
 
@@ -142,7 +133,7 @@ def _random_value(op: structure._Op, rnd: random.Random, depth: int, unknown: bo
             return struct.pack(">h", len(data)) + data
         if kind == structure._LEN32:
             return struct.pack(">i", len(data)) + data
-        return _uvarint(len(data) + 1) + data
+        return structure.encode_uvarint(len(data) + 1) + data
     if kind == structure._ENTITY:
         return _random_entity(arg, rnd, depth + 1, unknown)
     if kind in (structure._ARR32, structure._ARRV):
@@ -150,7 +141,11 @@ def _random_value(op: structure._Op, rnd: random.Random, depth: int, unknown: bo
             return b"\xff\xff\xff\xff" if kind == structure._ARR32 else b"\x00"
         count = 0 if depth > 3 else rnd.choice((0, 1, 2, 3, 5))
         items = b"".join(_random_value(arg, rnd, depth + 1, unknown) for _ in range(count))
-        prefix = struct.pack(">i", count) if kind == structure._ARR32 else _uvarint(count + 1)
+        prefix = (
+            struct.pack(">i", count)
+            if kind == structure._ARR32
+            else structure.encode_uvarint(count + 1)
+        )
         return prefix + items
     raise AssertionError(f"unknown operation kind {kind}")
 
@@ -176,9 +171,9 @@ def _random_entity(
     if unknown and rnd.random() < 0.3:
         # A tag a newer broker might send: decoding must skip it.
         fields.append((rnd.randint(max(schema.tagged, default=0) + 1, 300), rnd.randbytes(3)))
-    tagged = _uvarint(len(fields))
+    tagged = structure.encode_uvarint(len(fields))
     for tag, value in fields:
-        tagged += _uvarint(tag) + _uvarint(len(value)) + value
+        tagged += structure.encode_uvarint(tag) + structure.encode_uvarint(len(value)) + value
     return head + body + tagged
 
 

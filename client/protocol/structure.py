@@ -53,7 +53,14 @@ from kio.serial._introspect import (
 )
 from kio.static.protocol import Entity
 
-__all__ = ["StructureError", "UnknownTag", "check", "locate", "strip_unknown_tags"]
+__all__ = [
+    "StructureError",
+    "UnknownTag",
+    "check",
+    "encode_uvarint",
+    "locate",
+    "strip_unknown_tags",
+]
 
 
 class StructureError(Exception):
@@ -494,7 +501,8 @@ def locate(
     return None
 
 
-def _uvarint_bytes(value: int) -> bytes:
+def encode_uvarint(value: int) -> bytes:
+    """``value`` (>= 0) as an unsigned varint, the length and count prefix of flexible versions."""
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -528,7 +536,7 @@ def strip_unknown_tags(
             where = error.unknown_tag
             if where is None:
                 raise
-            count = _uvarint_bytes(where.count - 1)
+            count = encode_uvarint(where.count - 1)
             buf = (
                 buf[: where.count_at]
                 + count

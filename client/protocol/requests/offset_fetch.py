@@ -36,21 +36,28 @@ def build(
     group_id: str,
     member_id: str | None,
     member_epoch: int,
-    partitions: Collection[TopicPartition],
+    partitions: Collection[TopicPartition] | None,
     topic_ids: Mapping[str, uuid.UUID],
 ) -> RequestPayload:
     """The committed offsets of ``partitions`` in ``group_id`` (require_stable).
 
     ``member_id`` None and ``member_epoch`` -1 read as a non-member; v8 sends
     neither. ``topic_ids`` names every topic of ``partitions`` for v10.
+    ``partitions`` None asks for every partition the group has an offset for
+    (a null topic list).
     """
     module: Any = versions.request_module(API)
     by_id = versions.version(API) >= 10
-    topics = tuple(
-        module.OffsetFetchRequestTopics(
-            **({"topic_id": topic_ids[t]} if by_id else {"name": t}), partition_indexes=tuple(p)
+    topics = (
+        None
+        if partitions is None
+        else tuple(
+            module.OffsetFetchRequestTopics(
+                **({"topic_id": topic_ids[t]} if by_id else {"name": t}),
+                partition_indexes=tuple(p),
+            )
+            for t, p in by_topic(partitions).items()
         )
-        for t, p in by_topic(partitions).items()
     )
     group: dict[str, Any] = {"group_id": group_id, "topics": topics}
     if versions.version(API) >= 9:
