@@ -157,3 +157,28 @@ def test_data_plane_starts_where_told_and_hands_out_in_order() -> None:
 
     with pytest.raises(DataPlaneError, match=r"auto\.offset\.reset=error"):
         FakeDataPlane(log, auto_offset_reset="error").assign({T0: None})
+
+
+@pytest.mark.anyio
+async def test_describe_names_the_topics_a_heartbeat_gives_by_id(anyio_backend: str) -> None:
+    async with FakeBroker() as broker:
+        topic_id = broker.create_topic("t", 2)
+        async with connect("127.0.0.1", int(broker.address().split(":")[1])) as conn:
+            joined: Any = await conn.request(_heartbeat(conn, "a", 0))
+            (given,) = joined.assignment.topic_partitions
+            assert (given.topic_id, set(given.partitions)) == (topic_id, {0, 1})
+            described: Any = await conn.request(
+                conn.versions.new_request(
+                    ApiKey.CONSUMER_GROUP_DESCRIBE,
+                    group_ids=("g",),
+                    include_authorized_operations=False,
+                )
+            )
+            (member,) = described.groups[0].members
+            for assignment in (member.assignment, member.target_assignment):
+                (topic,) = assignment.topic_partitions
+                assert (topic.topic_id, topic.topic_name, set(topic.partitions)) == (
+                    topic_id,
+                    "t",
+                    {0, 1},
+                )

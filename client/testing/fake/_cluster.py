@@ -312,15 +312,7 @@ class Cluster:
         m = self._module(seen)
         assignment = None
         if outcome.assignment is not None:
-            by_topic: dict[uuid.UUID, list[int]] = {}
-            for tp in sorted(outcome.assignment):
-                by_topic.setdefault(tp.topic_id, []).append(tp.partition)
-            assignment = m.Assignment(
-                topic_partitions=tuple(
-                    m.TopicPartitions(topic_id=t, partitions=tuple(ps))
-                    for t, ps in by_topic.items()
-                )
-            )
+            assignment = _assignment(m, outcome.assignment)
         return respond(
             m,
             "ConsumerGroupHeartbeatResponse",
@@ -351,21 +343,7 @@ class Cluster:
         return respond(m, "ConsumerGroupDescribeResponse", groups=tuple(groups))
 
     def _described(self, m: Any, group: ConsumerGroup) -> Any:
-        def assignment(partitions: frozenset[TopicIdPartition]) -> Any:
-            by_topic: dict[uuid.UUID, list[int]] = {}
-            for tp in sorted(partitions):
-                by_topic.setdefault(tp.topic_id, []).append(tp.partition)
-            return m.Assignment(
-                topic_partitions=tuple(
-                    m.TopicPartitions(
-                        topic_id=t,
-                        topic_name=self.topics.by_id[t].name if t in self.topics.by_id else "",
-                        partitions=tuple(ps),
-                    )
-                    for t, ps in by_topic.items()
-                )
-            )
-
+        names = self.topics.by_id
         members = tuple(
             make(
                 m,
@@ -378,8 +356,10 @@ class Cluster:
                 client_host="/" + _HOST,
                 subscribed_topic_names=member.subscribed_names,
                 subscribed_topic_regex=member.regex,
-                assignment=assignment(member.assigned),
-                target_assignment=assignment(group.target.get(member.member_id, frozenset())),
+                assignment=_assignment(m, member.assigned, names),
+                target_assignment=_assignment(
+                    m, group.target.get(member.member_id, frozenset()), names
+                ),
             )
             for member in group.members.values()
         )
@@ -693,3 +673,24 @@ class Cluster:
         if epoch != current:
             return ErrorCode.stale_member_epoch
         return ErrorCode.none
+
+
+def _assignment(
+    m: Any,
+    partitions: frozenset[TopicIdPartition],
+    named: Mapping[uuid.UUID, FakeTopic] | None = None,
+) -> Any:
+    """``partitions`` as the Assignment of a heartbeat (or, with ``named``, a describe) response."""
+    by_topic: dict[uuid.UUID, list[int]] = {}
+    for tp in sorted(partitions):
+        by_topic.setdefault(tp.topic_id, []).append(tp.partition)
+    topics = []
+    for topic_id, indexes in by_topic.items():
+        # ConsumerGroupDescribe names each topic ("" once deleted); the heartbeat does not.
+        name = (
+            {}
+            if named is None
+            else {"topic_name": named[topic_id].name if topic_id in named else ""}
+        )
+        topics.append(m.TopicPartitions(topic_id=topic_id, partitions=tuple(indexes), **name))
+    return m.Assignment(topic_partitions=tuple(topics))
