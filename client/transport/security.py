@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 import anyio.abc
@@ -97,6 +97,9 @@ class Secret:
 
     def __hash__(self) -> int:
         return hash((Secret, len(self._value)))
+
+
+_E = TypeVar("_E", bound=enum.Enum)
 
 
 class SecurityProtocol(enum.Enum):
@@ -317,12 +320,9 @@ class SecurityConfig:
         for key in config:
             if is_security_key(key) and key not in SECURITY_KEYS:
                 raise ConfigError(_unsupported_key_message(key))
-        raw = config.get("security.protocol", "PLAINTEXT")
-        try:
-            protocol = SecurityProtocol(_text(raw, "security.protocol").upper())
-        except ValueError:
-            choices = ", ".join(p.value for p in SecurityProtocol)
-            raise ConfigError(f"security.protocol must be one of {choices}, got {raw!r}") from None
+        protocol = _choice(
+            SecurityProtocol, config.get("security.protocol", "PLAINTEXT"), "security.protocol"
+        )
         tls = _tls_settings(config)
         sasl = _sasl_settings(config, protocol)
         built = cls(protocol, tls, sasl)
@@ -504,6 +504,20 @@ def _text(value: object, key: str) -> str:
     return value.strip()
 
 
+def _choice(choices: type[_E], raw: object, key: str) -> _E:
+    """``raw`` as one of ``choices``, whatever its case (each enum's values share one case).
+
+    Raises:
+        ConfigError: ``raw`` is not one of them; the message lists them.
+    """
+    text = _text(raw, key)
+    for choice in choices:
+        if choice.value.casefold() == text.casefold():
+            return choice
+    *others, last = (choice.value for choice in choices)
+    raise ConfigError(f"{key} {text} is not supported by kgroup; use {', '.join(others)} or {last}")
+
+
 def _optional_text(config: Mapping[str, object], key: str) -> str | None:
     value = config.get(key)
     if value is None:
@@ -531,15 +545,11 @@ def _flag(config: Mapping[str, object], key: str, default: bool) -> bool:
 def _tls_settings(config: Mapping[str, object]) -> TlsSettings | None:
     if not any(key in config for key in _TLS_KEYS):
         return None
-    algorithm = config.get("ssl.endpoint.identification.algorithm", "https")
-    try:
-        endpoint = EndpointIdentification(
-            _text(algorithm, "ssl.endpoint.identification.algorithm").lower()
-        )
-    except ValueError:
-        raise ConfigError(
-            f"ssl.endpoint.identification.algorithm must be https or none, got {algorithm!r}"
-        ) from None
+    endpoint = _choice(
+        EndpointIdentification,
+        config.get("ssl.endpoint.identification.algorithm", "https"),
+        "ssl.endpoint.identification.algorithm",
+    )
     tls = TlsSettings(
         ca_location=_optional_text(config, "ssl.ca.location"),
         ca_pem=_optional_text(config, "ssl.ca.pem"),
@@ -588,14 +598,7 @@ def _mechanism(config: Mapping[str, object]) -> SaslMechanism | None:
     raw = single if single is not None else plural
     if raw is None:
         return None
-    text = _text(raw, "sasl.mechanism").upper()
-    try:
-        return SaslMechanism(text)
-    except ValueError:
-        choices = ", ".join(m.value for m in SaslMechanism)
-        raise ConfigError(
-            f"sasl.mechanism {text} is not supported by kgroup; use one of {choices}"
-        ) from None
+    return _choice(SaslMechanism, raw, "sasl.mechanism")
 
 
 def _sasl_settings(config: Mapping[str, object], protocol: SecurityProtocol) -> SaslSettings | None:
@@ -620,13 +623,11 @@ def _sasl_settings(config: Mapping[str, object], protocol: SecurityProtocol) -> 
 
 
 def _oauth_settings(config: Mapping[str, object]) -> OAuthBearerSettings:
-    raw_method = config.get("sasl.oauthbearer.method", "default")
-    try:
-        method = OAuthBearerMethod(_text(raw_method, "sasl.oauthbearer.method").lower())
-    except ValueError:
-        raise ConfigError(
-            f"sasl.oauthbearer.method must be default or oidc, got {raw_method!r}"
-        ) from None
+    method = _choice(
+        OAuthBearerMethod,
+        config.get("sasl.oauthbearer.method", "default"),
+        "sasl.oauthbearer.method",
+    )
     callback = config.get("oauth_cb")
     if callback is not None and not callable(callback):
         raise ConfigError("oauth_cb must be a callable: config_str -> (token, expiry_seconds)")
