@@ -55,7 +55,7 @@ import anyio
 import anyio.abc
 
 from kgroup.config import ConsumerConfig, GroupProtocol
-from kgroup.dataplane.librdkafka import DataPlaneError
+from kgroup.dataplane.librdkafka import DataPlaneError, commit_reporter
 from kgroup.errors import (
     AuthorizationError,
     BrokerError,
@@ -210,6 +210,10 @@ class Driver:
         self._last_assignment: frozenset[TopicPartition] = frozenset()
         self._background_commits = 0
         self._background_commits_done: anyio.Event | None = None
+        on_commit = config.callbacks.on_commit
+        # confluent-kafka's on_commit: kgroup commits (not librdkafka), so kgroup
+        # reports every commit's outcome, in the application's next poll.
+        self._on_commit = None if on_commit is None else commit_reporter(on_commit)
 
     # ------------------------------------------------------------------ views
 
@@ -594,6 +598,7 @@ class Driver:
             await self._offsets.commit(pending.offsets, deadline=pending.deadline)
         except KgroupError as exc:
             error = exc
+        self._report_commit(pending.offsets, error)
         session.commit_done(FinishedCommit(token, pending.offsets, error, generation))
 
     def current_offsets(self) -> dict[TopicPartition, int]:
@@ -621,6 +626,23 @@ class Driver:
             return {}
         budget = self.request_timeout if timeout is None else timeout
         deadline = anyio.current_time() + budget
+        try:
+            done = await self._commit(chosen, deadline)
+        except KgroupError as exc:
+            self._report_commit(chosen, exc)
+            raise
+        self._report_commit(done, None)
+        return done
+
+    def _report_commit(
+        self, offsets: Mapping[TopicPartition, int], error: BaseException | None
+    ) -> None:
+        if self._on_commit is not None and offsets:
+            self._queue(work.CommitResultWork(self._on_commit, dict(offsets), error))
+
+    async def _commit(
+        self, chosen: dict[TopicPartition, int], deadline: float
+    ) -> dict[TopicPartition, int]:
         manager = await self._connected(deadline)
         if self.session.group_protocol is not GroupProtocol.CLASSIC:
             return await manager.commit(chosen, deadline=deadline)
