@@ -176,6 +176,7 @@ def _callbacks(conf: Mapping[str, Any]) -> Callbacks:
         )
     return Callbacks(logger=logger, **found)
 
+
 PassthroughValidator = Callable[[Mapping[str, str]], None]
 """Checks the keys kgroup hands to the data plane; raises ConfigError on the first bad one."""
 

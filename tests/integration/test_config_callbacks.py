@@ -18,7 +18,7 @@ import confluent_kafka
 import pytest
 from helpers import consumer_conf, drain, produce
 
-from kgroup import Consumer
+from kgroup import Consumer, TopicPartition
 from kgroup.testing import KafkaBroker
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
 
@@ -39,16 +39,14 @@ def test_on_commit_reports_kgroups_commits_with_confluent_kafka_types(
     topic = make_topic(partitions=1)
     produce(bootstrap, topic, 1, 10)
     reports: list[tuple[Any, list[confluent_kafka.TopicPartition]]] = []
-    conf = consumer_conf(
-        bootstrap,
-        make_group_id(),
-        enable_auto_commit=False,
-        on_commit=lambda err, partitions: reports.append((err, partitions)),
-    )
+    conf = {
+        **consumer_conf(bootstrap, make_group_id(), enable_auto_commit=False),
+        "on_commit": lambda err, partitions: reports.append((err, partitions)),
+    }
     with Consumer(conf) as consumer:
         consumer.subscribe([topic])
         assert len(drain(consumer, 10, 30)) == 10
-        assert consumer.commit() == {consumer.assignment().pop(): 10}
+        assert consumer.commit() == {TopicPartition(topic, 0): 10}
         _poll_until(consumer, lambda: reports, 10, "on_commit")
     err, partitions = reports[0]
     assert err is None
@@ -68,16 +66,20 @@ def test_librdkafka_callbacks_and_debug_log_lines_reach_python(
     stats: list[str] = []
     errors: list[confluent_kafka.KafkaError] = []
     caplog.set_level(logging.DEBUG, logger="kgroup.dataplane")
-    conf = consumer_conf(
-        # A second bootstrap address nothing listens on: librdkafka reports the
-        # refused connection to error_cb (kgroup's own client uses the first).
-        f"{bootstrap},127.0.0.1:1",
-        make_group_id(),
-        statistics_interval_ms=100,
-        debug="consumer",
-        stats_cb=stats.append,
-        error_cb=errors.append,
-    )
+    conf = {
+        # A second bootstrap address nothing listens on, which librdkafka is
+        # told to connect to at once: it reports the refused connection to
+        # error_cb (kgroup's own client uses the address that works).
+        **consumer_conf(
+            f"{bootstrap},127.0.0.1:1",
+            make_group_id(),
+            statistics_interval_ms=100,
+            debug="consumer",
+            enable_sparse_connections=False,
+        ),
+        "stats_cb": stats.append,
+        "error_cb": errors.append,
+    }
     with Consumer(conf) as consumer:
         consumer.subscribe([topic])
         assert len(drain(consumer, 5, 30)) == 5
@@ -96,9 +98,10 @@ def test_a_users_logger_receives_librdkafkas_lines(
 ) -> None:
     mine = logging.getLogger("app.kafka")
     caplog.set_level(logging.DEBUG, logger="app.kafka")
-    conf = consumer_conf(
-        kafka_broker.bootstrap_servers, make_group_id(), debug="broker", logger=mine
-    )
+    conf = {
+        **consumer_conf(kafka_broker.bootstrap_servers, make_group_id(), debug="broker"),
+        "logger": mine,
+    }
     with Consumer(conf) as consumer:
         _poll_until(
             consumer,
