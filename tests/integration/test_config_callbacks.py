@@ -4,7 +4,7 @@
 served inside poll; ``on_commit`` reports kgroup's own commits. ``oauth_cb``
 serving both kgroup's connections and librdkafka's is covered on the secured
 broker in ``test_security.py``; ``throttle_cb`` needs broker quotas and is
-checked for its wiring in ``tests/unit/test_config_callbacks.py``.
+checked for its wiring in ``tests/unit/test_callbacks_config.py``.
 """
 
 from __future__ import annotations
