@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
@@ -66,6 +66,7 @@ from kgroup.errors import (
     RequestTimeoutError,
     TopicAuthorizationFailedError,
     UnknownMemberIdError,
+    UnknownTopicOrPartitionError,
 )
 from kgroup.listener import listener_method
 from kgroup.membership import (
@@ -116,7 +117,24 @@ from kgroup.transport import KafkaClient
 from kgroup.transport.security import explain_denial
 from kgroup.types import Backoff, TopicPartition
 
-__all__ = ["Driver", "open_kafka_client"]
+__all__ = ["MISSING_TOPIC_WARNINGS", "Driver", "missing_topic_delays", "open_kafka_client"]
+
+MISSING_TOPIC_WARNINGS = (1.0, 60.0)
+"""Seconds before the first repeat of the missing-topic warning, and the cap.
+
+The wait doubles between warnings: loud at first, when a typo or a topic not
+created yet is the likely cause, then rare, so a long wait stays in the log
+without flooding it.
+"""
+
+
+def missing_topic_delays(first: float, cap: float) -> Iterator[float]:
+    """The waits between missing-topic warnings: first, doubling, capped."""
+    delay = first
+    while True:
+        yield delay
+        delay = min(delay * 2, cap)
+
 
 _DEFAULT_CONNECT_TIMEOUT = 10.0
 
@@ -367,12 +385,61 @@ class Driver:
             self._last_epoch, self._last_assignment = epoch, assignment
 
     async def _subscriptions(self) -> None:
+        watch: anyio.CancelScope | None = None
         async for change in self._sub_recv:
+            if watch is not None:
+                watch.cancel()  # the subscription it watched is gone
+                watch = None
             if isinstance(change, SubscriptionChanged) and change.topics:
                 self._topics = change.topics  # named in authorization errors
                 if await self._topics_denied(change.topics):
                     return
+                watch = anyio.CancelScope()
+                self.spawn(self._warn_while_missing, change.topics, watch)
             await self.session.subscribe(change)
+
+    async def _warn_while_missing(self, topics: frozenset[str], scope: anyio.CancelScope) -> None:
+        """Log a WARNING while a subscribed topic is unknown, repeated with backoff.
+
+        Without it a consumer of a topic that does not exist waits silently:
+        the group assigns it nothing and no error is due (the topic may be
+        created later, as the Java client waits too). The broker answers
+        UNKNOWN_TOPIC_OR_PARTITION both for a missing topic and, with some
+        authorizers, for one the principal may not describe, so both are named.
+        """
+        with scope:
+            for delay in missing_topic_delays(*MISSING_TOPIC_WARNINGS):
+                try:
+                    cluster = await self.client.metadata(
+                        sorted(topics), timeout=self.request_timeout
+                    )
+                except KgroupError as exc:
+                    log.info(
+                        "group %s: metadata for %s failed: %s", self.group_id, sorted(topics), exc
+                    )
+                else:
+                    errors = cluster.topic_errors
+                    missing = sorted(
+                        t
+                        for t in topics
+                        if errors.get(t)
+                        and isinstance(broker_error(errors[t]), UnknownTopicOrPartitionError)
+                    )
+                    if not missing:
+                        return
+                    names = ", ".join(missing)
+                    log.warning(
+                        "group %s: subscribed topic %s does not exist or is not authorized for "
+                        "this client, so no partitions are assigned; create it (for example "
+                        "`kgroup topics create %s --bootstrap-servers %s`), check the spelling, "
+                        "or grant DESCRIBE and READ on it; checking again in %.0f s",
+                        self.group_id,
+                        names,
+                        missing[0],
+                        ",".join(self.config.bootstrap_servers),
+                        delay,
+                    )
+                await anyio.sleep(delay)
 
     async def _topics_denied(self, topics: frozenset[str]) -> bool:
         """Make a subscribed topic the principal may not describe fatal; True if so.
