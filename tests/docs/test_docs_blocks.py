@@ -151,3 +151,34 @@ def test_block_runs(block: Block, bootstrap: str, tmp_path: Path) -> None:
         f"{block.where} exited {done.returncode}\n--- stdout\n{done.stdout[-3000:]}"
         f"\n--- stderr\n{done.stderr[-3000:]}"
     )
+
+
+EXAMPLES = ROOT / "examples"
+_TABLE_ROW = re.compile(r"^\| `examples/([a-z_]+\.py)` \|", re.M)
+
+
+def test_the_examples_table_lists_exactly_the_examples() -> None:
+    listed = set(_TABLE_ROW.findall((ROOT / "docs" / "getting-started.md").read_text()))
+    present = {p.name for p in EXAMPLES.glob("*.py")}
+    assert listed == present, (
+        f"docs/getting-started.md's examples table: missing {sorted(present - listed)}, "
+        f"stale {sorted(listed - present)}"
+    )
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.py")))
+def test_an_examples_help_needs_no_broker(example: str, tmp_path: Path) -> None:
+    # The external backend without an address fails at once: an example that
+    # tried to start or reach a broker for --help would exit non-zero here.
+    env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
+    env["KGROUP_BROKER_BACKEND"] = "external"
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / example), "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert example in done.stdout or "usage" in done.stdout.lower(), done.stdout
