@@ -3,8 +3,7 @@
 ``error_cb``, ``stats_cb`` and ``logger`` are librdkafka's (the data plane's),
 served inside poll; ``on_commit`` reports kgroup's own commits. ``oauth_cb``
 serving both kgroup's connections and librdkafka's is covered on the secured
-broker in ``test_security.py``; ``throttle_cb`` needs broker quotas and is
-checked for its wiring in ``tests/unit/test_callbacks_config.py``.
+broker in ``test_security.py``.
 """
 
 from __future__ import annotations
@@ -12,15 +11,21 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from typing import Any
 
+import anyio
 import confluent_kafka
 import pytest
 from helpers import consumer_conf, drain, produce
+from kio.schema.alter_client_quotas.v1 import request as quotas
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import f64
 
 from kgroup import Consumer, TopicPartition
 from kgroup.testing import KafkaBroker
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
+from kgroup.transport import KafkaClient
 
 pytestmark = pytest.mark.integration
 
@@ -109,3 +114,37 @@ def test_a_users_logger_receives_librdkafkas_lines(
             10,
             "a librdkafka line on the app.kafka logger",
         )
+
+
+async def _limit_fetch_rate(bootstrap: str, client_id: str, bytes_per_second: float) -> None:
+    entry = quotas.EntryData(
+        entity=(quotas.EntityData(entity_type="client-id", entity_name=client_id),),
+        ops=(quotas.OpData(key="consumer_byte_rate", value=f64(bytes_per_second), remove=False),),
+    )
+    async with KafkaClient(bootstrap) as client:
+        response: Any = await client.request(
+            quotas.AlterClientQuotasRequest(entries=(entry,), validate_only=False)
+        )
+    assert [e.error_code for e in response.entries] == [ErrorCode.none]
+
+
+def test_throttle_cb_hears_of_fetches_a_quota_throttled(
+    kafka_broker: KafkaBroker, make_topic: MakeTopic, make_group_id: MakeGroupId
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = make_topic(partitions=1)
+    produce(bootstrap, topic, 1, 2_000)
+    # A quota for this test's client id only: 1 KiB/s of fetches, far below
+    # what the records above need, so the broker throttles the first fetches.
+    client_id = f"throttled-{uuid.uuid4().hex[:8]}"
+    anyio.run(_limit_fetch_rate, bootstrap, client_id, 1024.0)
+    events: list[confluent_kafka.ThrottleEvent] = []
+    conf = {
+        **consumer_conf(bootstrap, make_group_id(), client_id=client_id),
+        "throttle_cb": events.append,
+    }
+    with Consumer(conf) as consumer:
+        consumer.subscribe([topic])
+        _poll_until(consumer, lambda: events, 30, "throttle_cb")
+    assert isinstance(events[0], confluent_kafka.ThrottleEvent)
+    assert events[0].throttle_time > 0
