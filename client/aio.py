@@ -160,6 +160,7 @@ class AsyncConsumer(ConsumerBase):
         """Up to ``num_messages`` records, waiting at most ``timeout`` s (< 0: no limit)."""
         if num_messages < 1:
             raise ValueError(f"num_messages must be >= 1, got {num_messages}")
+        self._core.check_open()  # closed: ConsumerClosedError, as every other method
         if self._exit is None:
             raise RuntimeError("use the consumer as 'async with AsyncConsumer(config) as c'")
         now = anyio.current_time()

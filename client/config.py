@@ -15,12 +15,17 @@ that names the key and says what to do:
   become one :class:`~kgroup.transport.security.SecurityConfig`, used by
   kgroup's own connections and rendered back for the data plane, so both
   connect the same way. Secrets live only in it, wrapped in
-  :class:`~kgroup.transport.security.Secret`, never in :attr:`ConsumerConfig.passthrough`.
+  :class:`~kgroup.transport.security.Secret`, never in :attr:`ConsumerConfig.passthrough`;
+- confluent-kafka's callbacks (``error_cb``, ``stats_cb``, ``throttle_cb``,
+  ``on_commit``) and ``logger`` become :class:`Callbacks`: callables cannot go
+  through librdkafka's string config, and ``on_commit`` is kgroup's to call
+  (kgroup commits, not librdkafka).
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType, ModuleType
@@ -33,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AutoOffsetReset",
+    "Callbacks",
     "ConsumerConfig",
     "GroupProtocol",
     "PassthroughValidator",
@@ -120,7 +126,56 @@ _OWNED_KEYS = frozenset(
     }
 )
 
+# confluent-kafka's callback keys, with the signature each is called with (for errors).
+_CALLBACK_KEYS = {
+    "error_cb": "error_cb(err: confluent_kafka.KafkaError)",
+    "stats_cb": "stats_cb(stats_json: str) (set statistics.interval.ms too)",
+    "throttle_cb": "throttle_cb(event: confluent_kafka.ThrottleEvent)",
+    "on_commit": (
+        "on_commit(err: confluent_kafka.KafkaError | None, "
+        "partitions: list[confluent_kafka.TopicPartition])"
+    ),
+}
+
 _E = TypeVar("_E", bound=enum.Enum)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Callbacks:
+    """confluent-kafka's callback settings, with confluent-kafka's signatures.
+
+    ``error_cb``, ``stats_cb``, ``throttle_cb`` and ``logger`` are librdkafka's
+    (the data plane's) and are called from inside ``poll()``/``consume()``;
+    ``on_commit`` is called for kgroup's own commits (sync, asynchronous, auto
+    and the commit before a revocation) at the application's next poll.
+    """
+
+    error_cb: Callable[[Any], object] | None = None
+    stats_cb: Callable[[str], object] | None = None
+    throttle_cb: Callable[[Any], object] | None = None
+    on_commit: Callable[[Any, list[Any]], object] | None = None
+    logger: logging.Logger | logging.LoggerAdapter[Any] | None = None
+    """Where librdkafka's log lines go; None: the ``kgroup.dataplane.librdkafka`` logger."""
+
+
+def _callbacks(conf: Mapping[str, Any]) -> Callbacks:
+    found: dict[str, Any] = {}
+    for key, signature in _CALLBACK_KEYS.items():
+        value = conf.get(key)
+        if value is None:
+            continue
+        if not callable(value):
+            raise ConfigError(f"{key} must be a callable {signature}, got {value!r}")
+        found[key] = value
+    logger = conf.get("logger")
+    if logger is not None and not callable(getattr(logger, "log", None)):
+        # librdkafka's lines reach it as logger.log(level, "%s [%s] %s", facility, name, text).
+        raise ConfigError(
+            f"logger must be a logging.Logger (anything with a log(level, msg, *args) "
+            f"method), got {logger!r}"
+        )
+    return Callbacks(logger=logger, **found)
+
 
 PassthroughValidator = Callable[[Mapping[str, str]], None]
 """Checks the keys kgroup hands to the data plane; raises ConfigError on the first bad one."""
@@ -214,6 +269,8 @@ class ConsumerConfig:
     """
     security: SecurityConfig = field(default_factory=lambda: _security_module().SecurityConfig())
     """How kgroup's connections and the data plane's are secured (TLS, SASL)."""
+    callbacks: Callbacks = field(default_factory=Callbacks)
+    """confluent-kafka's callbacks and ``logger`` (never in :attr:`passthrough`)."""
 
     @classmethod
     def from_dict(
@@ -279,9 +336,15 @@ class ConsumerConfig:
 
         sec = _security_module()
         security = sec.SecurityConfig.from_config(conf)
+        callbacks = _callbacks(conf)
         passthrough: dict[str, str] = {}
         for key, value in conf.items():
-            if key in _OWNED_KEYS or key in sec.SECRET_KEYS or key == "oauth_cb":
+            if (
+                key in _OWNED_KEYS
+                or key in sec.SECRET_KEYS
+                or key in _CALLBACK_KEYS
+                or key in ("oauth_cb", "logger")
+            ):
                 continue
             passthrough[key] = value if isinstance(value, str) else str(value)
         if validate_passthrough is not None and passthrough:
@@ -317,6 +380,7 @@ class ConsumerConfig:
             request_timeout_ms=_int(conf, "request.timeout.ms", 30_000, minimum=1),
             passthrough=MappingProxyType(passthrough),
             security=security,
+            callbacks=callbacks,
         )
 
     @property

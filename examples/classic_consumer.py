@@ -69,6 +69,9 @@ def _strategy(capacity: str | None) -> object:
 
 
 def main(argv: list[str]) -> int:
+    if "-h" in argv or "--help" in argv:
+        print(__doc__)
+        return 0
     argv, max_records_arg = _option(argv, "--max-records")
     argv, capacity = _option(argv, "--capacity")
     argv, protocol = _option(argv, "--protocol")

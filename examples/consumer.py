@@ -50,6 +50,9 @@ class Listener:
 
 
 def main(argv: list[str]) -> int:
+    if "-h" in argv or "--help" in argv:
+        print(__doc__)
+        return 0
     max_records = 0  # 0: until Ctrl-C
     if "--max-records" in argv:
         at = argv.index("--max-records")

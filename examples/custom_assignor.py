@@ -15,6 +15,7 @@ the group leader runs before SyncGroup, and prints it.
 
 from __future__ import annotations
 
+import argparse
 import struct
 
 from kgroup.assignors import (
@@ -107,6 +108,11 @@ def _count(partitions: list[TopicPartition], topic: str) -> int:
 
 
 def main() -> None:
+    # No broker: the assignor is pure code, so it can be tried (and tested) offline.
+    argparse.ArgumentParser(
+        description="A custom classic-protocol assignor, run offline on a sample group "
+        "(no broker needed; examples/classic_consumer.py --capacity uses it in a real group)."
+    ).parse_args()
     # Configure the member: the custom assignor first, a built-in as fallback.
     mine = CapacityAssignor(capacity=4)
     assignors = resolve_assignors([mine, "range"])

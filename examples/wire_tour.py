@@ -6,13 +6,16 @@ talks to the broker with kgroup's own wire layer (API versions, topic ids, the
 group coordinator), reads the records back through kgroup's data plane, and
 stops the broker.
 
-    python examples/wire_tour.py
+    python examples/wire_tour.py [BOOTSTRAP]
 
-Set ``KAFKA_BOOTSTRAP_SERVERS`` to run it against a broker you already have.
+Give BOOTSTRAP (or set ``KAFKA_BOOTSTRAP_SERVERS``) to run it against a broker
+you already have; it creates a fresh topic there either way.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 import time
 import uuid
@@ -75,9 +78,22 @@ def read_back(bootstrap: str, topic: str, group: str) -> list[str]:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(
+        description="kgroup's wire layer and data plane, request by request, on a real broker."
+    )
+    parser.add_argument(
+        "bootstrap",
+        nargs="?",
+        help="a broker you have (default: $KAFKA_BOOTSTRAP_SERVERS, else an embedded one)",
+    )
+    args = parser.parse_args()
+    if args.bootstrap:
+        # broker_from_env's external backend: use that broker, start none.
+        os.environ["KAFKA_BOOTSTRAP_SERVERS"] = args.bootstrap
     topic = f"demo-{uuid.uuid4().hex[:8]}"
     group = f"demo-group-{uuid.uuid4().hex[:8]}"
-    say("starting the embedded broker (the first run downloads Kafka's jars)")
+    if not os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        say("starting the embedded broker (the first run downloads Kafka's jars)")
     started = time.monotonic()
     with broker_from_env() as broker:
         bootstrap = broker.bootstrap_servers

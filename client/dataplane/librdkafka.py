@@ -1,23 +1,40 @@
-"""confluent-kafka consumer in assign mode, as kgroup's fetcher."""
+"""confluent-kafka consumer in assign mode, as kgroup's fetcher.
+
+It also carries confluent-kafka's callback settings (:class:`kgroup.config.Callbacks`)
+to librdkafka, and adapts kgroup's commit outcomes to ``on_commit``'s signature.
+librdkafka's log lines always go to Python logging (the ``logger`` setting,
+or :data:`LIBRDKAFKA_LOGGER`), never raw to stderr: a library does not print.
+"""
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, TypeAlias
 
 import confluent_kafka
 from kio.schema.errors import ErrorCode
 
-from kgroup.config import AutoOffsetReset, ConsumerConfig
-from kgroup.errors import BrokerError, ConfigError, KgroupError
+from kgroup.config import AutoOffsetReset, Callbacks, ConsumerConfig
+from kgroup.errors import BrokerError, ConfigError, KgroupError, RequestTimeoutError
 from kgroup.protocol.errors import broker_error
 from kgroup.transport.security import SECRET_KEYS, explain_denial, is_security_key
 from kgroup.types import TopicPartition
 
-__all__ = ["DataPlane", "DataPlaneError", "Record", "validate_passthrough"]
+__all__ = [
+    "LIBRDKAFKA_LOGGER",
+    "DataPlane",
+    "DataPlaneError",
+    "Record",
+    "commit_reporter",
+    "validate_passthrough",
+]
 
 log = logging.getLogger("kgroup.dataplane")
+
+LIBRDKAFKA_LOGGER: Final = logging.getLogger("kgroup.dataplane.librdkafka")
+"""Where librdkafka's own log lines go unless the config's ``logger`` says otherwise."""
 
 Record: TypeAlias = confluent_kafka.Message
 """Records are handed out as librdkafka's own message objects: no per-record copy."""
@@ -60,7 +77,8 @@ def validate_passthrough(keys: Mapping[str, str]) -> None:
                 f"{key} is managed by kgroup and cannot be set: kgroup commits offsets itself "
                 "(use enable.auto.commit, which kgroup implements)"
             )
-    probe = {**keys, "group.id": "kgroup-config-probe"}
+    # The probe's own log lines (with ``debug`` set, say) are not the user's client's.
+    probe: dict[str, Any] = {**keys, "group.id": "kgroup-config-probe", "logger": _SILENT}
     try:
         confluent_kafka.Consumer(probe).close()
     except confluent_kafka.KafkaException as exc:
@@ -73,6 +91,14 @@ def validate_passthrough(keys: Mapping[str, str]) -> None:
         raise ConfigError(f"invalid config for the data plane: {_redact(str(exc), keys)}") from None
 
 
+class _Silent:
+    def log(self, *_args: object) -> None:
+        pass
+
+
+_SILENT: Final = _Silent()
+
+
 def _redact(text: str, keys: Mapping[str, str]) -> str:
     # librdkafka quotes offending values in its messages; a secret must not
     # reach an exception that ends up in logs.
@@ -81,6 +107,65 @@ def _redact(text: str, keys: Mapping[str, str]) -> str:
         if value:
             text = text.replace(value, "***")
     return text
+
+
+def _guard(name: str, callback: Callable[..., object]) -> Callable[..., None]:
+    """``callback`` as librdkafka calls it, with its exceptions logged, not raised.
+
+    confluent-kafka re-raises a callback's exception from the ``consume()`` that
+    served it and drops the records of that call; here that would skip records
+    (their positions already moved on), so the error is logged instead.
+    """
+
+    @functools.wraps(callback)
+    def guarded(*args: object) -> None:
+        try:
+            callback(*args)
+        except Exception:
+            log.exception("the %s callback raised; kgroup carries on", name)
+
+    return guarded
+
+
+def _callback_config(callbacks: Callbacks) -> dict[str, Any]:
+    conf: dict[str, Any] = {
+        # Given to confluent-kafka as-is: it calls logger.log(level, fmt, ...)
+        # while consume() serves librdkafka's queue, on the polling thread.
+        "logger": callbacks.logger if callbacks.logger is not None else LIBRDKAFKA_LOGGER,
+    }
+    for name in ("error_cb", "stats_cb", "throttle_cb"):
+        callback = getattr(callbacks, name)
+        if callback is not None:
+            conf[name] = _guard(name, callback)
+    return conf
+
+
+def _kafka_error(error: BaseException) -> confluent_kafka.KafkaError:
+    if isinstance(error, BrokerError):
+        code = error.code
+    elif isinstance(error, RequestTimeoutError):
+        code = confluent_kafka.KafkaError._TIMED_OUT
+    else:
+        code = confluent_kafka.KafkaError._FAIL
+    return confluent_kafka.KafkaError(code, str(error))
+
+
+def commit_reporter(
+    on_commit: Callable[[Any, list[Any]], object],
+) -> Callable[[Mapping[TopicPartition, int], BaseException | None], None]:
+    """Adapt kgroup's commit outcome to confluent-kafka's ``on_commit(err, partitions)``.
+
+    ``err`` is None on success, else a ``confluent_kafka.KafkaError`` (the
+    broker's error code, ``_TIMED_OUT``, or ``_FAIL`` with kgroup's message);
+    ``partitions`` are ``confluent_kafka.TopicPartition`` with the offsets
+    committed (or asked for, on failure).
+    """
+
+    def report(offsets: Mapping[TopicPartition, int], error: BaseException | None) -> None:
+        partitions = [_to_ck(tp, offset) for tp, offset in sorted(offsets.items())]
+        on_commit(None if error is None else _kafka_error(error), partitions)
+
+    return report
 
 
 def _to_ck(tp: TopicPartition, offset: int | None = None) -> confluent_kafka.TopicPartition:
@@ -113,6 +198,7 @@ class DataPlane:
         conf["auto.offset.reset"] = _RESET[config.auto_offset_reset]
         if config.client_rack is not None:
             conf["client.rack"] = config.client_rack
+        conf.update(_callback_config(config.callbacks))
         self._reset = config.auto_offset_reset
         self._consumer = confluent_kafka.Consumer(conf)
         self._assigned: set[TopicPartition] = set()

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
@@ -55,7 +55,7 @@ import anyio
 import anyio.abc
 
 from kgroup.config import ConsumerConfig, GroupProtocol
-from kgroup.dataplane.librdkafka import DataPlaneError
+from kgroup.dataplane.librdkafka import DataPlaneError, commit_reporter
 from kgroup.errors import (
     AuthorizationError,
     BrokerError,
@@ -66,6 +66,7 @@ from kgroup.errors import (
     RequestTimeoutError,
     TopicAuthorizationFailedError,
     UnknownMemberIdError,
+    UnknownTopicOrPartitionError,
 )
 from kgroup.listener import listener_method
 from kgroup.membership import (
@@ -116,7 +117,24 @@ from kgroup.transport import KafkaClient
 from kgroup.transport.security import explain_denial
 from kgroup.types import Backoff, TopicPartition
 
-__all__ = ["Driver", "open_kafka_client"]
+__all__ = ["MISSING_TOPIC_WARNINGS", "Driver", "missing_topic_delays", "open_kafka_client"]
+
+MISSING_TOPIC_WARNINGS = (1.0, 60.0)
+"""Seconds before the first repeat of the missing-topic warning, and the cap.
+
+The wait doubles between warnings: loud at first, when a typo or a topic not
+created yet is the likely cause, then rare, so a long wait stays in the log
+without flooding it.
+"""
+
+
+def missing_topic_delays(first: float, cap: float) -> Iterator[float]:
+    """The waits between missing-topic warnings: first, doubling, capped."""
+    delay = first
+    while True:
+        yield delay
+        delay = min(delay * 2, cap)
+
 
 _DEFAULT_CONNECT_TIMEOUT = 10.0
 
@@ -210,6 +228,10 @@ class Driver:
         self._last_assignment: frozenset[TopicPartition] = frozenset()
         self._background_commits = 0
         self._background_commits_done: anyio.Event | None = None
+        on_commit = config.callbacks.on_commit
+        # confluent-kafka's on_commit: kgroup commits (not librdkafka), so kgroup
+        # reports every commit's outcome, in the application's next poll.
+        self._on_commit = None if on_commit is None else commit_reporter(on_commit)
 
     # ------------------------------------------------------------------ views
 
@@ -363,12 +385,61 @@ class Driver:
             self._last_epoch, self._last_assignment = epoch, assignment
 
     async def _subscriptions(self) -> None:
+        watch: anyio.CancelScope | None = None
         async for change in self._sub_recv:
+            if watch is not None:
+                watch.cancel()  # the subscription it watched is gone
+                watch = None
             if isinstance(change, SubscriptionChanged) and change.topics:
                 self._topics = change.topics  # named in authorization errors
                 if await self._topics_denied(change.topics):
                     return
+                watch = anyio.CancelScope()
+                self.spawn(self._warn_while_missing, change.topics, watch)
             await self.session.subscribe(change)
+
+    async def _warn_while_missing(self, topics: frozenset[str], scope: anyio.CancelScope) -> None:
+        """Log a WARNING while a subscribed topic is unknown, repeated with backoff.
+
+        Without it a consumer of a topic that does not exist waits silently:
+        the group assigns it nothing and no error is due (the topic may be
+        created later, as the Java client waits too). The broker answers
+        UNKNOWN_TOPIC_OR_PARTITION both for a missing topic and, with some
+        authorizers, for one the principal may not describe, so both are named.
+        """
+        with scope:
+            for delay in missing_topic_delays(*MISSING_TOPIC_WARNINGS):
+                try:
+                    cluster = await self.client.metadata(
+                        sorted(topics), timeout=self.request_timeout
+                    )
+                except KgroupError as exc:
+                    log.info(
+                        "group %s: metadata for %s failed: %s", self.group_id, sorted(topics), exc
+                    )
+                else:
+                    errors = cluster.topic_errors
+                    missing = sorted(
+                        t
+                        for t in topics
+                        if errors.get(t)
+                        and isinstance(broker_error(errors[t]), UnknownTopicOrPartitionError)
+                    )
+                    if not missing:
+                        return
+                    names = ", ".join(missing)
+                    log.warning(
+                        "group %s: subscribed topic %s does not exist or is not authorized for "
+                        "this client, so no partitions are assigned; create it (for example "
+                        "`kgroup topics create %s --bootstrap-servers %s`), check the spelling, "
+                        "or grant DESCRIBE and READ on it; checking again in %.0f s",
+                        self.group_id,
+                        names,
+                        missing[0],
+                        ",".join(self.config.bootstrap_servers),
+                        delay,
+                    )
+                await anyio.sleep(delay)
 
     async def _topics_denied(self, topics: frozenset[str]) -> bool:
         """Make a subscribed topic the principal may not describe fatal; True if so.
@@ -594,6 +665,7 @@ class Driver:
             await self._offsets.commit(pending.offsets, deadline=pending.deadline)
         except KgroupError as exc:
             error = exc
+        self._report_commit(pending.offsets, error)
         session.commit_done(FinishedCommit(token, pending.offsets, error, generation))
 
     def current_offsets(self) -> dict[TopicPartition, int]:
@@ -621,6 +693,23 @@ class Driver:
             return {}
         budget = self.request_timeout if timeout is None else timeout
         deadline = anyio.current_time() + budget
+        try:
+            done = await self._commit(chosen, deadline)
+        except KgroupError as exc:
+            self._report_commit(chosen, exc)
+            raise
+        self._report_commit(done, None)
+        return done
+
+    def _report_commit(
+        self, offsets: Mapping[TopicPartition, int], error: BaseException | None
+    ) -> None:
+        if self._on_commit is not None and offsets:
+            self._queue(work.CommitResultWork(self._on_commit, dict(offsets), error))
+
+    async def _commit(
+        self, chosen: dict[TopicPartition, int], deadline: float
+    ) -> dict[TopicPartition, int]:
         manager = await self._connected(deadline)
         if self.session.group_protocol is not GroupProtocol.CLASSIC:
             return await manager.commit(chosen, deadline=deadline)
