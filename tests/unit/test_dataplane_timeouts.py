@@ -8,7 +8,7 @@ a recorder of the configuration it is built with.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -20,7 +20,7 @@ BASE = {"bootstrap.servers": "localhost:9092", "group.id": "g"}
 
 
 class _Recorder:
-    built: list[dict[str, Any]] = []
+    built: ClassVar[list[dict[str, Any]]] = []
 
     def __init__(self, conf: dict[str, Any]) -> None:
         _Recorder.built.append(dict(conf))
