@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import confluent_kafka
 import pytest
 
 from kgroup.config import ConsumerConfig
-from kgroup.dataplane import librdkafka
 from kgroup.dataplane.librdkafka import DataPlane, socket_timeout_ms
 
 BASE = {"bootstrap.servers": "localhost:9092", "group.id": "g"}
@@ -31,7 +31,7 @@ class _Recorder:
 
 def _librdkafka_conf(monkeypatch: pytest.MonkeyPatch, conf: dict[str, Any]) -> dict[str, Any]:
     _Recorder.built = []
-    monkeypatch.setattr(librdkafka.confluent_kafka, "Consumer", _Recorder)
+    monkeypatch.setattr(confluent_kafka, "Consumer", _Recorder)
     DataPlane(ConsumerConfig.from_dict({**BASE, **conf})).close()
     assert len(_Recorder.built) == 1
     return _Recorder.built[0]
