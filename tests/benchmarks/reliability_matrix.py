@@ -172,19 +172,37 @@ def partition_long(run: Run) -> None:
     _partition(run, SESSION_S + 4)
 
 
+def _corrupted(proxy: FaultProxy) -> int:
+    return sum(proxy.stats().corrupted.values())
+
+
 def malformed_frames(run: Run) -> None:
     # Only APIs that kgroup's own connections send (librdkafka joins no group
-    # and commits nothing): every injected frame must reach a kgroup member,
-    # and the row proves it by counting both sides.
+    # and commits nothing), one frame at a time: each injected frame must be
+    # seen by its member (a MalformedResponseError, the connection closed and
+    # the request retried) before the next, so the two counts prove delivery.
+    # Two at once could share a connection, the second dying unread with it.
     api = ApiKey.HEARTBEAT if run.protocol == "classic" else ApiKey.CONSUMER_GROUP_HEARTBEAT
-    for proxy in run.proxies.values():
-        proxy.corrupt(api, count=3)
-        proxy.corrupt(ApiKey.OFFSET_COMMIT, count=2)
-    time.sleep(8)
-    for proxy in run.proxies.values():
-        proxy.heal()  # no injection after the count below
-    injected = sum(sum(proxy.stats().corrupted.values()) for proxy in run.proxies.values())
-    time.sleep(1)  # the last recovery's log line on its way from the child
+    for name, proxy in run.proxies.items():
+        member = run.members[name]
+        for target in (api, ApiKey.OFFSET_COMMIT, api, ApiKey.OFFSET_COMMIT, api):
+            before, seen = _corrupted(proxy), len(member.of("malformed"))
+            proxy.corrupt(target, count=1)
+
+            def was_injected(p: FaultProxy = proxy, b: int = before) -> bool:
+                return _corrupted(p) > b
+
+            def was_recovered(m: MemberProcess = member, n: int = seen) -> bool:
+                return len(m.of("malformed")) > n
+
+            try:
+                member.wait_for(was_injected, 20, f"a malformed {target.name} response injected")
+                member.wait_for(was_recovered, 10, "the member to recover from it")
+            except AssertionError as exc:
+                print(f"  {name}: {str(exc).splitlines()[0]}")
+                break
+        proxy.heal()  # nothing left armed
+    injected = sum(_corrupted(proxy) for proxy in run.proxies.values())
     recovered = sum(len(m.of("malformed")) for m in run.members.values())
     run.malformed = (injected, recovered)
 
@@ -201,7 +219,14 @@ def slow_callback(run: Run) -> None:
     run.join("c")
     b.wait_for(lambda: bool(b.of("slow_start")), 30, "b's slow callback to start")
     b.wait_for(lambda: bool(b.of("slow_end")), MAX_POLL_S + 30, "b's slow callback to end")
-    run.not_live["b"] = [(b.of("slow_start")[0].t, b.of("slow_end")[0].t)]
+    start, end = b.of("slow_start")[0].t, b.of("slow_end")[0].t
+    run.not_live["b"] = [(start, end)]
+    # The scenario is what it claims only if b's poll timer did expire.
+    b.wait_for(
+        lambda: any(e.t >= end for e in b.of("lost")),
+        10,
+        "b's on_partitions_lost after its poll timer expired in the callback",
+    )
 
 
 def _coordinator(bootstrap: str, group: str) -> int:
