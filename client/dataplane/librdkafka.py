@@ -28,6 +28,7 @@ __all__ = [
     "DataPlaneError",
     "Record",
     "commit_reporter",
+    "socket_timeout_ms",
     "validate_passthrough",
 ]
 
@@ -168,6 +169,31 @@ def commit_reporter(
     return report
 
 
+_FETCH_WAIT_MAX_MS_DEFAULT: Final = 500
+"""librdkafka's default ``fetch.wait.max.ms``."""
+
+
+def socket_timeout_ms(config: ConsumerConfig) -> int:
+    """librdkafka's ``socket.timeout.ms`` for kgroup's ``request.timeout.ms``.
+
+    librdkafka times a request out (and then drops its connection) after its
+    own ``socket.timeout.ms``, 60 s by default, not after ``request.timeout.ms``.
+    A fetch stuck on a half-open connection after a network partition healed
+    would hold a rejoined member's consumption up for a minute while its group
+    requests, on kgroup's connections, gave up after ``request.timeout.ms``.
+    Deriving the one from the other gives the data plane the same patience as
+    the control plane (and as the Java client, whose fetches obey
+    ``request.timeout.ms``). An explicit ``socket.timeout.ms`` wins.
+
+    Never shorter than ``fetch.wait.max.ms`` + 1 s: a fetch the broker may
+    legitimately hold for ``fetch.wait.max.ms`` must not time out (librdkafka
+    warns about such a setting).
+    """
+    raw = config.passthrough.get("fetch.wait.max.ms", "").strip()
+    fetch_wait = int(raw) if raw.isdigit() else _FETCH_WAIT_MAX_MS_DEFAULT
+    return max(config.request_timeout_ms, fetch_wait + 1000)
+
+
 def _to_ck(tp: TopicPartition, offset: int | None = None) -> confluent_kafka.TopicPartition:
     if offset is None:
         return confluent_kafka.TopicPartition(tp.topic, tp.partition)
@@ -199,6 +225,7 @@ class DataPlane:
         if config.client_rack is not None:
             conf["client.rack"] = config.client_rack
         conf.update(_callback_config(config.callbacks))
+        conf.setdefault("socket.timeout.ms", str(socket_timeout_ms(config)))
         self._reset = config.auto_offset_reset
         self._consumer = confluent_kafka.Consumer(conf)
         self._assigned: set[TopicPartition] = set()

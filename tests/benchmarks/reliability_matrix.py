@@ -8,8 +8,12 @@ every 50 ms, then injects the fault. Columns: records produced, consumed
 (distinct), missing (produced, consumed by nobody), overlaps (a partition
 assigned to a member while another live member held it, from listener events),
 convergence (seconds from the end of the fault until the members' assignments
-partition the topic again), errors the members reported. A row that fails says
-FAIL and why; nothing is hidden.
+partition the topic again), errors the members reported, and for malformed
+frames how many the proxies injected and how many the members recovered from.
+A row that fails says FAIL and why; nothing is hidden.
+
+``coordinator_failover`` runs on a 3-node cluster (topic and offsets replicated
+3 times) instead of one broker.
 """
 
 from __future__ import annotations
@@ -30,11 +34,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[0] / "integration"))
 
+from confluent_kafka.admin import AdminClient  # noqa: E402
 from process_helpers import MemberProcess, SteadyProducer, assignments_converged  # noqa: E402
 
 from kgroup import TopicPartition  # noqa: E402
 from kgroup.protocol import ApiKey  # noqa: E402
-from kgroup.testing import KafkaBroker  # noqa: E402
+from kgroup.testing import KafkaBroker, KafkaCluster  # noqa: E402
 from kgroup.testing.proxy import FaultProxy  # noqa: E402
 from kgroup.testing.topics import create_topic  # noqa: E402
 
@@ -43,13 +48,21 @@ PARTITIONS = 4
 SESSION_S = 6.0
 
 
+MAX_POLL_S = 10.0
+
+
 @dataclass
 class Run:
-    broker: KafkaBroker
+    broker: KafkaBroker | KafkaCluster
     proxies: dict[str, FaultProxy]
     members: dict[str, MemberProcess]
     protocol: str
     not_live: dict[str, list[tuple[float, float]]]
+    group: str
+    join: Callable[[str], MemberProcess]
+    """Start one more member (straight to the broker, no proxy) and add it to ``members``."""
+    malformed: tuple[int, int] | None = None
+    """Malformed responses the proxies injected, and the members recovered from."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,7 @@ class Row:
     convergence: float | None
     errors: str
     verdict: str
+    malformed: str = "-"
 
 
 def conf(protocol: str, bootstrap: str, group: str) -> dict[str, object]:
@@ -71,11 +85,10 @@ def conf(protocol: str, bootstrap: str, group: str) -> dict[str, object]:
         "group.id": group,
         "auto.offset.reset": "earliest",
         "auto.commit.interval.ms": 500,
-        # Fail a request stuck on a dead connection in 2 s; librdkafka needs its
-        # own key for its fetches (kgroup does not pass request.timeout.ms on).
+        # Fail a request stuck on a dead connection in 2 s (the data plane's
+        # fetches too: kgroup derives librdkafka's socket.timeout.ms from it).
         "request.timeout.ms": 2000,
-        "socket.timeout.ms": 2000,
-        "max.poll.interval.ms": 10000,
+        "max.poll.interval.ms": int(MAX_POLL_S * 1000),
     }
     if protocol == "classic":
         base.update(
@@ -159,13 +172,78 @@ def partition_long(run: Run) -> None:
     _partition(run, SESSION_S + 4)
 
 
+def _corrupted(proxy: FaultProxy) -> int:
+    return sum(proxy.stats().corrupted.values())
+
+
 def malformed_frames(run: Run) -> None:
+    # Only APIs that kgroup's own connections send (librdkafka joins no group
+    # and commits nothing), one frame at a time: each injected frame must be
+    # seen by its member (a MalformedResponseError, the connection closed and
+    # the request retried) before the next, so the two counts prove delivery.
+    # Two at once could share a connection, the second dying unread with it.
     api = ApiKey.HEARTBEAT if run.protocol == "classic" else ApiKey.CONSUMER_GROUP_HEARTBEAT
-    for proxy in run.proxies.values():
-        proxy.corrupt(api, count=3)
-        proxy.corrupt(ApiKey.METADATA, count=2)
-        proxy.corrupt(ApiKey.OFFSET_COMMIT, count=2)
-    time.sleep(5)
+    for name, proxy in run.proxies.items():
+        member = run.members[name]
+        for target in (api, ApiKey.OFFSET_COMMIT, api, ApiKey.OFFSET_COMMIT, api):
+            before, seen = _corrupted(proxy), len(member.of("malformed"))
+            proxy.corrupt(target, count=1)
+
+            def was_injected(p: FaultProxy = proxy, b: int = before) -> bool:
+                return _corrupted(p) > b
+
+            def was_recovered(m: MemberProcess = member, n: int = seen) -> bool:
+                return len(m.of("malformed")) > n
+
+            try:
+                member.wait_for(was_injected, 20, f"a malformed {target.name} response injected")
+                member.wait_for(was_recovered, 10, "the member to recover from it")
+            except AssertionError as exc:
+                print(f"  {name}: {str(exc).splitlines()[0]}")
+                break
+        proxy.heal()  # nothing left armed
+    injected = sum(_corrupted(proxy) for proxy in run.proxies.values())
+    recovered = sum(len(m.of("malformed")) for m in run.members.values())
+    run.malformed = (injected, recovered)
+
+
+def slow_callback(run: Run) -> None:
+    # b's next rebalance callback takes longer than max.poll.interval.ms; a
+    # third member joining makes the rebalance. b's poll timer expires inside
+    # the callback: it leaves, its partitions move on, and once the callback
+    # returned it gets on_partitions_lost and rejoins. b is not live while its
+    # application is stuck in the callback.
+    b = run.members["b"]
+    b.send(f"slow_callback {MAX_POLL_S + 4}")
+    time.sleep(0.5)  # the command is read between polls
+    run.join("c")
+    b.wait_for(lambda: bool(b.of("slow_start")), 30, "b's slow callback to start")
+    b.wait_for(lambda: bool(b.of("slow_end")), MAX_POLL_S + 30, "b's slow callback to end")
+    start, end = b.of("slow_start")[0].t, b.of("slow_end")[0].t
+    run.not_live["b"] = [(start, end)]
+    # The scenario is what it claims only if b's poll timer did expire.
+    b.wait_for(
+        lambda: any(e.t >= end for e in b.of("lost")),
+        10,
+        "b's on_partitions_lost after its poll timer expired in the callback",
+    )
+
+
+def _coordinator(bootstrap: str, group: str) -> int:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    description = admin.describe_consumer_groups([group])[group].result(timeout=30)
+    node: int = description.coordinator.id
+    return node
+
+
+def coordinator_failover(run: Run) -> None:
+    # SIGKILL the group's coordinator in a 3-node cluster: the members find
+    # the new coordinator of the group's offsets partition and carry on.
+    cluster = run.broker
+    assert isinstance(cluster, KafkaCluster)
+    victim = _coordinator(cluster.bootstrap_servers, run.group)
+    cluster.node(victim).kill()
+    print(f"  killed node {victim}, the coordinator of {run.group}")
 
 
 SCENARIOS: dict[str, Callable[[Run], None]] = {
@@ -176,17 +254,25 @@ SCENARIOS: dict[str, Callable[[Run], None]] = {
     "partition_short": partition_short,
     "partition_long": partition_long,
     "malformed_frames": malformed_frames,
+    "slow_callback": slow_callback,
+    "coordinator_failover": coordinator_failover,
 }
-NOT_RUN = {
-    "slow_callback": "not run: member_process.py has no slow-callback hook yet "
-    "(covered for both protocols by the unit/runtime tests of the poll timer)",
-}
+CLUSTER = frozenset({"coordinator_failover"})
+"""Scenarios that run on a 3-node cluster."""
+NOT_RUN: dict[str, str] = {}
 
 
 def run_one(scenario: str, protocol: str, log_dir: Path) -> Row:
     topic = f"rm-{scenario}-{protocol}"
-    with KafkaBroker() as broker:
-        create_topic(broker.bootstrap_servers, topic, partitions=PARTITIONS)
+    group = f"g-{topic}"
+    cluster = scenario in CLUSTER
+    with KafkaCluster(nodes=3) if cluster else KafkaBroker() as broker:
+        create_topic(
+            broker.bootstrap_servers,
+            topic,
+            partitions=PARTITIONS,
+            replication_factor=3 if cluster else 1,
+        )
         expected = frozenset(TopicPartition(topic, p) for p in range(PARTITIONS))
         stack = contextlib.ExitStack()
         proxies = {
@@ -198,9 +284,17 @@ def run_one(scenario: str, protocol: str, log_dir: Path) -> Row:
         try:
             for n in ("a", "b"):
                 members[n] = MemberProcess(
-                    n, conf(protocol, proxies[n].bootstrap_servers, f"g-{topic}"), [topic], log_dir
+                    n, conf(protocol, proxies[n].bootstrap_servers, group), [topic], log_dir
                 )
-            run = Run(broker, proxies, members, protocol, {})
+
+            def join(name: str) -> MemberProcess:
+                member = MemberProcess(
+                    name, conf(protocol, broker.bootstrap_servers, group), [topic], log_dir
+                )
+                members[name] = member
+                return member
+
+            run = Run(broker, proxies, members, protocol, {}, group, join)
             members["a"].wait_for(
                 lambda: assignments_converged(members.values(), expected), 60, "converged"
             )
@@ -246,6 +340,14 @@ def run_one(scenario: str, protocol: str, log_dir: Path) -> Row:
                 reasons.append("no convergence within 60 s")
             if errors:
                 reasons.append("errors")
+            malformed = "-"
+            if run.malformed is not None:
+                injected, recovered = run.malformed
+                malformed = f"{injected} / {recovered}"
+                if not injected:
+                    reasons.append("no malformed frame was injected")
+                elif recovered != injected:
+                    reasons.append(f"{injected} injected but {recovered} recovered from")
             return Row(
                 scenario,
                 protocol,
@@ -256,6 +358,7 @@ def run_one(scenario: str, protocol: str, log_dir: Path) -> Row:
                 convergence,
                 ", ".join(errors) or "none",
                 "FAIL: " + "; ".join(reasons) if reasons else "pass",
+                malformed,
             )
         finally:
             if producer is not None:
@@ -273,9 +376,15 @@ def write_doc(rows: list[Row], command: str) -> None:
         "",
         "Issue 10's fault matrix: each scenario on both protocols, a fresh broker per row,",
         "two kgroup members as child processes each behind a `FaultProxy` of its own",
-        f"(session timeout {SESSION_S:.0f} s, request and socket timeouts 2 s), a producer",
-        "writing one record to each of the 4 partitions every 50 ms. The quick subset",
-        "(network partitions) runs in CI as `tests/integration/test_faults.py`.",
+        f"(session timeout {SESSION_S:.0f} s, `max.poll.interval.ms` {MAX_POLL_S:.0f} s,",
+        "`request.timeout.ms` 2 s, from which the data plane derives librdkafka's",
+        "`socket.timeout.ms`; no data-plane override), a producer writing one record to",
+        "each of the 4 partitions every 50 ms. `coordinator_failover` runs on a 3-node",
+        "cluster (replication factor 3) and SIGKILLs the group's coordinator;",
+        "`slow_callback` makes member b's next rebalance callback outlast",
+        "`max.poll.interval.ms` by 4 s while a third member joins; `malformed_frames`",
+        "has each proxy corrupt 3 heartbeat and 2 OffsetCommit responses. The quick",
+        "subset (network partitions) runs in CI as `tests/integration/test_faults.py`.",
         "",
         f"- command: `{command}`",
         f"- date: {datetime.date.today().isoformat()}",
@@ -286,28 +395,30 @@ def write_doc(rows: list[Row], command: str) -> None:
         "overlaps (a partition assigned to a member while another *live* member held it,",
         "from listener events; a cut-off or stopped member is not live); convergence",
         "(seconds from the end of the fault to assignments partitioning the topic again);",
-        "errors the members' applications saw.",
+        "errors the members' applications saw; malformed: responses the proxies replaced",
+        "by malformed ones / connections the members closed on a `MalformedResponseError`",
+        "and recovered from (the two must match: every injected frame reached a member).",
         "",
         "| scenario | protocol | produced | consumed | missing | overlaps | convergence (s) "
-        "| errors | result |",
-        "|---|---|---:|---:|---:|---:|---:|---|---|",
+        "| errors | malformed | result |",
+        "|---|---|---:|---:|---:|---:|---:|---|---:|---|",
     ]
     for r in rows:
         conv = "-" if r.convergence is None else f"{r.convergence:.1f}"
         lines.append(
             f"| {r.scenario} | {r.protocol} | {r.produced} | {r.consumed} | {r.missing} "
-            f"| {r.overlaps} | {conv} | {r.errors} | {r.verdict} |"
+            f"| {r.overlaps} | {conv} | {r.errors} | {r.malformed} | {r.verdict} |"
         )
     lines += [
         "",
         "## Findings",
         "",
-        "- The data plane (librdkafka) does not get `request.timeout.ms`: its fetches time",
-        "  out after librdkafka's own `socket.timeout.ms` (default 60 s). After a network",
+        "- Fixed: the data plane (librdkafka) used to time its fetches out after its own",
+        "  `socket.timeout.ms` (default 60 s), not `request.timeout.ms`: after a network",
         "  partition healed half-open, a member that rejoined within 2 s consumed nothing",
-        "  for over 15 s with the default, because its fetch sat on a half-open connection.",
-        "  The suite sets `socket.timeout.ms` (a passthrough key) to 2 s; kgroup should",
-        "  derive it from `request.timeout.ms`.",
+        "  for over 15 s, its fetch sitting on a half-open connection. kgroup now derives",
+        "  `socket.timeout.ms` from `request.timeout.ms` (at least `fetch.wait.max.ms`",
+        "  + 1 s; an explicit value wins), and the suite no longer overrides it.",
         "- A cut-off member reports `lost` at its application's next poll, so its listener",
         "  may still show a partition for a few ms after the broker handed it on. Its data",
         "  plane stopped at the session deadline (no record of such a partition reached it).",

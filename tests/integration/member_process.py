@@ -22,12 +22,20 @@ reports on stdout, one JSON object per line, each with ``"t"`` (the sender's
   kgroup's private ``OffsetManager._commit_once``: the public API has no hook);
 - ``{"ev": "error", "type": "ExcName", "message": s}`` when poll / consume /
   commit raised; the process then exits with status 2 (without leaving);
-- ``{"ev": "closed"}`` after ``close``; exit status 0.
+- ``{"ev": "closed"}`` after ``close``; exit status 0;
+- ``{"ev": "slow_start" | "slow_end", "kind": "assigned" | "revoked" | "lost"}``
+  around a rebalance callback made slow by the ``slow_callback`` command;
+- ``{"ev": "malformed", "message": s}`` each time one of kgroup's connections
+  was closed because a response did not decode (a ``MalformedResponseError``
+  the consumer recovered from: read from kgroup's connection log, the only
+  place it is visible; the request is retried on a new connection).
 
 Commands on stdin, one per line: ``commit`` (synchronous commit of the
 positions), ``close`` (``close()`` then exit 0), ``exit`` (exit 0 at once,
-without leaving the group). End of input is ``close``: the process never
-outlives its parent's pipe.
+without leaving the group), ``slow_callback SECONDS`` (the next rebalance
+callback, whatever its kind, sleeps that long before returning: a callback
+longer than ``max.poll.interval.ms``). End of input is ``close``: the process
+never outlives its parent's pipe.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from typing import Any
 
 import kgroup
 from kgroup import TopicPartition
+from kgroup.errors import MalformedResponseError
 
 _out_lock = threading.Lock()
 
@@ -70,6 +79,13 @@ class _Listener:
     def _report(self, kind: str, partitions: frozenset[TopicPartition]) -> None:
         self._member.report_epoch()
         emit(kind, partitions=_tps(partitions), epoch=self._member.consumer.member_epoch)
+        slow, self._member.slow_next = self._member.slow_next, None
+        if slow is not None:
+            # The application's own slow work inside the callback (not a
+            # synchronisation sleep): the consumer must cope with it.
+            emit("slow_start", kind=kind)
+            time.sleep(slow)
+            emit("slow_end", kind=kind)
 
     def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
         self._report("assigned", partitions)
@@ -85,6 +101,7 @@ class _Member:
     def __init__(self, conf: dict[str, Any], topics: list[str]) -> None:
         self.consumer = kgroup.Consumer(conf)
         self._seen: tuple[str, int] | None = None
+        self.slow_next: float | None = None
         self.consumer.subscribe(topics, _Listener(self))
 
     def report_epoch(self) -> None:
@@ -120,6 +137,15 @@ def _trace_commits() -> None:
     OffsetManager._commit_once = traced  # type: ignore[method-assign]
 
 
+class _MalformedSeen(logging.Handler):
+    """Reports each connection kgroup closed on a response that did not decode."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if any(isinstance(a, MalformedResponseError) for a in args):
+            emit("malformed", message=record.getMessage())
+
+
 def _read_commands(commands: queue.Queue[str]) -> None:
     for line in sys.stdin:
         if line.strip():
@@ -131,6 +157,7 @@ def main(spec: dict[str, Any]) -> int:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
     )
+    logging.getLogger("kgroup.transport.connection").addHandler(_MalformedSeen())
     if spec.get("trace_commits"):
         _trace_commits()
     commands: queue.Queue[str] = queue.Queue()
@@ -151,6 +178,8 @@ def main(spec: dict[str, Any]) -> int:
                 return 0
             if command == "exit":
                 return 0
+            if command is not None and command.startswith("slow_callback "):
+                member.slow_next = float(command.split()[1])
             if command == "commit":
                 emit("committed", offsets=_offsets(consumer.commit() or {}))
             batch = consumer.consume(500, 0.1)

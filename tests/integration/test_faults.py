@@ -64,13 +64,11 @@ PARTITIONS = 4
 
 def _conf(protocol: str, bootstrap: str, group: str) -> dict[str, Any]:
     # A 2 s request timeout: a request stuck on a half-open connection fails
-    # (and its connection is closed) soon after the heal, not 30 s later.
-    # kgroup does not hand request.timeout.ms to the data plane: librdkafka
-    # times its fetches out after its own socket.timeout.ms (default 60 s), so
-    # without this passthrough key a fetch stuck on a half-open connection holds
-    # the rejoined member's consumption up for up to a minute (seen here; see
-    # docs/reliability.md).
-    timeouts = {"request.timeout.ms": 2000, "socket.timeout.ms": 2000}
+    # (and its connection is closed) soon after the heal, not 30 s later. The
+    # data plane (librdkafka) derives its socket.timeout.ms from it, so its
+    # fetches stuck on a half-open connection give up as soon (issue 10: they
+    # used to wait librdkafka's own 60 s default; no override here).
+    timeouts = {"request.timeout.ms": 2000}
     if protocol == "classic":
         conf = classic_conf(bootstrap, group, "cooperative-sticky", auto_commit_interval_ms=500)
     else:

@@ -17,7 +17,16 @@ from kgroup.protocol import ApiKey
 from kgroup.testing.fake import FakeBroker, SeenRequest, Verdict
 from kgroup.types import TopicPartition
 
-from .helpers import Recorder, consumer_config, drive, next_offsets, produce_each, told, tps
+from .helpers import (
+    Recorder,
+    SharedLog,
+    consumer_config,
+    drive,
+    next_offsets,
+    produce_each,
+    told,
+    tps,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -241,3 +250,96 @@ async def test_classic_member_without_heartbeats_for_a_session_timeout_loses_and
             rejoins = [r for r in broker.requests_of(ApiKey.JOIN_GROUP) if r.at > join.at]
             assert rejoins[0].request.member_id == member_id
             assert listener.of("assigned") == [tps("orders", 0, 1)] * 2
+
+
+async def _drive_or_show(shared: SharedLog, *consumers: AsyncConsumer, until: Any) -> None:
+    try:
+        await drive(*consumers, until=until)
+    except TimeoutError:
+        raise AssertionError(f"timed out; callbacks so far: {shared.events}") from None
+
+
+def _delta_violations(events: list[tuple[str, frozenset[TopicPartition]]]) -> list[str]:
+    """Callbacks that are not deltas of what the application was told it held.
+
+    ``assigned`` must name only partitions not held; ``revoked`` and ``lost``
+    only partitions held (a lost callback arriving after the partitions were
+    assigned again would name partitions of the new assignment).
+    """
+    held: set[TopicPartition] = set()
+    problems = []
+    for i, (kind, partitions) in enumerate(events):
+        if kind == "assigned":
+            if partitions & held:
+                problems.append(f"#{i} assigned {sorted(partitions & held)} already held")
+            held |= partitions
+        else:
+            if partitions - held:
+                problems.append(f"#{i} {kind} {sorted(partitions - held)} not held")
+            held -= partitions
+    return problems
+
+
+@PROTOCOLS
+async def test_callbacks_stay_deltas_across_a_session_loss_a_handover_and_a_rejoin(
+    anyio_backend: str, group_id: str, protocol: dict[str, Any]
+) -> None:
+    # Regression (issue 10): the lost callback of a member that lost its
+    # session must reach its application before the assignment it gets when it
+    # rejoins, and name only what it held: never partitions already re-assigned.
+    classic = protocol is CLASSIC
+    timeouts = (
+        {**CLASSIC, "session.timeout.ms": 1_000}
+        if classic
+        else {**protocol, "group.consumer.session.timeout.ms": 1_000}
+    )
+    async with FakeBroker(session_timeout_ms=1_000) as broker:
+        broker.create_topic("orders", 4)
+        shared = SharedLog()
+        la, lb = shared.listener("a"), shared.listener("b")
+        config = consumer_config(broker, group_id, **{**timeouts, "request.timeout.ms": 300})
+        async with (
+            AsyncConsumer(config, dataplane=broker.dataplane()) as a,
+            AsyncConsumer(config, dataplane=broker.dataplane()) as b,
+        ):
+            a.subscribe(["orders"], listener=la)
+            b.subscribe(["orders"], listener=lb)
+
+            def split() -> bool:
+                held = [la.owned(), lb.owned()]
+                return (
+                    all(held)
+                    and told(a, la)
+                    and told(b, lb)
+                    and not (held[0] & held[1])
+                    and held[0] | held[1] == tps("orders", 0, 1, 2, 3)
+                )
+
+            await drive(a, b, until=split)
+            cut_member = a.member_id
+            heartbeat = ApiKey.HEARTBEAT if classic else ApiKey.CONSUMER_GROUP_HEARTBEAT
+
+            def from_a(seen: SeenRequest) -> bool:
+                member: str = seen.request.member_id
+                return member == cut_member
+
+            stall = broker.intercept(
+                heartbeat, lambda _seen: Verdict.NO_ANSWER, times=None, when=from_a
+            )
+            before = la.owned()
+            # a loses its session (the broker may hand its partitions to b, or
+            # take a back at once: a classic member rejoins with its member id).
+            await _drive_or_show(shared, a, b, until=lambda: bool(la.of("lost")))
+            stall.remove()
+            await _drive_or_show(shared, a, b, until=split)
+            assert _delta_violations(la.events) == [], la.events
+            assert _delta_violations(lb.events) == [], lb.events
+            lost_at = shared.events.index(("a", "lost", la.of("lost")[0]))
+            a_assigned = [
+                i
+                for i, (who, kind, parts) in enumerate(shared.events)
+                if who == "a" and kind == "assigned" and parts
+            ]
+            # Held before the loss; the lost callback ran before the rejoin's assignment.
+            assert a_assigned[0] < lost_at < a_assigned[-1], shared.events
+            assert la.of("lost") == [before]

@@ -1600,3 +1600,58 @@ def test_fence_after_a_completed_revoke_callback_reports_only_what_is_still_owne
     assert only(acts, RunCallback) == [
         RunCallback(CallbackKind.LOST, lost.token, tps("a-0", "a-1"))
     ]
+
+
+# ------------------------------------------ fenced while leaving (issue 10)
+
+
+def test_fence_while_committing_before_the_leave_reports_the_partitions_lost() -> None:
+    # The revoke callback had not been handed out (the commit before it was
+    # running): without a lost callback the application would never hear that
+    # its partitions went.
+    h = Harness()
+    h.stable({A: [0]})
+    h.tick(3.0)
+    h.do(Unsubscribe())
+    assert h.state() is S.PREPARE_LEAVING
+    assert [c.kind for c in h.callbacks] == [CallbackKind.ASSIGNED]
+    acts = h.respond(error=ERROR_CODES["FENCED_MEMBER_EPOCH"])
+    [lost] = only(acts, RunCallback)
+    assert (lost.kind, lost.partitions) == (CallbackKind.LOST, tps("a-0"))
+    assert h.m.assignment == frozenset()
+    assert h.m.member_epoch < 0  # the pending commit can no longer be sent as the member
+    # The commit's late outcome starts no revoke callback.
+    assert only(h.commit_done(), RunCallback) == []
+    # No heartbeat while waiting for the callback; the leave ends after it, with no leave heartbeat.
+    assert h.m.next_deadline() is None
+    assert only(h.tick(60.0), SendHeartbeat) == []
+    acts = h.callback(CallbackKind.LOST)
+    assert acts == [LeaveComplete()]
+    assert h.state() is S.UNSUBSCRIBED
+    assert h.leave is None
+
+
+def test_close_fenced_before_its_revoke_callback_ends_after_the_lost_callback() -> None:
+    h = Harness()
+    h.stable({A: [0]})
+    h.tick(3.0)
+    h.do(CloseRequested(deadline=30.0))
+    acts = h.respond(error=ERROR_CODES["UNKNOWN_MEMBER_ID"])
+    assert [(c.kind, c.partitions) for c in only(acts, RunCallback)] == [
+        (CallbackKind.LOST, tps("a-0"))
+    ]
+    assert only(acts, Closed) == []  # not before the application heard
+    assert h.callback(CallbackKind.LOST) == [Closed(timed_out=False)]
+    assert h.m.closed
+    assert h.leave is None
+
+
+def test_close_fenced_before_its_revoke_callback_times_out_without_a_leave() -> None:
+    h = Harness()
+    h.stable({A: [0]})
+    h.tick(3.0)
+    h.do(CloseRequested(deadline=5.0))
+    h.respond(error=ERROR_CODES["FENCED_MEMBER_EPOCH"])
+    assert h.m.next_deadline() == pytest.approx(5.0)
+    assert h.tick(5.0) == [Closed(timed_out=True)]
+    assert h.leave is None

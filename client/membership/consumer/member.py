@@ -538,6 +538,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             self._state not in _HEARTBEATING
             or self._in_flight is not None
             or self._awaiting_coordinator
+            or self._fenced_leaving()
         ):
             return None
         backoff = self._retry.until if self._retry.until is not None else float("-inf")
@@ -550,6 +551,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             self._state not in _HEARTBEATING
             or self._in_flight is not None
             or self._awaiting_coordinator
+            or self._fenced_leaving()
         ):
             return
         if self._retry.holds(now):
@@ -772,6 +774,8 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             elif self._state is _S.STALE:
                 self._stale_released = True
                 self._maybe_rejoin_stale(now, acts)
+        elif event.token == self._release_token and self._release_step is Step.LOST:
+            self._end_fenced_leave(now, acts)
         elif event.token == self._release_token and self._release_step is not Step.COMMIT:
             self._release_token = None
             self._release_step = None
@@ -834,15 +838,24 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         unreported = self._still_owned_unreported()
         self._abort_reconciliation()
         self._session += 1
-        if self._state is _S.PREPARE_LEAVING:
-            # Already releasing for a leave; the broker dropped us, so no leave heartbeat.
-            self._release_token = None
-            self._release_step = None
+        if self._state is _S.PREPARE_LEAVING and self._release_step is Step.COMMIT and self._owned:
+            # Fenced while the commit before the revoke callback ran: the
+            # application has not been told its partitions are going, and now
+            # they are lost (the commit's outcome is ignored from here). Report
+            # them lost, and end the leave (without a leave heartbeat: the
+            # broker dropped us) only once that callback ran, so a close does
+            # not end before the application heard (issue 10).
+            lost = self._names(self._owned)
+            self._release_token = self._next_token()
+            self._release_step = Step.LOST
             self._release_deadline = None
-            self._clear_assignment()
+            # No epoch and nothing owned: the commit still pending is never sent.
             self._epoch = self._leave_epoch()
-            self._go(Trigger.FENCED)
-            self._leave_done(False, now, acts)
+            self._clear_assignment()
+            acts.append(RunCallback(CallbackKind.LOST, self._release_token, lost))
+            return
+        if self._state is _S.PREPARE_LEAVING:
+            self._end_fenced_leave(now, acts)
             return
         lost = self._names(unreported)
         self._stop_all(acts)
@@ -854,6 +867,20 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             acts.append(RunCallback(CallbackKind.LOST, self._lost_token, lost))
         else:
             self._join(now, Trigger.LOST_RELEASED)
+
+    def _end_fenced_leave(self, now: float, acts: list[_Action]) -> None:
+        # Already releasing for a leave; the broker dropped us, so no leave heartbeat.
+        self._release_token = None
+        self._release_step = None
+        self._release_deadline = None
+        self._clear_assignment()
+        self._epoch = self._leave_epoch()
+        self._go(Trigger.FENCED)
+        self._leave_done(False, now, acts)
+
+    def _fenced_leaving(self) -> bool:
+        """Fenced while leaving, waiting for the lost callback: no more heartbeats."""
+        return self._state is _S.PREPARE_LEAVING and self._release_step is Step.LOST
 
     def _fatal(
         self, code: int, name: str, message: str | None, unsupported: bool, acts: list[_Action]
@@ -980,7 +1007,13 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             self._finish_leave_reason(False, acts)
 
     def _close_timed_out(self, now: float, acts: list[_Action]) -> None:
-        if self._state is _S.PREPARE_LEAVING:
+        if self._fenced_leaving():
+            # The lost callback did not run in time; the broker dropped us already.
+            self._release_token = None
+            self._release_step = None
+            self._clear_assignment()
+            self._go(Trigger.FENCED)
+        elif self._state is _S.PREPARE_LEAVING:
             # Give up on the release; still tell the broker, best effort.
             self._release_token = None
             self._release_step = None
