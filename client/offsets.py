@@ -161,7 +161,7 @@ class OffsetManager:
                 return done
             if epoch > 0 or simple:
                 try:
-                    errors = await self._commit_once(remaining, epoch, deadline, simple)
+                    errors = await self._commit_once(remaining, epoch, deadline)
                 except (TransportError, RetriableBrokerError) as exc:
                     last_error = exc
                     errors = {}
@@ -198,13 +198,10 @@ class OffsetManager:
             attempt += 1
 
     async def _commit_once(
-        self,
-        offsets: Mapping[TopicPartition, int],
-        epoch: int,
-        deadline: float,
-        simple: bool = False,
+        self, offsets: Mapping[TopicPartition, int], epoch: int, deadline: float
     ) -> dict[TopicPartition, BrokerError]:
         ids = await self._topic_ids({tp.topic for tp in offsets})
+        simple = self._member.simple()
         member_id = "" if simple else self._member.member_id()
         instance_id = None if simple else self._member.instance_id
         response = await self._client.coordinator_request(
