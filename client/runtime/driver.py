@@ -868,7 +868,7 @@ class Driver:
                 "partitions); call unsubscribe() and wait for the revocation first"
             )
 
-    def assign(self, offsets: Mapping[TopicPartition, int | None], *, incremental: bool) -> None:
+    def assign(self, offsets: Mapping[TopicPartition, int | None], incremental: bool) -> None:
         """Fetch these partitions without group membership (``assign()``).
 
         Each starts at its offset (None: the committed offset, else

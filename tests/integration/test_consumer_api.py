@@ -400,7 +400,9 @@ def _transact(
         producer.produce(out, record.value())
     last = records[-1]
     topic, partition, offset = last.topic(), last.partition(), last.offset()
-    assert topic is not None and partition is not None and offset is not None
+    assert topic is not None
+    assert partition is not None
+    assert offset is not None
     offsets = [ck.TopicPartition(topic, partition, offset + 1)]
     producer.send_offsets_to_transaction(offsets, group_metadata, 30)
     producer.commit_transaction(30)
