@@ -11,14 +11,19 @@ transactional producer.
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
+from unittest import mock
 
 import anyio
 import confluent_kafka as ck
+import process_helpers
 import pytest
-from helpers import consumer_conf, produce_values, text
+from helpers import consumer_conf, produce, produce_values, text, wait_until
+from process_helpers import MemberProcess
 
 from kgroup import (
     AlreadyAssignedError,
@@ -462,3 +467,93 @@ async def test_group_metadata_works_with_a_transactional_producer_async(
         metadata = consumer.consumer_group_metadata()
         await anyio.to_thread.run_sync(_transact, bootstrap, metadata, records, sink, f"tx-{group}")
         assert await consumer.committed([tp]) == {tp: 3}
+
+
+# ------------------------------------- exactly-once with members killed mid-transaction
+
+EOS_SCRIPT = Path(__file__).with_name("eos_process.py")
+KILLS = 10
+
+
+def _read_committed(bootstrap: str, topic: str) -> list[str]:
+    """Every committed value of partition 0 of ``topic`` as a read_committed reader sees it."""
+    reader = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "eos-reader",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "enable.auto.commit": False,
+        }
+    )
+    values: list[str] = []
+    try:
+        reader.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            message = reader.poll(0.5)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                if error.code() == ck.KafkaError._PARTITION_EOF:
+                    return values
+                raise AssertionError(f"reader failed: {error}")
+            values.append(text(message))
+        raise AssertionError(f"the reader did not reach the end of {topic}")
+    finally:
+        reader.close()
+
+
+def test_exactly_once_with_members_killed_mid_transaction(
+    kafka_broker: KafkaBroker,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+    tmp_path: Path,
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    source, sink = make_topic(partitions=4), make_topic(partitions=1)
+    group = make_group_id()
+    tps = [TopicPartition(source, p) for p in range(4)]
+
+    def start(slot: str) -> MemberProcess:
+        conf = consumer_conf(bootstrap, group, enable_auto_commit=False)
+        producer = {"transactional.id": f"{group}-{slot}", "transaction.timeout.ms": 60000}
+        with mock.patch.object(process_helpers, "SCRIPT", EOS_SCRIPT):
+            return MemberProcess(
+                slot, {**conf, "_eos": {"out": sink, "producer": producer}}, [source], tmp_path
+            )
+
+    members = {slot: start(slot) for slot in ("a", "b")}
+    produced: set[str] = set()
+    held = 0
+    try:
+        for kill in range(KILLS):
+            slot = "ab"[kill % 2]
+            victim = members[slot]
+            victim.wait_for(lambda v=victim: bool(v.assignment()), 60, "an assignment")
+            victim.send("hold")
+            # Round-robin over every partition: the victim owns some of them.
+            produced |= produce(bootstrap, source, 4, 100, start=kill * 100)
+            victim.wait_for(lambda v=victim: bool(v.of("holding")), 60, "a held transaction")
+            held += victim.of("holding")[0].data["records"]
+            victim.signal(signal.SIGKILL)
+            victim.wait_exit(10)
+            victim.cleanup()
+            members[slot] = start(slot)  # same transactional.id: aborts the open transaction
+        produced |= produce(bootstrap, source, 4, 100, start=KILLS * 100)
+
+        with Consumer(consumer_conf(bootstrap, group)) as observer:
+            end = {tp: len(produced) // 4 for tp in tps}
+            wait_until(lambda: observer.committed(tps) == end, 180, "every input record committed")
+        for member in members.values():
+            assert member.close(30) == 0, member.tail()
+    finally:
+        for member in members.values():
+            member.cleanup()
+
+    values = _read_committed(bootstrap, sink)
+    duplicates = len(values) - len(set(values))
+    assert held > 0  # records of killed transactions were written, then aborted
+    assert duplicates == 0, f"{duplicates} duplicates in {len(values)} records"
+    assert set(values) == produced
