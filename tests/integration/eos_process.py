@@ -113,7 +113,11 @@ def main(spec: dict[str, Any]) -> int:
             continue
         progress: dict[TopicPartition, int] = {}
         for record in batch:
-            progress[TopicPartition(record.topic(), record.partition())] = record.offset() + 1
+            topic, partition, offset = record.topic(), record.partition(), record.offset()
+            assert topic is not None
+            assert partition is not None
+            assert offset is not None
+            progress[TopicPartition(topic, partition)] = offset + 1
         try:
             producer.begin_transaction()
             for record in batch:

@@ -505,6 +505,14 @@ def _read_committed(bootstrap: str, topic: str) -> list[str]:
         reader.close()
 
 
+def _has_assignment(member: MemberProcess) -> Callable[[], bool]:
+    return lambda: bool(member.assignment())
+
+
+def _holds(member: MemberProcess) -> Callable[[], bool]:
+    return lambda: bool(member.of("holding"))
+
+
 def test_exactly_once_with_members_killed_mid_transaction(
     kafka_broker: KafkaBroker,
     make_topic: MakeTopic,
@@ -531,11 +539,11 @@ def test_exactly_once_with_members_killed_mid_transaction(
         for kill in range(KILLS):
             slot = "ab"[kill % 2]
             victim = members[slot]
-            victim.wait_for(lambda v=victim: bool(v.assignment()), 60, "an assignment")
+            victim.wait_for(_has_assignment(victim), 60, "an assignment")
             victim.send("hold")
             # Round-robin over every partition: the victim owns some of them.
             produced |= produce(bootstrap, source, 4, 100, start=kill * 100)
-            victim.wait_for(lambda v=victim: bool(v.of("holding")), 60, "a held transaction")
+            victim.wait_for(_holds(victim), 60, "a held transaction")
             held += victim.of("holding")[0].data["records"]
             victim.signal(signal.SIGKILL)
             victim.wait_exit(10)
