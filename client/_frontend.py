@@ -73,6 +73,7 @@ __all__ = [
     "as_partition",
     "as_partitions",
     "as_seek",
+    "auto_offset_store",
     "build_config",
     "commit_offsets_arg",
     "parse_subscription",
@@ -101,6 +102,26 @@ class ConsumerClosedError(KgroupError):
     """The consumer was closed; it cannot be used any more."""
 
 
+AUTO_OFFSET_STORE: Final = "enable.auto.offset.store"
+
+
+def auto_offset_store(conf: Mapping[str, Any]) -> bool:
+    """``enable.auto.offset.store`` (default true), which the front end implements.
+
+    librdkafka's own offset store stays off (the data plane refuses the key):
+    with false, ``store_offsets()`` decides what commits cover.
+
+    Raises:
+        ConfigError: the value is not a boolean.
+    """
+    value = conf.get(AUTO_OFFSET_STORE, True)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConfigError(f"{AUTO_OFFSET_STORE} must be true or false, got {value!r}")
+
+
 def build_config(conf: Mapping[str, Any]) -> ConsumerConfig:
     """Validate the user's dict for a consumer.
 
@@ -110,7 +131,9 @@ def build_config(conf: Mapping[str, Any]) -> ConsumerConfig:
     Raises:
         ConfigError: naming the key.
     """
-    config = ConsumerConfig.from_dict(conf, validate_passthrough=validate_passthrough)
+    auto_offset_store(conf)  # checked here; not a key for librdkafka
+    rest = {key: value for key, value in conf.items() if key != AUTO_OFFSET_STORE}
+    config = ConsumerConfig.from_dict(rest, validate_passthrough=validate_passthrough)
     check_protocol_config(config)
     return config
 
@@ -596,8 +619,15 @@ class ConsumerBase:
         clock: Callable[[], float],
     ) -> None:
         self._config = build_config(config)
+        self._auto_offset_store = auto_offset_store(config)
         self._dataplane = DataPlane(self._config) if dataplane is None else dataplane
-        self._driver = Driver(self._config, self._dataplane, wakeup=wakeup, transport=transport)
+        self._driver = Driver(
+            self._config,
+            self._dataplane,
+            wakeup=wakeup,
+            transport=transport,
+            auto_offset_store=self._auto_offset_store,
+        )
         self._core = FrontEndCore(self._config, self._driver, clock)
         self._wake_shell = wakeup
         self._subscription: list[str] = []
@@ -793,7 +823,7 @@ class ConsumerBase:
             NotAssignedError: a partition is not assigned to this consumer.
         """
         self._core.check_may_commit()
-        if not self._stores_offsets():
+        if self._auto_offset_store:
             raise ConfigError(
                 "store_offsets() needs enable.auto.offset.store=false in the config "
                 "(with the default true, every record handed out counts as processed)"
@@ -806,10 +836,6 @@ class ConsumerBase:
             chosen = as_offsets(offsets, "store_offsets(offsets=...)")
         assert chosen is not None
         self._on_loop(self._driver.store_offsets, chosen)
-
-    def _stores_offsets(self) -> bool:
-        raw = self._config.passthrough.get("enable.auto.offset.store", "true")
-        return raw.strip().lower() in ("false", "0")
 
     def position(self, partitions: Partitions) -> dict[TopicPartition, int]:
         """Offset of the next record to hand out, per fetching partition that has one."""

@@ -30,9 +30,6 @@ _FORCED: Final[Mapping[str, str]] = {
     "enable.partition.eof": "false",
 }
 
-_IMPLEMENTED: Final = frozenset({"enable.auto.offset.store"})
-"""Forced keys kgroup implements itself: the user's value is kgroup's, librdkafka's stays false."""
-
 _LOGICAL: Final = frozenset({confluent_kafka.OFFSET_BEGINNING, confluent_kafka.OFFSET_END})
 
 _RESET = {
@@ -60,7 +57,7 @@ def validate_passthrough(keys: Mapping[str, str]) -> None:
         ConfigError: naming the first key librdkafka refuses.
     """
     for key in keys:
-        if key in _FORCED and key not in _IMPLEMENTED:
+        if key in _FORCED:
             raise ConfigError(
                 f"{key} is managed by kgroup and cannot be set: kgroup commits offsets itself "
                 "(use enable.auto.commit, which kgroup implements)"

@@ -154,12 +154,6 @@ class AlreadyAssignedError(KgroupError, ValueError):
     """``incremental_assign()`` of a partition this consumer already assigned itself."""
 
 
-def _auto_offset_store(config: ConsumerConfig) -> bool:
-    """``enable.auto.offset.store`` (default true): positions, not stored offsets, are committed."""
-    raw = config.passthrough.get("enable.auto.offset.store", "true").strip().lower()
-    return raw not in ("false", "0")
-
-
 _REBALANCED_CLASSIC = (IllegalGenerationError, UnknownMemberIdError, RebalanceInProgressError)
 """Errors refusing a classic commit because the generation ended: CommitFailedError."""
 
@@ -176,6 +170,9 @@ class Driver:
     ``wakeup`` is called (on the event loop) whenever application work is
     queued or the driver stops, so a front end waiting for either can wake.
     ``transport`` opens the cluster client (default: :func:`open_kafka_client`).
+    ``auto_offset_store`` False (``enable.auto.offset.store=false``): commits
+    without explicit offsets cover what :meth:`store_offsets` stored, not the
+    positions.
     """
 
     def __init__(
@@ -185,6 +182,7 @@ class Driver:
         *,
         wakeup: Callable[[], None],
         transport: TransportFactory = open_kafka_client,
+        auto_offset_store: bool = True,
     ) -> None:
         self.config = config
         self.dataplane = dataplane
@@ -226,7 +224,7 @@ class Driver:
         self._background_commits_done: anyio.Event | None = None
         self._manual: set[TopicPartition] | None = None
         """Partitions assigned with ``assign()`` (no group membership); None: not in that mode."""
-        self._stored: dict[TopicPartition, int] | None = None if _auto_offset_store(config) else {}
+        self._stored: dict[TopicPartition, int] | None = None if auto_offset_store else {}
         """``store_offsets()``'s offsets (``enable.auto.offset.store=false``); None: positions."""
 
     # ------------------------------------------------------------------ views
