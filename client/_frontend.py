@@ -629,7 +629,6 @@ class ConsumerBase:
             auto_offset_store=self._auto_offset_store,
         )
         self._core = FrontEndCore(self._config, self._driver, clock)
-        self._wake_shell = wakeup
         self._subscription: list[str] = []
 
     def _on_loop(self, fn: Callable[..., T], *args: object) -> T:
@@ -786,8 +785,9 @@ class ConsumerBase:
         Safe from any thread (or another task). If none is blocked, the next
         one raises instead (once), as Java's ``wakeup()``.
         """
+        # Only a flag: polls look at it every slice (at most 100 ms), and setting
+        # it is safe from any thread, unlike the async shell's anyio.Event.
         self._core.wakeup()
-        self._wake_shell()
 
     # --------------------------------------------------------------- offsets
 
