@@ -22,7 +22,7 @@ import anyio
 import confluent_kafka as ck
 import process_helpers
 import pytest
-from helpers import consumer_conf, produce, produce_values, text, wait_until
+from helpers import classic_conf, consumer_conf, produce, produce_values, text, wait_until
 from process_helpers import MemberProcess
 
 from kgroup import (
@@ -291,6 +291,10 @@ async def test_watermarks_offsets_for_times_and_topics_async(
     base = _timestamped(bootstrap, topic)
     async with AsyncConsumer(consumer_conf(bootstrap, make_group_id())) as consumer:
         assert await consumer.get_watermark_offsets(tp) == (0, 3)
+        consumer.assign([ck.TopicPartition(topic, 0, 1)])
+        assert len(await _take_async(consumer, 2)) == 2
+        _low, high = await consumer.get_watermark_offsets(tp, cached=True)
+        assert high - consumer.position([tp])[tp] == 0  # the lag: all read
         assert await consumer.offsets_for_times({tp: base + 1000}) == {tp: 1}
         assert await consumer.offsets_for_times([ck.TopicPartition(topic, 0, base)]) == {tp: 0}
         metadata = await consumer.list_topics(topic, timeout=10)
@@ -425,15 +429,19 @@ def _fenced(bootstrap: str, group_metadata: bytes, topic: str, tx_id: str) -> ck
     return error
 
 
+@pytest.mark.parametrize("protocol", ["consumer", "classic"])
 def test_group_metadata_works_with_a_transactional_producer(
-    kafka_broker: KafkaBroker, make_topic: MakeTopic, make_group_id: MakeGroupId
+    protocol: str, kafka_broker: KafkaBroker, make_topic: MakeTopic, make_group_id: MakeGroupId
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     source, sink = make_topic(partitions=1), make_topic(partitions=1)
     group = make_group_id()
     tp = TopicPartition(source, 0)
     produce_values(bootstrap, source, [f"v{i}" for i in range(5)])
-    conf = consumer_conf(bootstrap, group, enable_auto_commit=False)
+    if protocol == "classic":  # member_epoch is the generation, member_id the coordinator's
+        conf = classic_conf(bootstrap, group, "range", enable_auto_commit=False)
+    else:
+        conf = consumer_conf(bootstrap, group, enable_auto_commit=False)
     with Consumer(conf) as consumer:
         consumer.subscribe([source])
         records = _take(consumer, 5)
