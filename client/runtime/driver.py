@@ -162,6 +162,8 @@ _REBALANCED_CLASSIC = (IllegalGenerationError, UnknownMemberIdError, RebalanceIn
 class _PendingCommit:
     offsets: dict[TopicPartition, int]
     deadline: float
+    stored: frozenset[TopicPartition] | None = None
+    """With stored offsets: these partitions' are read when the commit is released."""
 
 
 class Driver:
@@ -606,6 +608,15 @@ class Driver:
                     self._member_commit, action.token, _PendingCommit(offsets, action.deadline)
                 )
                 return
+        elif self._stored is not None:
+            # Stored offsets are read when the application reaches its next
+            # poll: until then it may still store those of the last records
+            # it was handed (positions, by contrast, are final once stopped).
+            self._revocation_commits[action.token] = _PendingCommit(
+                {}, action.deadline, frozenset(action.partitions)
+            )
+            self._queue(work.RevocationCommitWork(action.token))
+            return
         else:
             offsets = self._progress(action.partitions)
             if offsets:
@@ -617,8 +628,14 @@ class Driver:
     def release_revocation_commit(self, token: int) -> None:
         """The application reached a service point: start the commit ``token`` waits for."""
         pending = self._revocation_commits.pop(token, None)
-        if pending is not None:
-            self.spawn(self._member_commit, token, pending)
+        if pending is None:
+            return
+        if pending.stored is not None:
+            pending.offsets.update(self._progress(pending.stored))
+            if not pending.offsets:
+                self.session.post(CommitCompleted(token))
+                return
+        self.spawn(self._member_commit, token, pending)
 
     async def _member_commit(self, token: int, pending: _PendingCommit) -> None:
         assert self._offsets is not None

@@ -141,3 +141,40 @@ async def test_wakeup_is_raised_once_and_the_consumer_goes_on(anyio_backend: str
             with pytest.raises(WakeupError):
                 await consumer.consume(5, 10)
             assert len(await _take(consumer, 5)) == 5
+
+
+async def test_the_revocation_commit_takes_offsets_stored_after_the_partitions_stopped(
+    anyio_backend: str,
+) -> None:
+    async with FakeBroker() as broker:
+        _broker_with_records(broker)
+        config = {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": "g",
+            "enable.auto.offset.store": False,
+        }
+        revoked: list[frozenset[TopicPartition]] = []
+
+        class Listener:
+            def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+                revoked.append(partitions)
+
+        async with AsyncConsumer(config, dataplane=broker.dataplane()) as first:
+            first.subscribe(["orders"], Listener())
+            records = await _take(first, 10)
+            assert first.assignment() == {TP0, TP1}
+            async with AsyncConsumer(config, dataplane=broker.dataplane()) as second:
+                second.subscribe(["orders"])
+                # The broker takes a partition from the first member; it stops
+                # fetching at once, while the application still holds its records.
+                with anyio.fail_after(10):
+                    while len(first._driver.fetch.fetching) == 2:
+                        assert await second.poll(0.05) is None
+                (moving,) = {TP0, TP1} - first._driver.fetch.fetching
+                last = [m for m in records if m.partition() == moving.partition][-1]
+                first.store_offsets(last)  # done with it only now
+                with anyio.fail_after(10):
+                    while not revoked:
+                        assert await first.poll(0.05) is None
+                assert revoked == [frozenset({moving})]
+                assert (await second.committed([moving]))[moving] == 5
