@@ -24,7 +24,13 @@ from kgroup.listener import RebalanceListener
 from kgroup.types import TopicIdPartition, TopicPartition
 
 if TYPE_CHECKING:
-    from kgroup._frontend import ConsumerClosedError, InvalidSubscriptionError
+    from kgroup._frontend import (
+        AlreadyAssignedError,
+        ConsumerClosedError,
+        InvalidSubscriptionError,
+        MixedAssignmentError,
+        WakeupError,
+    )
     from kgroup.aio import AsyncConsumer
     from kgroup.runtime import NotAssignedError
     from kgroup.sync import Consumer
@@ -34,7 +40,10 @@ if TYPE_CHECKING:
 _LAZY = {
     "AsyncConsumer": "kgroup.aio",
     "Consumer": "kgroup.sync",
+    "AlreadyAssignedError": "kgroup._frontend",
     "ConsumerClosedError": "kgroup._frontend",
+    "MixedAssignmentError": "kgroup._frontend",
+    "WakeupError": "kgroup._frontend",
     "InvalidSubscriptionError": "kgroup._frontend",
     "NotAssignedError": "kgroup.runtime",
 }
@@ -52,6 +61,7 @@ def __getattr__(name: str) -> Any:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AlreadyAssignedError",
     "AsyncConsumer",
     "BrokerError",
     "CommitFailedError",
@@ -64,11 +74,13 @@ __all__ = [
     "KafkaConnectionError",
     "KafkaProtocolError",
     "KgroupError",
+    "MixedAssignmentError",
     "NotAssignedError",
     "RebalanceListener",
     "RequestTimeoutError",
     "TopicIdPartition",
     "TopicPartition",
     "TransportError",
+    "WakeupError",
     "__version__",
 ]

@@ -23,13 +23,16 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Callable, Collection, Generator, Iterable, Mapping
+import struct
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
+import confluent_kafka
+
 from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.dataplane import DataPlane, Record, validate_passthrough
-from kgroup.errors import KgroupError
+from kgroup.errors import ConfigError, KgroupError
 from kgroup.listener import RebalanceListener, listener_method
 from kgroup.runtime import (
     CallbackWork,
@@ -41,24 +44,36 @@ from kgroup.runtime import (
     RevocationCommitWork,
 )
 from kgroup.runtime.choice import check_protocol_config
+from kgroup.runtime.driver import AlreadyAssignedError, MixedAssignmentError
 from kgroup.runtime.interfaces import TransportFactory
 from kgroup.types import TopicPartition
 
 __all__ = [
     "POLL_EVENT_INTERVAL",
     "SERVICE_SLICE",
+    "AlreadyAssignedError",
     "ConsumerBase",
     "ConsumerClosedError",
     "Finished",
     "FrontEndCore",
     "InvalidSubscriptionError",
+    "MixedAssignmentError",
+    "Offsets",
     "OnLoop",
+    "Partitions",
     "RunListener",
     "Step",
     "Steps",
     "Topics",
     "WaitForWork",
+    "WakeupError",
     "advance",
+    "as_assignment",
+    "as_offsets",
+    "as_partition",
+    "as_partitions",
+    "as_seek",
+    "auto_offset_store",
     "build_config",
     "commit_offsets_arg",
     "parse_subscription",
@@ -87,6 +102,26 @@ class ConsumerClosedError(KgroupError):
     """The consumer was closed; it cannot be used any more."""
 
 
+AUTO_OFFSET_STORE: Final = "enable.auto.offset.store"
+
+
+def auto_offset_store(conf: Mapping[str, Any]) -> bool:
+    """``enable.auto.offset.store`` (default true), which the front end implements.
+
+    librdkafka's own offset store stays off (the data plane refuses the key):
+    with false, ``store_offsets()`` decides what commits cover.
+
+    Raises:
+        ConfigError: the value is not a boolean.
+    """
+    value = conf.get(AUTO_OFFSET_STORE, True)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConfigError(f"{AUTO_OFFSET_STORE} must be true or false, got {value!r}")
+
+
 def build_config(conf: Mapping[str, Any]) -> ConsumerConfig:
     """Validate the user's dict for a consumer.
 
@@ -96,7 +131,9 @@ def build_config(conf: Mapping[str, Any]) -> ConsumerConfig:
     Raises:
         ConfigError: naming the key.
     """
-    config = ConsumerConfig.from_dict(conf, validate_passthrough=validate_passthrough)
+    auto_offset_store(conf)  # checked here; not a key for librdkafka
+    rest = {key: value for key, value in conf.items() if key != AUTO_OFFSET_STORE}
+    config = ConsumerConfig.from_dict(rest, validate_passthrough=validate_passthrough)
     check_protocol_config(config)
     return config
 
@@ -138,27 +175,243 @@ def parse_subscription(
     return frozenset(names), (regexes[0] if regexes else None)
 
 
-def commit_offsets_arg(
-    offsets: Mapping[TopicPartition, int] | None, message: Record | None
-) -> dict[TopicPartition, int] | None:
-    """The offsets a commit call asks for; ``message`` commits just past that record."""
+class WakeupError(KgroupError):
+    """``wakeup()`` interrupted a poll, consume or iteration (as Java's WakeupException).
+
+    Raised once per ``wakeup()``: by the call it interrupted, or by the next
+    one if none was waiting. The consumer stays usable.
+    """
+
+
+# ------------------------------------------------------------ argument coercion
+#
+# kgroup's own TopicPartition is a frozen value; confluent-kafka's is a mutable
+# C object that also carries an offset. Users port confluent-kafka code, so every
+# call taking partitions or offsets accepts both, with confluent-kafka's
+# meanings, and turns them into kgroup's here, once.
+
+_CK_PARTITION: Final = confluent_kafka.TopicPartition
+_CK_MESSAGE: Final = confluent_kafka.Message
+_LOGICAL_START: Final = frozenset({confluent_kafka.OFFSET_BEGINNING, confluent_kafka.OFFSET_END})
+"""Logical offsets a fetch may start at (``seek``, ``assign``): the beginning or the end."""
+_USE_COMMITTED: Final = frozenset({confluent_kafka.OFFSET_INVALID, confluent_kafka.OFFSET_STORED})
+"""confluent-kafka's "no offset given" values: start at the committed offset."""
+
+_PARTITION_TYPES = "kgroup.TopicPartition or confluent_kafka.TopicPartition"
+
+Partitions = (
+    TopicPartition
+    | confluent_kafka.TopicPartition
+    | Iterable[TopicPartition | confluent_kafka.TopicPartition]
+)
+"""What calls taking partitions accept: one partition or an iterable of them, of either type."""
+
+# Mapping keys are invariant: Any admits dicts keyed by either kind (checked at run time).
+Offsets = Mapping[Any, int] | Iterable[confluent_kafka.TopicPartition]
+"""What calls taking offsets accept: ``{partition: offset}``, or confluent-kafka
+``TopicPartition(topic, partition, offset)`` objects (a list, as confluent-kafka takes them)."""
+
+
+def _describe(value: object) -> str:
+    return f"{type(value).__name__} {value!r}"
+
+
+def as_partition(value: object, what: str) -> TopicPartition:
+    """``value`` as a kgroup TopicPartition (a confluent-kafka one's offset is ignored).
+
+    Raises:
+        TypeError: ``value`` is neither kind of TopicPartition.
+    """
+    if isinstance(value, TopicPartition):
+        return value
+    if isinstance(value, _CK_PARTITION):
+        return TopicPartition(value.topic, value.partition)
+    raise TypeError(f"{what}: expected a {_PARTITION_TYPES}, got {_describe(value)}")
+
+
+def _items(value: object, what: str) -> list[object]:
+    """The items of a partitions argument: one partition, or an iterable (not a string)."""
+    if isinstance(value, TopicPartition | _CK_PARTITION):
+        return [value]
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise TypeError(
+            f"{what}: expected a {_PARTITION_TYPES} or a list of them, got {_describe(value)}"
+        )
+    return list(value)
+
+
+def as_partitions(value: object, what: str) -> list[TopicPartition]:
+    """One partition or an iterable of them (of either type), as kgroup TopicPartitions.
+
+    Raises:
+        TypeError: naming what is expected, for a string or anything else.
+    """
+    return [as_partition(item, what) for item in _items(value, what)]
+
+
+def _offset_value(value: object, tp: TopicPartition, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{what}: the offset of {tp} must be an int, got {_describe(value)}")
+    return value
+
+
+def as_offsets(value: object, what: str) -> dict[TopicPartition, int]:
+    """Offsets to commit or store: ``{partition: offset}`` or confluent-kafka TopicPartitions.
+
+    Each offset is the next offset to read (>= 0), as in confluent-kafka.
+
+    Raises:
+        TypeError: a wrong type, or a kgroup TopicPartition in a list (it has no offset).
+        ValueError: a negative offset (a confluent-kafka TopicPartition made without one).
+    """
+    pairs: list[tuple[TopicPartition, int]] = []
+    if isinstance(value, Mapping):
+        for key, offset in value.items():
+            tp = as_partition(key, what)
+            pairs.append((tp, _offset_value(offset, tp, what)))
+    elif isinstance(value, _CK_PARTITION):
+        pairs.append((as_partition(value, what), value.offset))
+    elif isinstance(value, Iterable) and not isinstance(value, str | bytes):
+        for item in value:
+            if isinstance(item, TopicPartition):
+                raise TypeError(
+                    f"{what}: kgroup.TopicPartition {item} carries no offset; pass "
+                    "{TopicPartition: offset} or confluent_kafka.TopicPartition(topic, "
+                    "partition, offset)"
+                )
+            if not isinstance(item, _CK_PARTITION):
+                raise TypeError(
+                    f"{what}: expected confluent_kafka.TopicPartition(topic, partition, offset) "
+                    f"items, got {_describe(item)}"
+                )
+            pairs.append((as_partition(item, what), item.offset))
+    else:
+        raise TypeError(
+            f"{what}: expected {{TopicPartition: offset}} or a list of "
+            f"confluent_kafka.TopicPartition(topic, partition, offset), got {_describe(value)}"
+        )
+    result: dict[TopicPartition, int] = {}
+    for tp, offset in pairs:
+        if offset < 0:
+            raise ValueError(
+                f"{what}: offset of {tp} must be >= 0 (the next offset to read), got {offset}"
+            )
+        result[tp] = offset
+    return result
+
+
+def as_assignment(value: object, what: str) -> dict[TopicPartition, int | None]:
+    """Partitions to assign manually, each with where it starts (None: the committed offset).
+
+    kgroup TopicPartitions and confluent-kafka ones without an offset start at
+    the committed offset (else where ``auto.offset.reset`` says); a confluent-kafka
+    offset >= 0, ``OFFSET_BEGINNING`` or ``OFFSET_END`` starts there. A dict maps
+    partitions to such offsets (None: committed).
+
+    Raises:
+        TypeError / ValueError: naming the partition and what is expected.
+    """
+    items: list[tuple[TopicPartition, int | None]] = []
+    if isinstance(value, Mapping):
+        for key, offset in value.items():
+            tp = as_partition(key, what)
+            items.append((tp, None if offset is None else _offset_value(offset, tp, what)))
+    else:
+        for item in _items(value, what):
+            tp = as_partition(item, what)
+            items.append((tp, item.offset if isinstance(item, _CK_PARTITION) else None))
+    result: dict[TopicPartition, int | None] = {}
+    for tp, offset in items:
+        if offset is None or offset in _USE_COMMITTED:
+            result[tp] = None
+        elif offset >= 0 or offset in _LOGICAL_START:
+            result[tp] = offset
+        else:
+            raise ValueError(
+                f"{what}: {tp} cannot start at offset {offset} (use an offset >= 0, "
+                "OFFSET_BEGINNING or OFFSET_END, or none for the committed offset)"
+            )
+    return result
+
+
+def as_seek(partition: object, offset: object) -> tuple[TopicPartition, int]:
+    """``seek(tp, offset)`` or confluent-kafka's ``seek(TopicPartition(topic, partition, offset))``.
+
+    The offset is >= 0, ``OFFSET_BEGINNING`` or ``OFFSET_END``.
+
+    Raises:
+        TypeError / ValueError: naming what is expected.
+    """
+    tp = as_partition(partition, "seek()")
+    if offset is None:
+        if not isinstance(partition, _CK_PARTITION):
+            raise TypeError(
+                "seek(): pass seek(partition, offset), or a confluent_kafka.TopicPartition "
+                "carrying the offset"
+            )
+        chosen = partition.offset
+    else:
+        chosen = _offset_value(offset, tp, "seek()")
+    if chosen < 0 and chosen not in _LOGICAL_START:
+        raise ValueError(
+            f"seek(): offset of {tp} must be >= 0, OFFSET_BEGINNING or OFFSET_END, got {chosen}"
+        )
+    return tp, chosen
+
+
+def commit_offsets_arg(offsets: object, message: object) -> dict[TopicPartition, int] | None:
+    """The offsets a commit call asks for; ``message`` commits just past that record.
+
+    As confluent-kafka, a message may also come as the first positional argument
+    (``commit(msg)``), and offsets as a list of confluent-kafka TopicPartitions.
+    """
+    if isinstance(offsets, _CK_MESSAGE):
+        if message is not None:
+            raise ValueError("pass offsets or message, not both")
+        offsets, message = None, offsets
     if message is not None:
         if offsets is not None:
             raise ValueError("pass offsets or message, not both")
-        topic, partition, offset = message.topic(), message.partition(), message.offset()
-        if topic is None or partition is None or offset is None:
-            raise ValueError("message has no topic, partition or offset")
-        return {TopicPartition(topic, partition): offset + 1}
+        if not isinstance(message, _CK_MESSAGE):
+            raise TypeError(
+                f"commit(message=...): expected a confluent_kafka.Message (a record from "
+                f"poll/consume), got {_describe(message)}"
+            )
+        return {_message_partition(message, "commit()"): _message_offset(message) + 1}
     if offsets is None:
         return None
-    result = {}
-    for tp, offset in offsets.items():
-        if not isinstance(tp, TopicPartition):
-            raise TypeError(f"offsets keys must be kgroup.TopicPartition, got {tp!r}")
-        if offset < 0:
-            raise ValueError(f"offset of {tp} must be >= 0, got {offset}")
-        result[tp] = int(offset)
-    return result
+    return as_offsets(offsets, "commit(offsets=...)")
+
+
+def _message_partition(message: Record, what: str) -> TopicPartition:
+    topic, partition = message.topic(), message.partition()
+    if topic is None or partition is None or message.offset() is None:
+        raise ValueError(f"{what}: the message has no topic, partition or offset")
+    return TopicPartition(topic, partition)
+
+
+def _message_offset(message: Record) -> int:
+    offset = message.offset()
+    assert offset is not None  # checked by _message_partition
+    return int(offset)
+
+
+def encode_group_metadata(
+    group_id: str, generation: int, member_id: str, instance_id: str | None
+) -> bytes:
+    """librdkafka's serialized consumer group metadata (``CGMDv2``).
+
+    confluent-kafka's ``consumer_group_metadata()`` returns these bytes and its
+    ``send_offsets_to_transaction`` reads them back
+    (``rd_kafka_consumer_group_metadata_read``): a magic, the generation as a
+    native-endian int32, NUL-terminated group and member ids, then a byte
+    saying whether a NUL-terminated group instance id follows (0: it does).
+    """
+    out = b"CGMDv2:" + struct.pack("=i", generation)
+    out += group_id.encode() + b"\0" + member_id.encode() + b"\0"
+    if instance_id is None:
+        return out + b"\x01"
+    return out + b"\x00" + instance_id.encode() + b"\0"
 
 
 # ----------------------------------------------------------------------- steps
@@ -233,6 +486,17 @@ class FrontEndCore:
         self._last_poll_event = -math.inf
         self._auto_commit_interval = config.auto_commit_interval_ms / 1000
         self._next_auto_commit = -math.inf
+        self._wakeup_pending = False
+
+    def wakeup(self) -> None:
+        """Make the current (or next) poll raise :class:`WakeupError`; any thread."""
+        self._wakeup_pending = True
+
+    def check_wakeup(self) -> None:
+        """Raise :class:`WakeupError` once per :meth:`wakeup`."""
+        if self._wakeup_pending:
+            self._wakeup_pending = False
+            raise WakeupError("wakeup() interrupted the poll")
 
     def started(self) -> None:
         """The driver runs: the first interval auto-commit is one interval away."""
@@ -355,9 +619,17 @@ class ConsumerBase:
         clock: Callable[[], float],
     ) -> None:
         self._config = build_config(config)
+        self._auto_offset_store = auto_offset_store(config)
         self._dataplane = DataPlane(self._config) if dataplane is None else dataplane
-        self._driver = Driver(self._config, self._dataplane, wakeup=wakeup, transport=transport)
+        self._driver = Driver(
+            self._config,
+            self._dataplane,
+            wakeup=wakeup,
+            transport=transport,
+            auto_offset_store=self._auto_offset_store,
+        )
         self._core = FrontEndCore(self._config, self._driver, clock)
+        self._subscription: list[str] = []
 
     def _on_loop(self, fn: Callable[..., T], *args: object) -> T:
         raise NotImplementedError
@@ -415,17 +687,113 @@ class ConsumerBase:
         self._core.check_open()
         names, regex = parse_subscription(topics, pattern)
         self._on_loop(self._driver.subscribe, names, regex, listener)
+        self._subscription = [regex] if regex is not None else sorted(names)
 
     def unsubscribe(self) -> None:
         """Leave the group; the listener's revoke callback runs in a later poll."""
         self._core.check_open()
         self._on_loop(self._driver.unsubscribe)
+        self._subscription = []
+
+    def subscription(self) -> list[str]:
+        """The subscribed topic names, or ``[regex]`` (empty: not subscribed)."""
+        self._core.check_open()
+        return list(self._subscription)
+
+    # ------------------------------------------------------ manual assignment
+
+    def assign(self, partitions: Partitions | Mapping[Any, int | None]) -> None:
+        """Fetch exactly these partitions, without group membership (replaces a previous assign).
+
+        As confluent-kafka's ``assign()``: a partition starts at the offset its
+        confluent-kafka ``TopicPartition`` carries (>= 0, ``OFFSET_BEGINNING``,
+        ``OFFSET_END``), else at the group's committed offset, else where
+        ``auto.offset.reset`` says. A dict ``{partition: offset or None}`` works
+        too. Commits go to the group as a simple consumer's (generation -1, no
+        member id); the broker accepts them while the group has no members.
+
+        Raises:
+            MixedAssignmentError: the consumer is subscribed.
+        """
+        self._core.check_open()
+        self._on_loop(
+            self._driver.assign,
+            as_assignment(partitions, "assign()"),
+            False,  # not incremental
+        )
+
+    def incremental_assign(self, partitions: Partitions | Mapping[Any, int | None]) -> None:
+        """Add partitions to the manual assignment; as :meth:`assign` otherwise.
+
+        Raises:
+            MixedAssignmentError: the consumer is subscribed.
+            AlreadyAssignedError: a partition is assigned already.
+        """
+        self._core.check_open()
+        self._on_loop(self._driver.assign, as_assignment(partitions, "incremental_assign()"), True)
+
+    def incremental_unassign(self, partitions: Partitions) -> None:
+        """Stop fetching these manually assigned partitions.
+
+        Raises:
+            MixedAssignmentError: the consumer is subscribed.
+            NotAssignedError: a partition is not assigned.
+        """
+        self._core.check_open()
+        self._on_loop(self._driver.unassign, as_partitions(partitions, "incremental_unassign()"))
+
+    def unassign(self) -> None:
+        """Stop fetching every manually assigned partition.
+
+        Raises:
+            MixedAssignmentError: the consumer is subscribed (the group assigns its partitions).
+        """
+        self._core.check_open()
+        self._on_loop(self._driver.unassign, None)
+
+    def paused(self) -> frozenset[TopicPartition]:
+        """The partitions paused with :meth:`pause` and not resumed (as Java's ``paused()``)."""
+        self._core.check_open()
+        return self._on_loop(self._driver.paused)
+
+    # ---------------------------------------------------- exactly-once, wakeup
+
+    def consumer_group_metadata(self) -> bytes:
+        """The group metadata for ``Producer.send_offsets_to_transaction`` (confluent-kafka).
+
+        The same serialized form confluent-kafka's own ``consumer_group_metadata()``
+        returns (librdkafka's ``CGMDv2``), carrying this member's id, its member
+        epoch (classic: generation) and ``group.instance.id``: the broker fences
+        the transaction's offset commit if the member is no longer current.
+        With manual assignment: generation -1 and no member id.
+        """
+        self._core.check_open()
+        driver = self._driver
+        manual = self._on_loop(lambda: driver.manual)
+        member_id = "" if manual else driver.session.member_id
+        generation = -1 if manual else driver.session.generation_or_epoch
+        return encode_group_metadata(
+            self._config.group_id,
+            generation,
+            member_id,
+            None if manual else self._config.group_instance_id,
+        )
+
+    def wakeup(self) -> None:
+        """Interrupt a blocked poll, consume or iteration: it raises :class:`WakeupError`.
+
+        Safe from any thread (or another task). If none is blocked, the next
+        one raises instead (once), as Java's ``wakeup()``.
+        """
+        # Only a flag: polls look at it every slice (at most 100 ms), and setting
+        # it is safe from any thread, unlike the async shell's anyio.Event.
+        self._core.wakeup()
 
     # --------------------------------------------------------------- offsets
 
     def commit_async(
         self,
-        offsets: Mapping[TopicPartition, int] | None = None,
+        offsets: Offsets | Record | None = None,
         *,
         message: Record | None = None,
         callback: CommitCallback | None = None,
@@ -434,9 +802,7 @@ class ConsumerBase:
         chosen = self._commit_args(offsets, message)
         self._on_loop(self._driver.commit_in_background, chosen, callback)
 
-    def _commit_args(
-        self, offsets: Mapping[TopicPartition, int] | None, message: Record | None
-    ) -> dict[TopicPartition, int] | None:
+    def _commit_args(self, offsets: object, message: object) -> dict[TopicPartition, int] | None:
         """The offsets a commit asks for (None: the positions); raises when closed.
 
         Allowed while ``close()`` runs (from the revoke callback it runs).
@@ -444,30 +810,83 @@ class ConsumerBase:
         self._core.check_may_commit()
         return commit_offsets_arg(offsets, message)
 
-    def position(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
-        """Offset of the next record to hand out, per fetching partition that has one."""
-        return self._dataplane.positions(partitions)
+    def store_offsets(self, message: Record | None = None, offsets: Offsets | None = None) -> None:
+        """Mark progress for the next commit (``enable.auto.offset.store=false``).
 
-    def seek(self, partition: TopicPartition, offset: int) -> None:
+        ``message``: just past that record; ``offsets``: the next offset to read
+        per partition. Commits without explicit offsets (``commit()``,
+        auto-commit, the commit before a revocation and on close) then cover
+        only what was stored, not every record handed out.
+
+        Raises:
+            ConfigError: ``enable.auto.offset.store`` is not false.
+            NotAssignedError: a partition is not assigned to this consumer.
+        """
+        self._core.check_may_commit()
+        if self._auto_offset_store:
+            raise ConfigError(
+                "store_offsets() needs enable.auto.offset.store=false in the config "
+                "(with the default true, every record handed out counts as processed)"
+            )
+        if (message is None) == (offsets is None):
+            raise TypeError("store_offsets(): pass a message or offsets (exactly one)")
+        if message is not None:
+            chosen = commit_offsets_arg(None, message)
+        else:
+            chosen = as_offsets(offsets, "store_offsets(offsets=...)")
+        assert chosen is not None
+        self._on_loop(self._driver.store_offsets, chosen)
+
+    def position(self, partitions: Partitions) -> dict[TopicPartition, int]:
+        """Offset of the next record to hand out, per fetching partition that has one."""
+        return self._dataplane.positions(as_partitions(partitions, "position()"))
+
+    def seek(
+        self,
+        partition: TopicPartition | confluent_kafka.TopicPartition,
+        offset: int | None = None,
+    ) -> None:
         """Make ``offset`` the next record of an assigned ``partition``.
 
-        Works from ``on_partitions_assigned`` too: the partition then starts there.
+        ``seek(tp, offset)``, or as confluent-kafka ``seek(TopicPartition(topic,
+        partition, offset))``; the offset may also be ``OFFSET_BEGINNING`` or
+        ``OFFSET_END``. Works from ``on_partitions_assigned`` too: the partition
+        then starts there.
 
         Raises:
             NotAssignedError: the partition is not assigned to this consumer.
         """
         self._core.check_open()
-        self._on_loop(self._driver.seek, partition, offset)
+        tp, chosen = as_seek(partition, offset)
+        self._on_loop(self._driver.seek, tp, chosen)
 
-    def pause(self, partitions: Collection[TopicPartition]) -> None:
+    def pause(self, partitions: Partitions) -> None:
         """Stop handing out records of these partitions until resumed.
 
         Works from ``on_partitions_assigned`` too: the partitions start paused.
         """
         self._core.check_open()
-        self._on_loop(self._driver.pause, list(partitions))
+        self._on_loop(self._driver.pause, as_partitions(partitions, "pause()"))
 
-    def resume(self, partitions: Collection[TopicPartition]) -> None:
+    def resume(self, partitions: Partitions) -> None:
         """Resume partitions paused with :meth:`pause`."""
         self._core.check_open()
-        self._on_loop(self._driver.resume, list(partitions))
+        self._on_loop(self._driver.resume, as_partitions(partitions, "resume()"))
+
+    # ------------------------------------------------------- cluster lookups
+
+    def _lookups(self) -> Any:
+        """The data plane, if it can answer cluster lookups (librdkafka's can)."""
+        self._core.check_open()
+        if not hasattr(self._dataplane, "watermarks"):
+            raise KgroupError(
+                f"this data plane ({type(self._dataplane).__name__}) cannot look up offsets "
+                "or topics; the default librdkafka data plane can"
+            )
+        return self._dataplane
+
+    def _lookup_timeout(self, timeout: float | None) -> float:
+        """A lookup's timeout in seconds: None (or < 0) is ``request.timeout.ms``."""
+        if timeout is None or timeout < 0:
+            return self._config.request_timeout_ms / 1000
+        return float(timeout)

@@ -13,15 +13,24 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
-from typing import Any, Self, TypeVar
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Self, TypeVar, cast
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
+import confluent_kafka
 
 from kgroup import _frontend as core
-from kgroup._frontend import SERVICE_SLICE, ConsumerBase
+from kgroup._frontend import (
+    SERVICE_SLICE,
+    ConsumerBase,
+    Offsets,
+    Partitions,
+    as_offsets,
+    as_partition,
+    as_partitions,
+)
 from kgroup.dataplane import Record
 from kgroup.runtime import DataPlaneInterface
 from kgroup.runtime.driver import open_kafka_client
@@ -157,7 +166,10 @@ class AsyncConsumer(ConsumerBase):
         return batch[0] if batch else None
 
     async def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Record]:
-        """Up to ``num_messages`` records, waiting at most ``timeout`` s (< 0: no limit)."""
+        """Up to ``num_messages`` records, waiting at most ``timeout`` s (< 0: no limit).
+
+        Raises as the blocking ``consume()``, :class:`~kgroup.WakeupError` after :meth:`wakeup`.
+        """
         if num_messages < 1:
             raise ValueError(f"num_messages must be >= 1, got {num_messages}")
         self._core.check_open()  # closed: ConsumerClosedError, as every other method
@@ -167,6 +179,8 @@ class AsyncConsumer(ConsumerBase):
         deadline = math.inf if timeout is None or timeout < 0 else now + timeout
         consume = self._dataplane.consume
         while True:
+            # Checked every slice: a wakeup() ends a blocked call within ~100 ms.
+            self._core.check_wakeup()
             await self._take(self._core.service())
             batch = consume(num_messages, 0)
             if batch:
@@ -211,7 +225,7 @@ class AsyncConsumer(ConsumerBase):
 
     async def commit(
         self,
-        offsets: Mapping[TopicPartition, int] | None = None,
+        offsets: Offsets | Record | None = None,
         *,
         message: Record | None = None,
     ) -> dict[TopicPartition, int]:
@@ -219,8 +233,46 @@ class AsyncConsumer(ConsumerBase):
         return await self._driver.commit(self._commit_args(offsets, message))
 
     async def committed(
-        self, partitions: Collection[TopicPartition], timeout: float = 10.0
+        self, partitions: Partitions, timeout: float = 10.0
     ) -> dict[TopicPartition, int | None]:
         """The group's committed offsets (None: nothing committed) of ``partitions``."""
         self._core.check_open()
-        return await self._driver.committed(list(partitions), timeout=timeout)
+        wanted = as_partitions(partitions, "committed()")
+        return await self._driver.committed(wanted, timeout=timeout)
+
+    # ------------------------------------------------------- cluster lookups
+    # librdkafka's lookups block: they run in a worker thread, off the loop.
+
+    async def get_watermark_offsets(
+        self,
+        partition: TopicPartition | confluent_kafka.TopicPartition,
+        timeout: float | None = None,
+        cached: bool = False,
+    ) -> tuple[int, int]:
+        """``(low, high)`` offsets; as :meth:`kgroup.Consumer.get_watermark_offsets`."""
+        tp = as_partition(partition, "get_watermark_offsets()")
+        lookups, wait = self._lookups(), self._lookup_timeout(timeout)
+
+        def call() -> tuple[int, int]:
+            return cast(tuple[int, int], lookups.watermarks(tp, cached=cached, timeout=wait))
+
+        return await anyio.to_thread.run_sync(call)
+
+    async def offsets_for_times(
+        self, partitions: Offsets, timeout: float | None = None
+    ) -> dict[TopicPartition, int | None]:
+        """Offsets by timestamp; as :meth:`kgroup.Consumer.offsets_for_times`."""
+        query = as_offsets(partitions, "offsets_for_times()")
+        lookups, wait = self._lookups(), self._lookup_timeout(timeout)
+
+        def call() -> dict[TopicPartition, int | None]:
+            return cast(
+                dict[TopicPartition, int | None], lookups.offsets_for_times(query, timeout=wait)
+            )
+
+        return await anyio.to_thread.run_sync(call)
+
+    async def list_topics(self, topic: str | None = None, timeout: float | None = None) -> Any:
+        """Cluster metadata; as :meth:`kgroup.Consumer.list_topics`."""
+        lookups, wait = self._lookups(), self._lookup_timeout(timeout)
+        return await anyio.to_thread.run_sync(lambda: lookups.list_topics(topic, timeout=wait))

@@ -86,6 +86,13 @@ class MemberView:
     assigned again in between is owned again, but its offsets date from before
     the loss, and another member may have committed past them meanwhile.
     """
+    simple: Callable[[], bool] = lambda: False
+    """True while the consumer is no group member (manual assignment).
+
+    Its commits are a simple consumer's, as librdkafka's and Java's: member
+    id "", generation / epoch -1, no instance id. The broker accepts them
+    while the group has no members.
+    """
 
 
 class OffsetManager:
@@ -137,7 +144,8 @@ class OffsetManager:
         last_error: KgroupError | None = None
         while True:
             owned = set(self._member.owned())
-            epoch = self._member.member_epoch()
+            simple = self._member.simple()
+            epoch = -1 if simple else self._member.member_epoch()
             dropped = [
                 tp for tp in remaining if tp not in owned or self._member.tenure(tp) != tenure[tp]
             ]
@@ -151,7 +159,7 @@ class OffsetManager:
                     del remaining[tp]
             if not remaining:
                 return done
-            if epoch > 0:
+            if epoch > 0 or simple:
                 try:
                     errors = await self._commit_once(remaining, epoch, deadline)
                 except (TransportError, RetriableBrokerError) as exc:
@@ -193,7 +201,9 @@ class OffsetManager:
         self, offsets: Mapping[TopicPartition, int], epoch: int, deadline: float
     ) -> dict[TopicPartition, BrokerError]:
         ids = await self._topic_ids({tp.topic for tp in offsets})
-        member_id = self._member.member_id()
+        simple = self._member.simple()
+        member_id = "" if simple else self._member.member_id()
+        instance_id = None if simple else self._member.instance_id
         response = await self._client.coordinator_request(
             self._group_id,
             lambda versions: offset_commit.build(
@@ -201,7 +211,7 @@ class OffsetManager:
                 group_id=self._group_id,
                 member_id=member_id,
                 member_epoch=epoch,
-                instance_id=self._member.instance_id,
+                instance_id=instance_id,
                 offsets=offsets,
                 topic_ids=ids,
             ),

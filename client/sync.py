@@ -20,14 +20,23 @@ import inspect
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Self, TypeVar
 
 import anyio
+import confluent_kafka
 from anyio.from_thread import BlockingPortal
 
 from kgroup import _frontend as core
-from kgroup._frontend import SERVICE_SLICE, ConsumerBase
+from kgroup._frontend import (
+    SERVICE_SLICE,
+    ConsumerBase,
+    Offsets,
+    Partitions,
+    as_offsets,
+    as_partition,
+    as_partitions,
+)
 from kgroup.dataplane import Record
 from kgroup.runtime import CommitCallback, DataPlaneInterface
 from kgroup.runtime.driver import open_kafka_client
@@ -174,7 +183,8 @@ class Consumer(ConsumerBase):
 
         Runs pending rebalance callbacks first. Raises the consumer's errors:
         a listener's exception, a fatal group error (a :class:`~kgroup.BrokerError`
-        subclass), a data-plane error.
+        subclass), a data-plane error; :class:`~kgroup.WakeupError` after
+        :meth:`wakeup`.
         """
         batch = self.consume(1, -1 if timeout is None else timeout)
         return batch[0] if batch else None
@@ -191,6 +201,8 @@ class Consumer(ConsumerBase):
         deadline = math.inf if timeout is None or timeout < 0 else time.monotonic() + timeout
         consume = self._dataplane.consume
         while True:
+            # Checked every slice: a wakeup() ends a blocked call within ~100 ms.
+            self._core.check_wakeup()
             self._take(self._core.service())
             wait = max(0.0, min(deadline - time.monotonic(), SERVICE_SLICE))
             batch = consume(num_messages, wait)
@@ -210,7 +222,7 @@ class Consumer(ConsumerBase):
 
     def commit(
         self,
-        offsets: Mapping[TopicPartition, int] | None = None,
+        offsets: Offsets | Record | None = None,
         *,
         message: Record | None = None,
         asynchronous: bool = False,
@@ -218,8 +230,11 @@ class Consumer(ConsumerBase):
     ) -> dict[TopicPartition, int] | None:
         """Commit offsets with the member epoch and wait for the result.
 
-        ``offsets``: next offset to read per partition; None commits the
-        positions (every record handed out so far); ``message`` commits just
+        ``offsets``: next offset to read per partition (``{tp: offset}`` or a
+        list of confluent-kafka ``TopicPartition(topic, partition, offset)``);
+        None commits the positions (every record handed out so far; with
+        ``enable.auto.offset.store=false`` the stored offsets); ``message``
+        (or a message as the first argument, as confluent-kafka) commits just
         past that record. Only partitions this member owns are committed (the
         returned dict); a commit failing because the epoch moved on is retried
         with the new epoch for partitions still owned. ``asynchronous=True``
@@ -237,15 +252,58 @@ class Consumer(ConsumerBase):
         return result
 
     def committed(
-        self, partitions: Collection[TopicPartition], timeout: float = 10.0
+        self, partitions: Partitions, timeout: float = 10.0
     ) -> dict[TopicPartition, int | None]:
         """The group's committed offsets (None: nothing committed) of ``partitions``."""
         self._core.check_open()
+        wanted = as_partitions(partitions, "committed()")
 
         async def fetch() -> dict[TopicPartition, int | None]:
-            return await self._driver.committed(list(partitions), timeout=timeout)
+            return await self._driver.committed(wanted, timeout=timeout)
 
         return self._portal.call(fetch)
+
+    # ------------------------------------------------------- cluster lookups
+
+    def get_watermark_offsets(
+        self,
+        partition: TopicPartition | confluent_kafka.TopicPartition,
+        timeout: float | None = None,
+        cached: bool = False,
+    ) -> tuple[int, int]:
+        """``(low, high)``: the partition's first offset and the offset after its last record.
+
+        As confluent-kafka: ``cached=True`` answers from the last fetch response
+        without asking the broker (only for a partition being fetched). The lag
+        of a partition is ``high - position``.
+
+        Raises:
+            DataPlaneError: the lookup failed or timed out.
+        """
+        tp = as_partition(partition, "get_watermark_offsets()")
+        wait = self._lookup_timeout(timeout)
+        result: tuple[int, int] = self._lookups().watermarks(tp, cached=cached, timeout=wait)
+        return result
+
+    def offsets_for_times(
+        self, partitions: Offsets, timeout: float | None = None
+    ) -> dict[TopicPartition, int | None]:
+        """Per partition, the earliest offset whose record timestamp is >= the given one (ms).
+
+        ``partitions``: ``{tp: timestamp_ms}`` or confluent-kafka
+        ``TopicPartition(topic, partition, timestamp_ms)``; None in the answer:
+        no such record.
+        """
+        query = as_offsets(partitions, "offsets_for_times()")
+        wait = self._lookup_timeout(timeout)
+        result: dict[TopicPartition, int | None] = self._lookups().offsets_for_times(
+            query, timeout=wait
+        )
+        return result
+
+    def list_topics(self, topic: str | None = None, timeout: float | None = None) -> Any:
+        """confluent-kafka's ``ClusterMetadata`` of the cluster (all topics, or ``topic``)."""
+        return self._lookups().list_topics(topic, timeout=self._lookup_timeout(timeout))
 
     # --------------------------------------------------------------- closing
 

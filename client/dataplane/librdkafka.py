@@ -48,6 +48,8 @@ _FORCED: Final[Mapping[str, str]] = {
     "enable.partition.eof": "false",
 }
 
+_LOGICAL: Final = frozenset({confluent_kafka.OFFSET_BEGINNING, confluent_kafka.OFFSET_END})
+
 _RESET = {
     AutoOffsetReset.EARLIEST: "earliest",
     AutoOffsetReset.LATEST: "latest",
@@ -249,7 +251,9 @@ class DataPlane:
             return
         assignment = []
         for tp, offset in sorted(fresh.items()):
-            if offset is None or offset < 0:
+            if offset in _LOGICAL:  # asked for explicitly: assign() / seek() to an end
+                assignment.append(_to_ck(tp, offset))
+            elif offset is None or offset < 0:
                 if self._reset is AutoOffsetReset.ERROR:
                     raise DataPlaneError(
                         f"{tp} has no committed offset and auto.offset.reset=error; "
@@ -297,6 +301,55 @@ class DataPlane:
             if ck.offset >= 0:
                 result[TopicPartition(ck.topic, ck.partition)] = ck.offset
         return result
+
+    # Cluster lookups the application asks for (confluent-kafka's calls of the
+    # same names, through librdkafka's own connections; they block the caller).
+
+    def watermarks(
+        self, partition: TopicPartition, *, cached: bool, timeout: float
+    ) -> tuple[int, int]:
+        """``(low, high)`` offsets of ``partition``; ``cached``: from the last fetch response.
+
+        Raises:
+            DataPlaneError: the lookup failed (or, cached, nothing is known yet).
+        """
+        try:
+            result = self._consumer.get_watermark_offsets(
+                _to_ck(partition), timeout=timeout, cached=cached
+            )
+        except confluent_kafka.KafkaException as exc:
+            raise DataPlaneError(f"watermark offsets of {partition}: {exc.args[0].str()}") from None
+        if result is None:
+            raise DataPlaneError(
+                f"watermark offsets of {partition}: not known yet (cached=True needs a fetch "
+                "of that partition first)"
+            )
+        low, high = result
+        return int(low), int(high)
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int], *, timeout: float
+    ) -> dict[TopicPartition, int | None]:
+        """Earliest offset whose timestamp (ms) is >= the given one; None: no such record."""
+        query = [_to_ck(tp, ts) for tp, ts in sorted(timestamps.items())]
+        try:
+            answer = self._consumer.offsets_for_times(query, timeout=timeout)
+        except confluent_kafka.KafkaException as exc:
+            raise DataPlaneError(f"offsets_for_times: {exc.args[0].str()}") from None
+        result: dict[TopicPartition, int | None] = {}
+        for ck in answer:
+            tp = TopicPartition(ck.topic, ck.partition)
+            if ck.error is not None:
+                raise DataPlaneError(f"offsets_for_times of {tp}: {ck.error.str()}")
+            result[tp] = ck.offset if ck.offset >= 0 else None
+        return result
+
+    def list_topics(self, topic: str | None, *, timeout: float) -> Any:
+        """librdkafka's ``ClusterMetadata`` (all topics, or only ``topic``)."""
+        try:
+            return self._consumer.list_topics(topic, timeout=timeout)
+        except confluent_kafka.KafkaException as exc:
+            raise DataPlaneError(f"list_topics: {exc.args[0].str()}") from None
 
     def consume(self, max_records: int, timeout: float) -> list[Record]:
         """Up to ``max_records`` records, waiting at most ``timeout`` seconds for the first.

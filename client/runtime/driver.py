@@ -117,7 +117,14 @@ from kgroup.transport import KafkaClient
 from kgroup.transport.security import explain_denial
 from kgroup.types import Backoff, TopicPartition
 
-__all__ = ["MISSING_TOPIC_WARNINGS", "Driver", "missing_topic_delays", "open_kafka_client"]
+__all__ = [
+    "MISSING_TOPIC_WARNINGS",
+    "AlreadyAssignedError",
+    "Driver",
+    "MixedAssignmentError",
+    "missing_topic_delays",
+    "open_kafka_client",
+]
 
 MISSING_TOPIC_WARNINGS = (1.0, 60.0)
 """Seconds before the first repeat of the missing-topic warning, and the cap.
@@ -164,6 +171,14 @@ def open_kafka_client(config: ConsumerConfig) -> AbstractAsyncContextManager[Tra
     )
 
 
+class MixedAssignmentError(KgroupError, RuntimeError):
+    """``subscribe()`` (group membership) and ``assign()`` (manual assignment) were mixed."""
+
+
+class AlreadyAssignedError(KgroupError, ValueError):
+    """``incremental_assign()`` of a partition this consumer already assigned itself."""
+
+
 _REBALANCED_CLASSIC = (IllegalGenerationError, UnknownMemberIdError, RebalanceInProgressError)
 """Errors refusing a classic commit because the generation ended: CommitFailedError."""
 
@@ -172,6 +187,8 @@ _REBALANCED_CLASSIC = (IllegalGenerationError, UnknownMemberIdError, RebalanceIn
 class _PendingCommit:
     offsets: dict[TopicPartition, int]
     deadline: float
+    stored: frozenset[TopicPartition] | None = None
+    """With stored offsets: these partitions' are read when the commit is released."""
 
 
 class Driver:
@@ -180,6 +197,9 @@ class Driver:
     ``wakeup`` is called (on the event loop) whenever application work is
     queued or the driver stops, so a front end waiting for either can wake.
     ``transport`` opens the cluster client (default: :func:`open_kafka_client`).
+    ``auto_offset_store`` False (``enable.auto.offset.store=false``): commits
+    without explicit offsets cover what :meth:`store_offsets` stored, not the
+    positions.
     """
 
     def __init__(
@@ -189,6 +209,7 @@ class Driver:
         *,
         wakeup: Callable[[], None],
         transport: TransportFactory = open_kafka_client,
+        auto_offset_store: bool = True,
     ) -> None:
         self.config = config
         self.dataplane = dataplane
@@ -232,6 +253,10 @@ class Driver:
         # confluent-kafka's on_commit: kgroup commits (not librdkafka), so kgroup
         # reports every commit's outcome, in the application's next poll.
         self._on_commit = None if on_commit is None else commit_reporter(on_commit)
+        self._manual: set[TopicPartition] | None = None
+        """Partitions assigned with ``assign()`` (no group membership); None: not in that mode."""
+        self._stored: dict[TopicPartition, int] | None = None if auto_offset_store else {}
+        """``store_offsets()``'s offsets (``enable.auto.offset.store=false``); None: positions."""
 
     # ------------------------------------------------------------------ views
 
@@ -252,8 +277,19 @@ class Driver:
         return self._ended
 
     def owned(self) -> frozenset[TopicPartition]:
-        """The member's installed assignment (what commits may cover)."""
+        """The member's installed assignment (what commits may cover), or the manual one."""
+        if self._manual is not None:
+            return frozenset(self._manual)
         return self.session.assignment
+
+    @property
+    def manual(self) -> bool:
+        """True while partitions are assigned with ``assign()`` (no group membership)."""
+        return self._manual is not None
+
+    def paused(self) -> frozenset[TopicPartition]:
+        """Partitions paused by the application (also those paused before they started)."""
+        return self.fetch.paused | self.fetch.held
 
     # --------------------------------------------------------------- running
 
@@ -300,8 +336,13 @@ class Driver:
                         client,
                         self.group_id,
                         MemberView(
-                            member_id=lambda: self.session.member_id,
-                            member_epoch=lambda: self.session.generation_or_epoch,
+                            # Manual assignment commits as a simple consumer (as
+                            # librdkafka and Java do): no member id, generation -1.
+                            member_id=lambda: "" if self.manual else self.session.member_id,
+                            member_epoch=lambda: (
+                                -1 if self.manual else self.session.generation_or_epoch
+                            ),
+                            simple=lambda: self.manual,
                             owned=self.owned,
                             instance_id=self.config.group_instance_id,
                             tenure=self.fetch.tenure,
@@ -371,7 +412,8 @@ class Driver:
         if session is not self.session:
             return  # switched protocols: the new member starts from scratch
         epoch, assignment = session.generation_or_epoch, session.assignment
-        self.fetch.assignment_changed(assignment)
+        self.fetch.assignment_changed(self.owned())
+        self._forget_stored()
         if epoch != self._last_epoch or assignment != self._last_assignment:
             log.info(
                 "group %s member %s: epoch %d, state %s, assignment (%d) %s",
@@ -633,17 +675,28 @@ class Driver:
             # released it before): its own offsets first, and at once.
             offsets = {tp: o for tp, o in action.offsets.items() if tp in action.partitions}
             rest = action.partitions - offsets.keys()
-            offsets.update(self.fetch.stopped_positions(rest))
-            live = self.dataplane.positions(rest)
-            offsets.update({tp: o for tp, o in live.items() if tp not in offsets})
+            if self._stored is not None:
+                offsets.update(self._progress(rest))
+            else:
+                offsets.update(self.fetch.stopped_positions(rest))
+                live = self.dataplane.positions(rest)
+                offsets.update({tp: o for tp, o in live.items() if tp not in offsets})
             if offsets:
                 self.spawn(
                     self._member_commit, action.token, _PendingCommit(offsets, action.deadline)
                 )
                 return
+        elif self._stored is not None:
+            # Stored offsets are read when the application reaches its next
+            # poll: until then it may still store those of the last records
+            # it was handed (positions, by contrast, are final once stopped).
+            self._revocation_commits[action.token] = _PendingCommit(
+                {}, action.deadline, frozenset(action.partitions)
+            )
+            self._queue(work.RevocationCommitWork(action.token))
+            return
         else:
-            offsets = self.fetch.stopped_positions(action.partitions)
-            offsets.update(self.dataplane.positions(action.partitions))
+            offsets = self._progress(action.partitions)
             if offsets:
                 self._revocation_commits[action.token] = _PendingCommit(offsets, action.deadline)
                 self._queue(work.RevocationCommitWork(action.token))
@@ -653,8 +706,14 @@ class Driver:
     def release_revocation_commit(self, token: int) -> None:
         """The application reached a service point: start the commit ``token`` waits for."""
         pending = self._revocation_commits.pop(token, None)
-        if pending is not None:
-            self.spawn(self._member_commit, token, pending)
+        if pending is None:
+            return
+        if pending.stored is not None:
+            pending.offsets.update(self._progress(pending.stored))
+            if not pending.offsets:
+                self.session.post(CommitCompleted(token))
+                return
+        self.spawn(self._member_commit, token, pending)
 
     async def _member_commit(self, token: int, pending: _PendingCommit) -> None:
         assert self._offsets is not None
@@ -676,10 +735,43 @@ class Driver:
         have stopped but are still owned, and ``commit()`` with no offsets must
         cover them (as Java's ``commitSync()`` in ``onPartitionsRevoked``).
         """
-        owned = self.owned()
-        offsets = self.fetch.stopped_positions(owned)
-        offsets.update(self.dataplane.positions(owned))
+        return self._progress(self.owned())
+
+    def _progress(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
+        """What a commit of ``partitions`` covers: positions, or the stored offsets.
+
+        With ``enable.auto.offset.store=false`` only offsets the application
+        stored with ``store_offsets()`` are committed (as librdkafka).
+        """
+        if self._stored is not None:
+            return {tp: self._stored[tp] for tp in partitions if tp in self._stored}
+        offsets = self.fetch.stopped_positions(partitions)
+        offsets.update(self.dataplane.positions(partitions))
         return offsets
+
+    def _forget_stored(self) -> None:
+        # Stored offsets of a partition that left the assignment must never be
+        # committed if it comes back: another member may have moved on.
+        if self._stored:
+            owned = self.owned()
+            for tp in [tp for tp in self._stored if tp not in owned]:
+                del self._stored[tp]
+
+    def store_offsets(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Remember ``offsets`` for the next commit (``enable.auto.offset.store=false``).
+
+        Raises:
+            NotAssignedError: a partition is not assigned to this consumer.
+        """
+        assert self._stored is not None
+        owned = self.owned()
+        foreign = sorted(tp for tp in offsets if tp not in owned)
+        if foreign:
+            raise work.NotAssignedError(
+                f"cannot store offsets of {', '.join(map(str, foreign))}: not assigned to "
+                "this consumer"
+            )
+        self._stored.update(offsets)
 
     async def commit(
         self, offsets: Mapping[TopicPartition, int] | None, *, timeout: float | None = None
@@ -789,7 +881,7 @@ class Driver:
 
     def auto_commit(self) -> None:
         """Interval auto-commit of the current positions (called at a service point)."""
-        if self.session.generation_or_epoch <= 0:
+        if self.session.generation_or_epoch <= 0 and not self.manual:
             return
         offsets = self.current_offsets()
         if offsets:
@@ -814,7 +906,17 @@ class Driver:
     def subscribe(
         self, topics: frozenset[str], pattern: str | None, listener: object | None
     ) -> None:
-        """Subscribe to topic names or a regex (joins the group)."""
+        """Subscribe to topic names or a regex (joins the group).
+
+        Raises:
+            MixedAssignmentError: partitions are assigned manually (``assign()``).
+        """
+        if self._manual:
+            raise MixedAssignmentError(
+                f"cannot subscribe(): partitions {sorted(map(str, self._manual))} are assigned "
+                "manually; call unassign() first"
+            )
+        self._manual = None
         self.listener = listener
         self._change_subscription(SubscriptionChanged(topics, pattern))
 
@@ -865,8 +967,98 @@ class Driver:
         """Resume ``partitions`` paused with :meth:`pause`."""
         self._apply(self.fetch.resume(partitions))
 
+    # ---------------------------------------------------- manual assignment
+
+    def _check_manual(self, call: str) -> None:
+        subscribed = self._latest_subscription is not None and not isinstance(
+            self._latest_subscription, Unsubscribe
+        )
+        if subscribed or (self._manual is None and self.session.assignment):
+            raise MixedAssignmentError(
+                f"cannot {call}: the consumer is subscribed (group membership assigns its "
+                "partitions); call unsubscribe() and wait for the revocation first"
+            )
+
+    def assign(self, offsets: Mapping[TopicPartition, int | None], incremental: bool) -> None:
+        """Fetch these partitions without group membership (``assign()``).
+
+        Each starts at its offset (None: the committed offset, else
+        ``auto.offset.reset``). Without ``incremental`` the previous manual
+        assignment is replaced.
+
+        Raises:
+            MixedAssignmentError: the consumer is subscribed.
+            AlreadyAssignedError: ``incremental`` and a partition is assigned already.
+        """
+        self._check_manual("incremental_assign()" if incremental else "assign()")
+        manual = set() if self._manual is None else self._manual
+        if incremental:
+            again = sorted(str(tp) for tp in offsets if tp in manual)
+            if again:
+                raise AlreadyAssignedError(
+                    f"incremental_assign(): {', '.join(again)} already assigned; "
+                    "use seek() to move it"
+                )
+        else:
+            self._apply(self.fetch.stop(manual))
+            manual = set()
+        manual.update(offsets)
+        self._manual = manual
+        self.fetch.assignment_changed(self.owned())
+        self._forget_stored()
+        ticket = self.fetch.start(offsets.keys())
+        for tp, offset in offsets.items():
+            if offset is not None:  # owned and not fetching yet: where it starts
+                self.fetch.seek(tp, offset, manual)
+        self.spawn(self._manual_start, ticket)
+
+    async def _manual_start(self, ticket: FetchTicket) -> None:
+        assert self._offsets is not None
+        fetch = self.fetch
+        need = sorted(tp for tp in fetch.wanted(ticket) if fetch.seek_override(tp) is None)
+        committed: dict[TopicPartition, int | None] = {}
+        if need:
+            try:
+                # A plain read: a manual consumer is no member of the group.
+                committed = await self._offsets.fetch(
+                    need,
+                    deadline=anyio.current_time() + self.request_timeout,
+                    as_member=False,
+                    wanted=lambda: bool(fetch.wanted(ticket)),
+                )
+            except KgroupError as exc:
+                self._queue(work.ErrorWork(exc))
+                return
+        ops = fetch.offsets_fetched(ticket, committed, self.owned())
+        if ops:
+            self._apply(ops)
+
+    def unassign(self, partitions: Collection[TopicPartition] | None) -> None:
+        """Stop fetching manually assigned ``partitions`` (None: all of them).
+
+        Raises:
+            MixedAssignmentError: the consumer is subscribed.
+            NotAssignedError: a partition is not assigned manually.
+        """
+        call = "unassign()" if partitions is None else "incremental_unassign()"
+        self._check_manual(call)
+        manual = set() if self._manual is None else self._manual
+        gone = set(manual) if partitions is None else set(partitions)
+        foreign = sorted(str(tp) for tp in gone - manual)
+        if foreign:
+            raise work.NotAssignedError(f"{call}: {', '.join(foreign)} not assigned")
+        self._apply(self.fetch.stop(gone))
+        manual -= gone
+        self._manual = manual
+        self.fetch.assignment_changed(self.owned())
+        self._forget_stored()
+
     def request_close(self, timeout: float) -> None:
         """Start closing: release the assignment and leave within ``timeout`` seconds."""
+        if self._manual and self.config.enable_auto_commit:
+            # No member revokes a manual assignment: commit its progress here,
+            # waited for before the runtime ends (as librdkafka's close).
+            self.commit_in_background(None, None)
         self.session.post(CloseRequested(anyio.current_time() + timeout))
 
     async def wait_closed(self, timeout: float) -> bool:

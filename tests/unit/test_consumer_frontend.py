@@ -63,7 +63,7 @@ def test_commit_arguments() -> None:
     with pytest.raises(ValueError, match=">= 0"):
         commit_offsets_arg({tp: -1}, None)
     with pytest.raises(TypeError, match="TopicPartition"):
-        commit_offsets_arg({("t", 0): 1}, None)  # type: ignore[dict-item]
+        commit_offsets_arg({("t", 0): 1}, None)
 
 
 def test_listener_methods_are_optional_and_lost_falls_back_to_revoked() -> None:
