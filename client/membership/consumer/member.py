@@ -633,7 +633,9 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
                 self._maybe_reconcile(now, acts)
 
     def _build_request(self) -> HeartbeatRequest:
-        joining = self._state is _S.JOINING and self._epoch == JOIN_EPOCH
+        # The broker requires every epoch-0 heartbeat to carry the join fields,
+        # whatever the member's state (INVALID_REQUEST, fatal, otherwise).
+        joining = self._epoch == JOIN_EPOCH
         request, self._sent = build_request(
             self._cfg,
             member_id=self._member_id,

@@ -46,6 +46,7 @@ from typing import Any, Protocol
 
 from kgroup.assignors import (
     AssignmentSpec,
+    MemberAssignment,
     MemberSpec,
     PartitionAssignor,
     RangeServerAssignor,
@@ -55,6 +56,14 @@ from kgroup.assignors import (
 )
 from kgroup.errors import KgroupError
 from kgroup.membership import HeartbeatRequest, HeartbeatResponse
+from kgroup.membership.consumer import (
+    ClientAssignor,
+    InstallAssignmentRequest,
+    PrepareAssignmentRequest,
+    PrepareAssignmentResponse,
+    PreparedMember,
+    PreparedTopic,
+)
 from kgroup.testing.sim.cluster import SimCluster
 from kgroup.testing.sim.errors import ScenarioError, SimulationError
 from kgroup.types import TopicIdPartition, TopicPartition
@@ -91,6 +100,9 @@ class ErrorCode(enum.IntEnum):
     UNSUPPORTED_ASSIGNOR = 112
     STALE_MEMBER_EPOCH = 113
     INVALID_REGULAR_EXPRESSION = 128
+    # The KIP-848 draft's InstallAssignment error; the draft gave it no number
+    # and no Kafka release has it, so the simulator uses one no release uses.
+    INVALID_ASSIGNMENT = 900
 
 
 class AssignmentState(enum.Enum):
@@ -154,6 +166,17 @@ class PersistedMember:
     state: AssignmentState
     assigned: frozenset[TopicIdPartition]
     pending_revocation: frozenset[TopicIdPartition]
+    client_assignors: tuple[ClientAssignor, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """The group state a PrepareAssignment handed out: what its install is checked against."""
+
+    group_epoch: int
+    assignor: str
+    members: Mapping[str, MemberSpec]
+    topics: Mapping[uuid.UUID, TopicMetadata]
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +196,7 @@ class MemberRecord:
 
     __slots__ = (
         "assigned",
+        "client_assignors",
         "epoch",
         "instance_id",
         "member_id",
@@ -194,6 +218,7 @@ class MemberRecord:
         self.subscribed_topic_names: tuple[str, ...] = ()
         self.subscribed_topic_regex: str | None = None
         self.server_assignor: str | None = None
+        self.client_assignors: tuple[ClientAssignor, ...] = ()
         self.epoch = 0
         self.previous_epoch = 0
         self.state = AssignmentState.STABLE
@@ -219,6 +244,7 @@ class MemberRecord:
             state=self.state,
             assigned=self.assigned,
             pending_revocation=self.pending_revocation,
+            client_assignors=self.client_assignors,
         )
 
     @classmethod
@@ -236,6 +262,7 @@ class MemberRecord:
         rec.state = p.state
         rec.assigned = p.assigned
         rec.pending_revocation = p.pending_revocation
+        rec.client_assignors = p.client_assignors
         return rec
 
 
@@ -321,6 +348,13 @@ class ConsumerGroupCoordinator:
         self._regex_cache: dict[str, re.Pattern[str] | None] = {}
         self._topics_cache: dict[tuple[tuple[str, ...], str | None], frozenset[uuid.UUID]] = {}
         self._topics_cache_version = -1
+        # Client-side mode (nothing of it is persisted: a reloaded coordinator
+        # picks a member again). The member asked to compute, until when, the
+        # members that timed out this round, and the state last handed out.
+        self._computer: str | None = None
+        self._computer_deadline: float | None = None
+        self._computer_skip: set[str] = set()
+        self._prepared: _Prepared | None = None
         if persisted is not None:
             self._load(persisted, clock())
 
@@ -450,6 +484,9 @@ class ConsumerGroupCoordinator:
         old_names = rec.subscribed_topic_names
         old_regex = rec.subscribed_topic_regex
         old_assignor = rec.server_assignor
+        old_clients = rec.client_assignors
+        if req.client_assignors is not None:
+            rec.client_assignors = req.client_assignors
         if req.rack_id is not None:
             rec.rack_id = req.rack_id
         if req.rebalance_timeout_ms is not None:
@@ -465,6 +502,7 @@ class ConsumerGroupCoordinator:
             or rec.subscribed_topic_names != old_names
             or rec.subscribed_topic_regex != old_regex
             or rec.server_assignor != old_assignor
+            or rec.client_assignors != old_clients
         )
         # Member or cluster metadata changed: the subscribed topics' metadata may differ.
         stale = bump or self._metadata_version != self._cluster.version
@@ -473,8 +511,13 @@ class ConsumerGroupCoordinator:
         if bump:
             self.group_epoch += 1
             self._note(f"group epoch {self.group_epoch}")
+        client = None
         if self.group_epoch > self.assignment_epoch:
-            self._compute_target()
+            client = self._client_assignor()
+            if client is None:
+                self._compute_target()
+            else:
+                self._delegate(client)
         before = rec.assigned
         self._reconcile(rec, owned, now)
         self._touch_session(rec.member_id, now)
@@ -484,7 +527,9 @@ class ConsumerGroupCoordinator:
             and owned is not None
         )
         assignment: dict[uuid.UUID, list[int]] | None = None
-        if full or rec.assigned != before:
+        # Epoch 0: no assignment computed for the member yet (client-side mode
+        # before the first install); it stays joining until one is.
+        if rec.epoch > 0 and (full or rec.assigned != before):
             assignment = {}
             for tip in rec.assigned:
                 assignment.setdefault(tip.topic_id, []).append(tip.partition)
@@ -493,6 +538,7 @@ class ConsumerGroupCoordinator:
             member_epoch=rec.epoch,
             heartbeat_interval_ms=self.config.heartbeat_interval_ms,
             assignment=assignment,
+            should_compute_assignment=client is not None and self._notify(rec, now),
         )
 
     def _member_for(self, req: HeartbeatRequest, now: float) -> tuple[MemberRecord, bool]:
@@ -520,6 +566,10 @@ class ConsumerGroupCoordinator:
                         f"Member {mid} joined without its instance id.",
                     )
                 return self._create(mid, iid), True
+            if existing.member_id == mid and existing.epoch == 0:
+                # Still joining: in client-side mode a member has no epoch until an
+                # assignment is installed, and heartbeats at epoch 0 until then.
+                return existing, False
             # As the broker: the instance id must have been released with a -2 leave,
             # even by the same member id (the epoch 0 leniency of KAFKA-19233 applies
             # to dynamic members only).
@@ -642,6 +692,11 @@ class ConsumerGroupCoordinator:
         """Remove the member from the group (leave, session or rebalance timeout)."""
         mid = rec.member_id
         del self._members[mid]
+        if mid == self._computer:
+            # A later record with the same id (a rejoin) is another incarnation.
+            self._computer = None
+            self._computer_deadline = None
+            self._prepared = None
         self._targets.pop(mid, None)
         self._target_maps.pop(mid, None)
         if rec.instance_id is not None and self._static.get(rec.instance_id) == mid:
@@ -819,6 +874,198 @@ class ConsumerGroupCoordinator:
                 )
                 return None
         return out
+
+    # ------------------------------------------------------ client-side mode
+
+    def _client_assignor(self) -> str | None:
+        """The client assignor every member supports, or None (then a server assignor).
+
+        The draft: "a client side assignor must be supported by all the members.
+        If multiple are, it will respect the precedence defined by the members":
+        the lowest total position over the members' lists wins, ties by name.
+        """
+        lists = [rec.client_assignors for rec in self._members.values()]
+        if not lists or not all(lists):
+            return None
+        common = {a.name for a in lists[0]}
+        for entries in lists[1:]:
+            common &= {a.name for a in entries}
+        if not common:
+            return None
+
+        def rank(name: str) -> tuple[int, str]:
+            total = sum(next(i for i, a in enumerate(e) if a.name == name) for e in lists)
+            return total, name
+
+        return min(common, key=rank)
+
+    def _delegate(self, assignor: str) -> None:
+        """Make sure one member is asked to compute the assignment with ``assignor``."""
+        current = self._computer
+        if current is not None and current in self._members:
+            return
+        self._computer = None
+        self._computer_deadline = None
+        candidates = [m for m, r in self._members.items() if r.epoch >= 0]
+        fresh = [m for m in candidates if m not in self._computer_skip]
+        if not fresh:
+            self._computer_skip.clear()
+            fresh = candidates
+        if not fresh:
+            return
+        entries = {
+            m: next(a for a in self._members[m].client_assignors if a.name == assignor)
+            for m in self._members
+        }
+        versions = [e.metadata_version for e in entries.values()]
+        lo, hi = min(versions), max(versions)
+        # The draft's member selection: one that can read every member's
+        # metadata version (A [1-5], B [3-4], C [2-4]: A); else any, oldest first.
+        able = [m for m in fresh if entries[m].min_version <= lo and entries[m].max_version >= hi]
+        self._computer = (able or fresh)[0]
+        self._note(f"member {self._computer[:8]} chosen to compute with {assignor}")
+
+    def _notify(self, rec: MemberRecord, now: float) -> bool:
+        """Whether this response carries ShouldComputeAssignment (and arm its timeout)."""
+        if rec.member_id != self._computer:
+            return False
+        if self._computer_deadline is None:
+            # "The time on the coordinator side starts ticking when the member is notified."
+            deadline = now + max(rec.rebalance_timeout_ms, 0) / 1000.0
+            self._computer_deadline = deadline
+            self._schedule(deadline, self._on_compute_timer, (rec.member_id, deadline))
+        return True
+
+    def _on_compute_timer(self, arg: tuple[str, float]) -> None:
+        member_id, deadline = arg
+        if self.retired or self._computer != member_id or self._computer_deadline != deadline:
+            return
+        # Not fenced (only the session fences), but someone else computes now.
+        self._note(f"member {member_id[:8]} did not install within the rebalance timeout")
+        self._computer_skip.add(member_id)
+        self._computer = None
+        self._computer_deadline = None
+        self._prepared = None
+
+    def _check_computer(self, member_id: str, member_epoch: int) -> MemberRecord:
+        rec = self._members.get(member_id)
+        if rec is None:
+            raise _RejectError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in the group."
+            )
+        if member_epoch != rec.epoch:
+            raise _RejectError(
+                ErrorCode.STALE_MEMBER_EPOCH,
+                f"Member epoch {member_epoch} is not the current one ({rec.epoch}).",
+            )
+        if member_id != self._computer:
+            raise _RejectError(
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                f"Member {member_id} is not the member chosen to compute the assignment.",
+            )
+        return rec
+
+    def prepare_assignment(
+        self, req: PrepareAssignmentRequest, now: float
+    ) -> PrepareAssignmentResponse:
+        """Handle a ConsumerGroupPrepareAssignment (the draft's client-side mode)."""
+        try:
+            if req.group_id != self.group_id or not req.member_id or req.member_epoch < 0:
+                raise _RejectError(ErrorCode.INVALID_REQUEST, "malformed PrepareAssignment")
+            self._check_computer(req.member_id, req.member_epoch)
+            assignor = self._client_assignor()
+            if assignor is None or self.group_epoch <= self.assignment_epoch:
+                raise _RejectError(ErrorCode.UNKNOWN_MEMBER_ID, "No assignment to compute.")
+        except _RejectError as r:
+            return PrepareAssignmentResponse(error_code=int(r.code), error_message=r.message)
+        specs: dict[str, MemberSpec] = {}
+        topics: dict[uuid.UUID, TopicMetadata] = {}
+        members: list[PreparedMember] = []
+        for mid, rec in self._members.items():
+            ids = self._member_topic_ids(rec)
+            for tid in ids:
+                if tid not in topics:
+                    topic = self._cluster.by_id(tid)
+                    assert topic is not None
+                    topics[tid] = TopicMetadata(topic.name, topic.partitions)
+            specs[mid] = MemberSpec(
+                subscribed_topic_ids=ids,
+                assignment=self._target_maps.get(mid, _NO_PARTITIONS),
+                instance_id=rec.instance_id,
+                rack_id=rec.rack_id,
+            )
+            entry = next(a for a in rec.client_assignors if a.name == assignor)
+            members.append(
+                PreparedMember(
+                    member_id=mid,
+                    member_epoch=rec.epoch,
+                    subscribed_topic_ids=ids,
+                    assignment=self._targets.get(mid, _EMPTY),
+                    instance_id=rec.instance_id,
+                    rack_id=rec.rack_id,
+                    metadata_version=entry.metadata_version,
+                    metadata=entry.metadata,
+                )
+            )
+        self._prepared = _Prepared(self.group_epoch, assignor, specs, topics)
+        self._note(f"prepared group epoch {self.group_epoch} for {req.member_id[:8]}")
+        return PrepareAssignmentResponse(
+            group_epoch=self.group_epoch,
+            assignor_name=assignor,
+            members=tuple(members),
+            topics=tuple(PreparedTopic(t, m.name, m.num_partitions) for t, m in topics.items()),
+        )
+
+    def install_assignment(self, req: InstallAssignmentRequest, now: float) -> int:
+        """Handle a ConsumerGroupInstallAssignment; the error code of the answer."""
+        try:
+            if req.group_id != self.group_id or not req.member_id or req.member_epoch < 0:
+                raise _RejectError(ErrorCode.INVALID_REQUEST, "malformed InstallAssignment")
+            self._check_computer(req.member_id, req.member_epoch)
+            prepared = self._prepared
+            if prepared is None or prepared.group_epoch != req.group_epoch:
+                raise _RejectError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"No prepared state at epoch {req.group_epoch}."
+                )
+        except _RejectError as r:
+            return int(r.code)
+        if req.error:
+            # The draft: the coordinator keeps the current target. It asks again on
+            # the member's next heartbeat (a transient error does not wedge the group).
+            self._note(f"client assignor error {req.error}: target kept")
+            self._prepared = None
+            return int(ErrorCode.NONE)
+        result = TargetAssignment(
+            {mid: MemberAssignment.of(_by_topic(partitions)) for mid, partitions in req.members}
+        )
+        maps = self._validate_target(prepared.assignor, result, prepared.members, prepared.topics)
+        if maps is None:  # reported as ILLEGAL_ASSIGNMENT: kgroup's member checks first
+            return int(ErrorCode.INVALID_ASSIGNMENT)
+        self._prepared = None
+        # Installed even if the group moved on meanwhile (the AssignmentEpoch rule);
+        # members that left are dropped, members that joined get nothing yet.
+        # A static member replaced meanwhile keeps its target under its new id (the
+        # replacement bumps no epoch, so nothing else would hand its partitions out).
+        current: dict[str, Mapping[uuid.UUID, frozenset[int]]] = {}
+        for m, pmap in maps.items():
+            iid = prepared.members[m].instance_id
+            now_id = m if m in self._members else self._static.get(iid) if iid else None
+            if now_id is not None:
+                current[now_id] = pmap
+        self._target_maps = current
+        self._targets = {
+            m: frozenset(TopicIdPartition(t, p) for t, ps in pmap.items() for p in ps)
+            for m, pmap in self._target_maps.items()
+        }
+        self.assignment_epoch = prepared.group_epoch
+        self._computer_skip.clear()
+        self._computer_deadline = None
+        behind = self.group_epoch > self.assignment_epoch
+        self._note(
+            f"target assignment epoch {prepared.group_epoch} installed by {req.member_id[:8]}"
+            + (f"; group epoch {self.group_epoch} is ahead: computing again" if behind else "")
+        )
+        return int(ErrorCode.NONE)
 
     # --------------------------------------------------------- reconciliation
 
@@ -1001,3 +1248,10 @@ class ConsumerGroupCoordinator:
 
     def _note(self, text: str) -> None:
         self._obs.note(text)
+
+
+def _by_topic(partitions: frozenset[TopicIdPartition]) -> dict[uuid.UUID, list[int]]:
+    out: dict[uuid.UUID, list[int]] = {}
+    for tip in partitions:
+        out.setdefault(tip.topic_id, []).append(tip.partition)
+    return out

@@ -28,13 +28,17 @@ from typing import Any
 
 from kgroup.assignors import Assignment as ClassicAssignorAssignment
 from kgroup.assignors import (
+    AssignmentSpec,
     Cluster,
     ConsumerPartitionAssignor,
     GroupAssignment,
     GroupMetadata,
     GroupSubscription,
+    MemberSpec,
     PartitionAssignor,
     Subscription,
+    TargetAssignment,
+    TopicMetadata,
     resolve_assignors,
     validate_assignment,
 )
@@ -93,6 +97,18 @@ from kgroup.membership import (
     SyncGroupResponseReceived,
     TimerTick,
     Unsubscribe,
+)
+from kgroup.membership.consumer import (
+    ClientAssignmentComputed,
+    ClientAssignor,
+    ComputeAssignment,
+    DutyState,
+    InstallAssignmentResponseReceived,
+    PrepareAssignmentResponse,
+    PrepareAssignmentResponseReceived,
+    ReportClientAssignorError,
+    SendInstallAssignment,
+    SendPrepareAssignment,
 )
 from kgroup.runtime.fetch_state import Assign, FetchState, FetchTicket, Unassign
 from kgroup.testing.sim._queue import EventQueue
@@ -236,6 +252,12 @@ class MemberPlan:
         has_listener: False models a consumer without a listener (callbacks
             complete at once, outside poll).
         start_at: when the process starts and subscribes.
+        client_assignors: the KIP-848 draft's client-side assignors, in order
+            of preference (``PartitionAssignor`` objects; each advertises its
+            ``min_version``..``max_version``, its metadata at ``max_version``).
+            When every member has one in common, the coordinator asks one
+            member to compute the group's assignment with it.
+        assign_time: seconds the client assignor takes to compute.
     """
 
     name: str
@@ -255,6 +277,8 @@ class MemberPlan:
     assignors: tuple[str, ...] = ("cooperative-sticky",)
     session_timeout_ms: int = 6000
     heartbeat_interval_ms: int = 1000
+    client_assignors: tuple[PartitionAssignor, ...] = field(default=(), compare=False, hash=False)
+    assign_time: float = 0.0
 
     def __post_init__(self) -> None:
         # Accept any collection of names (a set literal reads best in tests).
@@ -271,6 +295,12 @@ class MemberPlan:
             raise ScenarioError(f"member {self.name!r}: callback_time must not be negative")
         if self.max_poll_interval_ms <= 0:
             raise ScenarioError(f"member {self.name!r}: max_poll_interval_ms must be positive")
+        if self.assign_time < 0:
+            raise ScenarioError(f"member {self.name!r}: assign_time must not be negative")
+        if self.client_assignors and self.protocol != "consumer":
+            raise ScenarioError(
+                f"member {self.name!r}: client assignors are a consumer-protocol mode"
+            )
         if self.protocol not in ("consumer", "classic"):
             raise ScenarioError(
                 f"member {self.name!r}: protocol must be 'consumer' or 'classic', "
@@ -296,6 +326,9 @@ _JOIN = 4
 _SYNC = 5
 _CHB = 6
 _CLEAVE = 7
+# The draft's client-side mode.
+_PREP = 8
+_INST = 9
 
 _RETRY_COMMIT = frozenset(
     {
@@ -356,6 +389,8 @@ class _Slot:
     """One application process slot; each (re)start runs a new incarnation in it."""
 
     __slots__ = (
+        "assignor_error_p",
+        "assignor_invalid",
         "callback_error_p",
         "cut_until",
         "name",
@@ -381,6 +416,9 @@ class _Slot:
         self.cut_until = 0.0
         self.stall_until = 0.0
         self.callback_error_p = 0.0
+        # Client-side mode faults: the assignor fails (or returns a broken assignment).
+        self.assignor_error_p = 0.0
+        self.assignor_invalid = False
 
 
 class _Proc:
@@ -389,6 +427,7 @@ class _Proc:
     __slots__ = (
         "alive",
         "assignors",
+        "broken_outputs",
         "busy",
         "callbacks",
         "closing",
@@ -455,6 +494,8 @@ class _Proc:
         self.same_instant = 0
         self.last_wake = -1.0
         self.last_ok = 0.0  # when the last successful heartbeat response arrived
+        # Broken client-assignor outputs the faults produced (the member must refuse them).
+        self.broken_outputs = 0
 
 
 class _Observer:
@@ -586,6 +627,10 @@ class Simulation:
             RunAssignor: self._do_run_assignor,
             ClassicAssignorOnAssignment: self._do_classic_on_assignment,
             ReportAssignorError: self._do_assignor_error,
+            SendPrepareAssignment: self._do_prepare,
+            ComputeAssignment: self._do_compute,
+            SendInstallAssignment: self._do_install,
+            ReportClientAssignorError: self._do_client_assignor_error,
         }
         for name, partitions in (topics or {}).items():
             self.cluster.create(name, partitions)
@@ -689,6 +734,24 @@ class Simulation:
         self._fault_at(at)
         self._q.schedule(at, self._ev_callback_errors, (self._slot(name), probability))
         self._q.schedule(at + duration, self._ev_callback_errors, (self._slot(name), 0.0))
+
+    def assignor_errors(
+        self, name: str, *, at: float, duration: float, probability: float, invalid: bool = False
+    ) -> None:
+        """From ``at``, the member's client assignor fails with ``probability`` for ``duration``.
+
+        ``invalid``: instead of raising, it returns an assignment that loses a
+        partition (the member must refuse to install it).
+        """
+        self._fault_at(at)
+        slot = self._slot(name)
+        self._q.schedule(at, self._ev_assignor_errors, (slot, probability, invalid))
+        self._q.schedule(at + duration, self._ev_assignor_errors, (slot, 0.0, False))
+
+    def crash_computing(self, *, at: float, restart_after: float | None = None) -> None:
+        """At ``at``, kill a member that is computing the group's assignment (if any)."""
+        self._fault_at(at)
+        self._q.schedule(at, self._ev_crash_computing, restart_after)
 
     def failover(self, *, at: float, down: float, loading: float) -> None:
         """The coordinator fails at ``at``: ``down`` seconds elsewhere, ``loading`` reloading."""
@@ -854,6 +917,16 @@ class Simulation:
                 # As a deployment configures group.consumer.session.timeout.ms on
                 # the client to the broker's value (the broker never sends it).
                 session_timeout_ms=cfg.coordinator.session_timeout_ms,
+                client_assignors=tuple(
+                    ClientAssignor(
+                        a.name,
+                        min_version=a.min_version,
+                        max_version=a.max_version,
+                        metadata_version=a.max_version,
+                        metadata=a.metadata() or b"",
+                    )
+                    for a in plan.client_assignors
+                ),
             ),
             random=self.rng.random,
         )
@@ -960,6 +1033,27 @@ class Simulation:
             self._log(slot.name, "crashes while reconciling")
         self._ev_crash((slot, restart_after))
 
+    def _ev_assignor_errors(self, arg: tuple[_Slot, float, bool]) -> None:
+        slot, probability, invalid = arg
+        slot.assignor_error_p = probability
+        slot.assignor_invalid = invalid
+
+    def _ev_crash_computing(self, restart_after: float | None) -> None:
+        candidates = [
+            s
+            for s in self._slots.values()
+            if s.proc is not None
+            and s.proc.alive
+            and isinstance(s.proc.member, ConsumerMember)
+            and s.proc.member.duty is not DutyState.IDLE
+        ]
+        if not candidates:
+            return
+        slot = candidates[self.rng.randrange(len(candidates))]
+        if self._trace is not None:
+            self._log(slot.name, "crashes while computing the assignment")
+        self._ev_crash((slot, restart_after))
+
     def _ev_close(self, arg: tuple[_Slot, float | None]) -> None:
         slot, restart_after = arg
         proc = slot.proc
@@ -1062,6 +1156,8 @@ class Simulation:
             slot.cut_until = min(slot.cut_until, now)
             slot.stall_until = min(slot.stall_until, now)
             slot.callback_error_p = 0.0
+            slot.assignor_error_p = 0.0
+            slot.assignor_invalid = False
         if self._trace is not None:
             self._log("sim", "faults end")
 
@@ -1512,6 +1608,77 @@ class Simulation:
             proc,
         )
 
+    # ------------------------------------------------ client-side assignment
+
+    def _do_prepare(self, proc: _Proc, action: SendPrepareAssignment) -> None:
+        self._send(proc, _PREP, action.seq, action.request)
+
+    def _do_install(self, proc: _Proc, action: SendInstallAssignment) -> None:
+        self._send(proc, _INST, action.seq, action.request)
+
+    def _do_compute(self, proc: _Proc, action: ComputeAssignment) -> None:
+        """Run the client assignor as the runtime would, on the prepared group state."""
+        state = action.state
+        slot = proc.slot
+        assignor = next(
+            (a for a in slot.plan.client_assignors if a.name == state.assignor_name), None
+        )
+        assignment: dict[str, frozenset[TopicIdPartition]] | None = None
+        error: str | None = None
+        if assignor is None:
+            error = f"no client assignor {state.assignor_name!r} configured"
+        elif slot.assignor_error_p and self.rng.random() < slot.assignor_error_p:
+            self._count("assignor_error")
+            if slot.assignor_invalid:
+                # A broken assignor: everything to the first member but one partition.
+                first = state.members[0].member_id if state.members else ""
+                parts = [
+                    TopicIdPartition(t.topic_id, p)
+                    for t in state.topics
+                    for p in range(t.num_partitions)
+                ]
+                assignment = {first: frozenset(parts[1:])}
+                proc.broken_outputs += 1
+            else:
+                error = "simulated assignor error"
+        else:
+            spec = AssignmentSpec(
+                members={
+                    m.member_id: MemberSpec(
+                        subscribed_topic_ids=m.subscribed_topic_ids,
+                        assignment=_by_topic(m.assignment),
+                        instance_id=m.instance_id,
+                        rack_id=m.rack_id,
+                    )
+                    for m in state.members
+                },
+                topics={t.topic_id: TopicMetadata(t.name, t.num_partitions) for t in state.topics},
+            )
+            try:
+                result: object = assignor.assign(spec)
+            except KgroupError as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            else:
+                if not isinstance(result, TargetAssignment):
+                    error = f"assignor returned {type(result).__name__}, not a TargetAssignment"
+                else:
+                    assignment = {mid: a.topic_id_partitions() for mid, a in result.members.items()}
+        delay = slot.plan.assign_time * (0.5 + self.rng.random())
+        event = ClientAssignmentComputed(action.token, assignment, error)
+        self._q.after(delay, self._ev_feed, (proc, event))
+
+    def _do_client_assignor_error(self, proc: _Proc, action: ReportClientAssignorError) -> None:
+        if proc.broken_outputs:
+            proc.broken_outputs -= 1
+            self._count("assignor_invalid_refused")
+            return
+        # The user's assignor broke a rule without a fault explaining it.
+        self._violate(
+            Invariant.ILLEGAL_ASSIGNMENT,
+            f"client assignor {action.assignor_name}: {action.violation}: {action.message}",
+            proc,
+        )
+
     def _do_callback(self, proc: _Proc, action: RunCallback) -> None:
         plan = proc.slot.plan
         if not plan.has_listener and plan.listener is None:
@@ -1718,8 +1885,10 @@ class Simulation:
                 return JoinGroupResponse(error_code=int(code), error_message=status.value)
             if kind == _SYNC:
                 return SyncGroupResponse(error_code=int(code), error_message=status.value)
-            if kind in (_CHB, _CLEAVE):
+            if kind in (_CHB, _CLEAVE, _INST):
                 return int(code)
+            if kind == _PREP:
+                return PrepareAssignmentResponse(error_code=int(code), error_message=status.value)
             return HeartbeatResponse(error_code=int(code), error_message=status.value)
         classic = isinstance(proc.member, ClassicMember)
         if kind == _COMMIT:
@@ -1739,6 +1908,10 @@ class Simulation:
         if kind == _CLEAVE:
             member_id, instance_id = payload
             return self.classic.leave(member_id, instance_id)
+        if kind == _PREP:
+            return self.coordinator.prepare_assignment(payload, self._q.now)
+        if kind == _INST:
+            return self.coordinator.install_assignment(payload, self._q.now)
         return self.coordinator.heartbeat(payload, self._q.now)
 
     def _classic_commit(
@@ -1849,6 +2022,12 @@ class Simulation:
             return
         if kind == _OFFSETS:
             self._offset_result(proc, ident, result)
+            return
+        if kind == _PREP:
+            self._feed(proc, PrepareAssignmentResponseReceived(ident, result))
+            return
+        if kind == _INST:
+            self._feed(proc, InstallAssignmentResponseReceived(ident, result))
             return
         if kind >= _JOIN:
             self._classic_response(proc, kind, ident, result)
@@ -2138,6 +2317,13 @@ def _uuid4(rng: random.Random) -> uuid.UUID:
     return uuid.UUID(int=rng.getrandbits(128), version=4)
 
 
+def _by_topic(partitions: frozenset[TopicIdPartition]) -> dict[uuid.UUID, frozenset[int]]:
+    out: dict[uuid.UUID, set[int]] = {}
+    for tip in partitions:
+        out.setdefault(tip.topic_id, set()).add(tip.partition)
+    return {t: frozenset(ps) for t, ps in out.items()}
+
+
 def _parts(partitions: frozenset[TopicPartition]) -> str:
     if not partitions:
         return "{}"
@@ -2177,6 +2363,8 @@ def _describe_event(event: object) -> str:
             return f"subscribe {sorted(topics)} {pattern or ''}".rstrip()
         case CloseRequested():
             return "close"
+        case ClientAssignmentComputed(token=token, error=error):
+            return f"computed #{token}" + (f" failing ({error})" if error else "")
         case _:
             return type(event).__name__
 
@@ -2202,6 +2390,13 @@ def _describe_action(action: object) -> str:
             return f"sync#{seq} generation {r.generation_id} ({len(r.assignments)} assignments)"
         case SendClassicHeartbeat(seq=seq, generation_id=generation):
             return f"heartbeat#{seq} generation {generation}"
+        case SendPrepareAssignment(seq=seq, request=r):
+            return f"prepare#{seq} epoch {r.member_epoch}"
+        case ComputeAssignment(token=token, state=st):
+            return f"compute #{token} with {st.assignor_name} for group epoch {st.group_epoch}"
+        case SendInstallAssignment(seq=seq, request=r):
+            what = f"error {r.error}" if r.error else f"{len(r.members)} members"
+            return f"install#{seq} epoch {r.member_epoch} group epoch {r.group_epoch} {what}"
         case _:
             return type(action).__name__
 
@@ -2209,6 +2404,12 @@ def _describe_action(action: object) -> str:
 def _describe_result(kind: int, result: Any) -> str:
     if kind == _COMMIT:
         return f"commit {_error_name(result)}"
+    if kind == _INST:
+        return f"install {_error_name(result)}"
+    if kind == _PREP:
+        if result.error_code:
+            return f"prepare {_error_name(result.error_code)}"
+        return f"prepare group epoch {result.group_epoch} ({len(result.members)} members)"
     if kind == _OFFSETS:
         return f"offset fetch {result[0].name}"
     if kind == _JOIN:
