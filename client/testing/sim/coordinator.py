@@ -42,7 +42,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kgroup.assignors import (
     AssignmentSpec,
@@ -55,7 +55,17 @@ from kgroup.assignors import (
     UniformAssignor,
 )
 from kgroup.errors import KgroupError
-from kgroup.membership import HeartbeatRequest, HeartbeatResponse
+from kgroup.membership import (
+    PROTOCOL_TYPE,
+    ClassicAssignment,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    JoinProtocol,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from kgroup.membership.consumer import (
     ClientAssignor,
     InstallAssignmentRequest,
@@ -67,6 +77,9 @@ from kgroup.membership.consumer import (
 from kgroup.testing.sim.cluster import SimCluster
 from kgroup.testing.sim.errors import ScenarioError, SimulationError
 from kgroup.types import TopicIdPartition, TopicPartition
+
+if TYPE_CHECKING:  # classic.py imports this module
+    from kgroup.testing.sim.classic import ExportedMember
 
 __all__ = [
     "AssignmentState",
@@ -91,8 +104,12 @@ class ErrorCode(enum.IntEnum):
     COORDINATOR_LOAD_IN_PROGRESS = 14
     COORDINATOR_NOT_AVAILABLE = 15
     NOT_COORDINATOR = 16
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
     UNKNOWN_MEMBER_ID = 25
+    REBALANCE_IN_PROGRESS = 27
     INVALID_REQUEST = 42
+    MEMBER_ID_REQUIRED = 79
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
     FENCED_MEMBER_EPOCH = 110
@@ -167,6 +184,8 @@ class PersistedMember:
     assigned: frozenset[TopicIdPartition]
     pending_revocation: frozenset[TopicIdPartition]
     client_assignors: tuple[ClientAssignor, ...] = ()
+    classic_protocols: tuple[JoinProtocol, ...] | None = None
+    session_timeout_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +215,7 @@ class MemberRecord:
 
     __slots__ = (
         "assigned",
+        "classic_protocols",
         "client_assignors",
         "epoch",
         "instance_id",
@@ -205,6 +225,7 @@ class MemberRecord:
         "rack_id",
         "rebalance_timeout_ms",
         "server_assignor",
+        "session_timeout_ms",
         "state",
         "subscribed_topic_names",
         "subscribed_topic_regex",
@@ -219,6 +240,10 @@ class MemberRecord:
         self.subscribed_topic_regex: str | None = None
         self.server_assignor: str | None = None
         self.client_assignors: tuple[ClientAssignor, ...] = ()
+        # A classic member in a converted group: its JoinGroup protocols and
+        # its own session timeout (None: a consumer-protocol member).
+        self.classic_protocols: tuple[JoinProtocol, ...] | None = None
+        self.session_timeout_ms: int | None = None
         self.epoch = 0
         self.previous_epoch = 0
         self.state = AssignmentState.STABLE
@@ -245,6 +270,8 @@ class MemberRecord:
             assigned=self.assigned,
             pending_revocation=self.pending_revocation,
             client_assignors=self.client_assignors,
+            classic_protocols=self.classic_protocols,
+            session_timeout_ms=self.session_timeout_ms,
         )
 
     @classmethod
@@ -263,6 +290,8 @@ class MemberRecord:
         rec.assigned = p.assigned
         rec.pending_revocation = p.pending_revocation
         rec.client_assignors = p.client_assignors
+        rec.classic_protocols = p.classic_protocols
+        rec.session_timeout_ms = p.session_timeout_ms
         return rec
 
 
@@ -316,6 +345,7 @@ class ConsumerGroupCoordinator:
         observer: CoordinatorObserver,
         persisted: PersistedGroup | None = None,
         bug_skip_release: bool = False,
+        new_member_id: Callable[[], str] | None = None,
     ) -> None:
         self.group_id = group_id
         self.config = config
@@ -324,6 +354,8 @@ class ConsumerGroupCoordinator:
         self._clock = clock
         self._obs = observer
         self._bug_skip_release = bug_skip_release
+        # Member ids for classic members (MEMBER_ID_REQUIRED); the simulator passes a seeded source.
+        self._new_member_id = new_member_id or (lambda: str(uuid.uuid4()))
         self._assignors = {a.name: a for a in config.assignors}
         self._default_assignor = config.assignors[0].name
         self._session_ms = config.session_timeout_ms
@@ -355,6 +387,8 @@ class ConsumerGroupCoordinator:
         self._computer_deadline: float | None = None
         self._computer_skip: set[str] = set()
         self._prepared: _Prepared | None = None
+        # Member ids handed out with MEMBER_ID_REQUIRED to classic members (volatile).
+        self._classic_pending: set[str] = set()
         if persisted is not None:
             self._load(persisted, clock())
 
@@ -1067,6 +1101,216 @@ class ConsumerGroupCoordinator:
         )
         return int(ErrorCode.NONE)
 
+    # ------------------------------------ classic members in a consumer group
+
+    def adopt_classic(
+        self,
+        generation: int,
+        members: list[ExportedMember],
+        offsets: Mapping[TopicPartition, int],
+        now: float,
+    ) -> None:
+        """Convert a classic group into this consumer group (an upgrade).
+
+        As the broker: every member becomes STABLE at epoch = the generation,
+        with its last classic assignment as current assignment and target;
+        session timers restart from now with each member's own timeout.
+        """
+        epoch = max(generation, self.group_epoch)
+        self.group_epoch = self.assignment_epoch = epoch
+        claimed: dict[TopicIdPartition, tuple[int, str]] = {}
+        for m in members:
+            for tp in m.assignment:
+                tip = self._cluster.to_id(tp)
+                # Two members may name a partition from different generations: the
+                # later one owns it (the earlier one revoked it since).
+                if tip is not None and (tip not in claimed or claimed[tip][0] < m.generation):
+                    claimed[tip] = (m.generation, m.member_id)
+        for m in members:
+            rec = MemberRecord(m.member_id)
+            rec.instance_id = m.instance_id
+            self._classic_update(rec, m.protocols, m.protocol_name, m.session_timeout_ms)
+            rec.rebalance_timeout_ms = m.rebalance_timeout_ms
+            rec.epoch = rec.previous_epoch = epoch
+            rec.assigned = frozenset(t for t, (_, mid) in claimed.items() if mid == m.member_id)
+            self._members[m.member_id] = rec
+            if m.instance_id is not None:
+                self._static[m.instance_id] = m.member_id
+            for tip in rec.assigned:
+                self._own(tip, m.member_id)
+            self._targets[m.member_id] = rec.assigned
+            self._target_maps[m.member_id] = MappingProxyType(
+                {t: frozenset(ps) for t, ps in _by_topic(rec.assigned).items()}
+            )
+            self._touch_session(m.member_id, now)
+        for tp, count in offsets.items():
+            self._offsets[tp] = self._offsets.get(tp, 0) + count
+        self._refresh_subscription_metadata()
+        self._note(f"converted from a classic group at generation {generation}: epoch {epoch}")
+
+    def continue_from(self, generation: int) -> None:
+        """An empty group about to form as consumer: epochs go on after ``generation``."""
+        if not self._members and generation > self.group_epoch:
+            self.group_epoch = generation
+            self._note(f"group epoch {generation} (after the classic generations)")
+
+    def _classic_update(
+        self, rec: MemberRecord, protocols: tuple[JoinProtocol, ...], chosen: str, session_ms: int
+    ) -> None:
+        rec.classic_protocols = protocols
+        rec.session_timeout_ms = session_ms
+        sub = next(p.subscription for p in protocols if p.name == chosen)
+        rec.subscribed_topic_names = tuple(sorted(sub.topics))
+        rec.rack_id = sub.rack_id
+
+    def _classic_protocol(self, member_id: str, protocols: tuple[JoinProtocol, ...]) -> str | None:
+        """The member's first protocol every other classic member supports (None: none)."""
+        names = [p.name for p in protocols]
+        for rec in self._members.values():
+            if rec.classic_protocols is not None and rec.member_id != member_id:
+                theirs = {p.name for p in rec.classic_protocols}
+                names = [n for n in names if n in theirs]
+        return names[0] if names else None
+
+    def _classic_member(self, member_id: str, instance_id: str | None) -> MemberRecord:
+        if instance_id is not None:
+            known = self._static.get(instance_id)
+            if known is None:
+                raise _RejectError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} unknown."
+                )
+            if known != member_id:
+                raise _RejectError(
+                    ErrorCode.FENCED_INSTANCE_ID, f"Instance id {instance_id} owned by {known}."
+                )
+        rec = self._members.get(member_id)
+        if rec is None:
+            raise _RejectError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is unknown.")
+        return rec
+
+    def _classic_catch_up(self) -> None:
+        # Classic members heartbeat too: metadata changes and pending targets are
+        # noticed on their requests as well (a converted group may have no other).
+        if (
+            self._metadata_version != self._cluster.version
+            and self._refresh_subscription_metadata()
+        ):
+            self.group_epoch += 1
+            self._note(f"group epoch {self.group_epoch} (metadata)")
+        if self.group_epoch > self.assignment_epoch and self._client_assignor() is None:
+            self._compute_target()
+
+    def classic_join(self, req: JoinGroupRequest, now: float) -> JoinGroupResponse:
+        """A classic member's JoinGroup in this consumer group (answered at once).
+
+        The response has no leader and no member list: the coordinator assigns.
+        The generation is the member epoch.
+        """
+        try:
+            chosen = self._classic_protocol(req.member_id, req.protocols)
+            if req.protocol_type != PROTOCOL_TYPE or chosen is None:
+                raise _RejectError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "no common protocol")
+            if not req.member_id and req.instance_id is None:
+                member_id = self._new_member_id()
+                self._classic_pending.add(member_id)
+                return JoinGroupResponse(
+                    error_code=int(ErrorCode.MEMBER_ID_REQUIRED), member_id=member_id
+                )
+            new = False
+            if not req.member_id:
+                assert req.instance_id is not None
+                member_id = self._new_member_id()
+                old_id = self._static.get(req.instance_id)
+                old = self._members.get(old_id) if old_id is not None else None
+                if old is None:
+                    rec, new = self._create(member_id, req.instance_id), True
+                else:
+                    # KIP-345 for classic members: a new process takes the instance over.
+                    rec = self._replace(old, member_id, now)
+            elif req.member_id in self._classic_pending and req.instance_id is None:
+                self._classic_pending.discard(req.member_id)
+                rec, new = self._create(req.member_id, None), True
+            else:
+                # An id the group does not know (removed meanwhile): UNKNOWN_MEMBER_ID,
+                # and the member rejoins from scratch, its partitions lost.
+                rec = self._classic_member(req.member_id, req.instance_id)
+        except _RejectError as r:
+            return JoinGroupResponse(error_code=int(r.code), error_message=r.message)
+        old_names = rec.subscribed_topic_names
+        rec.rebalance_timeout_ms = req.rebalance_timeout_ms
+        self._classic_update(rec, req.protocols, chosen, req.session_timeout_ms)
+        if new or rec.subscribed_topic_names != old_names:
+            self._refresh_subscription_metadata()
+            self.group_epoch += 1
+            self._note(f"group epoch {self.group_epoch}")
+        self._classic_catch_up()
+        sub = next(p.subscription for p in req.protocols if p.name == chosen)
+        owned = frozenset(
+            tip for tip in (self._cluster.to_id(tp) for tp in sub.owned_partitions) if tip
+        )
+        # What it reports owning now: an eager member revoked everything first.
+        self._reconcile(rec, owned & rec.owned(), now)
+        self._touch_session(rec.member_id, now)
+        return JoinGroupResponse(
+            generation_id=rec.epoch,
+            protocol_type=PROTOCOL_TYPE,
+            protocol_name=chosen,
+            leader="",
+            member_id=rec.member_id,
+        )
+
+    def classic_sync(self, req: SyncGroupRequest, now: float) -> SyncGroupResponse:
+        """A classic member's SyncGroup: the coordinator's assignment for it."""
+        try:
+            rec = self._classic_member(req.member_id, req.instance_id)
+            if req.generation_id != rec.epoch:
+                raise _RejectError(ErrorCode.ILLEGAL_GENERATION, "generation is not the epoch")
+            assert rec.classic_protocols is not None
+            if req.protocol_name not in {p.name for p in rec.classic_protocols}:
+                raise _RejectError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "unknown protocol")
+            self._touch_session(rec.member_id, now)
+            if rec.epoch < self.assignment_epoch and rec.state is AssignmentState.STABLE:
+                raise _RejectError(ErrorCode.REBALANCE_IN_PROGRESS, "the group moved on")
+        except _RejectError as r:
+            return SyncGroupResponse(error_code=int(r.code), error_message=r.message)
+        names = frozenset(self._cluster.to_name(t) for t in rec.assigned)
+        return SyncGroupResponse(
+            assignment=ClassicAssignment(names),
+            protocol_type=PROTOCOL_TYPE,
+            protocol_name=req.protocol_name,
+        )
+
+    def classic_heartbeat(
+        self, generation: int, member_id: str, instance_id: str | None, now: float
+    ) -> int:
+        """A classic member's Heartbeat; REBALANCE_IN_PROGRESS when it must rejoin."""
+        try:
+            rec = self._classic_member(member_id, instance_id)
+            if generation != rec.epoch:
+                raise _RejectError(ErrorCode.ILLEGAL_GENERATION, "generation is not the epoch")
+        except _RejectError as r:
+            return int(r.code)
+        self._touch_session(member_id, now)
+        self._classic_catch_up()
+        # Behind the target, partitions to revoke, or partitions it waited for
+        # now free: only a JoinGroup (with its owned partitions) moves it on.
+        if rec.state is not AssignmentState.STABLE or rec.epoch != self.assignment_epoch:
+            return int(ErrorCode.REBALANCE_IN_PROGRESS)
+        return int(ErrorCode.NONE)
+
+    def classic_leave(self, member_id: str, instance_id: str | None) -> int:
+        """A classic member's LeaveGroup."""
+        try:
+            rec = self._classic_member(member_id, instance_id)
+        except _RejectError as r:
+            return int(r.code)
+        self._fence(rec, "left the group (classic)")
+        return int(ErrorCode.NONE)
+
+    def offsets(self, partitions: frozenset[TopicPartition]) -> dict[TopicPartition, int | None]:
+        """Committed "offsets" (commit counts), read as the classic runtime reads them."""
+        return {tp: self._offsets.get(tp) for tp in partitions}
+
     # --------------------------------------------------------- reconciliation
 
     def _reconcile(
@@ -1176,7 +1420,10 @@ class ConsumerGroupCoordinator:
     # ----------------------------------------------------------------- timers
 
     def _touch_session(self, member_id: str, now: float) -> None:
-        deadline = now + self._session_ms / 1000.0
+        rec = self._members.get(member_id)
+        # A classic member in a converted group keeps its own session timeout.
+        ms = rec.session_timeout_ms if rec is not None and rec.session_timeout_ms else None
+        deadline = now + (ms or self._session_ms) / 1000.0
         self._session_deadline[member_id] = deadline
         if member_id not in self._session_armed:
             self._session_armed.add(member_id)

@@ -657,13 +657,7 @@ class Simulation:
         if name in self._slots:
             raise ScenarioError(f"member {name!r} exists already; names must be unique")
         member_plan = MemberPlan(name=name, **plan)
-        for other in self._slots.values():
-            if other.plan.protocol != member_plan.protocol:
-                raise ScenarioError(
-                    f"member {name!r} speaks the {member_plan.protocol} protocol but "
-                    f"{other.name!r} the {other.plan.protocol} one: the simulator does not "
-                    "convert groups between protocols; use one protocol per simulation"
-                )
+        # Members may speak both protocols: the group converts (see _upgrade).
         slot = _Slot(member_plan)
         self._slots[name] = slot
         self._q.schedule(member_plan.start_at, self._ev_start, slot)
@@ -852,6 +846,7 @@ class Simulation:
 
     def _new_coordinator(self, persisted: Any) -> ConsumerGroupCoordinator:
         q = self._q
+        rng = self.rng
         return ConsumerGroupCoordinator(
             self.config.group_id,
             self.config.coordinator,
@@ -861,6 +856,7 @@ class Simulation:
             observer=self._observer,
             persisted=persisted,
             bug_skip_release=self.bug is InjectedBug.COORDINATOR_SKIPS_RELEASE,
+            new_member_id=lambda: f"classic-{_uuid4(rng)}",
         )
 
     def _count(self, key: str) -> None:
@@ -1162,6 +1158,18 @@ class Simulation:
             self._log("sim", "faults end")
 
     # ---------------------------------------------------------- coordinator
+
+    def _converted(self) -> bool:
+        """Whether the group is a consumer group (classic members then get translated)."""
+        return bool(self.coordinator.members)
+
+    def _upgrade(self) -> None:
+        """A consumer-protocol join converts the non-empty classic group (an upgrade)."""
+        self._count("upgrade")
+        generation, members, offsets = self.classic.export_for_upgrade()
+        if self._trace is not None:
+            self._log("coord", f"converts the classic group ({len(members)} members) to consumer")
+        self.coordinator.adopt_classic(generation, members, offsets, self._q.now)
 
     def _ev_failover(self, arg: tuple[float, float]) -> None:
         down, loading = arg
@@ -1891,23 +1899,45 @@ class Simulation:
                 return PrepareAssignmentResponse(error_code=int(code), error_message=status.value)
             return HeartbeatResponse(error_code=int(code), error_message=status.value)
         classic = isinstance(proc.member, ClassicMember)
+        # A consumer group with classic members: the coordinator translates.
+        translated = classic and self._converted()
+        coord = self.coordinator
+        now = self._q.now
         if kind == _COMMIT:
             member_id, epoch, parts, instance_id = payload
-            if classic:
+            if classic and not translated:
                 return self._classic_commit(proc, member_id, epoch, instance_id, parts)
-            return self.coordinator.commit(member_id, epoch, parts)
+            # Classic members' commits are checked against the generation, which
+            # is their member epoch: the same check.
+            return coord.commit(member_id, epoch, parts)
         if kind == _OFFSETS:
             member_id, epoch, parts = payload
             if classic:
                 # The classic runtime reads committed offsets without a member epoch.
-                return (ErrorCode.NONE, self.classic.offsets(parts))
-            return self.coordinator.offset_fetch(member_id, epoch, parts)
+                store = coord if translated else self.classic
+                return (ErrorCode.NONE, store.offsets(parts))
+            return coord.offset_fetch(member_id, epoch, parts)
         if kind == _CHB:
             generation, member_id, instance_id = payload
+            if translated:
+                return coord.classic_heartbeat(generation, member_id, instance_id, now)
             return self.classic.heartbeat(generation, member_id, instance_id)
         if kind == _CLEAVE:
             member_id, instance_id = payload
+            if translated:
+                return coord.classic_leave(member_id, instance_id)
             return self.classic.leave(member_id, instance_id)
+        if kind == _JOIN:
+            return coord.classic_join(payload, now)
+        if kind == _SYNC:
+            return coord.classic_sync(payload, now)
+        if kind == _HB and payload.member_epoch == 0:
+            if self.classic.members:
+                self._upgrade()
+            elif not coord.members:
+                # An empty group forms as consumer: epochs go on from the generations
+                # (the invariants compare epochs over the group's whole life).
+                coord.continue_from(self.classic.generation)
         if kind == _PREP:
             return self.coordinator.prepare_assignment(payload, self._q.now)
         if kind == _INST:
@@ -1945,7 +1975,11 @@ class Simulation:
             # request reached the broker: it went down with the socket. Without this a
             # stale request could overtake a newer one, which TCP does not allow.
             return
-        if kind in (_JOIN, _SYNC) and self.status is CoordinatorStatus.UP:
+        if kind in (_JOIN, _SYNC) and self.status is CoordinatorStatus.UP and not self._converted():
+            if kind == _JOIN:
+                # An empty group forms as classic: its generations go on from the epochs.
+                self.classic.continue_from(self.coordinator.group_epoch)
+
             # Held until the group moves on: the coordinator calls back.
             def reply(result: Any) -> None:
                 if self._trace is not None:
@@ -2176,7 +2210,13 @@ class Simulation:
             if proc is None or not proc.alive or proc.closing:
                 return f"{slot.name} is not running"
             member = proc.member
-            assert isinstance(member, ClassicMember)
+            if not isinstance(member, ClassicMember):
+                # A consumer-protocol member that should be in: its join converts the group.
+                if slot.subscribed:
+                    return f"{proc.label} (consumer protocol) has not converted the group"
+                if proc.fetching:
+                    return f"{proc.label} unsubscribed but fetches"
+                continue
             if not slot.subscribed:
                 if member.state is not ClassicState.UNJOINED or proc.fetching:
                     return f"{proc.label} unsubscribed but is {member.state.name}"
@@ -2243,7 +2283,9 @@ class Simulation:
         """None if the group has converged, else what is still off."""
         if self.status is not CoordinatorStatus.UP:
             return f"coordinator {self.status.name}"
-        if any(slot.plan.protocol == "classic" for slot in self._slots.values()):
+        if not self._converted() and any(
+            slot.plan.protocol == "classic" for slot in self._slots.values()
+        ):
             return self._classic_unconverged()
         coord = self.coordinator
         # An empty group keeps its bumped epoch: no heartbeat comes to compute a target.
@@ -2259,12 +2301,21 @@ class Simulation:
                 continue
             if proc is None or not proc.alive or proc.closing:
                 return f"{slot.name} is not running"
-            state = proc.member.state
+            member = proc.member
+            idle = (
+                ClassicState.UNJOINED
+                if isinstance(member, ClassicMember)
+                else (MemberState.UNSUBSCRIBED)
+            )
+            stable = (
+                ClassicState.STABLE if isinstance(member, ClassicMember) else (MemberState.STABLE)
+            )
+            state = member.state
             if not slot.subscribed:
-                if state is not MemberState.UNSUBSCRIBED or proc.fetching:
+                if state is not idle or proc.fetching:
                     return f"{proc.label} unsubscribed but is {state.name}"
                 continue
-            if state is not MemberState.STABLE:
+            if state is not stable:
                 return f"{proc.label} is {state.name}"
             record = coord.members.get(proc.member_id)
             if record is None:
@@ -2272,6 +2323,8 @@ class Simulation:
             expected_ids.add(proc.member_id)
             if record.epoch != coord.assignment_epoch:
                 return f"{proc.label} at epoch {record.epoch}, target {coord.assignment_epoch}"
+            if _position(member) != record.epoch:
+                return f"{proc.label} at epoch {_position(member)}, its record {record.epoch}"
             target = coord.target(proc.member_id)
             if record.assigned != target or record.pending_revocation:
                 return f"{proc.label} has not reached its target at the coordinator"

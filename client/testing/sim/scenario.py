@@ -392,7 +392,11 @@ def generate(seed: int) -> Scenario:
         )
     # Drawn last, so that the seeds of the mix before the client-side mode keep
     # their scenarios (findings name seeds).
-    if not classic and pick("client-side assignors", 0.15):
+    if classic and pick("rolling upgrade to the consumer protocol", 0.3):
+        members, faults = _migrate(rng, members, faults, names, to_classic=False)
+    elif not classic and pick("classic members in a consumer group", 0.12):
+        members, faults = _migrate(rng, members, faults, names, to_classic=True)
+    elif not classic and pick("client-side assignors", 0.15):
         members = _client_side(rng, members)
         if pick("assignor errors", 0.5):
             for _ in range(rng.randint(1, 2)):
@@ -431,6 +435,45 @@ _PY_UNIFORM = (
     VersionedAssignor("py-uniform", min_version=0, max_version=1),
 )
 _PY_RANGE = VersionedAssignor("py-range", min_version=0, max_version=1, inner=RangeServerAssignor())
+
+
+def _migrate(
+    rng: random.Random,
+    members: list[MemberPlan],
+    faults: list[Fault],
+    names: list[str],
+    *,
+    to_classic: bool,
+) -> tuple[list[MemberPlan], list[Fault]]:
+    """Some members speak the other protocol: the group converts (upgrade) or mixes.
+
+    Rolling upgrade: the switched members start later as consumer-protocol
+    members and some classic ones leave for good. Classic members in a
+    consumer group: the switched members speak classic (names only).
+    """
+    switched = {m.name for m in members if rng.random() < 0.5} or {members[-1].name}
+    out = []
+    for m in members:
+        if m.name not in switched:
+            out.append(m)
+        elif to_classic:
+            topics = m.topics or frozenset(names)
+            out.append(replace(m, protocol="classic", pattern=None, topics=topics))
+        else:
+            out.append(replace(m, protocol="consumer", start_at=m.start_at + rng.uniform(2.0, 8.0)))
+    classic = {m.name for m in out if m.protocol == "classic"}
+    kept = []
+    for f in faults:
+        if f.kind is FaultKind.SUBSCRIBE and f.member in classic and f.pattern is not None:
+            kept.append(replace(f, pattern=None, topics=frozenset(names)))  # no regex for classic
+        else:
+            kept.append(f)
+    if not to_classic:
+        for m in out:
+            if m.name in classic and rng.random() < 0.4:
+                at = rng.uniform(2.0, 12.0)
+                kept.append(Fault(FaultKind.CLOSE, at, m.name))  # the rolling part
+    return out, kept
 
 
 def _client_side(rng: random.Random, members: list[MemberPlan]) -> list[MemberPlan]:
