@@ -805,7 +805,8 @@ class ConsumerGroupCoordinator:
         # Ties go to the name that sorts first, so the choice is deterministic.
         return self._assignors[min(n for n, c in counts.items() if c == best)]
 
-    def _compute_target(self) -> None:
+    def _group_spec(self) -> tuple[dict[str, MemberSpec], dict[uuid.UUID, TopicMetadata]]:
+        """What an assignor gets: each member's subscription and target, the topics."""
         topics: dict[uuid.UUID, TopicMetadata] = {}
         members: dict[str, MemberSpec] = {}
         maps = self._target_maps
@@ -822,6 +823,11 @@ class ConsumerGroupCoordinator:
                 instance_id=rec.instance_id,
                 rack_id=rec.rack_id,
             )
+        return members, topics
+
+    def _compute_target(self) -> None:
+        maps = self._target_maps
+        members, topics = self._group_spec()
         assignor = self._select_assignor()
         epoch = self.group_epoch
         try:
@@ -1012,22 +1018,10 @@ class ConsumerGroupCoordinator:
                 raise _RejectError(ErrorCode.UNKNOWN_MEMBER_ID, "No assignment to compute.")
         except _RejectError as r:
             return PrepareAssignmentResponse(error_code=int(r.code), error_message=r.message)
-        specs: dict[str, MemberSpec] = {}
-        topics: dict[uuid.UUID, TopicMetadata] = {}
+        specs, topics = self._group_spec()
         members: list[PreparedMember] = []
         for mid, rec in self._members.items():
-            ids = self._member_topic_ids(rec)
-            for tid in ids:
-                if tid not in topics:
-                    topic = self._cluster.by_id(tid)
-                    assert topic is not None
-                    topics[tid] = TopicMetadata(topic.name, topic.partitions)
-            specs[mid] = MemberSpec(
-                subscribed_topic_ids=ids,
-                assignment=self._target_maps.get(mid, _NO_PARTITIONS),
-                instance_id=rec.instance_id,
-                rack_id=rec.rack_id,
-            )
+            ids = specs[mid].subscribed_topic_ids
             entry = next(a for a in rec.client_assignors if a.name == assignor)
             members.append(
                 PreparedMember(

@@ -33,10 +33,8 @@ from kgroup.assignors import (
     ConsumerPartitionAssignor,
     GroupAssignment,
     GroupMetadata,
-    GroupSubscription,
     MemberSpec,
     PartitionAssignor,
-    Subscription,
     TargetAssignment,
     TopicMetadata,
     resolve_assignors,
@@ -75,7 +73,6 @@ from kgroup.membership import (
     MetadataUpdated,
     PollCalled,
     RaiseCallbackError,
-    RebalanceProtocol,
     RediscoverCoordinator,
     ReportAssignorError,
     ReportError,
@@ -111,6 +108,7 @@ from kgroup.membership.consumer import (
     SendPrepareAssignment,
 )
 from kgroup.runtime.fetch_state import Assign, FetchState, FetchTicket, Unassign
+from kgroup.runtime.leader import group_subscription, validation_protocol
 from kgroup.testing.sim._queue import EventQueue
 from kgroup.testing.sim.classic import (
     ILLEGAL_GENERATION,
@@ -1550,27 +1548,12 @@ class Simulation:
             return
         name = action.protocol_name
         assignor = proc.assignors[name]
-        subscriptions = GroupSubscription(
-            {
-                m.member_id: Subscription(
-                    topics=tuple(sorted(m.subscription.topics)),
-                    user_data=m.subscription.user_data,
-                    owned_partitions=tuple(sorted(m.subscription.owned_partitions)),
-                    generation_id=(
-                        m.subscription.generation_id if m.subscription.generation_id >= 0 else None
-                    ),
-                    rack_id=m.subscription.rack_id,
-                    group_instance_id=m.instance_id,
-                )
-                for m in action.members
-            }
-        )
+        subscriptions = group_subscription(action.members)
         counts = self._visible_counts({t for m in action.members for t in m.subscription.topics})
         # What the metadata watch compares with from now on (as the runtime does).
         proc.watched = self._visible_counts(proc.slot.topics)
         cluster = Cluster(counts)
-        cooperative = RebalanceProtocol.COOPERATIVE in assignor.supported_protocols
-        protocol = RebalanceProtocol.COOPERATIVE if cooperative else RebalanceProtocol.EAGER
+        protocol = validation_protocol(assignor)
         event: AssignmentComputed | AssignorFailed
         try:
             result = assignor.assign(cluster, subscriptions)
