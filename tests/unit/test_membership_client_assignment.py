@@ -289,3 +289,24 @@ def test_client_assignor_values_are_checked() -> None:
         ClientAssignor("x", min_version=2, max_version=3, metadata_version=1)
     with pytest.raises(ValueError, match="unique"):
         MemberConfig(group_id="g", member_id=ME, client_assignors=(ASSIGNOR, ASSIGNOR))
+
+
+def test_every_heartbeat_at_epoch_zero_carries_the_join_fields() -> None:
+    # Found by the simulator: a member that took an (empty) assignment at epoch 0
+    # then sent a heartbeat without the join fields, which the broker refuses
+    # with INVALID_REQUEST (fatal).
+    m = ConsumerMember(MemberConfig(group_id="g", member_id=ME), random=lambda: 0.5)
+    [join] = only(m.handle(SubscriptionChanged(frozenset({"t"})), 0.0), SendHeartbeat)
+    resp = HeartbeatResponse(
+        member_id=ME, member_epoch=0, heartbeat_interval_ms=1000, assignment={}
+    )
+    acts = m.handle(HeartbeatResponseReceived(join.seq, resp), 0.01)
+    [cb] = only(acts, RunCallback)
+    sent = only(m.handle(CallbackCompleted(CallbackKind.ASSIGNED, cb.token), 0.02), SendHeartbeat)
+    sent += only(m.handle(TimerTick(), 2.0), SendHeartbeat)
+    assert sent
+    for hb in sent:
+        assert hb.request.member_epoch == 0
+        assert hb.request.rebalance_timeout_ms is not None
+        assert hb.request.subscribed_topic_names == ("t",)
+        assert hb.request.topic_partitions == frozenset()
