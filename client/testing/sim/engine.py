@@ -1013,18 +1013,27 @@ class Simulation:
             self._restart_later(slot, restart_after)
 
     def _ev_crash_reconciling(self, restart_after: float | None) -> None:
+        self._crash_one(
+            lambda m: m.state is MemberState.RECONCILING, restart_after, "while reconciling"
+        )
+
+    def _crash_one(
+        self,
+        busy: Callable[[ConsumerMember | ClassicMember], bool],
+        restart_after: float | None,
+        what: str,
+    ) -> None:
+        """Crash one running process whose member is ``busy`` (drawn at random), if any."""
         candidates = [
             s
             for s in self._slots.values()
-            if s.proc is not None
-            and s.proc.alive
-            and s.proc.member.state is MemberState.RECONCILING
+            if s.proc is not None and s.proc.alive and busy(s.proc.member)
         ]
         if not candidates:
             return
         slot = candidates[self.rng.randrange(len(candidates))]
         if self._trace is not None:
-            self._log(slot.name, "crashes while reconciling")
+            self._log(slot.name, f"crashes {what}")
         self._ev_crash((slot, restart_after))
 
     def _ev_assignor_errors(self, arg: tuple[_Slot, float, bool]) -> None:
@@ -1033,20 +1042,11 @@ class Simulation:
         slot.assignor_invalid = invalid
 
     def _ev_crash_computing(self, restart_after: float | None) -> None:
-        candidates = [
-            s
-            for s in self._slots.values()
-            if s.proc is not None
-            and s.proc.alive
-            and isinstance(s.proc.member, ConsumerMember)
-            and s.proc.member.duty is not DutyState.IDLE
-        ]
-        if not candidates:
-            return
-        slot = candidates[self.rng.randrange(len(candidates))]
-        if self._trace is not None:
-            self._log(slot.name, "crashes while computing the assignment")
-        self._ev_crash((slot, restart_after))
+        self._crash_one(
+            lambda m: isinstance(m, ConsumerMember) and m.duty is not DutyState.IDLE,
+            restart_after,
+            "while computing the assignment",
+        )
 
     def _ev_close(self, arg: tuple[_Slot, float | None]) -> None:
         slot, restart_after = arg
