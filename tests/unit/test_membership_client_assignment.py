@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from kgroup.errors import InvalidAssignmentError
 from kgroup.membership import (
     CallbackCompleted,
     CallbackKind,
@@ -43,6 +44,7 @@ from kgroup.membership.consumer import (
     SendPrepareAssignment,
     check_client_assignment,
 )
+from kgroup.testing.sim.engine import client_assignor_error
 from kgroup.types import TopicIdPartition
 
 T = uuid.UUID(int=0xA)
@@ -216,6 +218,11 @@ def test_invalid_assignor_output_is_reported_and_never_installed(
     assert install.request.error != 0
     assert install.request.members == ()
     assert h.m.state is MemberState.STABLE  # not fatal
+    # What the runtime raises from poll: the typed error naming the broken rule.
+    error = client_assignor_error(report)
+    assert isinstance(error, InvalidAssignmentError)
+    assert error.violation.name == violation
+    assert error.assignor == "py-sticky"
 
 
 def test_a_failed_prepare_is_abandoned_and_asked_again_on_the_next_heartbeat() -> None:

@@ -40,7 +40,7 @@ from kgroup.assignors import (
     resolve_assignors,
     validate_assignment,
 )
-from kgroup.errors import KgroupError
+from kgroup.errors import AssignmentViolation, InvalidAssignmentError, KgroupError
 from kgroup.listener import listener_method
 from kgroup.membership import (
     AssignmentComputed,
@@ -1663,12 +1663,10 @@ class Simulation:
             proc.broken_outputs -= 1
             self._count("assignor_invalid_refused")
             return
-        # The user's assignor broke a rule without a fault explaining it.
-        self._violate(
-            Invariant.ILLEGAL_ASSIGNMENT,
-            f"client assignor {action.assignor_name}: {action.violation}: {action.message}",
-            proc,
-        )
+        # The user's assignor broke a rule without a fault explaining it: what the
+        # application would get from poll.
+        error = client_assignor_error(action)
+        self._violate(Invariant.ILLEGAL_ASSIGNMENT, str(error), proc)
 
     def _do_callback(self, proc: _Proc, action: RunCallback) -> None:
         plan = proc.slot.plan
@@ -2351,6 +2349,13 @@ def _gone(proc: _Proc) -> bool:
 
 def _uuid4(rng: random.Random) -> uuid.UUID:
     return uuid.UUID(int=rng.getrandbits(128), version=4)
+
+
+def client_assignor_error(action: ReportClientAssignorError) -> InvalidAssignmentError:
+    """The typed error a runtime raises from poll for ``action``."""
+    return InvalidAssignmentError(
+        action.assignor_name, AssignmentViolation[action.violation], action.message
+    )
 
 
 def _by_topic(partitions: frozenset[TopicIdPartition]) -> dict[uuid.UUID, frozenset[int]]:
