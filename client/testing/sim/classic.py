@@ -258,6 +258,41 @@ class ClassicGroupCoordinator:
         self.leader = None
         return generation, exported, offsets
 
+    def adopt_downgrade(
+        self, generation: int, members: list[ExportedMember], offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        """Take over a consumer group whose last consumer-protocol member left (a downgrade).
+
+        As the broker (KAFKA-19546): the classic group starts at generation =
+        the group epoch with the members' current assignments, and prepares a
+        rebalance at once.
+        """
+        now = self._clock()
+        self.generation = max(self.generation, generation)
+        self._history[self.generation] = {}
+        for m in members:
+            req = JoinGroupRequest(
+                group_id=self.group_id,
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                session_timeout_ms=m.session_timeout_ms,
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
+                protocols=m.protocols,
+            )
+            rec = _Member(m.member_id, req)
+            rec.assignment = ClassicAssignment(m.assignment)
+            self._members[m.member_id] = rec
+            if m.instance_id is not None:
+                self._static[m.instance_id] = m.member_id
+            self._history[self.generation][m.member_id] = m.assignment
+            self._touch(rec, now)
+        for tp, count in offsets.items():
+            self._offsets[tp] = self._offsets.get(tp, 0) + count
+        self.protocol_name = self._vote()
+        self.leader = next(iter(self._members))
+        self.state = ClassicGroupState.STABLE
+        self._prepare_rebalance(now)
+
     def continue_from(self, epoch: int) -> None:
         """An empty group about to form as classic: generations continue after ``epoch``."""
         if not self._members:

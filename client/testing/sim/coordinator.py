@@ -1142,6 +1142,52 @@ class ConsumerGroupCoordinator:
         self._refresh_subscription_metadata()
         self._note(f"converted from a classic group at generation {generation}: epoch {epoch}")
 
+    def only_classic_members(self) -> bool:
+        """True when the group has members and every one of them speaks classic."""
+        return bool(self._members) and all(
+            r.classic_protocols is not None for r in self._members.values()
+        )
+
+    def export_for_downgrade(
+        self,
+    ) -> tuple[int, list[ExportedMember], dict[TopicPartition, int]]:
+        """Hand the group to a classic coordinator (a downgrade), leaving this one empty.
+
+        Each member goes with what it owns now (assigned and still revoking);
+        the classic group starts at generation = the group epoch.
+        """
+        from kgroup.testing.sim.classic import ExportedMember  # noqa: PLC0415 (import cycle)
+
+        exported = []
+        for rec in self._members.values():
+            assert rec.classic_protocols is not None
+            chosen = rec.classic_protocols[0].name  # the classic vote decides
+            exported.append(
+                ExportedMember(
+                    member_id=rec.member_id,
+                    instance_id=rec.instance_id,
+                    protocols=rec.classic_protocols,
+                    protocol_name=chosen,
+                    session_timeout_ms=rec.session_timeout_ms or self._session_ms,
+                    rebalance_timeout_ms=rec.rebalance_timeout_ms,
+                    assignment=frozenset(self._cluster.to_name(t) for t in rec.owned()),
+                    generation=rec.epoch,
+                )
+            )
+            self._forget_timers(rec.member_id)
+        epoch = self.group_epoch
+        offsets = dict(self._offsets)
+        self._members.clear()
+        self._static.clear()
+        self._owner.clear()
+        self._targets.clear()
+        self._target_maps.clear()
+        self._computer = None
+        self._prepared = None
+        self._classic_pending.clear()
+        self._note(f"converted to a classic group at generation {epoch}")
+        return epoch, exported, offsets
+
     def continue_from(self, generation: int) -> None:
         """An empty group about to form as consumer: epochs go on after ``generation``."""
         if not self._members and generation > self.group_epoch:

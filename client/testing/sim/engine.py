@@ -1169,6 +1169,17 @@ class Simulation:
             self._log("coord", f"converts the classic group ({len(members)} members) to consumer")
         self.coordinator.adopt_classic(generation, members, offsets, self._q.now)
 
+    def _ev_maybe_downgrade(self, _: object) -> None:
+        """The last consumer-protocol member left a group that keeps classic members."""
+        coord = self.coordinator
+        if self.status is not CoordinatorStatus.UP or not coord.only_classic_members():
+            return
+        self._count("downgrade")
+        generation, members, offsets = coord.export_for_downgrade()
+        if self._trace is not None:
+            self._log("coord", f"converts the group to classic ({len(members)} members)")
+        self.classic.adopt_downgrade(generation, members, offsets)
+
     def _ev_failover(self, arg: tuple[float, float]) -> None:
         down, loading = arg
         if self.status is not CoordinatorStatus.UP:
@@ -1216,6 +1227,9 @@ class Simulation:
 
     def _on_removed(self, member_id: str, why: str) -> None:
         self._count("removed")
+        if self._converted():
+            # Checked once the coordinator is done with the request or timer.
+            self._q.after(0.0, self._ev_maybe_downgrade, None)
         proc = self._by_member_id.get(member_id)
         if self._trace is not None and proc is not None:
             self._log(proc.label, f"removed by the coordinator: {why}")
