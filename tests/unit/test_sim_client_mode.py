@@ -229,3 +229,13 @@ def test_a_reload_forgets_the_computation_and_asks_again() -> None:
         topic_partitions=frozenset(),
     )
     assert reloaded.heartbeat(req, w.now).should_compute_assignment
+
+
+def test_a_member_whose_version_range_overlaps_no_others_is_refused() -> None:
+    w = World()
+    w.join("a", OLD)  # reads 0..1
+    far = ClientAssignor("py", min_version=2, max_version=3, metadata_version=3)
+    resp = w.join("b", far)
+    assert resp.error_code == ErrorCode.UNSUPPORTED_ASSIGNOR
+    assert "do not overlap" in (resp.error_message or "")
+    assert "b" not in w.coord.members

@@ -504,6 +504,8 @@ class ConsumerGroupCoordinator:
                 ErrorCode.INVALID_REGULAR_EXPRESSION,
                 f"SubscribedTopicRegex {req.subscribed_topic_regex!r} is not a valid regex.",
             )
+        if req.client_assignors:
+            self._check_versions(req.member_id, req.client_assignors)
         if req.server_assignor is not None and req.server_assignor not in self._assignors:
             raise _RejectError(
                 ErrorCode.UNSUPPORTED_ASSIGNOR,
@@ -938,6 +940,24 @@ class ConsumerGroupCoordinator:
             return total, name
 
         return min(common, key=rank)
+
+    def _check_versions(self, member_id: str, assignors: tuple[ClientAssignor, ...]) -> None:
+        """The draft: refuse a member whose version range of an assignor misses another's."""
+        for mine in assignors:
+            for rec in self._members.values():
+                if rec.member_id == member_id:
+                    continue
+                for theirs in rec.client_assignors:
+                    if theirs.name == mine.name and (
+                        mine.max_version < theirs.min_version
+                        or theirs.max_version < mine.min_version
+                    ):
+                        raise _RejectError(
+                            ErrorCode.UNSUPPORTED_ASSIGNOR,
+                            f"Client assignor {mine.name!r} versions {mine.min_version}-"
+                            f"{mine.max_version} do not overlap member {rec.member_id}'s "
+                            f"{theirs.min_version}-{theirs.max_version}.",
+                        )
 
     def _delegate(self, assignor: str) -> None:
         """Make sure one member is asked to compute the assignment with ``assignor``."""
