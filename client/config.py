@@ -101,6 +101,20 @@ _CONSUMER_ONLY_KEYS = {
     ),
 }
 
+# The KIP-848 draft's client-side assignors (the draft called the key
+# group.local.assignors). No Apache Kafka broker offers the mode, so outside the
+# simulator both names are refused at construction with what to use instead.
+CLIENT_ASSIGNORS_KEY = "group.client.assignors"
+_CLIENT_ASSIGNOR_KEYS = (CLIENT_ASSIGNORS_KEY, "group.local.assignors")
+_CLIENT_SIDE_MODE_UNAVAILABLE = (
+    "Apache Kafka brokers do not offer the client-side assignor mode of the KIP-848 draft "
+    "(ConsumerGroupPrepareAssignment / ConsumerGroupInstallAssignment were removed before "
+    "release), so no broker would ever ask this consumer to compute an assignment. Use a "
+    "broker-side assignor with group.remote.assignor (uniform or range), or "
+    "group.protocol=classic with partition.assignment.strategy to run a Python assignor; "
+    "the simulator (kgroup.testing.sim) runs the client-side mode for tests"
+)
+
 # Keys kgroup itself implements. librdkafka has keys of the same names but must
 # not see them: its own group machinery stays idle (design: assign mode).
 _OWNED_KEYS = frozenset(
@@ -123,6 +137,7 @@ _OWNED_KEYS = frozenset(
         "retry.backoff.ms",
         "retry.backoff.max.ms",
         "request.timeout.ms",
+        *_CLIENT_ASSIGNOR_KEYS,
     }
 )
 
@@ -261,6 +276,9 @@ class ConsumerConfig:
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 1_000
     request_timeout_ms: int = 30_000
+    group_client_assignors: tuple[str, ...] = ()
+    """The draft's client-side assignor names; only ever set through the test-only
+    ``client_side_mode`` of :meth:`from_dict` (no broker offers the mode)."""
     passthrough: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """Keys kgroup does not implement itself, for the data plane (librdkafka).
 
@@ -278,6 +296,7 @@ class ConsumerConfig:
         conf: Mapping[str, Any],
         *,
         validate_passthrough: PassthroughValidator | None = None,
+        client_side_mode: bool = False,
     ) -> ConsumerConfig:
         """Validate ``conf`` and build the config.
 
@@ -285,6 +304,8 @@ class ConsumerConfig:
             conf: Kafka's dotted keys, as confluent-kafka and the Java client take them.
             validate_passthrough: called with the keys kgroup does not own; the data
                 plane passes a function that asks librdkafka, so unknown keys fail here.
+            client_side_mode: test-only: accept ``group.client.assignors`` (for a
+                simulated coordinator that offers the KIP-848 draft's client-side mode).
 
         Raises:
             ConfigError: naming the offending key and what to do about it.
@@ -294,6 +315,19 @@ class ConsumerConfig:
                 raise ConfigError(f"config keys must be strings, got {key!r}")
 
         protocol = _enum_value(conf, "group.protocol", GroupProtocol, GroupProtocol.CONSUMER)
+        for key in _CLIENT_ASSIGNOR_KEYS:
+            if key in conf and not (client_side_mode and key == CLIENT_ASSIGNORS_KEY):
+                raise ConfigError(f"{key} cannot be used: {_CLIENT_SIDE_MODE_UNAVAILABLE}")
+        client_assignors = conf.get(CLIENT_ASSIGNORS_KEY, ())
+        if isinstance(client_assignors, str):
+            client_assignors = tuple(s.strip() for s in client_assignors.split(",") if s.strip())
+        if not isinstance(client_assignors, (list, tuple)) or not all(
+            isinstance(n, str) and n for n in client_assignors
+        ):
+            raise ConfigError(
+                f"{CLIENT_ASSIGNORS_KEY} must be assignor names (a comma-separated string or a "
+                f"list), got {client_assignors!r}"
+            )
         if protocol is GroupProtocol.CONSUMER:
             for key, why in _CLASSIC_ONLY_KEYS.items():
                 if key in conf:
@@ -378,6 +412,7 @@ class ConsumerConfig:
             retry_backoff_ms=backoff,
             retry_backoff_max_ms=backoff_max,
             request_timeout_ms=_int(conf, "request.timeout.ms", 30_000, minimum=1),
+            group_client_assignors=tuple(client_assignors),
             passthrough=MappingProxyType(passthrough),
             security=security,
             callbacks=callbacks,

@@ -48,8 +48,6 @@ from kgroup.assignors import (
     ConsumerPartitionAssignor,
     GroupAssignment,
     GroupMetadata,
-    GroupSubscription,
-    Subscription,
     resolve_assignors,
     validate_assignment,
 )
@@ -93,6 +91,7 @@ from kgroup.protocol.requests import heartbeat, join_group, leave_group, sync_gr
 from kgroup.runtime._log import log
 from kgroup.runtime.coordinator import Answered, CallFailed, LookupRefused, coordinator_call
 from kgroup.runtime.interfaces import Host, SubscriptionChange
+from kgroup.runtime.leader import group_subscription, validation_protocol
 from kgroup.runtime.session import FinishedCommit, SessionBase
 from kgroup.transport import ClusterMetadata
 from kgroup.types import TopicPartition
@@ -466,24 +465,9 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
             return
         name = action.protocol_name
         assignor = self.assignors[name]
-        subscriptions = GroupSubscription(
-            {
-                m.member_id: Subscription(
-                    topics=tuple(sorted(m.subscription.topics)),
-                    user_data=m.subscription.user_data,
-                    owned_partitions=tuple(sorted(m.subscription.owned_partitions)),
-                    generation_id=(
-                        m.subscription.generation_id if m.subscription.generation_id >= 0 else None
-                    ),
-                    rack_id=m.subscription.rack_id,
-                    group_instance_id=m.instance_id,
-                )
-                for m in action.members
-            }
-        )
+        subscriptions = group_subscription(action.members)
         topics = sorted({t for m in action.members for t in m.subscription.topics})
-        cooperative = AssignorProtocol.COOPERATIVE in assignor.supported_protocols
-        protocol = AssignorProtocol.COOPERATIVE if cooperative else AssignorProtocol.EAGER
+        protocol = validation_protocol(assignor)
         try:
             cluster = _cluster(await self._leader_metadata(topics), topics)
             result = await anyio.to_thread.run_sync(assignor.assign, cluster, subscriptions)

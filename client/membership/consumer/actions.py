@@ -10,16 +10,26 @@ import uuid
 from dataclasses import dataclass
 
 from kgroup.membership.common.actions import CommonAction
+from kgroup.membership.consumer.client_assignment import (
+    ClientAssignor,
+    InstallAssignmentRequest,
+    PrepareAssignmentRequest,
+    PrepareAssignmentResponse,
+)
 from kgroup.types import TopicIdPartition
 
 __all__ = [
     "Action",
     "AssignorOnAssignment",
+    "ComputeAssignment",
     "ConsumerMemberAction",
     "HeartbeatRequest",
+    "ReportClientAssignorError",
     "ReportError",
     "RequestMetadata",
     "SendHeartbeat",
+    "SendInstallAssignment",
+    "SendPrepareAssignment",
 ]
 
 
@@ -43,6 +53,8 @@ class HeartbeatRequest:
     subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
     topic_partitions: frozenset[TopicIdPartition] | None = None
+    # The KIP-848 draft's ClientAssignors (simulator only): None when unchanged or unused.
+    client_assignors: tuple[ClientAssignor, ...] | None = None
 
     def topic_partitions_by_id(self) -> dict[uuid.UUID, list[int]] | None:
         """``topic_partitions`` in the wire's shape: topic id -> sorted partitions."""
@@ -91,8 +103,58 @@ class AssignorOnAssignment:
     assignment: frozenset[TopicIdPartition]
 
 
+@dataclass(frozen=True, slots=True)
+class SendPrepareAssignment:
+    """Send a ConsumerGroupPrepareAssignment (client-side mode); report the outcome with ``seq``."""
+
+    seq: int
+    request: PrepareAssignmentRequest
+
+
+@dataclass(frozen=True, slots=True)
+class ComputeAssignment:
+    """Run the client assignor ``state.assignor_name`` on ``state``; answer with
+    ClientAssignmentComputed.
+
+    Each member's metadata carries its version (``PreparedMember.metadata_version``).
+    """
+
+    token: int
+    state: PrepareAssignmentResponse
+
+
+@dataclass(frozen=True, slots=True)
+class SendInstallAssignment:
+    """Send a ConsumerGroupInstallAssignment (client-side mode); report the outcome with ``seq``."""
+
+    seq: int
+    request: InstallAssignmentRequest
+
+
+@dataclass(frozen=True, slots=True)
+class ReportClientAssignorError:
+    """The client assignor's output broke a rule: raise InvalidAssignmentError from poll.
+
+    ``violation`` names a :class:`kgroup.errors.AssignmentViolation` member.
+    The member is not fatal: it installed nothing (the coordinator keeps the
+    previous target) and computes again when asked.
+    """
+
+    assignor_name: str
+    violation: str
+    message: str
+
+
 ConsumerMemberAction = (
-    CommonAction | SendHeartbeat | RequestMetadata | ReportError | AssignorOnAssignment
+    CommonAction
+    | SendHeartbeat
+    | RequestMetadata
+    | ReportError
+    | AssignorOnAssignment
+    | SendPrepareAssignment
+    | ComputeAssignment
+    | SendInstallAssignment
+    | ReportClientAssignorError
 )
 """Every action :meth:`~kgroup.membership.consumer.ConsumerMember.handle` returns."""
 

@@ -12,14 +12,19 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from kgroup.membership.common.events import CommonEvent, RequestFailed
+from kgroup.membership.consumer.client_assignment import PrepareAssignmentResponse
+from kgroup.types import TopicIdPartition
 
 __all__ = [
+    "ClientAssignmentComputed",
     "ConsumerMemberEvent",
     "Event",
     "HeartbeatFailed",
     "HeartbeatResponse",
     "HeartbeatResponseReceived",
+    "InstallAssignmentResponseReceived",
     "MetadataUpdated",
+    "PrepareAssignmentResponseReceived",
 ]
 
 
@@ -37,6 +42,8 @@ class HeartbeatResponse:
     member_epoch: int = 0
     heartbeat_interval_ms: int = 5000
     assignment: Mapping[uuid.UUID, Collection[int]] | None = None
+    # The KIP-848 draft's client-side mode (simulator only): compute the group's assignment.
+    should_compute_assignment: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +65,44 @@ class MetadataUpdated:
     topic_names: Mapping[uuid.UUID, str]
 
 
-ConsumerMemberEvent = CommonEvent | HeartbeatResponseReceived | MetadataUpdated
+@dataclass(frozen=True, slots=True)
+class PrepareAssignmentResponseReceived:
+    """The answer to the SendPrepareAssignment sent with ``seq`` (failures: RequestFailed)."""
+
+    seq: int
+    response: PrepareAssignmentResponse
+
+
+@dataclass(frozen=True, slots=True)
+class ClientAssignmentComputed:
+    """The runtime ran the client assignor a ComputeAssignment with ``token`` asked for.
+
+    ``assignment`` is member id -> partitions, or None with ``error`` set when
+    the assignor raised (or said it could not assign).
+    """
+
+    token: int
+    assignment: Mapping[str, frozenset[TopicIdPartition]] | None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InstallAssignmentResponseReceived:
+    """The answer to the SendInstallAssignment sent with ``seq`` (failures: RequestFailed)."""
+
+    seq: int
+    error_code: int = 0
+    error_message: str | None = None
+
+
+ConsumerMemberEvent = (
+    CommonEvent
+    | HeartbeatResponseReceived
+    | MetadataUpdated
+    | PrepareAssignmentResponseReceived
+    | ClientAssignmentComputed
+    | InstallAssignmentResponseReceived
+)
 """Every event :meth:`~kgroup.membership.consumer.ConsumerMember.handle` takes."""
 
 Event = ConsumerMemberEvent

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kgroup.membership.consumer.actions import HeartbeatRequest
+from kgroup.membership.consumer.client_assignment import ClientAssignor
 from kgroup.types import TopicIdPartition
 
 __all__ = ["HeartbeatConfig", "SentFields", "SubscribedTopics", "build_request"]
@@ -53,6 +54,8 @@ class HeartbeatConfig(Protocol):
     def server_assignor(self) -> str | None: ...
     @property
     def max_poll_interval_ms(self) -> int: ...
+    @property
+    def client_assignors(self) -> tuple[ClientAssignor, ...]: ...
 
 
 def build_request(
@@ -111,5 +114,7 @@ def build_request(
         subscribed_topic_regex=regex_field,
         server_assignor=assignor,
         topic_partitions=partitions,
+        # Configured once and never changed: a full heartbeat carries them, the rest null.
+        client_assignors=cfg.client_assignors if full and cfg.client_assignors else None,
     )
     return request, sent

@@ -14,6 +14,7 @@ with the classic member is :class:`~kgroup.membership.common.member.MemberBase`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from collections.abc import Callable
@@ -48,17 +49,35 @@ from kgroup.membership.common.member import MemberBase
 from kgroup.membership.consumer import reconcile
 from kgroup.membership.consumer.actions import (
     AssignorOnAssignment,
+    ComputeAssignment,
     ConsumerMemberAction,
     HeartbeatRequest,
+    ReportClientAssignorError,
     ReportError,
     RequestMetadata,
     SendHeartbeat,
+    SendInstallAssignment,
+    SendPrepareAssignment,
+)
+from kgroup.membership.consumer.client_assignment import (
+    ASSIGNMENT_ERROR,
+    DUTY,
+    ClientAssignor,
+    DutyState,
+    DutyTrigger,
+    InstallAssignmentRequest,
+    PrepareAssignmentRequest,
+    PrepareAssignmentResponse,
+    check_client_assignment,
 )
 from kgroup.membership.consumer.events import (
+    ClientAssignmentComputed,
     ConsumerMemberEvent,
     HeartbeatResponse,
     HeartbeatResponseReceived,
+    InstallAssignmentResponseReceived,
     MetadataUpdated,
+    PrepareAssignmentResponseReceived,
 )
 from kgroup.membership.consumer.heartbeat import SentFields, SubscribedTopics, build_request
 from kgroup.membership.consumer.reactions import Reaction, reaction_for
@@ -102,6 +121,10 @@ class MemberConfig:
             member treats its partitions as lost and rejoins.
         assignor_hook: emit AssignorOnAssignment (a new-protocol Python
             PartitionAssignor is configured).
+        client_assignors: the KIP-848 draft's client-side assignors, in
+            order of preference (simulator only: Apache Kafka has no such
+            mode). The member then computes the group's assignment when the
+            coordinator asks (``ShouldComputeAssignment``).
     """
 
     group_id: str
@@ -116,6 +139,7 @@ class MemberConfig:
     heartbeat_interval_ms: int = 5000
     session_timeout_ms: int = 45_000
     assignor_hook: bool = False
+    client_assignors: tuple[ClientAssignor, ...] = ()
 
     def __post_init__(self) -> None:
         # The broker answers empty ids with INVALID_REQUEST; fail early instead.
@@ -128,6 +152,9 @@ class MemberConfig:
         if self.session_timeout_ms <= 0:
             raise ValueError("session_timeout_ms must be positive")
         check_backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
+        names = [a.name for a in self.client_assignors]
+        if len(set(names)) != len(names):
+            raise ValueError(f"client assignor names must be unique, got {names}")
 
 
 @dataclass(slots=True)
@@ -210,7 +237,17 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         self._next_heartbeat_at: float | None = None
         self._heartbeat_asap = False
         self._last_heartbeat_ok: float | None = None  # while it owns an epoch
+        # A join heartbeat answered at epoch 0: the coordinator has no assignment
+        # for the member yet (client-side mode computes it later), so the next
+        # heartbeat waits for the interval instead of going out at once.
+        self._join_answered = False
         self._closed = False
+        # Client-side assignment duty (the KIP-848 draft; see client_assignment).
+        self._duty = DutyState.IDLE
+        self._duty_seq: int | None = None
+        self._duty_token: int | None = None
+        self._prepared: PrepareAssignmentResponse | None = None
+        self._pending_install: InstallAssignmentRequest | None = None
 
     # ------------------------------------------------------------------ views
 
@@ -233,6 +270,11 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
     def closed(self) -> bool:
         """True once a close finished; the member then ignores every event."""
         return self._closed
+
+    @property
+    def duty(self) -> DutyState:
+        """Where the member stands in computing the group's assignment (client-side mode)."""
+        return self._duty
 
     # ------------------------------------------------------------------ hooks
 
@@ -264,6 +306,12 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
                 self._metadata.update(event.topic_names)
                 if self._state is _S.RECONCILING and self._rec is None:
                     self._maybe_reconcile(now, acts)
+            case PrepareAssignmentResponseReceived():
+                self._on_prepared(event, acts)
+            case ClientAssignmentComputed():
+                self._on_computed(event, acts)
+            case InstallAssignmentResponseReceived():
+                self._on_installed(event)
 
     def _names(self, partitions: frozenset[TopicIdPartition]) -> frozenset[TopicPartition]:
         names = {**self._assigned_names, **self._metadata}
@@ -332,6 +380,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         self._current = None
         self._target = None
         self._acked_target_version = -1
+        self._join_answered = False
         self._last_reported = frozenset()  # the join carries []
         if trigger is Trigger.SUBSCRIBE or self._life.last_poll is None:
             self._life.last_poll = now
@@ -449,8 +498,11 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
                 resp.member_epoch,
             )
         self._epoch = resp.member_epoch
+        if self._state is _S.JOINING and self._epoch == JOIN_EPOCH:
+            self._join_answered = True
         if self._state is _S.PREPARE_LEAVING:
             return  # releasing everything: a new target is of no use
+        self._duty_on_heartbeat(resp, acts)
         if resp.assignment is not None:
             target = reconcile.to_id_partitions(resp.assignment)
             if target != self._target:
@@ -509,6 +561,10 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             self._fatal(code, name, message, reaction is Reaction.FATAL_UNSUPPORTED_VERSION, acts)
 
     def _on_request_failed(self, event: RequestFailed, now: float, acts: list[_Action]) -> None:
+        if self._duty_seq is not None and event.seq == self._duty_seq:
+            # Asked again on a later heartbeat while the coordinator still wants it.
+            self._abandon_duty("request failed")
+            return
         if not self._accept(event.seq, now, acts):
             return
         self._sent = None
@@ -531,7 +587,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
     def _needs_immediate_heartbeat(self) -> bool:
         if self._state is _S.ACKNOWLEDGING or self._heartbeat_asap or self._sent is None:
             return True
-        return self._state is _S.JOINING and self._epoch == JOIN_EPOCH
+        return self._state is _S.JOINING and self._epoch == JOIN_EPOCH and not self._join_answered
 
     def _heartbeat_due_at(self) -> float | None:
         if (
@@ -579,7 +635,9 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
                 self._maybe_reconcile(now, acts)
 
     def _build_request(self) -> HeartbeatRequest:
-        joining = self._state is _S.JOINING and self._epoch == JOIN_EPOCH
+        # The broker requires every epoch-0 heartbeat to carry the join fields,
+        # whatever the member's state (INVALID_REQUEST, fatal, otherwise).
+        joining = self._epoch == JOIN_EPOCH
         request, self._sent = build_request(
             self._cfg,
             member_id=self._member_id,
@@ -815,6 +873,118 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         # Outstanding commit / callback outcomes are ignored from now on (token mismatch).
         self._rec = None
         self._retry_on_poll = False
+        # Fenced, leaving, stale or fatal: the coordinator picks another member
+        # to compute (its epoch no longer matches, or it is gone).
+        self._abandon_duty("left the group proper")
+
+    # ------------------------------------------------- client-side assignment
+
+    def _duty_go(self, trigger: DutyTrigger) -> None:
+        self._duty = DUTY.next(self._duty, trigger)
+
+    def _abandon_duty(self, why: str) -> None:
+        if self._duty is DutyState.IDLE:
+            return
+        log.info(
+            "group %s member %s: abandoning the assignment computation (%s)",
+            self._cfg.group_id,
+            self._member_id,
+            why,
+        )
+        self._duty_go(DutyTrigger.ABANDON)
+        self._duty_seq = None
+        self._duty_token = None
+        self._prepared = None
+        self._pending_install = None
+
+    def _duty_on_heartbeat(self, resp: HeartbeatResponse, acts: list[_Action]) -> None:
+        """A successful heartbeat response: start computing, or resend a stale install."""
+        if self._state not in IN_GROUP or not self._cfg.client_assignors:
+            return
+        if self._duty is DutyState.INSTALL_STALE and self._pending_install is not None:
+            # The draft: retry "when receiving its next heartbeat response with its
+            # member epoch" -- the assignment computed stays valid for its group epoch.
+            self._duty_go(DutyTrigger.RETRY)
+            self._pending_install = dataclasses.replace(
+                self._pending_install, member_epoch=self._epoch
+            )
+            self._duty_seq = self._next_seq()
+            acts.append(SendInstallAssignment(self._duty_seq, self._pending_install))
+            return
+        if resp.should_compute_assignment and self._duty is DutyState.IDLE:
+            self._duty_go(DutyTrigger.ASKED)
+            self._duty_seq = self._next_seq()
+            request = PrepareAssignmentRequest(self._cfg.group_id, self._member_id, self._epoch)
+            acts.append(SendPrepareAssignment(self._duty_seq, request))
+
+    def _on_prepared(self, event: PrepareAssignmentResponseReceived, acts: list[_Action]) -> None:
+        if self._duty is not DutyState.PREPARING or event.seq != self._duty_seq:
+            return  # a late or duplicated answer
+        self._duty_seq = None
+        resp = event.response
+        if resp.error_code:
+            # STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID (no longer the chosen one),
+            # coordinator errors: the next heartbeat says whether to try again.
+            self._abandon_duty(f"PrepareAssignment answered {error_name(resp.error_code)}")
+            return
+        self._duty_go(DutyTrigger.PREPARED)
+        self._prepared = resp
+        self._duty_token = self._next_token()
+        acts.append(ComputeAssignment(self._duty_token, resp))
+
+    def _on_computed(self, event: ClientAssignmentComputed, acts: list[_Action]) -> None:
+        prepared = self._prepared
+        if self._duty is not DutyState.COMPUTING or event.token != self._duty_token:
+            return
+        assert prepared is not None
+        self._duty_token = None
+        members: tuple[tuple[str, frozenset[TopicIdPartition]], ...] = ()
+        error = 0
+        if event.assignment is None:
+            # The draft's Assignment#error: the coordinator keeps the current target.
+            log.warning(
+                "group %s member %s: client assignor %s could not assign: %s",
+                self._cfg.group_id,
+                self._member_id,
+                prepared.assignor_name,
+                event.error,
+            )
+            error = ASSIGNMENT_ERROR
+        else:
+            problem = check_client_assignment(prepared, event.assignment)
+            if problem is not None:
+                # Never install a broken assignment (two owners, lost partitions);
+                # tell the application and let the coordinator keep its target.
+                violation, detail = problem
+                acts.append(ReportClientAssignorError(prepared.assignor_name, violation, detail))
+                error = ASSIGNMENT_ERROR
+            else:
+                members = tuple(sorted(event.assignment.items()))
+        self._duty_go(DutyTrigger.COMPUTED)
+        self._pending_install = InstallAssignmentRequest(
+            group_id=self._cfg.group_id,
+            member_id=self._member_id,
+            member_epoch=self._epoch,
+            group_epoch=prepared.group_epoch,
+            error=error,
+            members=members,
+        )
+        self._duty_seq = self._next_seq()
+        acts.append(SendInstallAssignment(self._duty_seq, self._pending_install))
+
+    def _on_installed(self, event: InstallAssignmentResponseReceived) -> None:
+        if self._duty is not DutyState.INSTALLING or event.seq != self._duty_seq:
+            return
+        self._duty_seq = None
+        if event.error_code == ErrorCode.STALE_MEMBER_EPOCH:
+            self._duty_go(DutyTrigger.STALE)
+            return
+        if event.error_code:
+            self._abandon_duty(f"InstallAssignment answered {error_name(event.error_code)}")
+            return
+        self._duty_go(DutyTrigger.INSTALLED)
+        self._prepared = None
+        self._pending_install = None
 
     def _clear_assignment(self) -> None:
         self._owned = frozenset()

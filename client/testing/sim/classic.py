@@ -49,7 +49,12 @@ from kgroup.testing.sim.coordinator import ErrorCode
 from kgroup.testing.sim.errors import ScenarioError
 from kgroup.types import TopicPartition
 
-__all__ = ["ClassicCoordinatorConfig", "ClassicGroupCoordinator", "ClassicGroupState"]
+__all__ = [
+    "ClassicCoordinatorConfig",
+    "ClassicGroupCoordinator",
+    "ClassicGroupState",
+    "ExportedMember",
+]
 
 # Classic-only error codes (Kafka's numbers).
 ILLEGAL_GENERATION = 22
@@ -84,6 +89,23 @@ class ClassicCoordinatorConfig:
     def __post_init__(self) -> None:
         if self.initial_rebalance_delay_ms < 0:
             raise ScenarioError("initial_rebalance_delay_ms must not be negative")
+
+
+@dataclass(frozen=True, slots=True)
+class ExportedMember:
+    """A classic member as a group conversion (upgrade) hands it to the consumer coordinator.
+
+    ``assignment`` is what it last received in a SyncGroup (what it may still own).
+    """
+
+    member_id: str
+    instance_id: str | None
+    protocols: tuple[JoinProtocol, ...]
+    protocol_name: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    assignment: frozenset[TopicPartition]
+    generation: int
 
 
 class _Member:
@@ -190,6 +212,91 @@ class ClassicGroupCoordinator:
                 if p.name == self.protocol_name:
                     out |= p.subscription.topics
         return frozenset(out)
+
+    # -------------------------------------------------------------- conversion
+
+    def export_for_upgrade(self) -> tuple[int, list[ExportedMember], dict[TopicPartition, int]]:
+        """Hand the group over to the consumer coordinator (an upgrade), leaving this one empty.
+
+        As the broker converts: held JoinGroups and SyncGroups are answered
+        REBALANCE_IN_PROGRESS (the members rejoin, now translated); every member
+        keeps the assignment it last received.
+        """
+        exported = []
+        for rec in self._members.values():
+            last: frozenset[TopicPartition] = frozenset()
+            gen = 0
+            for g in sorted(self._history, reverse=True):
+                if rec.member_id in self._history[g]:
+                    last, gen = self._history[g][rec.member_id], g
+                    break
+            chosen = self.protocol_name if self.protocol_name in rec.names() else rec.names()[0]
+            exported.append(
+                ExportedMember(
+                    member_id=rec.member_id,
+                    instance_id=rec.instance_id,
+                    protocols=rec.protocols,
+                    protocol_name=chosen,
+                    session_timeout_ms=round(rec.session_timeout * 1000),
+                    rebalance_timeout_ms=round(rec.rebalance_timeout * 1000),
+                    assignment=last,
+                    generation=gen,
+                )
+            )
+            if rec.join_reply is not None:
+                rec.join_reply(JoinGroupResponse(error_code=REBALANCE_IN_PROGRESS))
+            if rec.sync_reply is not None:
+                rec.sync_reply(SyncGroupResponse(error_code=REBALANCE_IN_PROGRESS))
+        generation = self.generation
+        offsets = dict(self._offsets)
+        self._members.clear()
+        self._static.clear()
+        self._pending.clear()
+        self._round += 1  # its timers do nothing from now on
+        self.state = ClassicGroupState.EMPTY
+        self.protocol_name = None
+        self.leader = None
+        return generation, exported, offsets
+
+    def adopt_downgrade(
+        self, generation: int, members: list[ExportedMember], offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        """Take over a consumer group whose last consumer-protocol member left (a downgrade).
+
+        As the broker (KAFKA-19546): the classic group starts at generation =
+        the group epoch with the members' current assignments, and prepares a
+        rebalance at once.
+        """
+        now = self._clock()
+        self.generation = max(self.generation, generation)
+        self._history[self.generation] = {}
+        for m in members:
+            req = JoinGroupRequest(
+                group_id=self.group_id,
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                session_timeout_ms=m.session_timeout_ms,
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
+                protocols=m.protocols,
+            )
+            rec = _Member(m.member_id, req)
+            rec.assignment = ClassicAssignment(m.assignment)
+            self._members[m.member_id] = rec
+            if m.instance_id is not None:
+                self._static[m.instance_id] = m.member_id
+            self._history[self.generation][m.member_id] = m.assignment
+            self._touch(rec, now)
+        for tp, count in offsets.items():
+            self._offsets[tp] = self._offsets.get(tp, 0) + count
+        self.protocol_name = self._vote()
+        self.leader = next(iter(self._members))
+        self.state = ClassicGroupState.STABLE
+        self._prepare_rebalance(now)
+
+    def continue_from(self, epoch: int) -> None:
+        """An empty group about to form as classic: generations continue after ``epoch``."""
+        if not self._members:
+            self.generation = max(self.generation, epoch)
 
     # ------------------------------------------------------------------- join
 

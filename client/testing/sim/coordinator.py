@@ -42,10 +42,11 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kgroup.assignors import (
     AssignmentSpec,
+    MemberAssignment,
     MemberSpec,
     PartitionAssignor,
     RangeServerAssignor,
@@ -54,10 +55,31 @@ from kgroup.assignors import (
     UniformAssignor,
 )
 from kgroup.errors import KgroupError
-from kgroup.membership import HeartbeatRequest, HeartbeatResponse
+from kgroup.membership import (
+    PROTOCOL_TYPE,
+    ClassicAssignment,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    JoinProtocol,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kgroup.membership.consumer import (
+    ClientAssignor,
+    InstallAssignmentRequest,
+    PrepareAssignmentRequest,
+    PrepareAssignmentResponse,
+    PreparedMember,
+    PreparedTopic,
+)
 from kgroup.testing.sim.cluster import SimCluster
 from kgroup.testing.sim.errors import ScenarioError, SimulationError
 from kgroup.types import TopicIdPartition, TopicPartition
+
+if TYPE_CHECKING:  # classic.py imports this module
+    from kgroup.testing.sim.classic import ExportedMember
 
 __all__ = [
     "AssignmentState",
@@ -82,8 +104,12 @@ class ErrorCode(enum.IntEnum):
     COORDINATOR_LOAD_IN_PROGRESS = 14
     COORDINATOR_NOT_AVAILABLE = 15
     NOT_COORDINATOR = 16
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
     UNKNOWN_MEMBER_ID = 25
+    REBALANCE_IN_PROGRESS = 27
     INVALID_REQUEST = 42
+    MEMBER_ID_REQUIRED = 79
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
     FENCED_MEMBER_EPOCH = 110
@@ -91,6 +117,9 @@ class ErrorCode(enum.IntEnum):
     UNSUPPORTED_ASSIGNOR = 112
     STALE_MEMBER_EPOCH = 113
     INVALID_REGULAR_EXPRESSION = 128
+    # The KIP-848 draft's InstallAssignment error; the draft gave it no number
+    # and no Kafka release has it, so the simulator uses one no release uses.
+    INVALID_ASSIGNMENT = 900
 
 
 class AssignmentState(enum.Enum):
@@ -154,6 +183,19 @@ class PersistedMember:
     state: AssignmentState
     assigned: frozenset[TopicIdPartition]
     pending_revocation: frozenset[TopicIdPartition]
+    client_assignors: tuple[ClientAssignor, ...] = ()
+    classic_protocols: tuple[JoinProtocol, ...] | None = None
+    session_timeout_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """The group state a PrepareAssignment handed out: what its install is checked against."""
+
+    group_epoch: int
+    assignor: str
+    members: Mapping[str, MemberSpec]
+    topics: Mapping[uuid.UUID, TopicMetadata]
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +215,8 @@ class MemberRecord:
 
     __slots__ = (
         "assigned",
+        "classic_protocols",
+        "client_assignors",
         "epoch",
         "instance_id",
         "member_id",
@@ -181,6 +225,7 @@ class MemberRecord:
         "rack_id",
         "rebalance_timeout_ms",
         "server_assignor",
+        "session_timeout_ms",
         "state",
         "subscribed_topic_names",
         "subscribed_topic_regex",
@@ -194,6 +239,11 @@ class MemberRecord:
         self.subscribed_topic_names: tuple[str, ...] = ()
         self.subscribed_topic_regex: str | None = None
         self.server_assignor: str | None = None
+        self.client_assignors: tuple[ClientAssignor, ...] = ()
+        # A classic member in a converted group: its JoinGroup protocols and
+        # its own session timeout (None: a consumer-protocol member).
+        self.classic_protocols: tuple[JoinProtocol, ...] | None = None
+        self.session_timeout_ms: int | None = None
         self.epoch = 0
         self.previous_epoch = 0
         self.state = AssignmentState.STABLE
@@ -219,6 +269,9 @@ class MemberRecord:
             state=self.state,
             assigned=self.assigned,
             pending_revocation=self.pending_revocation,
+            client_assignors=self.client_assignors,
+            classic_protocols=self.classic_protocols,
+            session_timeout_ms=self.session_timeout_ms,
         )
 
     @classmethod
@@ -236,6 +289,9 @@ class MemberRecord:
         rec.state = p.state
         rec.assigned = p.assigned
         rec.pending_revocation = p.pending_revocation
+        rec.client_assignors = p.client_assignors
+        rec.classic_protocols = p.classic_protocols
+        rec.session_timeout_ms = p.session_timeout_ms
         return rec
 
 
@@ -289,6 +345,7 @@ class ConsumerGroupCoordinator:
         observer: CoordinatorObserver,
         persisted: PersistedGroup | None = None,
         bug_skip_release: bool = False,
+        new_member_id: Callable[[], str] | None = None,
     ) -> None:
         self.group_id = group_id
         self.config = config
@@ -297,6 +354,8 @@ class ConsumerGroupCoordinator:
         self._clock = clock
         self._obs = observer
         self._bug_skip_release = bug_skip_release
+        # Member ids for classic members (MEMBER_ID_REQUIRED); the simulator passes a seeded source.
+        self._new_member_id = new_member_id or (lambda: str(uuid.uuid4()))
         self._assignors = {a.name: a for a in config.assignors}
         self._default_assignor = config.assignors[0].name
         self._session_ms = config.session_timeout_ms
@@ -321,6 +380,15 @@ class ConsumerGroupCoordinator:
         self._regex_cache: dict[str, re.Pattern[str] | None] = {}
         self._topics_cache: dict[tuple[tuple[str, ...], str | None], frozenset[uuid.UUID]] = {}
         self._topics_cache_version = -1
+        # Client-side mode (nothing of it is persisted: a reloaded coordinator
+        # picks a member again). The member asked to compute, until when, the
+        # members that timed out this round, and the state last handed out.
+        self._computer: str | None = None
+        self._computer_deadline: float | None = None
+        self._computer_skip: set[str] = set()
+        self._prepared: _Prepared | None = None
+        # Member ids handed out with MEMBER_ID_REQUIRED to classic members (volatile).
+        self._classic_pending: set[str] = set()
         if persisted is not None:
             self._load(persisted, clock())
 
@@ -436,6 +504,8 @@ class ConsumerGroupCoordinator:
                 ErrorCode.INVALID_REGULAR_EXPRESSION,
                 f"SubscribedTopicRegex {req.subscribed_topic_regex!r} is not a valid regex.",
             )
+        if req.client_assignors:
+            self._check_versions(req.member_id, req.client_assignors)
         if req.server_assignor is not None and req.server_assignor not in self._assignors:
             raise _RejectError(
                 ErrorCode.UNSUPPORTED_ASSIGNOR,
@@ -450,6 +520,9 @@ class ConsumerGroupCoordinator:
         old_names = rec.subscribed_topic_names
         old_regex = rec.subscribed_topic_regex
         old_assignor = rec.server_assignor
+        old_clients = rec.client_assignors
+        if req.client_assignors is not None:
+            rec.client_assignors = req.client_assignors
         if req.rack_id is not None:
             rec.rack_id = req.rack_id
         if req.rebalance_timeout_ms is not None:
@@ -465,6 +538,7 @@ class ConsumerGroupCoordinator:
             or rec.subscribed_topic_names != old_names
             or rec.subscribed_topic_regex != old_regex
             or rec.server_assignor != old_assignor
+            or rec.client_assignors != old_clients
         )
         # Member or cluster metadata changed: the subscribed topics' metadata may differ.
         stale = bump or self._metadata_version != self._cluster.version
@@ -473,8 +547,13 @@ class ConsumerGroupCoordinator:
         if bump:
             self.group_epoch += 1
             self._note(f"group epoch {self.group_epoch}")
+        client = None
         if self.group_epoch > self.assignment_epoch:
-            self._compute_target()
+            client = self._client_assignor()
+            if client is None:
+                self._compute_target()
+            else:
+                self._delegate(client)
         before = rec.assigned
         self._reconcile(rec, owned, now)
         self._touch_session(rec.member_id, now)
@@ -484,7 +563,9 @@ class ConsumerGroupCoordinator:
             and owned is not None
         )
         assignment: dict[uuid.UUID, list[int]] | None = None
-        if full or rec.assigned != before:
+        # Epoch 0: no assignment computed for the member yet (client-side mode
+        # before the first install); it stays joining until one is.
+        if rec.epoch > 0 and (full or rec.assigned != before):
             assignment = {}
             for tip in rec.assigned:
                 assignment.setdefault(tip.topic_id, []).append(tip.partition)
@@ -493,6 +574,7 @@ class ConsumerGroupCoordinator:
             member_epoch=rec.epoch,
             heartbeat_interval_ms=self.config.heartbeat_interval_ms,
             assignment=assignment,
+            should_compute_assignment=client is not None and self._notify(rec, now),
         )
 
     def _member_for(self, req: HeartbeatRequest, now: float) -> tuple[MemberRecord, bool]:
@@ -520,6 +602,10 @@ class ConsumerGroupCoordinator:
                         f"Member {mid} joined without its instance id.",
                     )
                 return self._create(mid, iid), True
+            if existing.member_id == mid and existing.epoch == 0:
+                # Still joining: in client-side mode a member has no epoch until an
+                # assignment is installed, and heartbeats at epoch 0 until then.
+                return existing, False
             # As the broker: the instance id must have been released with a -2 leave,
             # even by the same member id (the epoch 0 leniency of KAFKA-19233 applies
             # to dynamic members only).
@@ -642,6 +728,11 @@ class ConsumerGroupCoordinator:
         """Remove the member from the group (leave, session or rebalance timeout)."""
         mid = rec.member_id
         del self._members[mid]
+        if mid == self._computer:
+            # A later record with the same id (a rejoin) is another incarnation.
+            self._computer = None
+            self._computer_deadline = None
+            self._prepared = None
         self._targets.pop(mid, None)
         self._target_maps.pop(mid, None)
         if rec.instance_id is not None and self._static.get(rec.instance_id) == mid:
@@ -716,7 +807,8 @@ class ConsumerGroupCoordinator:
         # Ties go to the name that sorts first, so the choice is deterministic.
         return self._assignors[min(n for n, c in counts.items() if c == best)]
 
-    def _compute_target(self) -> None:
+    def _group_spec(self) -> tuple[dict[str, MemberSpec], dict[uuid.UUID, TopicMetadata]]:
+        """What an assignor gets: each member's subscription and target, the topics."""
         topics: dict[uuid.UUID, TopicMetadata] = {}
         members: dict[str, MemberSpec] = {}
         maps = self._target_maps
@@ -733,6 +825,11 @@ class ConsumerGroupCoordinator:
                 instance_id=rec.instance_id,
                 rack_id=rec.rack_id,
             )
+        return members, topics
+
+    def _compute_target(self) -> None:
+        maps = self._target_maps
+        members, topics = self._group_spec()
         assignor = self._select_assignor()
         epoch = self.group_epoch
         try:
@@ -819,6 +916,460 @@ class ConsumerGroupCoordinator:
                 )
                 return None
         return out
+
+    # ------------------------------------------------------ client-side mode
+
+    def _client_assignor(self) -> str | None:
+        """The client assignor every member supports, or None (then a server assignor).
+
+        The draft: "a client side assignor must be supported by all the members.
+        If multiple are, it will respect the precedence defined by the members":
+        the lowest total position over the members' lists wins, ties by name.
+        """
+        lists = [rec.client_assignors for rec in self._members.values()]
+        if not lists or not all(lists):
+            return None
+        common = {a.name for a in lists[0]}
+        for entries in lists[1:]:
+            common &= {a.name for a in entries}
+        if not common:
+            return None
+
+        def rank(name: str) -> tuple[int, str]:
+            total = sum(next(i for i, a in enumerate(e) if a.name == name) for e in lists)
+            return total, name
+
+        return min(common, key=rank)
+
+    def _check_versions(self, member_id: str, assignors: tuple[ClientAssignor, ...]) -> None:
+        """The draft: refuse a member whose version range of an assignor misses another's."""
+        for mine in assignors:
+            for rec in self._members.values():
+                if rec.member_id == member_id:
+                    continue
+                for theirs in rec.client_assignors:
+                    if theirs.name == mine.name and (
+                        mine.max_version < theirs.min_version
+                        or theirs.max_version < mine.min_version
+                    ):
+                        raise _RejectError(
+                            ErrorCode.UNSUPPORTED_ASSIGNOR,
+                            f"Client assignor {mine.name!r} versions {mine.min_version}-"
+                            f"{mine.max_version} do not overlap member {rec.member_id}'s "
+                            f"{theirs.min_version}-{theirs.max_version}.",
+                        )
+
+    def _delegate(self, assignor: str) -> None:
+        """Make sure one member is asked to compute the assignment with ``assignor``."""
+        current = self._computer
+        if current is not None and current in self._members:
+            return
+        self._computer = None
+        self._computer_deadline = None
+        candidates = [m for m, r in self._members.items() if r.epoch >= 0]
+        fresh = [m for m in candidates if m not in self._computer_skip]
+        if not fresh:
+            self._computer_skip.clear()
+            fresh = candidates
+        if not fresh:
+            return
+        entries = {
+            m: next(a for a in self._members[m].client_assignors if a.name == assignor)
+            for m in self._members
+        }
+        versions = [e.metadata_version for e in entries.values()]
+        lo, hi = min(versions), max(versions)
+        # The draft's member selection: one that can read every member's
+        # metadata version (A [1-5], B [3-4], C [2-4]: A); else any, oldest first.
+        able = [m for m in fresh if entries[m].min_version <= lo and entries[m].max_version >= hi]
+        self._computer = (able or fresh)[0]
+        self._note(f"member {self._computer[:8]} chosen to compute with {assignor}")
+
+    def _notify(self, rec: MemberRecord, now: float) -> bool:
+        """Whether this response carries ShouldComputeAssignment (and arm its timeout)."""
+        if rec.member_id != self._computer:
+            return False
+        if self._computer_deadline is None:
+            # "The time on the coordinator side starts ticking when the member is notified."
+            deadline = now + max(rec.rebalance_timeout_ms, 0) / 1000.0
+            self._computer_deadline = deadline
+            self._schedule(deadline, self._on_compute_timer, (rec.member_id, deadline))
+        return True
+
+    def _on_compute_timer(self, arg: tuple[str, float]) -> None:
+        member_id, deadline = arg
+        if self.retired or self._computer != member_id or self._computer_deadline != deadline:
+            return
+        # Not fenced (only the session fences), but someone else computes now.
+        self._note(f"member {member_id[:8]} did not install within the rebalance timeout")
+        self._computer_skip.add(member_id)
+        self._computer = None
+        self._computer_deadline = None
+        self._prepared = None
+
+    def _check_computer(self, member_id: str, member_epoch: int) -> MemberRecord:
+        rec = self._members.get(member_id)
+        if rec is None:
+            raise _RejectError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in the group."
+            )
+        if member_epoch != rec.epoch:
+            raise _RejectError(
+                ErrorCode.STALE_MEMBER_EPOCH,
+                f"Member epoch {member_epoch} is not the current one ({rec.epoch}).",
+            )
+        if member_id != self._computer:
+            raise _RejectError(
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                f"Member {member_id} is not the member chosen to compute the assignment.",
+            )
+        return rec
+
+    def prepare_assignment(
+        self, req: PrepareAssignmentRequest, now: float
+    ) -> PrepareAssignmentResponse:
+        """Handle a ConsumerGroupPrepareAssignment (the draft's client-side mode)."""
+        try:
+            if req.group_id != self.group_id or not req.member_id or req.member_epoch < 0:
+                raise _RejectError(ErrorCode.INVALID_REQUEST, "malformed PrepareAssignment")
+            self._check_computer(req.member_id, req.member_epoch)
+            assignor = self._client_assignor()
+            if assignor is None or self.group_epoch <= self.assignment_epoch:
+                raise _RejectError(ErrorCode.UNKNOWN_MEMBER_ID, "No assignment to compute.")
+        except _RejectError as r:
+            return PrepareAssignmentResponse(error_code=int(r.code), error_message=r.message)
+        specs, topics = self._group_spec()
+        members: list[PreparedMember] = []
+        for mid, rec in self._members.items():
+            ids = specs[mid].subscribed_topic_ids
+            entry = next(a for a in rec.client_assignors if a.name == assignor)
+            members.append(
+                PreparedMember(
+                    member_id=mid,
+                    member_epoch=rec.epoch,
+                    subscribed_topic_ids=ids,
+                    assignment=self._targets.get(mid, _EMPTY),
+                    instance_id=rec.instance_id,
+                    rack_id=rec.rack_id,
+                    metadata_version=entry.metadata_version,
+                    metadata=entry.metadata,
+                )
+            )
+        self._prepared = _Prepared(self.group_epoch, assignor, specs, topics)
+        self._note(f"prepared group epoch {self.group_epoch} for {req.member_id[:8]}")
+        return PrepareAssignmentResponse(
+            group_epoch=self.group_epoch,
+            assignor_name=assignor,
+            members=tuple(members),
+            topics=tuple(PreparedTopic(t, m.name, m.num_partitions) for t, m in topics.items()),
+        )
+
+    def install_assignment(self, req: InstallAssignmentRequest, now: float) -> int:
+        """Handle a ConsumerGroupInstallAssignment; the error code of the answer."""
+        try:
+            if req.group_id != self.group_id or not req.member_id or req.member_epoch < 0:
+                raise _RejectError(ErrorCode.INVALID_REQUEST, "malformed InstallAssignment")
+            self._check_computer(req.member_id, req.member_epoch)
+            prepared = self._prepared
+            if prepared is None or prepared.group_epoch != req.group_epoch:
+                raise _RejectError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"No prepared state at epoch {req.group_epoch}."
+                )
+        except _RejectError as r:
+            return int(r.code)
+        if req.error:
+            # The draft: the coordinator keeps the current target. It asks again on
+            # the member's next heartbeat (a transient error does not wedge the group).
+            self._note(f"client assignor error {req.error}: target kept")
+            self._prepared = None
+            return int(ErrorCode.NONE)
+        result = TargetAssignment(
+            {mid: MemberAssignment.of(_by_topic(partitions)) for mid, partitions in req.members}
+        )
+        maps = self._validate_target(prepared.assignor, result, prepared.members, prepared.topics)
+        if maps is None:  # reported as ILLEGAL_ASSIGNMENT: kgroup's member checks first
+            return int(ErrorCode.INVALID_ASSIGNMENT)
+        self._prepared = None
+        # Installed even if the group moved on meanwhile (the AssignmentEpoch rule);
+        # members that left are dropped, members that joined get nothing yet.
+        # A static member replaced meanwhile keeps its target under its new id (the
+        # replacement bumps no epoch, so nothing else would hand its partitions out).
+        current: dict[str, Mapping[uuid.UUID, frozenset[int]]] = {}
+        for m, pmap in maps.items():
+            iid = prepared.members[m].instance_id
+            now_id = m if m in self._members else self._static.get(iid) if iid else None
+            if now_id is not None:
+                current[now_id] = pmap
+        self._target_maps = current
+        self._targets = {
+            m: frozenset(TopicIdPartition(t, p) for t, ps in pmap.items() for p in ps)
+            for m, pmap in self._target_maps.items()
+        }
+        self.assignment_epoch = prepared.group_epoch
+        self._computer_skip.clear()
+        self._computer_deadline = None
+        behind = self.group_epoch > self.assignment_epoch
+        self._note(
+            f"target assignment epoch {prepared.group_epoch} installed by {req.member_id[:8]}"
+            + (f"; group epoch {self.group_epoch} is ahead: computing again" if behind else "")
+        )
+        return int(ErrorCode.NONE)
+
+    # ------------------------------------ classic members in a consumer group
+
+    def adopt_classic(
+        self,
+        generation: int,
+        members: list[ExportedMember],
+        offsets: Mapping[TopicPartition, int],
+        now: float,
+    ) -> None:
+        """Convert a classic group into this consumer group (an upgrade).
+
+        As the broker: every member becomes STABLE at epoch = the generation,
+        with its last classic assignment as current assignment and target;
+        session timers restart from now with each member's own timeout.
+        """
+        epoch = max(generation, self.group_epoch)
+        self.group_epoch = self.assignment_epoch = epoch
+        claimed: dict[TopicIdPartition, tuple[int, str]] = {}
+        for m in members:
+            for tp in m.assignment:
+                tip = self._cluster.to_id(tp)
+                # Two members may name a partition from different generations: the
+                # later one owns it (the earlier one revoked it since).
+                if tip is not None and (tip not in claimed or claimed[tip][0] < m.generation):
+                    claimed[tip] = (m.generation, m.member_id)
+        for m in members:
+            rec = MemberRecord(m.member_id)
+            rec.instance_id = m.instance_id
+            self._classic_update(rec, m.protocols, m.protocol_name, m.session_timeout_ms)
+            rec.rebalance_timeout_ms = m.rebalance_timeout_ms
+            rec.epoch = rec.previous_epoch = epoch
+            rec.assigned = frozenset(t for t, (_, mid) in claimed.items() if mid == m.member_id)
+            self._members[m.member_id] = rec
+            if m.instance_id is not None:
+                self._static[m.instance_id] = m.member_id
+            for tip in rec.assigned:
+                self._own(tip, m.member_id)
+            self._targets[m.member_id] = rec.assigned
+            self._target_maps[m.member_id] = MappingProxyType(
+                {t: frozenset(ps) for t, ps in _by_topic(rec.assigned).items()}
+            )
+            self._touch_session(m.member_id, now)
+        for tp, count in offsets.items():
+            self._offsets[tp] = self._offsets.get(tp, 0) + count
+        self._refresh_subscription_metadata()
+        self._note(f"converted from a classic group at generation {generation}: epoch {epoch}")
+
+    def only_classic_members(self) -> bool:
+        """True when the group has members and every one of them speaks classic."""
+        return bool(self._members) and all(
+            r.classic_protocols is not None for r in self._members.values()
+        )
+
+    def export_for_downgrade(
+        self,
+    ) -> tuple[int, list[ExportedMember], dict[TopicPartition, int]]:
+        """Hand the group to a classic coordinator (a downgrade), leaving this one empty.
+
+        Each member goes with what it owns now (assigned and still revoking);
+        the classic group starts at generation = the group epoch.
+        """
+        from kgroup.testing.sim.classic import ExportedMember  # noqa: PLC0415 (import cycle)
+
+        exported = []
+        for rec in self._members.values():
+            assert rec.classic_protocols is not None
+            chosen = rec.classic_protocols[0].name  # the classic vote decides
+            exported.append(
+                ExportedMember(
+                    member_id=rec.member_id,
+                    instance_id=rec.instance_id,
+                    protocols=rec.classic_protocols,
+                    protocol_name=chosen,
+                    session_timeout_ms=rec.session_timeout_ms or self._session_ms,
+                    rebalance_timeout_ms=rec.rebalance_timeout_ms,
+                    assignment=frozenset(self._cluster.to_name(t) for t in rec.owned()),
+                    generation=rec.epoch,
+                )
+            )
+            self._forget_timers(rec.member_id)
+        epoch = self.group_epoch
+        offsets = dict(self._offsets)
+        self._members.clear()
+        self._static.clear()
+        self._owner.clear()
+        self._targets.clear()
+        self._target_maps.clear()
+        self._computer = None
+        self._prepared = None
+        self._classic_pending.clear()
+        self._note(f"converted to a classic group at generation {epoch}")
+        return epoch, exported, offsets
+
+    def continue_from(self, generation: int) -> None:
+        """An empty group about to form as consumer: epochs go on after ``generation``."""
+        if not self._members and generation > self.group_epoch:
+            self.group_epoch = generation
+            self._note(f"group epoch {generation} (after the classic generations)")
+
+    def _classic_update(
+        self, rec: MemberRecord, protocols: tuple[JoinProtocol, ...], chosen: str, session_ms: int
+    ) -> None:
+        rec.classic_protocols = protocols
+        rec.session_timeout_ms = session_ms
+        sub = next(p.subscription for p in protocols if p.name == chosen)
+        rec.subscribed_topic_names = tuple(sorted(sub.topics))
+        rec.rack_id = sub.rack_id
+
+    def _classic_protocol(self, member_id: str, protocols: tuple[JoinProtocol, ...]) -> str | None:
+        """The member's first protocol every other classic member supports (None: none)."""
+        names = [p.name for p in protocols]
+        for rec in self._members.values():
+            if rec.classic_protocols is not None and rec.member_id != member_id:
+                theirs = {p.name for p in rec.classic_protocols}
+                names = [n for n in names if n in theirs]
+        return names[0] if names else None
+
+    def _classic_member(self, member_id: str, instance_id: str | None) -> MemberRecord:
+        if instance_id is not None:
+            known = self._static.get(instance_id)
+            if known is None:
+                raise _RejectError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} unknown."
+                )
+            if known != member_id:
+                raise _RejectError(
+                    ErrorCode.FENCED_INSTANCE_ID, f"Instance id {instance_id} owned by {known}."
+                )
+        rec = self._members.get(member_id)
+        if rec is None:
+            raise _RejectError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is unknown.")
+        return rec
+
+    def _classic_catch_up(self) -> None:
+        # Classic members heartbeat too: metadata changes and pending targets are
+        # noticed on their requests as well (a converted group may have no other).
+        if (
+            self._metadata_version != self._cluster.version
+            and self._refresh_subscription_metadata()
+        ):
+            self.group_epoch += 1
+            self._note(f"group epoch {self.group_epoch} (metadata)")
+        if self.group_epoch > self.assignment_epoch and self._client_assignor() is None:
+            self._compute_target()
+
+    def classic_join(self, req: JoinGroupRequest, now: float) -> JoinGroupResponse:
+        """A classic member's JoinGroup in this consumer group (answered at once).
+
+        The response has no leader and no member list: the coordinator assigns.
+        The generation is the member epoch.
+        """
+        try:
+            chosen = self._classic_protocol(req.member_id, req.protocols)
+            if req.protocol_type != PROTOCOL_TYPE or chosen is None:
+                raise _RejectError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "no common protocol")
+            if not req.member_id and req.instance_id is None:
+                member_id = self._new_member_id()
+                self._classic_pending.add(member_id)
+                return JoinGroupResponse(
+                    error_code=int(ErrorCode.MEMBER_ID_REQUIRED), member_id=member_id
+                )
+            new = False
+            if not req.member_id:
+                assert req.instance_id is not None
+                member_id = self._new_member_id()
+                old_id = self._static.get(req.instance_id)
+                old = self._members.get(old_id) if old_id is not None else None
+                if old is None:
+                    rec, new = self._create(member_id, req.instance_id), True
+                else:
+                    # KIP-345 for classic members: a new process takes the instance over.
+                    rec = self._replace(old, member_id, now)
+            elif req.member_id in self._classic_pending and req.instance_id is None:
+                self._classic_pending.discard(req.member_id)
+                rec, new = self._create(req.member_id, None), True
+            else:
+                # An id the group does not know (removed meanwhile): UNKNOWN_MEMBER_ID,
+                # and the member rejoins from scratch, its partitions lost.
+                rec = self._classic_member(req.member_id, req.instance_id)
+        except _RejectError as r:
+            return JoinGroupResponse(error_code=int(r.code), error_message=r.message)
+        old_names = rec.subscribed_topic_names
+        rec.rebalance_timeout_ms = req.rebalance_timeout_ms
+        self._classic_update(rec, req.protocols, chosen, req.session_timeout_ms)
+        if new or rec.subscribed_topic_names != old_names:
+            self._refresh_subscription_metadata()
+            self.group_epoch += 1
+            self._note(f"group epoch {self.group_epoch}")
+        self._classic_catch_up()
+        sub = next(p.subscription for p in req.protocols if p.name == chosen)
+        owned = frozenset(
+            tip for tip in (self._cluster.to_id(tp) for tp in sub.owned_partitions) if tip
+        )
+        # What it reports owning now: an eager member revoked everything first.
+        self._reconcile(rec, owned & rec.owned(), now)
+        self._touch_session(rec.member_id, now)
+        return JoinGroupResponse(
+            generation_id=rec.epoch,
+            protocol_type=PROTOCOL_TYPE,
+            protocol_name=chosen,
+            leader="",
+            member_id=rec.member_id,
+        )
+
+    def classic_sync(self, req: SyncGroupRequest, now: float) -> SyncGroupResponse:
+        """A classic member's SyncGroup: the coordinator's assignment for it."""
+        try:
+            rec = self._classic_member(req.member_id, req.instance_id)
+            if req.generation_id != rec.epoch:
+                raise _RejectError(ErrorCode.ILLEGAL_GENERATION, "generation is not the epoch")
+            assert rec.classic_protocols is not None
+            if req.protocol_name not in {p.name for p in rec.classic_protocols}:
+                raise _RejectError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "unknown protocol")
+            self._touch_session(rec.member_id, now)
+            if rec.epoch < self.assignment_epoch and rec.state is AssignmentState.STABLE:
+                raise _RejectError(ErrorCode.REBALANCE_IN_PROGRESS, "the group moved on")
+        except _RejectError as r:
+            return SyncGroupResponse(error_code=int(r.code), error_message=r.message)
+        names = frozenset(self._cluster.to_name(t) for t in rec.assigned)
+        return SyncGroupResponse(
+            assignment=ClassicAssignment(names),
+            protocol_type=PROTOCOL_TYPE,
+            protocol_name=req.protocol_name,
+        )
+
+    def classic_heartbeat(
+        self, generation: int, member_id: str, instance_id: str | None, now: float
+    ) -> int:
+        """A classic member's Heartbeat; REBALANCE_IN_PROGRESS when it must rejoin."""
+        try:
+            rec = self._classic_member(member_id, instance_id)
+            if generation != rec.epoch:
+                raise _RejectError(ErrorCode.ILLEGAL_GENERATION, "generation is not the epoch")
+        except _RejectError as r:
+            return int(r.code)
+        self._touch_session(member_id, now)
+        self._classic_catch_up()
+        # Behind the target, partitions to revoke, or partitions it waited for
+        # now free: only a JoinGroup (with its owned partitions) moves it on.
+        if rec.state is not AssignmentState.STABLE or rec.epoch != self.assignment_epoch:
+            return int(ErrorCode.REBALANCE_IN_PROGRESS)
+        return int(ErrorCode.NONE)
+
+    def classic_leave(self, member_id: str, instance_id: str | None) -> int:
+        """A classic member's LeaveGroup."""
+        try:
+            rec = self._classic_member(member_id, instance_id)
+        except _RejectError as r:
+            return int(r.code)
+        self._fence(rec, "left the group (classic)")
+        return int(ErrorCode.NONE)
+
+    def offsets(self, partitions: frozenset[TopicPartition]) -> dict[TopicPartition, int | None]:
+        """Committed "offsets" (commit counts), read as the classic runtime reads them."""
+        return {tp: self._offsets.get(tp) for tp in partitions}
 
     # --------------------------------------------------------- reconciliation
 
@@ -929,7 +1480,10 @@ class ConsumerGroupCoordinator:
     # ----------------------------------------------------------------- timers
 
     def _touch_session(self, member_id: str, now: float) -> None:
-        deadline = now + self._session_ms / 1000.0
+        rec = self._members.get(member_id)
+        # A classic member in a converted group keeps its own session timeout.
+        ms = rec.session_timeout_ms if rec is not None and rec.session_timeout_ms else None
+        deadline = now + (ms or self._session_ms) / 1000.0
         self._session_deadline[member_id] = deadline
         if member_id not in self._session_armed:
             self._session_armed.add(member_id)
@@ -1001,3 +1555,10 @@ class ConsumerGroupCoordinator:
 
     def _note(self, text: str) -> None:
         self._obs.note(text)
+
+
+def _by_topic(partitions: frozenset[TopicIdPartition]) -> dict[uuid.UUID, list[int]]:
+    out: dict[uuid.UUID, list[int]] = {}
+    for tip in partitions:
+        out.setdefault(tip.topic_id, []).append(tip.partition)
+    return out

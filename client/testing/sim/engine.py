@@ -28,17 +28,19 @@ from typing import Any
 
 from kgroup.assignors import Assignment as ClassicAssignorAssignment
 from kgroup.assignors import (
+    AssignmentSpec,
     Cluster,
     ConsumerPartitionAssignor,
     GroupAssignment,
     GroupMetadata,
-    GroupSubscription,
+    MemberSpec,
     PartitionAssignor,
-    Subscription,
+    TargetAssignment,
+    TopicMetadata,
     resolve_assignors,
     validate_assignment,
 )
-from kgroup.errors import KgroupError
+from kgroup.errors import AssignmentViolation, InvalidAssignmentError, KgroupError
 from kgroup.listener import listener_method
 from kgroup.membership import (
     AssignmentComputed,
@@ -71,7 +73,6 @@ from kgroup.membership import (
     MetadataUpdated,
     PollCalled,
     RaiseCallbackError,
-    RebalanceProtocol,
     RediscoverCoordinator,
     ReportAssignorError,
     ReportError,
@@ -94,7 +95,20 @@ from kgroup.membership import (
     TimerTick,
     Unsubscribe,
 )
+from kgroup.membership.consumer import (
+    ClientAssignmentComputed,
+    ClientAssignor,
+    ComputeAssignment,
+    DutyState,
+    InstallAssignmentResponseReceived,
+    PrepareAssignmentResponse,
+    PrepareAssignmentResponseReceived,
+    ReportClientAssignorError,
+    SendInstallAssignment,
+    SendPrepareAssignment,
+)
 from kgroup.runtime.fetch_state import Assign, FetchState, FetchTicket, Unassign
+from kgroup.runtime.leader import group_subscription, validation_protocol
 from kgroup.testing.sim._queue import EventQueue
 from kgroup.testing.sim.classic import (
     ILLEGAL_GENERATION,
@@ -236,6 +250,12 @@ class MemberPlan:
         has_listener: False models a consumer without a listener (callbacks
             complete at once, outside poll).
         start_at: when the process starts and subscribes.
+        client_assignors: the KIP-848 draft's client-side assignors, in order
+            of preference (``PartitionAssignor`` objects; each advertises its
+            ``min_version``..``max_version``, its metadata at ``max_version``).
+            When every member has one in common, the coordinator asks one
+            member to compute the group's assignment with it.
+        assign_time: seconds the client assignor takes to compute.
     """
 
     name: str
@@ -255,6 +275,8 @@ class MemberPlan:
     assignors: tuple[str, ...] = ("cooperative-sticky",)
     session_timeout_ms: int = 6000
     heartbeat_interval_ms: int = 1000
+    client_assignors: tuple[PartitionAssignor, ...] = field(default=(), compare=False, hash=False)
+    assign_time: float = 0.0
 
     def __post_init__(self) -> None:
         # Accept any collection of names (a set literal reads best in tests).
@@ -271,6 +293,12 @@ class MemberPlan:
             raise ScenarioError(f"member {self.name!r}: callback_time must not be negative")
         if self.max_poll_interval_ms <= 0:
             raise ScenarioError(f"member {self.name!r}: max_poll_interval_ms must be positive")
+        if self.assign_time < 0:
+            raise ScenarioError(f"member {self.name!r}: assign_time must not be negative")
+        if self.client_assignors and self.protocol != "consumer":
+            raise ScenarioError(
+                f"member {self.name!r}: client assignors are a consumer-protocol mode"
+            )
         if self.protocol not in ("consumer", "classic"):
             raise ScenarioError(
                 f"member {self.name!r}: protocol must be 'consumer' or 'classic', "
@@ -296,6 +324,9 @@ _JOIN = 4
 _SYNC = 5
 _CHB = 6
 _CLEAVE = 7
+# The draft's client-side mode.
+_PREP = 8
+_INST = 9
 
 _RETRY_COMMIT = frozenset(
     {
@@ -356,6 +387,8 @@ class _Slot:
     """One application process slot; each (re)start runs a new incarnation in it."""
 
     __slots__ = (
+        "assignor_error_p",
+        "assignor_invalid",
         "callback_error_p",
         "cut_until",
         "name",
@@ -381,6 +414,9 @@ class _Slot:
         self.cut_until = 0.0
         self.stall_until = 0.0
         self.callback_error_p = 0.0
+        # Client-side mode faults: the assignor fails (or returns a broken assignment).
+        self.assignor_error_p = 0.0
+        self.assignor_invalid = False
 
 
 class _Proc:
@@ -389,6 +425,7 @@ class _Proc:
     __slots__ = (
         "alive",
         "assignors",
+        "broken_outputs",
         "busy",
         "callbacks",
         "closing",
@@ -455,6 +492,8 @@ class _Proc:
         self.same_instant = 0
         self.last_wake = -1.0
         self.last_ok = 0.0  # when the last successful heartbeat response arrived
+        # Broken client-assignor outputs the faults produced (the member must refuse them).
+        self.broken_outputs = 0
 
 
 class _Observer:
@@ -586,6 +625,10 @@ class Simulation:
             RunAssignor: self._do_run_assignor,
             ClassicAssignorOnAssignment: self._do_classic_on_assignment,
             ReportAssignorError: self._do_assignor_error,
+            SendPrepareAssignment: self._do_prepare,
+            ComputeAssignment: self._do_compute,
+            SendInstallAssignment: self._do_install,
+            ReportClientAssignorError: self._do_client_assignor_error,
         }
         for name, partitions in (topics or {}).items():
             self.cluster.create(name, partitions)
@@ -612,13 +655,7 @@ class Simulation:
         if name in self._slots:
             raise ScenarioError(f"member {name!r} exists already; names must be unique")
         member_plan = MemberPlan(name=name, **plan)
-        for other in self._slots.values():
-            if other.plan.protocol != member_plan.protocol:
-                raise ScenarioError(
-                    f"member {name!r} speaks the {member_plan.protocol} protocol but "
-                    f"{other.name!r} the {other.plan.protocol} one: the simulator does not "
-                    "convert groups between protocols; use one protocol per simulation"
-                )
+        # Members may speak both protocols: the group converts (see _upgrade).
         slot = _Slot(member_plan)
         self._slots[name] = slot
         self._q.schedule(member_plan.start_at, self._ev_start, slot)
@@ -689,6 +726,24 @@ class Simulation:
         self._fault_at(at)
         self._q.schedule(at, self._ev_callback_errors, (self._slot(name), probability))
         self._q.schedule(at + duration, self._ev_callback_errors, (self._slot(name), 0.0))
+
+    def assignor_errors(
+        self, name: str, *, at: float, duration: float, probability: float, invalid: bool = False
+    ) -> None:
+        """From ``at``, the member's client assignor fails with ``probability`` for ``duration``.
+
+        ``invalid``: instead of raising, it returns an assignment that loses a
+        partition (the member must refuse to install it).
+        """
+        self._fault_at(at)
+        slot = self._slot(name)
+        self._q.schedule(at, self._ev_assignor_errors, (slot, probability, invalid))
+        self._q.schedule(at + duration, self._ev_assignor_errors, (slot, 0.0, False))
+
+    def crash_computing(self, *, at: float, restart_after: float | None = None) -> None:
+        """At ``at``, kill a member that is computing the group's assignment (if any)."""
+        self._fault_at(at)
+        self._q.schedule(at, self._ev_crash_computing, restart_after)
 
     def failover(self, *, at: float, down: float, loading: float) -> None:
         """The coordinator fails at ``at``: ``down`` seconds elsewhere, ``loading`` reloading."""
@@ -789,6 +844,7 @@ class Simulation:
 
     def _new_coordinator(self, persisted: Any) -> ConsumerGroupCoordinator:
         q = self._q
+        rng = self.rng
         return ConsumerGroupCoordinator(
             self.config.group_id,
             self.config.coordinator,
@@ -798,6 +854,7 @@ class Simulation:
             observer=self._observer,
             persisted=persisted,
             bug_skip_release=self.bug is InjectedBug.COORDINATOR_SKIPS_RELEASE,
+            new_member_id=lambda: f"classic-{_uuid4(rng)}",
         )
 
     def _count(self, key: str) -> None:
@@ -854,6 +911,16 @@ class Simulation:
                 # As a deployment configures group.consumer.session.timeout.ms on
                 # the client to the broker's value (the broker never sends it).
                 session_timeout_ms=cfg.coordinator.session_timeout_ms,
+                client_assignors=tuple(
+                    ClientAssignor(
+                        a.name,
+                        min_version=a.min_version,
+                        max_version=a.max_version,
+                        metadata_version=a.max_version,
+                        metadata=a.metadata() or b"",
+                    )
+                    for a in plan.client_assignors
+                ),
             ),
             random=self.rng.random,
         )
@@ -946,19 +1013,40 @@ class Simulation:
             self._restart_later(slot, restart_after)
 
     def _ev_crash_reconciling(self, restart_after: float | None) -> None:
+        self._crash_one(
+            lambda m: m.state is MemberState.RECONCILING, restart_after, "while reconciling"
+        )
+
+    def _crash_one(
+        self,
+        busy: Callable[[ConsumerMember | ClassicMember], bool],
+        restart_after: float | None,
+        what: str,
+    ) -> None:
+        """Crash one running process whose member is ``busy`` (drawn at random), if any."""
         candidates = [
             s
             for s in self._slots.values()
-            if s.proc is not None
-            and s.proc.alive
-            and s.proc.member.state is MemberState.RECONCILING
+            if s.proc is not None and s.proc.alive and busy(s.proc.member)
         ]
         if not candidates:
             return
         slot = candidates[self.rng.randrange(len(candidates))]
         if self._trace is not None:
-            self._log(slot.name, "crashes while reconciling")
+            self._log(slot.name, f"crashes {what}")
         self._ev_crash((slot, restart_after))
+
+    def _ev_assignor_errors(self, arg: tuple[_Slot, float, bool]) -> None:
+        slot, probability, invalid = arg
+        slot.assignor_error_p = probability
+        slot.assignor_invalid = invalid
+
+    def _ev_crash_computing(self, restart_after: float | None) -> None:
+        self._crash_one(
+            lambda m: isinstance(m, ConsumerMember) and m.duty is not DutyState.IDLE,
+            restart_after,
+            "while computing the assignment",
+        )
 
     def _ev_close(self, arg: tuple[_Slot, float | None]) -> None:
         slot, restart_after = arg
@@ -1062,10 +1150,35 @@ class Simulation:
             slot.cut_until = min(slot.cut_until, now)
             slot.stall_until = min(slot.stall_until, now)
             slot.callback_error_p = 0.0
+            slot.assignor_error_p = 0.0
+            slot.assignor_invalid = False
         if self._trace is not None:
             self._log("sim", "faults end")
 
     # ---------------------------------------------------------- coordinator
+
+    def _converted(self) -> bool:
+        """Whether the group is a consumer group (classic members then get translated)."""
+        return bool(self.coordinator.members)
+
+    def _upgrade(self) -> None:
+        """A consumer-protocol join converts the non-empty classic group (an upgrade)."""
+        self._count("upgrade")
+        generation, members, offsets = self.classic.export_for_upgrade()
+        if self._trace is not None:
+            self._log("coord", f"converts the classic group ({len(members)} members) to consumer")
+        self.coordinator.adopt_classic(generation, members, offsets, self._q.now)
+
+    def _ev_maybe_downgrade(self, _: object) -> None:
+        """The last consumer-protocol member left a group that keeps classic members."""
+        coord = self.coordinator
+        if self.status is not CoordinatorStatus.UP or not coord.only_classic_members():
+            return
+        self._count("downgrade")
+        generation, members, offsets = coord.export_for_downgrade()
+        if self._trace is not None:
+            self._log("coord", f"converts the group to classic ({len(members)} members)")
+        self.classic.adopt_downgrade(generation, members, offsets)
 
     def _ev_failover(self, arg: tuple[float, float]) -> None:
         down, loading = arg
@@ -1114,6 +1227,9 @@ class Simulation:
 
     def _on_removed(self, member_id: str, why: str) -> None:
         self._count("removed")
+        if self._converted():
+            # Checked once the coordinator is done with the request or timer.
+            self._q.after(0.0, self._ev_maybe_downgrade, None)
         proc = self._by_member_id.get(member_id)
         if self._trace is not None and proc is not None:
             self._log(proc.label, f"removed by the coordinator: {why}")
@@ -1446,27 +1562,12 @@ class Simulation:
             return
         name = action.protocol_name
         assignor = proc.assignors[name]
-        subscriptions = GroupSubscription(
-            {
-                m.member_id: Subscription(
-                    topics=tuple(sorted(m.subscription.topics)),
-                    user_data=m.subscription.user_data,
-                    owned_partitions=tuple(sorted(m.subscription.owned_partitions)),
-                    generation_id=(
-                        m.subscription.generation_id if m.subscription.generation_id >= 0 else None
-                    ),
-                    rack_id=m.subscription.rack_id,
-                    group_instance_id=m.instance_id,
-                )
-                for m in action.members
-            }
-        )
+        subscriptions = group_subscription(action.members)
         counts = self._visible_counts({t for m in action.members for t in m.subscription.topics})
         # What the metadata watch compares with from now on (as the runtime does).
         proc.watched = self._visible_counts(proc.slot.topics)
         cluster = Cluster(counts)
-        cooperative = RebalanceProtocol.COOPERATIVE in assignor.supported_protocols
-        protocol = RebalanceProtocol.COOPERATIVE if cooperative else RebalanceProtocol.EAGER
+        protocol = validation_protocol(assignor)
         event: AssignmentComputed | AssignorFailed
         try:
             result = assignor.assign(cluster, subscriptions)
@@ -1511,6 +1612,75 @@ class Simulation:
             f"assignor {action.protocol_name} failed: {action.message}",
             proc,
         )
+
+    # ------------------------------------------------ client-side assignment
+
+    def _do_prepare(self, proc: _Proc, action: SendPrepareAssignment) -> None:
+        self._send(proc, _PREP, action.seq, action.request)
+
+    def _do_install(self, proc: _Proc, action: SendInstallAssignment) -> None:
+        self._send(proc, _INST, action.seq, action.request)
+
+    def _do_compute(self, proc: _Proc, action: ComputeAssignment) -> None:
+        """Run the client assignor as the runtime would, on the prepared group state."""
+        state = action.state
+        slot = proc.slot
+        assignor = next(
+            (a for a in slot.plan.client_assignors if a.name == state.assignor_name), None
+        )
+        assignment: dict[str, frozenset[TopicIdPartition]] | None = None
+        error: str | None = None
+        if assignor is None:
+            error = f"no client assignor {state.assignor_name!r} configured"
+        elif slot.assignor_error_p and self.rng.random() < slot.assignor_error_p:
+            self._count("assignor_error")
+            if slot.assignor_invalid:
+                # A broken assignor: everything to the first member but one partition.
+                first = state.members[0].member_id if state.members else ""
+                parts = [
+                    TopicIdPartition(t.topic_id, p)
+                    for t in state.topics
+                    for p in range(t.num_partitions)
+                ]
+                assignment = {first: frozenset(parts[1:])}
+                proc.broken_outputs += 1
+            else:
+                error = "simulated assignor error"
+        else:
+            spec = AssignmentSpec(
+                members={
+                    m.member_id: MemberSpec(
+                        subscribed_topic_ids=m.subscribed_topic_ids,
+                        assignment=_by_topic(m.assignment),
+                        instance_id=m.instance_id,
+                        rack_id=m.rack_id,
+                    )
+                    for m in state.members
+                },
+                topics={t.topic_id: TopicMetadata(t.name, t.num_partitions) for t in state.topics},
+            )
+            try:
+                result: object = assignor.assign(spec)
+            except KgroupError as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            else:
+                if not isinstance(result, TargetAssignment):
+                    error = f"assignor returned {type(result).__name__}, not a TargetAssignment"
+                else:
+                    assignment = {mid: a.topic_id_partitions() for mid, a in result.members.items()}
+        delay = slot.plan.assign_time * (0.5 + self.rng.random())
+        event = ClientAssignmentComputed(action.token, assignment, error)
+        self._q.after(delay, self._ev_feed, (proc, event))
+
+    def _do_client_assignor_error(self, proc: _Proc, action: ReportClientAssignorError) -> None:
+        if proc.broken_outputs:
+            proc.broken_outputs -= 1
+            self._count("assignor_invalid_refused")
+            return
+        # The user's assignor broke a rule without a fault explaining it: what the
+        # application would get from poll.
+        error = client_assignor_error(action)
+        self._violate(Invariant.ILLEGAL_ASSIGNMENT, str(error), proc)
 
     def _do_callback(self, proc: _Proc, action: RunCallback) -> None:
         plan = proc.slot.plan
@@ -1718,27 +1888,55 @@ class Simulation:
                 return JoinGroupResponse(error_code=int(code), error_message=status.value)
             if kind == _SYNC:
                 return SyncGroupResponse(error_code=int(code), error_message=status.value)
-            if kind in (_CHB, _CLEAVE):
+            if kind in (_CHB, _CLEAVE, _INST):
                 return int(code)
+            if kind == _PREP:
+                return PrepareAssignmentResponse(error_code=int(code), error_message=status.value)
             return HeartbeatResponse(error_code=int(code), error_message=status.value)
         classic = isinstance(proc.member, ClassicMember)
+        # A consumer group with classic members: the coordinator translates.
+        translated = classic and self._converted()
+        coord = self.coordinator
+        now = self._q.now
         if kind == _COMMIT:
             member_id, epoch, parts, instance_id = payload
-            if classic:
+            if classic and not translated:
                 return self._classic_commit(proc, member_id, epoch, instance_id, parts)
-            return self.coordinator.commit(member_id, epoch, parts)
+            # Classic members' commits are checked against the generation, which
+            # is their member epoch: the same check.
+            return coord.commit(member_id, epoch, parts)
         if kind == _OFFSETS:
             member_id, epoch, parts = payload
             if classic:
                 # The classic runtime reads committed offsets without a member epoch.
-                return (ErrorCode.NONE, self.classic.offsets(parts))
-            return self.coordinator.offset_fetch(member_id, epoch, parts)
+                store = coord if translated else self.classic
+                return (ErrorCode.NONE, store.offsets(parts))
+            return coord.offset_fetch(member_id, epoch, parts)
         if kind == _CHB:
             generation, member_id, instance_id = payload
+            if translated:
+                return coord.classic_heartbeat(generation, member_id, instance_id, now)
             return self.classic.heartbeat(generation, member_id, instance_id)
         if kind == _CLEAVE:
             member_id, instance_id = payload
+            if translated:
+                return coord.classic_leave(member_id, instance_id)
             return self.classic.leave(member_id, instance_id)
+        if kind == _JOIN:
+            return coord.classic_join(payload, now)
+        if kind == _SYNC:
+            return coord.classic_sync(payload, now)
+        if kind == _HB and payload.member_epoch == 0:
+            if self.classic.members:
+                self._upgrade()
+            elif not coord.members:
+                # An empty group forms as consumer: epochs go on from the generations
+                # (the invariants compare epochs over the group's whole life).
+                coord.continue_from(self.classic.generation)
+        if kind == _PREP:
+            return self.coordinator.prepare_assignment(payload, self._q.now)
+        if kind == _INST:
+            return self.coordinator.install_assignment(payload, self._q.now)
         return self.coordinator.heartbeat(payload, self._q.now)
 
     def _classic_commit(
@@ -1772,7 +1970,11 @@ class Simulation:
             # request reached the broker: it went down with the socket. Without this a
             # stale request could overtake a newer one, which TCP does not allow.
             return
-        if kind in (_JOIN, _SYNC) and self.status is CoordinatorStatus.UP:
+        if kind in (_JOIN, _SYNC) and self.status is CoordinatorStatus.UP and not self._converted():
+            if kind == _JOIN:
+                # An empty group forms as classic: its generations go on from the epochs.
+                self.classic.continue_from(self.coordinator.group_epoch)
+
             # Held until the group moves on: the coordinator calls back.
             def reply(result: Any) -> None:
                 if self._trace is not None:
@@ -1849,6 +2051,12 @@ class Simulation:
             return
         if kind == _OFFSETS:
             self._offset_result(proc, ident, result)
+            return
+        if kind == _PREP:
+            self._feed(proc, PrepareAssignmentResponseReceived(ident, result))
+            return
+        if kind == _INST:
+            self._feed(proc, InstallAssignmentResponseReceived(ident, result))
             return
         if kind >= _JOIN:
             self._classic_response(proc, kind, ident, result)
@@ -1997,7 +2205,13 @@ class Simulation:
             if proc is None or not proc.alive or proc.closing:
                 return f"{slot.name} is not running"
             member = proc.member
-            assert isinstance(member, ClassicMember)
+            if not isinstance(member, ClassicMember):
+                # A consumer-protocol member that should be in: its join converts the group.
+                if slot.subscribed:
+                    return f"{proc.label} (consumer protocol) has not converted the group"
+                if proc.fetching:
+                    return f"{proc.label} unsubscribed but fetches"
+                continue
             if not slot.subscribed:
                 if member.state is not ClassicState.UNJOINED or proc.fetching:
                     return f"{proc.label} unsubscribed but is {member.state.name}"
@@ -2064,7 +2278,9 @@ class Simulation:
         """None if the group has converged, else what is still off."""
         if self.status is not CoordinatorStatus.UP:
             return f"coordinator {self.status.name}"
-        if any(slot.plan.protocol == "classic" for slot in self._slots.values()):
+        if not self._converted() and any(
+            slot.plan.protocol == "classic" for slot in self._slots.values()
+        ):
             return self._classic_unconverged()
         coord = self.coordinator
         # An empty group keeps its bumped epoch: no heartbeat comes to compute a target.
@@ -2080,12 +2296,21 @@ class Simulation:
                 continue
             if proc is None or not proc.alive or proc.closing:
                 return f"{slot.name} is not running"
-            state = proc.member.state
+            member = proc.member
+            idle = (
+                ClassicState.UNJOINED
+                if isinstance(member, ClassicMember)
+                else (MemberState.UNSUBSCRIBED)
+            )
+            stable = (
+                ClassicState.STABLE if isinstance(member, ClassicMember) else (MemberState.STABLE)
+            )
+            state = member.state
             if not slot.subscribed:
-                if state is not MemberState.UNSUBSCRIBED or proc.fetching:
+                if state is not idle or proc.fetching:
                     return f"{proc.label} unsubscribed but is {state.name}"
                 continue
-            if state is not MemberState.STABLE:
+            if state is not stable:
                 return f"{proc.label} is {state.name}"
             record = coord.members.get(proc.member_id)
             if record is None:
@@ -2093,6 +2318,8 @@ class Simulation:
             expected_ids.add(proc.member_id)
             if record.epoch != coord.assignment_epoch:
                 return f"{proc.label} at epoch {record.epoch}, target {coord.assignment_epoch}"
+            if _position(member) != record.epoch:
+                return f"{proc.label} at epoch {_position(member)}, its record {record.epoch}"
             target = coord.target(proc.member_id)
             if record.assigned != target or record.pending_revocation:
                 return f"{proc.label} has not reached its target at the coordinator"
@@ -2138,6 +2365,20 @@ def _uuid4(rng: random.Random) -> uuid.UUID:
     return uuid.UUID(int=rng.getrandbits(128), version=4)
 
 
+def client_assignor_error(action: ReportClientAssignorError) -> InvalidAssignmentError:
+    """The typed error a runtime raises from poll for ``action``."""
+    return InvalidAssignmentError(
+        action.assignor_name, AssignmentViolation[action.violation], action.message
+    )
+
+
+def _by_topic(partitions: frozenset[TopicIdPartition]) -> dict[uuid.UUID, frozenset[int]]:
+    out: dict[uuid.UUID, set[int]] = {}
+    for tip in partitions:
+        out.setdefault(tip.topic_id, set()).add(tip.partition)
+    return {t: frozenset(ps) for t, ps in out.items()}
+
+
 def _parts(partitions: frozenset[TopicPartition]) -> str:
     if not partitions:
         return "{}"
@@ -2177,6 +2418,8 @@ def _describe_event(event: object) -> str:
             return f"subscribe {sorted(topics)} {pattern or ''}".rstrip()
         case CloseRequested():
             return "close"
+        case ClientAssignmentComputed(token=token, error=error):
+            return f"computed #{token}" + (f" failing ({error})" if error else "")
         case _:
             return type(event).__name__
 
@@ -2202,6 +2445,13 @@ def _describe_action(action: object) -> str:
             return f"sync#{seq} generation {r.generation_id} ({len(r.assignments)} assignments)"
         case SendClassicHeartbeat(seq=seq, generation_id=generation):
             return f"heartbeat#{seq} generation {generation}"
+        case SendPrepareAssignment(seq=seq, request=r):
+            return f"prepare#{seq} epoch {r.member_epoch}"
+        case ComputeAssignment(token=token, state=st):
+            return f"compute #{token} with {st.assignor_name} for group epoch {st.group_epoch}"
+        case SendInstallAssignment(seq=seq, request=r):
+            what = f"error {r.error}" if r.error else f"{len(r.members)} members"
+            return f"install#{seq} epoch {r.member_epoch} group epoch {r.group_epoch} {what}"
         case _:
             return type(action).__name__
 
@@ -2209,6 +2459,12 @@ def _describe_action(action: object) -> str:
 def _describe_result(kind: int, result: Any) -> str:
     if kind == _COMMIT:
         return f"commit {_error_name(result)}"
+    if kind == _INST:
+        return f"install {_error_name(result)}"
+    if kind == _PREP:
+        if result.error_code:
+            return f"prepare {_error_name(result.error_code)}"
+        return f"prepare group epoch {result.group_epoch} ({len(result.members)} members)"
     if kind == _OFFSETS:
         return f"offset fetch {result[0].name}"
     if kind == _JOIN:

@@ -10,7 +10,9 @@ big ones (16-36), each with a random selection of fault families: join
 storms, crashes (some while reconciling), leaves and static bounces, lost and
 duplicated heartbeats and acks, latency spikes, network partitions,
 coordinator failovers, application stalls, slow and failing callbacks,
-subscription and regex changes, new topics and partitions.
+subscription and regex changes, new topics and partitions; and the KIP-848
+draft's client-side assignor mode, with assignor errors, broken assignor
+output and crashes while computing.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+from kgroup.assignors import RangeServerAssignor
+from kgroup.testing.sim.client_assignors import VersionedAssignor
 from kgroup.testing.sim.engine import (
     InjectedBug,
     MemberPlan,
@@ -65,6 +69,8 @@ class FaultKind(enum.Enum):
     SLOW_CALLBACKS = "every callback takes longer"
     CREATE_TOPIC = "a topic is created"
     ADD_PARTITIONS = "a topic grows"
+    ASSIGNOR_ERRORS = "a member's client assignor fails (count 1: returns a broken assignment)"
+    CRASH_COMPUTING = "kill a process computing the group's assignment, maybe restart it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +94,12 @@ class Fault:
         """One line for reports."""
         k = self.kind
         who = f" {self.member}" if self.member else ""
-        if k in (FaultKind.CRASH, FaultKind.CRASH_RECONCILING, FaultKind.CLOSE):
+        if k in (
+            FaultKind.CRASH,
+            FaultKind.CRASH_RECONCILING,
+            FaultKind.CLOSE,
+            FaultKind.CRASH_COMPUTING,
+        ):
             again = (
                 "" if self.restart_after is None else f", restart after {self.restart_after:.2f}s"
             )
@@ -101,6 +112,12 @@ class Fault:
             return f"{self.at:7.3f}s LOSSY {self.duration:.2f}s {self.conditions}"
         if k in (FaultKind.CREATE_TOPIC, FaultKind.ADD_PARTITIONS):
             return f"{self.at:7.3f}s {k.name} {self.topic} +{self.count}"
+        if k is FaultKind.ASSIGNOR_ERRORS:
+            how = "broken output" if self.count else "errors"
+            return (
+                f"{self.at:7.3f}s ASSIGNOR_ERRORS{who} {how} p={self.probability:.2f} "
+                f"{self.duration:.2f}s"
+            )
         if k is FaultKind.CALLBACK_ERRORS:
             return (
                 f"{self.at:7.3f}s CALLBACK_ERRORS{who} p={self.probability:.2f} "
@@ -149,6 +166,11 @@ class Scenario:
             extra = f" static={m.instance_id}" if m.instance_id else ""
             extra += f" assignor={m.server_assignor}" if m.server_assignor else ""
             extra += f" classic {','.join(m.assignors)}" if m.protocol == "classic" else ""
+            if m.client_assignors:
+                names = ",".join(
+                    f"{a.name}[{a.min_version}-{a.max_version}]" for a in m.client_assignors
+                )
+                extra += f" client assignors {names} (compute {m.assign_time:.2f}s)"
             lines.append(
                 f"  member {m.name}: {sub}{extra} start {m.start_at:.2f}s poll "
                 f"{m.poll_interval:.2f}s callbacks {m.callback_time:.2f}s "
@@ -187,6 +209,12 @@ def _apply(sim: Simulation, f: Fault) -> None:
         sim.slow_callbacks(at=f.at, duration=f.duration, max_time=f.loading)
     elif k is FaultKind.CREATE_TOPIC:
         sim.create_topic(f.topic, f.count, at=f.at)
+    elif k is FaultKind.ASSIGNOR_ERRORS:
+        sim.assignor_errors(
+            m, at=f.at, duration=f.duration, probability=f.probability, invalid=bool(f.count)
+        )
+    elif k is FaultKind.CRASH_COMPUTING:
+        sim.crash_computing(at=f.at, restart_after=f.restart_after)
     else:
         sim.add_partitions(f.topic, f.count, at=f.at)
 
@@ -362,6 +390,29 @@ def generate(seed: int) -> Scenario:
         faults.append(
             Fault(FaultKind.ADD_PARTITIONS, when(), topic=names[0], count=rng.randint(1, 4))
         )
+    # Drawn last, so that the seeds of the mix before the client-side mode keep
+    # their scenarios (findings name seeds).
+    if classic and pick("rolling upgrade to the consumer protocol", 0.3):
+        members, faults = _migrate(rng, members, faults, names, to_classic=False)
+    elif not classic and pick("classic members in a consumer group", 0.12):
+        members, faults = _migrate(rng, members, faults, names, to_classic=True)
+    elif not classic and pick("client-side assignors", 0.15):
+        members = _client_side(rng, members)
+        if pick("assignor errors", 0.5):
+            for _ in range(rng.randint(1, 2)):
+                faults.append(
+                    Fault(
+                        FaultKind.ASSIGNOR_ERRORS,
+                        when(),
+                        someone().name,
+                        duration=rng.uniform(1.0, 8.0),
+                        probability=rng.uniform(0.3, 1.0),
+                        count=int(rng.random() < 0.3),
+                    )
+                )
+        if pick("crash while computing", 0.5):
+            for _ in range(rng.randint(1, 3)):
+                faults.append(Fault(FaultKind.CRASH_COMPUTING, when(), restart_after=restart()))
     faults.sort(key=lambda f: f.at)
     ends = [f.at + f.duration + f.loading for f in faults] + [m.start_at for m in members]
     faults_end = max([horizon, *ends])
@@ -375,6 +426,65 @@ def generate(seed: int) -> Scenario:
         faults_end=faults_end,
         config=config,
     )
+
+
+# Shared objects: plans compare equal across runs of the same seed.
+_PY_UNIFORM = (
+    VersionedAssignor("py-uniform", min_version=0, max_version=2),
+    VersionedAssignor("py-uniform", min_version=1, max_version=2),
+    VersionedAssignor("py-uniform", min_version=0, max_version=1),
+)
+_PY_RANGE = VersionedAssignor("py-range", min_version=0, max_version=1, inner=RangeServerAssignor())
+
+
+def _migrate(
+    rng: random.Random,
+    members: list[MemberPlan],
+    faults: list[Fault],
+    names: list[str],
+    *,
+    to_classic: bool,
+) -> tuple[list[MemberPlan], list[Fault]]:
+    """Some members speak the other protocol: the group converts (upgrade) or mixes.
+
+    Rolling upgrade: the switched members start later as consumer-protocol
+    members and some classic ones leave for good. Classic members in a
+    consumer group: the switched members speak classic (names only).
+    """
+    switched = {m.name for m in members if rng.random() < 0.5} or {members[-1].name}
+    out = []
+    for m in members:
+        if m.name not in switched:
+            out.append(m)
+        elif to_classic:
+            topics = m.topics or frozenset(names)
+            out.append(replace(m, protocol="classic", pattern=None, topics=topics))
+        else:
+            out.append(replace(m, protocol="consumer", start_at=m.start_at + rng.uniform(2.0, 8.0)))
+    classic = {m.name for m in out if m.protocol == "classic"}
+    kept = []
+    for f in faults:
+        if f.kind is FaultKind.SUBSCRIBE and f.member in classic and f.pattern is not None:
+            kept.append(replace(f, pattern=None, topics=frozenset(names)))  # no regex for classic
+        else:
+            kept.append(f)
+    if not to_classic:
+        for m in out:
+            if m.name in classic and rng.random() < 0.4:
+                at = rng.uniform(2.0, 12.0)
+                kept.append(Fault(FaultKind.CLOSE, at, m.name))  # the rolling part
+    return out, kept
+
+
+def _client_side(rng: random.Random, members: list[MemberPlan]) -> list[MemberPlan]:
+    """Give every member a Python client assignor (some prefer a second one)."""
+    out = []
+    for m in members:
+        uniform = _PY_UNIFORM[rng.randrange(len(_PY_UNIFORM))]
+        # Preferred by some only: the coordinator must fall back to the common one.
+        chosen = (_PY_RANGE, uniform) if rng.random() < 0.3 else (uniform,)
+        out.append(replace(m, client_assignors=chosen, assign_time=rng.uniform(0.0, 1.5)))
+    return out
 
 
 # ------------------------------------------------------------------- running
