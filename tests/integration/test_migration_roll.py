@@ -1,0 +1,242 @@
+"""Rolling migration of a live group between the classic and the consumer protocol (issue 12).
+
+The shape of Apache Kafka's ``consumer_protocol_migration_test``: a group of
+kgroup members, each in a process of its own (``member_process.py``), starts on
+the classic protocol while a producer writes to every partition throughout.
+One member at a time is closed and restarted with ``group.protocol=consumer``
+(the rolling upgrade: the first consumer-protocol heartbeat converts the group,
+and the classic members go on as followers of the coordinator's assignment),
+then rolled back to ``classic`` the same way (the rolling downgrade: the group
+converts back when its last consumer-protocol member leaves). Dynamic and
+static members, range and cooperative-sticky.
+
+Checks at the end: every record produced was consumed by some member; no
+partition was held by two live members at once (from the members' listener
+calls, in time order); the committed offsets are at the log end; every
+``close()`` returned within its timeout; no member's application loop saw an
+exception.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import (
+    EventLog,
+    ListenerEvent,
+    classic_conf,
+    consumer_conf,
+    live_overlaps,
+    partitions_of,
+    wait_until,
+)
+from process_helpers import MemberProcess, SteadyProducer, assignments_converged
+
+from kgroup import Consumer, TopicPartition
+from kgroup.testing import KafkaBroker
+from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 6
+MEMBERS = 3
+CLOSE_TIMEOUT_S = 20.0
+"""What ``member_process.py`` passes to ``close()``."""
+CONVERGE_S = 30.0
+"""Bound on a group settling after one member is rolled (session timeouts are 6 s)."""
+
+_REMOTE_ASSIGNOR = {"range": "range", "cooperative-sticky": "uniform"}
+"""The consumer-protocol counterpart of each classic strategy, as Apache Kafka's test pairs them."""
+
+
+def member_conf(
+    protocol: str, bootstrap: str, group: str, strategy: str, instance: str | None
+) -> dict[str, Any]:
+    # Auto-commit every 500 ms: a member rolled out hands over offsets close to
+    # what it consumed, and the final commits (on close) land at the log end.
+    extra: dict[str, Any] = {"auto_commit_interval_ms": 500}
+    if instance is not None:
+        extra["group_instance_id"] = instance
+    if protocol == "classic":
+        return classic_conf(bootstrap, group, strategy, **extra)
+    return consumer_conf(
+        bootstrap,
+        group,
+        group_protocol="consumer",
+        group_remote_assignor=_REMOTE_ASSIGNOR[strategy],
+        **extra,
+    )
+
+
+@dataclass
+class Roll:
+    """A group of member processes, and everything each one ever was."""
+
+    bootstrap: str
+    group: str
+    topic: str
+    strategy: str
+    static: bool
+    spawn_dir: Path
+    producer: SteadyProducer
+    live: dict[int, MemberProcess] = field(default_factory=dict)
+    everyone: list[MemberProcess] = field(default_factory=list)
+    close_times: list[tuple[str, float]] = field(default_factory=list)
+    exit_codes: list[tuple[str, int]] = field(default_factory=list)
+
+    def start(self, slot: int, protocol: str) -> MemberProcess:
+        instance = f"{self.group}-i{slot}" if self.static else None
+        conf = member_conf(protocol, self.bootstrap, self.group, self.strategy, instance)
+        member = MemberProcess(
+            f"{slot}-{protocol}-{len(self.everyone)}", conf, [self.topic], self.spawn_dir
+        )
+        self.everyone.append(member)
+        self.live[slot] = member
+        return member
+
+    def stop(self, slot: int) -> None:
+        """Close the slot's member; note how long ``close()`` took and how it exited."""
+        member = self.live.pop(slot)
+        asked = time.monotonic()
+        code = member.close(CLOSE_TIMEOUT_S + 10)
+        closed = member.of("closed")
+        self.exit_codes.append((member.name, code))
+        self.close_times.append((member.name, closed[0].t - asked if closed else float("inf")))
+
+    def converged(self) -> bool:
+        return assignments_converged(self.live.values(), partitions_of(self.topic, PARTITIONS))
+
+    def wait_converged(self, what: str) -> None:
+        try:
+            wait_until(self.converged, CONVERGE_S, what)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.story()}") from None
+
+    def consumed(self) -> set[tuple[str, int, int]]:
+        seen: set[tuple[str, int, int]] = set()
+        for member in self.everyone:
+            seen |= member.records
+        return seen
+
+    def log(self) -> EventLog:
+        """Every member's listener calls as one event log (monotonic ns)."""
+        log = EventLog()
+        for member in self.everyone:
+            for event in member.of("assigned", "revoked", "lost"):
+                log.events.append(
+                    ListenerEvent(int(event.t * 1e9), member.name, event.kind, event.partitions)
+                )
+        return log
+
+    def story(self) -> str:
+        lines = []
+        events = sorted(
+            (e.t, m.name, e.kind, e.data)
+            for m in self.everyone
+            for e in m.events
+            if e.kind != "records"
+        )
+        start = events[0][0] if events else 0.0
+        for t, name, kind, data in events:
+            lines.append(f"{t - start:7.2f}s {name} {kind} {data}")
+        return "\n".join(lines[-80:])
+
+    def errors(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(m.name, e.data) for m in self.everyone for e in m.of("error")]
+
+    def cleanup(self) -> None:
+        for member in self.everyone:
+            member.cleanup()
+        self.producer.stop()
+
+
+@pytest.fixture
+def make_roll(
+    kafka_broker: KafkaBroker, make_topic: MakeTopic, make_group_id: MakeGroupId, tmp_path: Path
+) -> Iterator[Callable[..., Roll]]:
+    made: list[Roll] = []
+
+    def make(**kwargs: Any) -> Roll:
+        bootstrap = kafka_broker.bootstrap_servers
+        topic = make_topic(partitions=PARTITIONS)
+        # The producer writes throughout, from before the first member starts.
+        producer = SteadyProducer(bootstrap, topic, PARTITIONS, 0.05)
+        roll = Roll(
+            bootstrap=bootstrap,
+            group=make_group_id(),
+            topic=topic,
+            spawn_dir=tmp_path,
+            producer=producer,
+            **kwargs,
+        )
+        made.append(roll)
+        return roll
+
+    yield make
+    for roll in made:
+        roll.cleanup()
+
+
+def roll_one_by_one(roll: Roll, to: str) -> None:
+    """Close each member in turn and start it again on ``to``; the group settles after each."""
+    for slot in sorted(roll.live):
+        roll.stop(slot)
+        roll.start(slot, to)
+        roll.wait_converged(f"the group settles after member {slot} moved to {to}")
+
+
+def finish(roll: Roll, final_protocol: str) -> None:
+    """Stop producing and check everything the acceptance of issue 12 names."""
+    produced = roll.producer.stop()
+    assert produced
+    try:
+        wait_until(lambda: roll.consumed() >= produced, 30, "every produced record consumed")
+    except AssertionError:
+        missing = produced - roll.consumed()
+        raise AssertionError(
+            f"{len(missing)} of {len(produced)} records never consumed, e.g. "
+            f"{sorted(missing)[:5]}\n{roll.story()}"
+        ) from None
+    assert live_overlaps(roll.log()) == [], roll.story()
+    for slot in sorted(roll.live):
+        roll.stop(slot)
+    # close() takes its revoke callback's commit with it: committed at the log end.
+    ends: dict[TopicPartition, int] = {}
+    for topic, partition, offset in produced:
+        tp = TopicPartition(topic, partition)
+        ends[tp] = max(ends.get(tp, 0), offset + 1)
+    conf = member_conf(final_protocol, roll.bootstrap, roll.group, roll.strategy, None)
+    with Consumer(conf) as reader:
+        committed = reader.committed(sorted(ends))
+    assert committed == ends
+    assert roll.errors() == []
+    assert all(code == 0 for _, code in roll.exit_codes), roll.exit_codes
+    slow = [(name, took) for name, took in roll.close_times if took > CLOSE_TIMEOUT_S]
+    assert slow == [], roll.close_times
+
+
+@pytest.mark.parametrize(
+    ("strategy", "static"),
+    [
+        ("cooperative-sticky", False),
+        ("cooperative-sticky", True),
+        ("range", False),
+        ("range", True),
+    ],
+    ids=["cooperative-dynamic", "cooperative-static", "range-dynamic", "range-static"],
+)
+def test_rolling_upgrade_then_rolling_downgrade_loses_nothing_and_never_double_owns(
+    make_roll: Callable[..., Roll], strategy: str, static: bool
+) -> None:
+    roll = make_roll(strategy=strategy, static=static)
+    for slot in range(MEMBERS):
+        roll.start(slot, "classic")
+    roll.wait_converged("the classic group settles")
+    roll_one_by_one(roll, "consumer")
+    roll_one_by_one(roll, "classic")
+    finish(roll, "classic")
