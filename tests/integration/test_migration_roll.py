@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from helpers import (
     EventLog,
@@ -38,8 +39,10 @@ from helpers import (
 from process_helpers import MemberProcess, SteadyProducer, assignments_converged
 
 from kgroup import Consumer, TopicPartition
+from kgroup.admin import GroupDescription, describe_group
 from kgroup.testing import KafkaBroker
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
+from kgroup.transport import KafkaClient
 
 pytestmark = pytest.mark.integration
 
@@ -104,6 +107,9 @@ class Roll:
         member = self.live.pop(slot)
         asked = time.monotonic()
         code = member.close(CLOSE_TIMEOUT_S + 10)
+        if code == 0:
+            # The child may exit before our reader thread took its last line.
+            member.wait_for(lambda: bool(member.of("closed")), 5, "its closed report")
         closed = member.of("closed")
         self.exit_codes.append((member.name, code))
         self.close_times.append((member.name, closed[0].t - asked if closed else float("inf")))
@@ -116,6 +122,26 @@ class Roll:
             wait_until(self.converged, CONVERGE_S, what)
         except AssertionError as exc:
             raise AssertionError(f"{exc}\n{self.story()}") from None
+
+    def wait_progress(self, what: str) -> None:
+        """Every live member's application gets records from now on (none is starved)."""
+        since = time.monotonic()
+        for member in self.live.values():
+            member.wait_for(
+                lambda m=member: any(e.t > since for e in m.of("records")),  # type: ignore[misc]
+                CONVERGE_S,
+                f"records after {what}",
+            )
+
+    def shape(self) -> tuple[str, tuple[str, ...]]:
+        """The group's type on the broker and its members' protocols (sorted)."""
+
+        async def describe() -> GroupDescription:
+            async with KafkaClient(self.bootstrap) as client:
+                return await describe_group(client, self.group)
+
+        group = anyio.run(describe)
+        return group.group_type.value, tuple(sorted(m.protocol.value for m in group.members))
 
     def consumed(self) -> set[tuple[str, int, int]]:
         seen: set[tuple[str, int, int]] = set()
@@ -182,12 +208,20 @@ def make_roll(
         roll.cleanup()
 
 
-def roll_one_by_one(roll: Roll, to: str) -> None:
-    """Close each member in turn and start it again on ``to``; the group settles after each."""
+def roll_one_by_one(roll: Roll, to: str) -> list[tuple[str, tuple[str, ...]]]:
+    """Close each member in turn and start it again on ``to``; the group settles after each.
+
+    Returns the group's shape (type, members' protocols) after each step.
+    """
+    shapes = []
     for slot in sorted(roll.live):
         roll.stop(slot)
         roll.start(slot, to)
-        roll.wait_converged(f"the group settles after member {slot} moved to {to}")
+        what = f"member {slot} moved to {to}"
+        roll.wait_converged(f"the group settles after {what}")
+        roll.wait_progress(what)
+        shapes.append(roll.shape())
+    return shapes
 
 
 def finish(roll: Roll, final_protocol: str) -> None:
@@ -237,6 +271,20 @@ def test_rolling_upgrade_then_rolling_downgrade_loses_nothing_and_never_double_o
     for slot in range(MEMBERS):
         roll.start(slot, "classic")
     roll.wait_converged("the classic group settles")
-    roll_one_by_one(roll, "consumer")
-    roll_one_by_one(roll, "classic")
+    roll.wait_progress("the classic group settled")
+    assert roll.shape() == ("classic", ("classic",) * 3)
+    # The first consumer-protocol member converts the group; the classic members
+    # stay in it, as followers of the coordinator's assignment.
+    assert roll_one_by_one(roll, "consumer") == [
+        ("consumer", ("classic", "classic", "consumer")),
+        ("consumer", ("classic", "consumer", "consumer")),
+        ("consumer", ("consumer",) * 3),
+    ]
+    # Classic members join the consumer group; the last consumer-protocol
+    # member's departure converts it back.
+    assert roll_one_by_one(roll, "classic") == [
+        ("consumer", ("classic", "consumer", "consumer")),
+        ("consumer", ("classic", "classic", "consumer")),
+        ("classic", ("classic",) * 3),
+    ]
     finish(roll, "classic")
