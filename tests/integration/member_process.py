@@ -2,7 +2,8 @@
 
 Run as ``python member_process.py SPEC`` where SPEC is a JSON object::
 
-    {"conf": {...kgroup config...}, "topics": ["t"], "trace_commits": false}
+    {"conf": {...kgroup config...}, "topics": ["t"], "trace_commits": false,
+     "commit_each_batch": false}
 
 The process subscribes, then polls in a loop (``consume(500, 0.1)``) and
 reports on stdout, one JSON object per line, each with ``"t"`` (the sender's
@@ -20,6 +21,10 @@ reports on stdout, one JSON object per line, each with ``"t"`` (the sender's
   "offsets": [...], "errors": {"topic:p": "ERROR_NAME"}, "failed": null | "ExcType"}``
   for every OffsetCommit request the consumer sent (test instrumentation of
   kgroup's private ``OffsetManager._commit_once``: the public API has no hook);
+- with ``commit_each_batch``: ``{"ev": "commit_refused", "message": s}`` when the
+  synchronous commit the loop makes after every non-empty batch raised
+  :class:`kgroup.CommitFailedError` (documented as retriable: the loop goes on,
+  as an application following the docs would);
 - ``{"ev": "error", "type": "ExcName", "message": s}`` when poll / consume /
   commit raised; the process then exits with status 2 (without leaving);
 - ``{"ev": "closed"}`` after ``close``; exit status 0.
@@ -160,6 +165,11 @@ def main(spec: dict[str, Any]) -> int:
                     "records",
                     records=[[m.topic(), m.partition(), m.offset()] for m in batch],
                 )
+                if spec.get("commit_each_batch"):
+                    try:
+                        consumer.commit()
+                    except kgroup.CommitFailedError as exc:
+                        emit("commit_refused", message=str(exc))
     except Exception as exc:
         emit("error", type=type(exc).__name__, message=str(exc))
         return 2

@@ -53,10 +53,16 @@ class MemberProcess:
         log_dir: Path,
         *,
         trace_commits: bool = False,
+        commit_each_batch: bool = False,
     ) -> None:
         self.name = name
         self.log_path = log_dir / f"member-{name}.log"
-        spec = {"conf": conf, "topics": topics, "trace_commits": trace_commits}
+        spec = {
+            "conf": conf,
+            "topics": topics,
+            "trace_commits": trace_commits,
+            "commit_each_batch": commit_each_batch,
+        }
         self._log: IO[bytes] = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-u", str(SCRIPT), json.dumps(spec)],

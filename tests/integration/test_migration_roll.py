@@ -95,8 +95,15 @@ class Roll:
     def start(self, slot: int, protocol: str) -> MemberProcess:
         instance = f"{self.group}-i{slot}" if self.static else None
         conf = member_conf(protocol, self.bootstrap, self.group, self.strategy, instance)
+        # Each member also commits synchronously after every batch, as many
+        # applications do: a classic member's commit refused by a rebalance must
+        # surface as the retriable CommitFailedError, never as a fatal error.
         member = MemberProcess(
-            f"{slot}-{protocol}-{len(self.everyone)}", conf, [self.topic], self.spawn_dir
+            f"{slot}-{protocol}-{len(self.everyone)}",
+            conf,
+            [self.topic],
+            self.spawn_dir,
+            commit_each_batch=True,
         )
         self.everyone.append(member)
         self.live[slot] = member
