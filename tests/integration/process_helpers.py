@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from confluent_kafka import Producer
+from helpers import HasAssignment
 
 from kgroup import TopicPartition
 
@@ -184,7 +185,7 @@ class MemberProcess:
 
 
 def assignments_converged(
-    members: Iterable[MemberProcess], expected: frozenset[TopicPartition]
+    members: Iterable[HasAssignment], expected: frozenset[TopicPartition]
 ) -> bool:
     """Listener-reported assignments are non-empty, pairwise disjoint and cover ``expected``."""
     seen: list[TopicPartition] = []

@@ -19,6 +19,7 @@ exception.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from typing import Any
 
 import anyio
 import pytest
+from confluent_kafka import Consumer as ConfluentConsumer
 from helpers import (
     EventLog,
     ListenerEvent,
@@ -36,7 +38,7 @@ from helpers import (
     partitions_of,
     wait_until,
 )
-from process_helpers import MemberProcess, SteadyProducer, assignments_converged
+from process_helpers import Event, MemberProcess, SteadyProducer, assignments_converged
 
 from kgroup import Consumer, TopicPartition
 from kgroup.admin import GroupDescription, describe_group
@@ -76,6 +78,121 @@ def member_conf(
     )
 
 
+class ConfluentMember:
+    """A confluent-kafka (librdkafka) consumer polling in a thread, reporting like a member process.
+
+    Its rebalance callbacks and records become :class:`Event` objects with the
+    same kinds and the same clock (``time.monotonic()``) as a kgroup member
+    process's reports, so one checker reads both. librdkafka assigns what its
+    callbacks are given on its own (the Python binding does it when a callback
+    did not), eagerly or incrementally as the protocol says.
+    """
+
+    def __init__(self, name: str, conf: dict[str, Any], topic: str) -> None:
+        self.name = name
+        self.events: list[Event] = []
+        self.records: set[tuple[str, int, int]] = set()
+        self._cond = threading.Condition()
+        self._consumer = ConfluentConsumer(conf)
+        self._consumer.subscribe(
+            [topic],
+            on_assign=lambda _c, ps: self._add("assigned", ps),
+            on_revoke=lambda _c, ps: self._add("revoked", ps),
+            on_lost=lambda _c, ps: self._add("lost", ps),
+        )
+        self._stop = threading.Event()
+        self._status: int | None = None
+        self._thread = threading.Thread(target=self._run, name=f"confluent-{name}", daemon=True)
+        self._thread.start()
+
+    def _emit(self, kind: str, **data: Any) -> None:
+        with self._cond:
+            self.events.append(Event(kind, time.monotonic(), data))
+            self._cond.notify_all()
+
+    def _add(self, kind: str, partitions: list[Any]) -> None:
+        self._emit(kind, partitions=[[tp.topic, tp.partition] for tp in partitions])
+
+    def _run(self) -> None:
+        status = 0
+        try:
+            while not self._stop.is_set():
+                batch = self._consumer.consume(500, 0.1)
+                got = [(m.topic(), m.partition(), m.offset()) for m in batch if m.error() is None]
+                fatal = [m.error() for m in batch if m.error() is not None and m.error().fatal()]
+                if fatal:
+                    raise RuntimeError(f"fatal librdkafka error: {fatal[0]}")
+                if got:
+                    with self._cond:
+                        self.records.update(got)  # type: ignore[arg-type]
+                    self._emit("records", records=[list(r) for r in got])
+            self._consumer.close()
+            self._emit("closed")
+        except Exception as exc:
+            self._emit("error", type=type(exc).__name__, message=str(exc))
+            status = 2
+        self._status = status
+
+    def of(self, *kinds: str) -> list[Event]:
+        with self._cond:
+            return [e for e in self.events if e.kind in kinds]
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        held: set[TopicPartition] = set()
+        for event in self.of("assigned", "revoked", "lost"):
+            if event.kind == "assigned":
+                held |= event.partitions
+            else:
+                held -= event.partitions
+        return frozenset(held)
+
+    def wait_for(self, condition: Callable[[], bool], timeout: float, what: str) -> float:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not condition() and time.monotonic() < deadline:
+                self._cond.wait(0.1)
+            if condition():
+                return time.monotonic()
+        raise AssertionError(f"{self.name}: timed out after {timeout}s waiting for {what}")
+
+    def close(self, timeout: float) -> int:
+        self._stop.set()
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"{self.name} did not close within {timeout}s"
+        assert self._status is not None
+        return self._status
+
+    def cleanup(self) -> None:
+        if self._thread.is_alive():
+            self.close(CLOSE_TIMEOUT_S + 10)
+
+
+def confluent_conf(
+    protocol: str, bootstrap: str, group: str, strategy: str, instance: str | None
+) -> dict[str, Any]:
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "auto.commit.interval.ms": 500,
+        "group.protocol": protocol,
+    }
+    if instance is not None:
+        conf["group.instance.id"] = instance
+    if protocol == "classic":
+        conf |= {
+            "partition.assignment.strategy": strategy,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+        }
+    else:
+        conf["group.remote.assignor"] = _REMOTE_ASSIGNOR[strategy]
+    return conf
+
+
+Member = MemberProcess | ConfluentMember
+
+
 @dataclass
 class Roll:
     """A group of member processes, and everything each one ever was."""
@@ -87,19 +204,31 @@ class Roll:
     static: bool
     spawn_dir: Path
     producer: SteadyProducer
-    live: dict[int, MemberProcess] = field(default_factory=dict)
-    everyone: list[MemberProcess] = field(default_factory=list)
+    kinds: tuple[str, ...] = ("kgroup",) * MEMBERS
+    """Which client each slot runs: ``kgroup`` (a member process) or ``confluent``."""
+    live: dict[int, Member] = field(default_factory=dict)
+    everyone: list[Member] = field(default_factory=list)
     close_times: list[tuple[str, float]] = field(default_factory=list)
     exit_codes: list[tuple[str, int]] = field(default_factory=list)
 
-    def start(self, slot: int, protocol: str) -> MemberProcess:
+    def start(self, slot: int, protocol: str) -> Member:
         instance = f"{self.group}-i{slot}" if self.static else None
+        name = f"{slot}-{self.kinds[slot]}-{protocol}-{len(self.everyone)}"
+        if self.kinds[slot] == "confluent":
+            peer = ConfluentMember(
+                name,
+                confluent_conf(protocol, self.bootstrap, self.group, self.strategy, instance),
+                self.topic,
+            )
+            self.everyone.append(peer)
+            self.live[slot] = peer
+            return peer
         conf = member_conf(protocol, self.bootstrap, self.group, self.strategy, instance)
         # Each member also commits synchronously after every batch, as many
         # applications do: a classic member's commit refused by a rebalance must
         # surface as the retriable CommitFailedError, never as a fatal error.
         member = MemberProcess(
-            f"{slot}-{protocol}-{len(self.everyone)}",
+            name,
             conf,
             [self.topic],
             self.spawn_dir,
@@ -294,4 +423,31 @@ def test_rolling_upgrade_then_rolling_downgrade_loses_nothing_and_never_double_o
         ("consumer", ("classic", "classic", "consumer")),
         ("classic", ("classic",) * 3),
     ]
+    finish(roll, "classic")
+
+
+@pytest.mark.parametrize(
+    ("strategy", "static"),
+    [("cooperative-sticky", False), ("range", True)],
+    ids=["cooperative-dynamic", "range-static"],
+)
+def test_rolling_migration_of_a_group_mixed_with_confluent_kafka_members(
+    make_roll: Callable[..., Roll], strategy: str, static: bool
+) -> None:
+    # A librdkafka member rolls with the kgroup ones (group.protocol classic ->
+    # consumer -> classic in librdkafka's own config), first in both directions.
+    roll = make_roll(strategy=strategy, static=static, kinds=("confluent", "kgroup", "kgroup"))
+    # The kgroup members start first, so one of them leads the classic group.
+    # A librdkafka leader copies each member's subscription user data into its
+    # assignment (cooperative-sticky's generation included), and the broker
+    # refuses to upgrade a group whose assignments carry user data ("custom
+    # assignor"): test_migration_refused.py covers that case.
+    for slot in (1, 2, 0):
+        roll.start(slot, "classic")
+        if slot == 1:
+            roll.live[1].wait_for(lambda: bool(roll.live[1].assignment()), CONVERGE_S, "lead")
+    roll.wait_converged("the classic group settles")
+    roll.wait_progress("the classic group settled")
+    assert roll_one_by_one(roll, "consumer")[-1] == ("consumer", ("consumer",) * 3)
+    assert roll_one_by_one(roll, "classic")[-1] == ("classic", ("classic",) * 3)
     finish(roll, "classic")
