@@ -93,6 +93,7 @@ from kgroup.protocol import broker_error
 from kgroup.runtime import choice, work
 from kgroup.runtime._log import log
 from kgroup.runtime.choice import Session
+from kgroup.runtime.consumer_session import ConsumerSession
 from kgroup.runtime.fetch_state import (
     Assign,
     CapturePositions,
@@ -470,13 +471,11 @@ class Driver:
                     action.name,
                     action.message,
                 )
-                self.set_fatal(
-                    explain_denial(
-                        broker_error(action.code, action.message),
-                        group=self.group_id,
-                        topics=self._topics,
-                    )
-                )
+                error = broker_error(action.code, action.message)
+                if isinstance(self.session, ConsumerSession):
+                    # A classic group the broker will not convert: say so, and what to do.
+                    error = choice.explain_refused_upgrade(self.config, error)
+                self.set_fatal(explain_denial(error, group=self.group_id, topics=self._topics))
             case LeaveComplete():
                 log.info(
                     "group %s member %s: left the group", self.group_id, self.session.member_id
