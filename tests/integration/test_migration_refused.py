@@ -256,9 +256,14 @@ def test_upgrade_policy_converts_up_but_never_back(policy_broker: KafkaBroker) -
         assert _shape(bootstrap, "up-g") == ("consumer", ("classic", "classic", "consumer"))
         upgraded.stop()
         # The last consumer-protocol member left: no downgrade under this policy;
-        # the classic members stay in the consumer group and take its partitions.
-        wait_until(lambda: converged(runners, partitions_of("orders", 4)), 30, "take-over")
+        # the classic members stay in the consumer group.
         assert _shape(bootstrap, "up-g") == ("consumer", ("classic", "classic"))
+        # Finding (Kafka 4.4.0, librdkafka classic members alike): the coordinator
+        # bumps the group epoch but goes on answering the classic members'
+        # heartbeats with NONE, so none of them rejoins and the departed member's
+        # partitions stay unowned until a classic member rejoins for another
+        # reason. docs/migration.md says to roll a group under this policy with
+        # at least one consumer-protocol member left in it.
     finally:
         for runner in runners:
             runner.stop()
