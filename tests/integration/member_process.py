@@ -30,9 +30,9 @@ reports on stdout, one JSON object per line, each with ``"t"`` (the sender's
 - ``{"ev": "closed"}`` after ``close``; exit status 0.
 
 Commands on stdin, one per line: ``commit`` (synchronous commit of the
-positions), ``close`` (``close()`` then exit 0), ``exit`` (exit 0 at once,
-without leaving the group). End of input is ``close``: the process never
-outlives its parent's pipe.
+positions), ``switch PROTOCOL`` (``switch_protocol(PROTOCOL)``), ``close``
+(``close()`` then exit 0), ``exit`` (exit 0 at once, without leaving the group).
+End of input is ``close``: the process never outlives its parent's pipe.
 """
 
 from __future__ import annotations
@@ -156,6 +156,8 @@ def main(spec: dict[str, Any]) -> int:
                 return 0
             if command == "exit":
                 return 0
+            if command is not None and command.startswith("switch "):
+                consumer.switch_protocol(command.split()[1])
             if command == "commit":
                 emit("committed", offsets=_offsets(consumer.commit() or {}))
             batch = consumer.consume(500, 0.1)

@@ -233,6 +233,7 @@ class Roll:
             [self.topic],
             self.spawn_dir,
             commit_each_batch=True,
+            trace_commits=True,
         )
         self.everyone.append(member)
         self.live[slot] = member
@@ -307,6 +308,22 @@ class Roll:
         for t, name, kind, data in events:
             lines.append(f"{t - start:7.2f}s {name} {kind} {data}")
         return "\n".join(lines[-80:])
+
+    def commit_story(
+        self, committed: dict[TopicPartition, int], ends: dict[TopicPartition, int]
+    ) -> str:
+        """The last commit attempts of each partition whose committed offset is short."""
+        short = {(tp.topic, tp.partition) for tp in ends if committed.get(tp) != ends[tp]}
+        lines = []
+        for member in self.everyone:
+            for e in member.of("commit_attempt", "commit_refused", "closed", "revoked"):
+                offsets = [o for o in e.data.get("offsets", []) if (o[0], o[1]) in short]
+                if e.kind != "commit_attempt" or offsets:
+                    lines.append(
+                        f"{e.t:.2f} {member.name} {e.kind} {offsets} {e.data.get('errors')}"
+                        f" {e.data.get('failed')} {e.data.get('epoch')}"
+                    )
+        return "\n".join(sorted(lines)[-40:])
 
     def errors(self) -> list[tuple[str, dict[str, Any]]]:
         return [(m.name, e.data) for m in self.everyone for e in m.of("error")]
@@ -383,7 +400,7 @@ def finish(roll: Roll, final_protocol: str) -> None:
     conf = member_conf(final_protocol, roll.bootstrap, roll.group, roll.strategy, None)
     with Consumer(conf) as reader:
         committed = reader.committed(sorted(ends))
-    assert committed == ends
+    assert committed == ends, roll.commit_story(committed, ends)
     assert roll.errors() == []
     assert all(code == 0 for _, code in roll.exit_codes), roll.exit_codes
     slow = [(name, took) for name, took in roll.close_times if took > CLOSE_TIMEOUT_S]
@@ -450,4 +467,58 @@ def test_rolling_migration_of_a_group_mixed_with_confluent_kafka_members(
     roll.wait_progress("the classic group settled")
     assert roll_one_by_one(roll, "consumer")[-1] == ("consumer", ("consumer",) * 3)
     assert roll_one_by_one(roll, "classic")[-1] == ("classic", ("classic",) * 3)
+    finish(roll, "classic")
+
+
+def switch_one_by_one(roll: Roll, to: str) -> list[tuple[str, tuple[str, ...]]]:
+    """``switch_protocol(to)`` in each live member in turn; the group settles after each."""
+    shapes = []
+    for slot in sorted(roll.live):
+        member = roll.live[slot]
+        assert isinstance(member, MemberProcess)
+        before = member.epoch()
+        assert before is not None
+        member.send(f"switch {to}")
+        what = f"member {slot} switched to {to}"
+        # A switched member is a new member of the group: a new member id.
+        member.wait_for(
+            lambda m=member, old=before[0]: (m.epoch() or (old, 0))[0] not in (old, ""),  # type: ignore[misc]
+            CONVERGE_S,
+            f"a new member id after {what}",
+        )
+        roll.wait_converged(f"the group settles after {what}")
+        roll.wait_progress(what)
+        shapes.append(roll.shape())
+    return shapes
+
+
+@pytest.mark.parametrize(
+    ("strategy", "static"),
+    [("cooperative-sticky", False), ("range", True)],
+    ids=["cooperative-dynamic", "range-static"],
+)
+def test_switch_protocol_moves_live_members_across_and_back_under_load(
+    make_roll: Callable[..., Roll], strategy: str, static: bool
+) -> None:
+    # The same group and checks as the rolling test, but no process restarts:
+    # each member calls switch_protocol() in place.
+    roll = make_roll(strategy=strategy, static=static)
+    for slot in range(MEMBERS):
+        # One config serves both protocols: the classic keys go with classic
+        # members; a consumer-protocol member takes the broker's defaults.
+        roll.start(slot, "classic")
+    roll.wait_converged("the classic group settles")
+    roll.wait_progress("the classic group settled")
+    assert switch_one_by_one(roll, "consumer") == [
+        ("consumer", ("classic", "classic", "consumer")),
+        ("consumer", ("classic", "consumer", "consumer")),
+        ("consumer", ("consumer",) * 3),
+    ]
+    assert switch_one_by_one(roll, "classic") == [
+        ("consumer", ("classic", "consumer", "consumer")),
+        ("consumer", ("classic", "classic", "consumer")),
+        ("classic", ("classic",) * 3),
+    ]
+    # Every member process lived through both switches: nothing restarted.
+    assert len(roll.everyone) == MEMBERS
     finish(roll, "classic")
