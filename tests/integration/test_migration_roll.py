@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,7 +119,8 @@ class ConfluentMember:
             while not self._stop.is_set():
                 batch = self._consumer.consume(500, 0.1)
                 got = [(m.topic(), m.partition(), m.offset()) for m in batch if m.error() is None]
-                fatal = [m.error() for m in batch if m.error() is not None and m.error().fatal()]
+                errors = [e for m in batch if (e := m.error()) is not None]
+                fatal = [e for e in errors if e.fatal()]
                 if fatal:
                     raise RuntimeError(f"fatal librdkafka error: {fatal[0]}")
                 if got:
@@ -310,7 +311,7 @@ class Roll:
         return "\n".join(lines[-80:])
 
     def commit_story(
-        self, committed: dict[TopicPartition, int], ends: dict[TopicPartition, int]
+        self, committed: Mapping[TopicPartition, int | None], ends: Mapping[TopicPartition, int]
     ) -> str:
         """The last commit attempts of each partition whose committed offset is short."""
         short = {(tp.topic, tp.partition) for tp in ends if committed.get(tp) != ends[tp]}

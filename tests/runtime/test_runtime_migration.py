@@ -122,7 +122,7 @@ async def test_switch_protocol_releases_everything_then_joins_on_the_other_proto
         for i in range(4, 6):
             broker.produce("orders", i % 2, f"v{i}".encode())
         await drive(consumer, until=lambda: len(got) == 6, sink={consumer: got})
-        assert sorted(r.value() for r in got) == [f"v{i}".encode() for i in range(6)]
+        assert sorted(r.value() or b"" for r in got) == [f"v{i}".encode() for i in range(6)]
 
         # Switching to the protocol in use does nothing.
         consumer.switch_protocol(other)
