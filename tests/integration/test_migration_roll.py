@@ -19,6 +19,7 @@ exception.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -45,6 +46,10 @@ from kgroup.admin import GroupDescription, describe_group
 from kgroup.testing import KafkaBroker
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
 from kgroup.transport import KafkaClient
+
+# The Java member comes from the peer harness in tests/peers (as test_interop.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from peers import PeerGroup
 
 pytestmark = pytest.mark.integration
 
@@ -191,7 +196,85 @@ def confluent_conf(
     return conf
 
 
-Member = MemberProcess | ConfluentMember
+class JavaMember:
+    """Apache Kafka's Java ``KafkaConsumer`` (``tests/peers``), reporting like a member process.
+
+    The peer's line events (CLOCK_MONOTONIC ns) become :class:`Event` objects
+    with the kinds and clock (seconds) of a kgroup member process, so one
+    checker reads all three clients.
+    """
+
+    def __init__(self, name: str, peers: PeerGroup, group: str, conf: dict[str, str], topic: str):
+        self.name = name
+        self._topic = topic
+        self._cond = peers.condition
+        self.peer = peers.start("java", group, name=name, config=conf, topic=topic)
+
+    @property
+    def events(self) -> list[Event]:
+        out = []
+        for e in self.peer.snapshot():
+            t = e.at / 1e9
+            if e.name in ("assigned", "revoked", "lost"):
+                parts = [[self._topic, p] for p in sorted(e.partitions())]
+                out.append(Event(e.name, t, {"partitions": parts}))
+            elif e.name == "recs":
+                recs = [[self._topic, p, o] for p, o in e.offsets()]
+                out.append(Event("records", t, {"records": recs}))
+            elif e.name in ("closed", "error"):
+                out.append(Event(e.name, t, {"fields": list(e.fields)}))
+        return out
+
+    @property
+    def records(self) -> set[tuple[str, int, int]]:
+        return {(self._topic, p, o) for p, o, _ in self.peer.records()}
+
+    def of(self, *kinds: str) -> list[Event]:
+        return [e for e in self.events if e.kind in kinds]
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        return frozenset(TopicPartition(self._topic, p) for p in self.peer.held())
+
+    def wait_for(self, condition: Callable[[], bool], timeout: float, what: str) -> float:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.name}: timed out after {timeout}s waiting for {what}")
+            with self._cond:
+                self._cond.wait(0.1)
+        return time.monotonic()
+
+    def close(self, timeout: float) -> int:
+        self.peer.close(timeout)
+        return self.peer.process.returncode
+
+    def cleanup(self) -> None:
+        self.peer.kill()
+        self.peer.release()
+
+
+_JAVA_CLASSIC = {
+    "range": "org.apache.kafka.clients.consumer.RangeAssignor",
+    "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+}
+
+
+def java_conf(protocol: str, strategy: str, instance: str | None) -> dict[str, str]:
+    conf = {"group.protocol": protocol, "auto.commit.interval.ms": "500"}
+    if instance is not None:
+        conf["group.instance.id"] = instance
+    if protocol == "classic":
+        conf |= {
+            "partition.assignment.strategy": _JAVA_CLASSIC[strategy],
+            "session.timeout.ms": "6000",
+            "heartbeat.interval.ms": "500",
+        }
+    else:
+        conf["group.remote.assignor"] = _REMOTE_ASSIGNOR[strategy]
+    return conf
+
+
+Member = MemberProcess | ConfluentMember | JavaMember
 
 
 @dataclass
@@ -206,7 +289,8 @@ class Roll:
     spawn_dir: Path
     producer: SteadyProducer
     kinds: tuple[str, ...] = ("kgroup",) * MEMBERS
-    """Which client each slot runs: ``kgroup`` (a member process) or ``confluent``."""
+    """Which client each slot runs: ``kgroup`` (a member process), ``confluent`` or ``java``."""
+    peers: PeerGroup | None = None
     live: dict[int, Member] = field(default_factory=dict)
     everyone: list[Member] = field(default_factory=list)
     close_times: list[tuple[str, float]] = field(default_factory=list)
@@ -215,6 +299,19 @@ class Roll:
     def start(self, slot: int, protocol: str) -> Member:
         instance = f"{self.group}-i{slot}" if self.static else None
         name = f"{slot}-{self.kinds[slot]}-{protocol}-{len(self.everyone)}"
+        if self.kinds[slot] == "java":
+            if self.peers is None:
+                self.peers = PeerGroup(self.bootstrap)
+            java = JavaMember(
+                name,
+                self.peers,
+                self.group,
+                java_conf(protocol, self.strategy, instance),
+                self.topic,
+            )
+            self.everyone.append(java)
+            self.live[slot] = java
+            return java
         if self.kinds[slot] == "confluent":
             peer = ConfluentMember(
                 name,
@@ -332,6 +429,8 @@ class Roll:
     def cleanup(self) -> None:
         for member in self.everyone:
             member.cleanup()
+        if self.peers is not None:
+            self.peers.kill_all()
         self.producer.stop()
 
 
@@ -445,16 +544,20 @@ def test_rolling_upgrade_then_rolling_downgrade_loses_nothing_and_never_double_o
 
 
 @pytest.mark.parametrize(
-    ("strategy", "static"),
-    [("cooperative-sticky", False), ("range", True)],
-    ids=["cooperative-dynamic", "range-static"],
+    ("strategy", "static", "peer"),
+    [
+        ("cooperative-sticky", False, "confluent"),
+        ("range", True, "confluent"),
+        ("cooperative-sticky", True, "java"),
+    ],
+    ids=["confluent-cooperative-dynamic", "confluent-range-static", "java-cooperative-static"],
 )
-def test_rolling_migration_of_a_group_mixed_with_confluent_kafka_members(
-    make_roll: Callable[..., Roll], strategy: str, static: bool
+def test_rolling_migration_of_a_group_mixed_with_confluent_kafka_and_java_members(
+    make_roll: Callable[..., Roll], strategy: str, static: bool, peer: str
 ) -> None:
-    # A librdkafka member rolls with the kgroup ones (group.protocol classic ->
-    # consumer -> classic in librdkafka's own config), first in both directions.
-    roll = make_roll(strategy=strategy, static=static, kinds=("confluent", "kgroup", "kgroup"))
+    # A librdkafka or Java member rolls with the kgroup ones (group.protocol
+    # classic -> consumer -> classic in its own config), first in both directions.
+    roll = make_roll(strategy=strategy, static=static, kinds=(peer, "kgroup", "kgroup"))
     # The kgroup members start first, so one of them leads the classic group.
     # A librdkafka leader copies each member's subscription user data into its
     # assignment (cooperative-sticky's generation included), and the broker
