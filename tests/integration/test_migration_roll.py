@@ -8,7 +8,10 @@ One member at a time is closed and restarted with ``group.protocol=consumer``
 and the classic members go on as followers of the coordinator's assignment),
 then rolled back to ``classic`` the same way (the rolling downgrade: the group
 converts back when its last consumer-protocol member leaves). Dynamic and
-static members, range and cooperative-sticky.
+static members, range and cooperative-sticky; kgroup members alone, and with a
+confluent-kafka (librdkafka) or a Java ``KafkaConsumer`` member rolled the same
+way. The same group also moves across and back with ``switch_protocol()``
+called in each live member, without restarts.
 
 Checks at the end: every record produced was consumed by some member; no
 partition was held by two live members at once (from the members' listener
