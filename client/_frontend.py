@@ -789,6 +789,36 @@ class ConsumerBase:
         # it is safe from any thread, unlike the async shell's anyio.Event.
         self._core.wakeup()
 
+    def switch_protocol(self, protocol: GroupProtocol | str) -> None:
+        """Move this live member to the other group protocol: ``"consumer"`` or ``"classic"``.
+
+        The member leaves on the protocol in use exactly as :meth:`unsubscribe`
+        does (the listener's revoke callback runs in a later poll; commits made
+        there count), then joins again on ``protocol`` with the same
+        subscription, listener and ``group.instance.id``. The broker hands its
+        partitions over through its conversion of the group (docs/migration.md),
+        so a fleet can migrate by a configuration push instead of a redeploy.
+        Returns at once; :attr:`group_protocol` tells the protocol in use, and
+        keeps telling the old one until the leave is done. Asking for the
+        protocol in use does nothing.
+
+        Settings of the other protocol come from the configuration when given
+        (``partition.assignment.strategy``, ``session.timeout.ms`` ... for
+        classic) and are defaults otherwise.
+
+        Raises:
+            ConfigError: ``protocol`` is not ``consumer`` or ``classic``.
+            RuntimeError: not subscribed.
+        """
+        self._core.check_open()
+        try:
+            target = GroupProtocol(protocol)
+        except ValueError:
+            target = GroupProtocol.AUTO
+        if target is GroupProtocol.AUTO:
+            raise ConfigError(f"switch_protocol takes 'consumer' or 'classic', got {protocol!r}")
+        self._on_loop(self._driver.switch_protocol, target)
+
     # --------------------------------------------------------------- offsets
 
     def commit_async(

@@ -9,7 +9,9 @@
     kgroup migrate plan GROUP [--regex PATTERN ...] [--remote-assignor NAME]
 
 Each takes ``--bootstrap-servers`` (default ``$KAFKA_BOOTSTRAP_SERVERS``, else the
-broker ``kgroup broker up`` started) and ``--json`` for scripts. ``migrate
+broker ``kgroup broker up`` started), ``--command-config FILE`` (a properties file
+of security settings, as ``kafka-consumer-groups.sh`` takes) and ``--json`` for
+scripts. ``migrate
 check`` exits 0 when nothing blocks the roll (with ``--strict``: nothing to warn
 about either), 1 otherwise; ``migrate plan`` exits 1 when the check has blockers.
 Connection and broker errors exit 2 (``kgroup.cli.main``).
@@ -52,6 +54,7 @@ __all__ = [
     "jsonable",
     "lag_text",
     "list_text",
+    "load_command_config",
     "plan_text",
     "report_text",
     "resolve_bootstrap_servers",
@@ -95,18 +98,74 @@ def resolve_bootstrap_servers(given: str | None, environ: Mapping[str, str] | No
     )
 
 
+_COMMAND_CONFIG_KEYS = ("bootstrap.servers", "client.id")
+"""Keys a command config may hold besides the security keys."""
+
+
+def load_command_config(path: str) -> dict[str, str]:
+    """The settings in ``path``: a Java properties file (``key=value`` or ``key: value``
+    lines, ``#`` / ``!`` comments), as ``kafka-consumer-groups.sh --command-config`` reads.
+
+    Only connection settings make sense for these commands: ``security.protocol``,
+    ``ssl.*``, ``sasl.*`` (as kgroup's consumers take them), ``bootstrap.servers``
+    and ``client.id``.
+
+    Raises:
+        ConfigError: the file cannot be read, a line is not a setting, or a key is
+            not one of those; the message names the file (and the line or key),
+            never a value (it may be a password).
+    """
+    from kgroup.transport.security import SECURITY_KEYS  # noqa: PLC0415
+
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+    except OSError as exc:
+        raise ConfigError(f"--command-config {path}: cannot read it ({exc.strerror})") from None
+    settings: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        cut = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
+        if cut < 0:
+            raise ConfigError(
+                f"--command-config {path} line {number}: expected key=value, "
+                f"got a line without '=' (starting {line[:20]!r})"
+            )
+        key, value = line[:cut].strip(), line[cut + 1 :].strip()
+        if key not in SECURITY_KEYS and key not in _COMMAND_CONFIG_KEYS:
+            raise ConfigError(
+                f"--command-config {path} line {number}: {key!r} is not a setting these "
+                "commands use (security.protocol, ssl.*, sasl.*, bootstrap.servers, client.id)"
+            )
+        settings[key] = value
+    return settings
+
+
 def _run(args: argparse.Namespace, work: Callable[[KafkaClient], Awaitable[_T]]) -> _T:
     import anyio  # noqa: PLC0415 - keep `kgroup --help` fast
 
     from kgroup.transport import KafkaClient  # noqa: PLC0415
+    from kgroup.transport.security import SecurityConfig  # noqa: PLC0415
 
-    servers = resolve_bootstrap_servers(args.bootstrap_servers)
+    settings: dict[str, str] = {}
+    if getattr(args, "command_config", None):
+        settings = load_command_config(args.command_config)
+    servers = resolve_bootstrap_servers(args.bootstrap_servers or settings.get("bootstrap.servers"))
+    # One validated security config, as a consumer builds it from the same keys.
+    security = SecurityConfig.from_config(settings)
     if not getattr(args, "verbose", False):
         # Connection progress is not the answer; -v shows it.
         logging.getLogger("kgroup.transport").setLevel(logging.WARNING)
 
     async def main() -> _T:
-        async with KafkaClient(servers, request_timeout=args.timeout) as client:
+        async with KafkaClient(
+            servers,
+            client_id=settings.get("client.id", "kgroup"),
+            request_timeout=args.timeout,
+            security=security,
+        ) as client:
             return await work(client)
 
     return anyio.run(main)
@@ -416,6 +475,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--bootstrap-servers",
         metavar="HOST:PORT[,...]",
         help="brokers to ask (default $KAFKA_BOOTSTRAP_SERVERS, else the `kgroup broker up` one)",
+    )
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="properties file with security.protocol, ssl.*, sasl.* (as kafka-consumer-groups.sh)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
     parser.add_argument(

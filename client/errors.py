@@ -24,7 +24,8 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
     │   │   └── UnstableOffsetCommitError
     │   ├── UnknownMemberIdError, FencedMemberEpochError, StaleMemberEpochError,
     │   │   UnreleasedInstanceIdError, FencedInstanceIdError, GroupMaxSizeReachedError,
-    │   │   UnsupportedAssignorError, InvalidRegularExpressionError, GroupIdNotFoundError,
+    │   │   UnsupportedAssignorError, InvalidRegularExpressionError, GroupIdNotFoundError
+    │   │   (UpgradeRefusedError: a classic group the broker would not convert),
     │   │   RebalanceInProgressError, IllegalGenerationError, MemberIdRequiredError,
     │   │   InconsistentGroupProtocolError, InvalidSessionTimeoutError, InvalidGroupIdError,
     │   │   NonEmptyGroupError
@@ -125,6 +126,7 @@ __all__ = [
     "UnsupportedAssignorError",
     "UnsupportedSaslMechanismError",
     "UnsupportedVersionError",
+    "UpgradeRefusedError",
 ]
 
 
@@ -292,6 +294,18 @@ class InvalidRegularExpressionError(BrokerError):
 
 class GroupIdNotFoundError(BrokerError):
     """GROUP_ID_NOT_FOUND: the group does not exist."""
+
+
+class UpgradeRefusedError(GroupIdNotFoundError):
+    """The coordinator would not move a live classic group to the consumer protocol.
+
+    GROUP_ID_NOT_FOUND answering a ``group.protocol=consumer`` member's first
+    heartbeat for a group that is a non-empty classic group. Its message gives
+    the broker's reason (the migration policy, a custom assignor's user data,
+    a non-consumer protocol type, the group size) and what to do about it; see
+    docs/migration.md. Fatal to this consumer; the classic group goes on as
+    before. ``kgroup migrate check GROUP`` finds every such reason in advance.
+    """
 
 
 class RebalanceInProgressError(BrokerError):

@@ -25,7 +25,7 @@ import anyio
 from kio.schema.errors import ErrorCode
 
 from kgroup.config import ConsumerConfig, GroupProtocol
-from kgroup.errors import KgroupError
+from kgroup.errors import BrokerError, KgroupError, UpgradeRefusedError
 from kgroup.membership import ReportFatalError
 from kgroup.protocol import ApiKey
 from kgroup.protocol.requests import consumer_group_describe
@@ -37,6 +37,7 @@ from kgroup.runtime.interfaces import Host, TransportInterface
 __all__ = [
     "Session",
     "check_protocol_config",
+    "explain_refused_upgrade",
     "falls_back",
     "new_session",
     "probe",
@@ -153,3 +154,63 @@ def falls_back(config: ConsumerConfig, session: Session, action: ReportFatalErro
         action.message,
     )
     return True
+
+
+_GROUP_ID_NOT_FOUND = 69
+
+_UPGRADE_FIXES: tuple[tuple[str, str], ...] = (
+    (
+        "upgrade is disabled",
+        "the brokers' group.consumer.migration.policy forbids converting a non-empty classic "
+        "group (it is a static broker setting): set it to bidirectional or upgrade and restart "
+        "the brokers, or stop every member of the group first (an empty group converts under "
+        "any policy), or keep group.protocol=classic",
+    ),
+    (
+        "custom assignor",
+        "a member's classic assignment carries user data, which the consumer protocol cannot "
+        "keep (a custom assignor, or a librdkafka leader running sticky / cooperative-sticky, "
+        "which copies subscription user data into assignments): move the classic group to "
+        "range, roundrobin or a non-librdkafka cooperative-sticky leader first, or migrate "
+        "offline (stop every member, then start them with group.protocol=consumer)",
+    ),
+    (
+        "consumer embedded protocol",
+        "the group's protocol type is not 'consumer' (Kafka Connect, or another classic user "
+        "of the group id): use another group.id",
+    ),
+    (
+        "maximum size",
+        "the group has more members than the brokers' group.consumer.max.size: raise it, or "
+        "shrink the group before rolling",
+    ),
+)
+
+
+def explain_refused_upgrade(config: ConsumerConfig, error: BrokerError) -> BrokerError:
+    """A consumer-protocol member's fatal GROUP_ID_NOT_FOUND, explained if it is a refused upgrade.
+
+    The coordinator answers GROUP_ID_NOT_FOUND to a ConsumerGroupHeartbeat for
+    a group id held by a classic group it will not convert ("Cannot upgrade
+    classic group ..."), and for a heartbeat at a non-zero epoch to a classic
+    group ("Group ... is not a consumer group"). Both read as "no such group"
+    to a user who is looking at a live group; the error says what the broker
+    meant and what to do. Other errors are returned unchanged.
+    """
+    if error.code != _GROUP_ID_NOT_FOUND:
+        return error
+    said = error.message or ""
+    lowered = said.lower()
+    if "cannot upgrade classic group" not in lowered and "not a consumer group" not in lowered:
+        return error
+    fix = next((text for key, text in _UPGRADE_FIXES if key in lowered), None)
+    if fix is None:
+        fix = (
+            "the group is a live classic group the coordinator would not convert; run "
+            f"'kgroup migrate check {config.group_id}' for the reason"
+        )
+    message = (
+        f"group {config.group_id}: the broker refused to move this classic group to the "
+        f"consumer protocol ({said.rstrip('.')}). What to do: {fix}. See docs/migration.md."
+    )
+    return UpgradeRefusedError(error.code, error.name, error.retriable, message)

@@ -94,6 +94,7 @@ from kgroup.protocol import broker_error
 from kgroup.runtime import choice, work
 from kgroup.runtime._log import log
 from kgroup.runtime.choice import Session
+from kgroup.runtime.consumer_session import ConsumerSession
 from kgroup.runtime.fetch_state import (
     Assign,
     CapturePositions,
@@ -233,6 +234,10 @@ class Driver:
             math.inf
         )
         self._latest_subscription: SubscriptionChange | None = None
+        # switch_protocol(): the protocol to join next once the leave completes,
+        # and the subscription to join it with.
+        self._switch_to: GroupProtocol | None = None
+        self._resume: SubscriptionChanged | None = None
         self._client: TransportInterface | None = None
         self._offsets: OffsetManager | None = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -583,17 +588,17 @@ class Driver:
                     action.name,
                     action.message,
                 )
-                self.set_fatal(
-                    explain_denial(
-                        broker_error(action.code, action.message),
-                        group=self.group_id,
-                        topics=self._topics,
-                    )
-                )
+                error = broker_error(action.code, action.message)
+                if isinstance(self.session, ConsumerSession):
+                    # A classic group the broker will not convert: say so, and what to do.
+                    error = choice.explain_refused_upgrade(self.config, error)
+                self.set_fatal(explain_denial(error, group=self.group_id, topics=self._topics))
             case LeaveComplete():
                 log.info(
                     "group %s member %s: left the group", self.group_id, self.session.member_id
                 )
+                if self._switch_to is not None:
+                    self._rejoin_switched()
             case Closed():
                 log.info(
                     "group %s member %s: closed%s",
@@ -925,8 +930,64 @@ class Driver:
         self._change_subscription(Unsubscribe())
 
     def _change_subscription(self, change: SubscriptionChange) -> None:
+        if self._switch_to is not None:
+            # The application changed its subscription during a switch: the
+            # switch joins with the new one (an unsubscribe cancels the rejoin).
+            self._resume = change if isinstance(change, SubscriptionChanged) else None
+            if self._resume is None:
+                self._switch_to = None
         self._latest_subscription = change
         self._sub_send.send_nowait(change)
+
+    def switch_protocol(self, protocol: GroupProtocol) -> None:
+        """Leave the group on the protocol in use and join it again on ``protocol``.
+
+        The member releases its partitions as an unsubscribe does (revoke
+        callback, commit, leave; a static member leaves as static members do,
+        keeping its instance id for its successor), then a new session of
+        ``protocol`` joins with the same subscription, listener and
+        ``group.instance.id``. The coordinator converts the group when this
+        member is the first consumer-protocol member of a classic group, or the
+        last one of a consumer group. Calling it again before the switch is
+        done retargets it; asking for the protocol in use (and no switch is
+        under way) does nothing.
+
+        Raises:
+            ValueError: ``protocol`` is AUTO.
+            RuntimeError: the consumer is not subscribed.
+        """
+        if protocol is GroupProtocol.AUTO:
+            raise ValueError("switch_protocol takes 'consumer' or 'classic', not 'auto'")
+        if self._switch_to is not None:
+            self._switch_to = protocol
+            return
+        if protocol is self.session.group_protocol:
+            return
+        current = self._latest_subscription
+        if not isinstance(current, SubscriptionChanged):
+            raise RuntimeError("switch_protocol needs a subscription: call subscribe() first")
+        log.info(
+            "group %s member %s: switching from the %s protocol to the %s protocol",
+            self.group_id,
+            self.session.member_id,
+            self.session.group_protocol.value,
+            protocol.value,
+        )
+        self._change_subscription(Unsubscribe())
+        self._switch_to, self._resume = protocol, current
+
+    def _rejoin_switched(self) -> None:
+        # The old member left and owns nothing (its unsubscribe revoked and
+        # stopped every partition): a new session starts from scratch.
+        target, resume = self._switch_to, self._resume
+        self._switch_to = self._resume = None
+        assert target is not None
+        assert resume is not None
+        self._latest_subscription = resume
+        if target is self.session.group_protocol:
+            self._sub_send.send_nowait(resume)  # switched back before the leave ended
+        else:
+            self._switch(target)
 
     def poll_called(self) -> None:
         """The application polled."""

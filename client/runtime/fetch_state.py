@@ -222,6 +222,12 @@ class FetchState:
         """The member's installed assignment is now ``assignment`` (counts tenure)."""
         for gone in self._last_assignment - assignment:
             self._tenure[gone] = self._tenure.get(gone, 0) + 1
+            # The position captured when it stopped served the revocation's
+            # commit. Kept, it would be committed again if the partition came
+            # back and a commit ran before its fetch started, rewinding the
+            # offset another owner committed meanwhile (seen in a protocol
+            # switch under load: the group re-read ~100 records per partition).
+            self._stopped_at.pop(gone, None)
         self._last_assignment = assignment
 
     # ----------------------------------------------------- the application's

@@ -2,7 +2,8 @@
 
 Run as ``python member_process.py SPEC`` where SPEC is a JSON object::
 
-    {"conf": {...kgroup config...}, "topics": ["t"], "trace_commits": false}
+    {"conf": {...kgroup config...}, "topics": ["t"], "trace_commits": false,
+     "commit_each_batch": false}
 
 The process subscribes, then polls in a loop (``consume(500, 0.1)``) and
 reports on stdout, one JSON object per line, each with ``"t"`` (the sender's
@@ -20,6 +21,10 @@ reports on stdout, one JSON object per line, each with ``"t"`` (the sender's
   "offsets": [...], "errors": {"topic:p": "ERROR_NAME"}, "failed": null | "ExcType"}``
   for every OffsetCommit request the consumer sent (test instrumentation of
   kgroup's private ``OffsetManager._commit_once``: the public API has no hook);
+- with ``commit_each_batch``: ``{"ev": "commit_refused", "message": s}`` when the
+  synchronous commit the loop makes after every non-empty batch raised
+  :class:`kgroup.CommitFailedError` (documented as retriable: the loop goes on,
+  as an application following the docs would);
 - ``{"ev": "error", "type": "ExcName", "message": s}`` when poll / consume /
   commit raised; the process then exits with status 2 (without leaving);
 - ``{"ev": "closed"}`` after ``close``; exit status 0;
@@ -31,11 +36,11 @@ reports on stdout, one JSON object per line, each with ``"t"`` (the sender's
   place it is visible; the request is retried on a new connection).
 
 Commands on stdin, one per line: ``commit`` (synchronous commit of the
-positions), ``close`` (``close()`` then exit 0), ``exit`` (exit 0 at once,
-without leaving the group), ``slow_callback SECONDS`` (the next rebalance
-callback, whatever its kind, sleeps that long before returning: a callback
-longer than ``max.poll.interval.ms``). End of input is ``close``: the process
-never outlives its parent's pipe.
+positions), ``switch PROTOCOL`` (``switch_protocol(PROTOCOL)``), ``close``
+(``close()`` then exit 0), ``exit`` (exit 0 at once, without leaving the group),
+``slow_callback SECONDS`` (the next rebalance callback, whatever its kind, sleeps
+that long before returning: a callback longer than ``max.poll.interval.ms``).
+End of input is ``close``: the process never outlives its parent's pipe.
 """
 
 from __future__ import annotations
@@ -180,6 +185,8 @@ def main(spec: dict[str, Any]) -> int:
                 return 0
             if command is not None and command.startswith("slow_callback "):
                 member.slow_next = float(command.split()[1])
+            if command is not None and command.startswith("switch "):
+                consumer.switch_protocol(command.split()[1])
             if command == "commit":
                 emit("committed", offsets=_offsets(consumer.commit() or {}))
             batch = consumer.consume(500, 0.1)
@@ -189,6 +196,11 @@ def main(spec: dict[str, Any]) -> int:
                     "records",
                     records=[[m.topic(), m.partition(), m.offset()] for m in batch],
                 )
+                if spec.get("commit_each_batch"):
+                    try:
+                        consumer.commit()
+                    except kgroup.CommitFailedError as exc:
+                        emit("commit_refused", message=str(exc))
     except Exception as exc:
         emit("error", type=type(exc).__name__, message=str(exc))
         return 2

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from confluent_kafka import Producer
+from helpers import HasAssignment
 
 from kgroup import TopicPartition
 
@@ -53,10 +54,16 @@ class MemberProcess:
         log_dir: Path,
         *,
         trace_commits: bool = False,
+        commit_each_batch: bool = False,
     ) -> None:
         self.name = name
         self.log_path = log_dir / f"member-{name}.log"
-        spec = {"conf": conf, "topics": topics, "trace_commits": trace_commits}
+        spec = {
+            "conf": conf,
+            "topics": topics,
+            "trace_commits": trace_commits,
+            "commit_each_batch": commit_each_batch,
+        }
         self._log: IO[bytes] = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-u", str(SCRIPT), json.dumps(spec)],
@@ -178,7 +185,7 @@ class MemberProcess:
 
 
 def assignments_converged(
-    members: Iterable[MemberProcess], expected: frozenset[TopicPartition]
+    members: Iterable[HasAssignment], expected: frozenset[TopicPartition]
 ) -> bool:
     """Listener-reported assignments are non-empty, pairwise disjoint and cover ``expected``."""
     seen: list[TopicPartition] = []

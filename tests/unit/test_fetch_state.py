@@ -81,6 +81,21 @@ def test_a_new_start_forgets_the_stopped_position() -> None:
     assert state.stopped_positions([A0]) == {}
 
 
+def test_a_partition_that_left_the_assignment_forgets_its_stopped_position() -> None:
+    # Regression (issue 12, switch_protocol under load): revoked at 92, owned
+    # again later while another member had committed 192, and committed before
+    # its fetch started: the stale 92 went out and rewound the group.
+    state = _fetching(FetchState(), {A0: 0, A1: 0})
+    state.assignment_changed(frozenset({A0, A1}))
+    state.stop(frozenset({A0}))
+    state.positions_captured({A0: 92})
+    # Still owned during the revoke callback: its commit covers the position.
+    assert state.stopped_positions([A0]) == {A0: 92}
+    state.assignment_changed(frozenset({A1}))  # the revocation completed
+    state.assignment_changed(frozenset({A0, A1}))  # owned again, not fetching yet
+    assert state.stopped_positions([A0, A1]) == {}
+
+
 def test_seek_of_a_fetching_partition_is_a_data_plane_seek() -> None:
     state = _fetching(FetchState(), {A0: 0})
     assert state.seek(A0, 100, owned={A0}) == [Seek(A0, 100)]
