@@ -552,8 +552,14 @@ def test_rolling_upgrade_then_rolling_downgrade_loses_nothing_and_never_double_o
         ("cooperative-sticky", False, "confluent"),
         ("range", True, "confluent"),
         ("cooperative-sticky", True, "java"),
+        ("range", False, "java"),
     ],
-    ids=["confluent-cooperative-dynamic", "confluent-range-static", "java-cooperative-static"],
+    ids=[
+        "confluent-cooperative-dynamic",
+        "confluent-range-static",
+        "java-cooperative-static",
+        "java-range-dynamic",
+    ],
 )
 def test_rolling_migration_of_a_group_mixed_with_confluent_kafka_and_java_members(
     make_roll: Callable[..., Roll], strategy: str, static: bool, peer: str
