@@ -12,6 +12,7 @@ from kio.schema.errors import ErrorCode
 from kgroup.config import AutoOffsetReset, ConsumerConfig
 from kgroup.errors import BrokerError, ConfigError, KgroupError
 from kgroup.protocol.errors import broker_error
+from kgroup.telemetry.metrics import DataPlaneStatistics, parse_librdkafka_statistics
 from kgroup.transport.security import SECRET_KEYS, explain_denial, is_security_key
 from kgroup.types import TopicPartition
 
@@ -114,11 +115,24 @@ class DataPlane:
         if config.client_rack is not None:
             conf["client.rack"] = config.client_rack
         self._reset = config.auto_offset_reset
+        self._statistics: DataPlaneStatistics | None = None
+        if str(conf.get("statistics.interval.ms", "0")).strip() not in ("", "0"):
+            # For consumer.metrics() (lag, bytes); librdkafka calls it from consume().
+            conf["stats_cb"] = self._on_statistics
         self._consumer = confluent_kafka.Consumer(conf)
         self._assigned: set[TopicPartition] = set()
         self._pending_error: DataPlaneError | None = None
         self._denied: BrokerError | None = None
         self._closed = False
+
+    def _on_statistics(self, text: str) -> None:
+        parsed = parse_librdkafka_statistics(text)
+        if parsed is not None:
+            self._statistics = parsed  # one reference swap: readers on other threads are safe
+
+    def statistics(self) -> DataPlaneStatistics | None:
+        """Lag and bytes from librdkafka's latest statistics (``statistics.interval.ms``)."""
+        return self._statistics
 
     @property
     def assigned(self) -> frozenset[TopicPartition]:

@@ -112,6 +112,7 @@ from kgroup.runtime.interfaces import (
     TransportInterface,
 )
 from kgroup.runtime.session import FinishedCommit
+from kgroup.telemetry.recorder import ConsumerTelemetry
 from kgroup.transport import KafkaClient
 from kgroup.transport.security import explain_denial
 from kgroup.types import Backoff, TopicPartition
@@ -171,8 +172,11 @@ class Driver:
         *,
         wakeup: Callable[[], None],
         transport: TransportFactory = open_kafka_client,
+        telemetry: ConsumerTelemetry | None = None,
     ) -> None:
         self.config = config
+        self.telemetry = ConsumerTelemetry() if telemetry is None else telemetry
+        """Counters of ``metrics()`` and telemetry events (sessions find it here too)."""
         self.dataplane = dataplane
         self.fetch = FetchState()
         """What each partition may do on the data plane."""
@@ -344,7 +348,9 @@ class Driver:
                 await wake.wait()
 
     def _step(self, session: Session) -> None:
-        for action in session.handle_next(anyio.current_time()):
+        actions = session.handle_next(anyio.current_time())
+        self.telemetry.step(session, actions)
+        for action in actions:
             self._perform(action)
         if session is not self.session:
             return  # switched protocols: the new member starts from scratch
@@ -511,6 +517,7 @@ class Driver:
                     self.fetch.positions_captured(dataplane.positions(op.partitions))
                 case Unassign():
                     dataplane.unassign(op.partitions)
+                    self.telemetry.fetch_stopped(op.partitions)
                 case Assign():
                     try:
                         dataplane.assign(op.offsets)
@@ -518,6 +525,7 @@ class Driver:
                         self.fetch.assign_failed(op)
                         self._queue(work.ErrorWork(exc))
                         return False
+                    self.telemetry.fetch_started(op.offsets)
                 case Pause():
                     dataplane.pause(op.partitions)
                 case Resume():
@@ -590,10 +598,14 @@ class Driver:
         session = self.session
         generation = session.generation_or_epoch
         error: BaseException | None = None
+        started = anyio.current_time()
         try:
             await self._offsets.commit(pending.offsets, deadline=pending.deadline)
         except KgroupError as exc:
             error = exc
+        self.telemetry.commit_done(
+            pending.offsets, generation, anyio.current_time() - started, error
+        )
         session.commit_done(FinishedCommit(token, pending.offsets, error, generation))
 
     def current_offsets(self) -> dict[TopicPartition, int]:
@@ -616,6 +628,20 @@ class Driver:
 
         Returns what was committed (owned partitions only).
         """
+        started = anyio.current_time()
+        epoch = self.session.generation_or_epoch
+        try:
+            done = await self._commit(offsets, timeout=timeout)
+        except KgroupError as exc:
+            self.telemetry.commit_done(offsets or {}, epoch, anyio.current_time() - started, exc)
+            raise
+        if done:
+            self.telemetry.commit_done(done, epoch, anyio.current_time() - started, None)
+        return done
+
+    async def _commit(
+        self, offsets: Mapping[TopicPartition, int] | None, *, timeout: float | None
+    ) -> dict[TopicPartition, int]:
         chosen = self.current_offsets() if offsets is None else dict(offsets)
         if not chosen:
             return {}
@@ -778,6 +804,7 @@ class Driver:
 
     def request_close(self, timeout: float) -> None:
         """Start closing: release the assignment and leave within ``timeout`` seconds."""
+        self.telemetry.closing()
         self.session.post(CloseRequested(anyio.current_time() + timeout))
 
     async def wait_closed(self, timeout: float) -> bool:
