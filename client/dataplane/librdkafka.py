@@ -98,6 +98,9 @@ class DataPlane:
     other Python threads).
     """
 
+    _statistics: DataPlaneStatistics | None = None
+    """librdkafka's latest statistics (a class default: test doubles have none)."""
+
     def __init__(self, config: ConsumerConfig) -> None:
         # Security settings come from the one validated SecurityConfig kgroup's
         # own connections use, never from the passthrough copy, so both agree.
@@ -115,7 +118,6 @@ class DataPlane:
         if config.client_rack is not None:
             conf["client.rack"] = config.client_rack
         self._reset = config.auto_offset_reset
-        self._statistics: DataPlaneStatistics | None = None
         if str(conf.get("statistics.interval.ms", "0")).strip() not in ("", "0"):
             # For consumer.metrics() (lag, bytes); librdkafka calls it from consume().
             conf["stats_cb"] = self._on_statistics
