@@ -24,6 +24,12 @@ reports on stdout, one JSON object per line, each with ``"t"`` (the sender's
   commit raised; the process then exits with status 2 (without leaving);
 - ``{"ev": "closed"}`` after ``close``; exit status 0.
 
+With ``"keep_fetching": [[topic, p], ...]`` the member misbehaves on purpose
+(a test-only switch of kgroup's private ``FetchState.stop``): it never stops
+fetching those partitions, not even after they were revoked, so its telemetry
+shows it fetching them while their next owner does (the fleet report must
+flag that as double ownership).
+
 Commands on stdin, one per line: ``commit`` (synchronous commit of the
 positions), ``close`` (``close()`` then exit 0), ``exit`` (exit 0 at once,
 without leaving the group). End of input is ``close``: the process never
@@ -120,6 +126,18 @@ def _trace_commits() -> None:
     OffsetManager._commit_once = traced  # type: ignore[method-assign]
 
 
+def _keep_fetching(partitions: Collection[TopicPartition]) -> None:
+    from kgroup.runtime.fetch_state import FetchOp, FetchState  # noqa: PLC0415 - test only
+
+    original = FetchState.stop
+    kept = frozenset(partitions)
+
+    def stop(self: FetchState, stopping: Collection[TopicPartition]) -> list[FetchOp]:
+        return original(self, [tp for tp in stopping if tp not in kept])
+
+    FetchState.stop = stop  # type: ignore[method-assign]
+
+
 def _read_commands(commands: queue.Queue[str]) -> None:
     for line in sys.stdin:
         if line.strip():
@@ -133,6 +151,8 @@ def main(spec: dict[str, Any]) -> int:
     )
     if spec.get("trace_commits"):
         _trace_commits()
+    if spec.get("keep_fetching"):
+        _keep_fetching([TopicPartition(t, p) for t, p in spec["keep_fetching"]])
     commands: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_read_commands, args=(commands,), daemon=True).start()
     member = _Member(dict(spec["conf"]), list(spec["topics"]))

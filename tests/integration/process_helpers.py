@@ -53,10 +53,16 @@ class MemberProcess:
         log_dir: Path,
         *,
         trace_commits: bool = False,
+        keep_fetching: Iterable[TopicPartition] = (),
     ) -> None:
         self.name = name
         self.log_path = log_dir / f"member-{name}.log"
-        spec = {"conf": conf, "topics": topics, "trace_commits": trace_commits}
+        spec = {
+            "conf": conf,
+            "topics": topics,
+            "trace_commits": trace_commits,
+            "keep_fetching": [[tp.topic, tp.partition] for tp in keep_fetching],
+        }
         self._log: IO[bytes] = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-u", str(SCRIPT), json.dumps(spec)],
