@@ -132,9 +132,9 @@ class DataPlaneStatistics:
 def parse_librdkafka_statistics(text: str) -> DataPlaneStatistics | None:
     """Lag and bytes from one of librdkafka's statistics JSON documents; None if unreadable.
 
-    Lag is the end of the partition (``ls_offset`` under read_committed, else
-    ``hi_offset``, whichever librdkafka reports) minus ``app_offset`` (the
-    offset after the last record handed to the application). librdkafka's own
+    Lag is the partition's last stable offset (``ls_offset``; ``hi_offset``
+    when librdkafka reports none) minus ``app_offset`` (the offset after the
+    last record handed to the application). librdkafka's own
     ``consumer_lag`` needs its committed offset, which it never learns:
     kgroup commits offsets itself.
     """
