@@ -30,30 +30,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from kgroup import membership as m
 from kgroup.protocol import broker_error
+from kgroup.telemetry import events as ev
 from kgroup.telemetry.emitter import TelemetryEmitter
-from kgroup.telemetry.events import (
-    CallbackCompleted,
-    CallbackKind,
-    CommitCompleted,
-    CommittedOffset,
-    EpochChanged,
-    EventBody,
-    Fenced,
-    FetchStarted,
-    FetchStopped,
-    HeartbeatFailed,
-    LeaveReason,
-    MemberJoined,
-    MemberLeft,
-    PartitionsAssigned,
-    PartitionsLost,
-    PartitionsRevoked,
-    RebalanceEnded,
-    RebalanceStarted,
-    StateChanged,
-    StopReason,
-    TelemetryProtocol,
-)
 from kgroup.telemetry.metrics import ConsumerMetrics, DataPlaneStatistics, Histogram
 from kgroup.types import TopicPartition
 
@@ -95,9 +73,9 @@ _FENCING_CODES = frozenset(
 _NOT_ERRORS = frozenset({m.ErrorCode.NONE, m.ErrorCode.MEMBER_ID_REQUIRED})
 
 _CALLBACK_KINDS = {
-    m.CallbackKind.ASSIGNED: CallbackKind.ASSIGNED,
-    m.CallbackKind.REVOKED: CallbackKind.REVOKED,
-    m.CallbackKind.LOST: CallbackKind.LOST,
+    m.CallbackKind.ASSIGNED: ev.CallbackKind.ASSIGNED,
+    m.CallbackKind.REVOKED: ev.CallbackKind.REVOKED,
+    m.CallbackKind.LOST: ev.CallbackKind.LOST,
 }
 
 
@@ -164,12 +142,12 @@ class ConsumerTelemetry:
         self._rebalance_since: float | None = None
         self._closing = False
         self._fenced_by: str | None = None
-        self._stop_reason = StopReason.REVOKED
+        self._stop_reason = ev.StopReason.REVOKED
         self._sent: dict[tuple[type, int], float] = {}
 
     # ------------------------------------------------------------- emitting
 
-    def _emit(self, body: EventBody) -> None:
+    def _emit(self, body: ev.EventBody) -> None:
         if self.emitter is not None:
             self.emitter.emit(body)
 
@@ -191,46 +169,46 @@ class ConsumerTelemetry:
         if emitter is not None:
             emitter.member_id = session.member_id
             # group.protocol=auto is resolved before the member joins.
-            emitter.protocol = TelemetryProtocol(session.group_protocol.value)
+            emitter.protocol = ev.TelemetryProtocol(session.group_protocol.value)
         old_state, state = self._state, session.state_name
         old_epoch, epoch = self._epoch, session.generation_or_epoch
         now = self._now()
         if state != old_state:
             self._state = state
-            self._emit(StateChanged(old_state=old_state or "NEW", new_state=state))
+            self._emit(ev.StateChanged(old_state=old_state or "NEW", new_state=state))
         if epoch != old_epoch:
             self._epoch = epoch
-            self._emit(EpochChanged(old_epoch=old_epoch, new_epoch=epoch))
+            self._emit(ev.EpochChanged(old_epoch=old_epoch, new_epoch=epoch))
         lost = state in _LOSING or any(
             isinstance(a, m.RunCallback) and a.kind is m.CallbackKind.LOST for a in actions
         )
         if lost:
-            self._stop_reason = StopReason.LOST
+            self._stop_reason = ev.StopReason.LOST
         elif self._closing or state in _LEAVING:
-            self._stop_reason = StopReason.CLOSED
+            self._stop_reason = ev.StopReason.CLOSED
         else:
-            self._stop_reason = StopReason.REVOKED
+            self._stop_reason = ev.StopReason.REVOKED
         if state != old_state:
             self._rebalance_transition(old_state, state, epoch, now)
         if epoch > 0 and not self._joined:
             self._joined = True
             self._fenced_by = None
-            self._emit(MemberJoined(epoch=epoch))
+            self._emit(ev.MemberJoined(epoch=epoch))
         elif epoch <= 0 and self._joined and (state in _LEAVING or state in _LOSING or epoch < 0):
             self._joined = False
-            self._emit(MemberLeft(reason=self._leave_reason(state), epoch=old_epoch))
+            self._emit(ev.MemberLeft(reason=self._leave_reason(state), epoch=old_epoch))
         for action in actions:
             if isinstance(action, m.RunCallback) and action.partitions:
                 self._partitions_changed(action, epoch if epoch > 0 else old_epoch)
 
-    def _leave_reason(self, state: str) -> LeaveReason:
+    def _leave_reason(self, state: str) -> ev.LeaveReason:
         if state == "STALE":
-            return LeaveReason.POLL_TIMEOUT
+            return ev.LeaveReason.POLL_TIMEOUT
         if state == "FATAL":
-            return LeaveReason.FATAL
+            return ev.LeaveReason.FATAL
         if state == "FENCED" or self._fenced_by is not None:
-            return LeaveReason.FENCED
-        return LeaveReason.CLOSED if self._closing else LeaveReason.UNSUBSCRIBED
+            return ev.LeaveReason.FENCED
+        return ev.LeaveReason.CLOSED if self._closing else ev.LeaveReason.UNSUBSCRIBED
 
     def _rebalance_transition(self, old: str, new: str, epoch: int, now: float) -> None:
         if new in _REBALANCING and self._rebalance_since is None:
@@ -245,7 +223,7 @@ class ConsumerTelemetry:
                 trigger = "assignment_changed"
             else:
                 trigger = "rejoin"
-            self._emit(RebalanceStarted(trigger=trigger, epoch=epoch))
+            self._emit(ev.RebalanceStarted(trigger=trigger, epoch=epoch))
         elif new not in _REBALANCING and self._rebalance_since is not None:
             duration = now - self._rebalance_since
             self._rebalance_since = None
@@ -254,27 +232,27 @@ class ConsumerTelemetry:
                 with self._lock:
                     self._rebalances += 1
                     self._rebalance_latency.record(duration)
-            self._emit(RebalanceEnded(epoch=epoch, duration_s=duration, error=error))
+            self._emit(ev.RebalanceEnded(epoch=epoch, duration_s=duration, error=error))
 
     def _partitions_changed(self, action: m.RunCallback, epoch: int) -> None:
         partitions = _partitions(action.partitions)
         if action.kind is m.CallbackKind.ASSIGNED:
-            self._emit(PartitionsAssigned(partitions=partitions, epoch=epoch))
+            self._emit(ev.PartitionsAssigned(partitions=partitions, epoch=epoch))
         elif action.kind is m.CallbackKind.REVOKED:
-            self._emit(PartitionsRevoked(partitions=partitions, epoch=epoch))
+            self._emit(ev.PartitionsRevoked(partitions=partitions, epoch=epoch))
         else:
-            self._emit(PartitionsLost(partitions=partitions, epoch=epoch, error=self._fenced_by))
+            self._emit(ev.PartitionsLost(partitions=partitions, epoch=epoch, error=self._fenced_by))
 
     def fetch_started(self, partitions: Iterable[TopicPartition]) -> None:
         """The data plane started fetching ``partitions``."""
         if self.emitter is not None:
-            self._emit(FetchStarted(partitions=_partitions(partitions), epoch=self._epoch))
+            self._emit(ev.FetchStarted(partitions=_partitions(partitions), epoch=self._epoch))
 
     def fetch_stopped(self, partitions: Iterable[TopicPartition]) -> None:
         """The data plane stopped fetching ``partitions`` (the reason: the member's last step)."""
         if self.emitter is not None:
             self._emit(
-                FetchStopped(
+                ev.FetchStopped(
                     partitions=_partitions(partitions), epoch=self._epoch, reason=self._stop_reason
                 )
             )
@@ -295,9 +273,9 @@ class ConsumerTelemetry:
             self._commit_latency.record(latency_s)
         if self.emitter is not None:
             self._emit(
-                CommitCompleted(
+                ev.CommitCompleted(
                     offsets=tuple(
-                        CommittedOffset(tp.topic, tp.partition, offset)
+                        ev.CommittedOffset(tp.topic, tp.partition, offset)
                         for tp, offset in sorted(offsets.items())
                     ),
                     epoch=epoch,
@@ -334,7 +312,7 @@ class ConsumerTelemetry:
             with self._lock:
                 self._heartbeat_errors += 1
             self._emit(
-                HeartbeatFailed(
+                ev.HeartbeatFailed(
                     error=event.kind.name, error_code=None, retriable=True, epoch=self._epoch
                 )
             )
@@ -355,11 +333,11 @@ class ConsumerTelemetry:
             if code in _FENCING_CODES:
                 self._fenced += 1
         self._emit(
-            HeartbeatFailed(error=name, error_code=code, retriable=retriable, epoch=self._epoch)
+            ev.HeartbeatFailed(error=name, error_code=code, retriable=retriable, epoch=self._epoch)
         )
         if code in _FENCING_CODES:
             self._fenced_by = name
-            self._emit(Fenced(error=name, error_code=code, epoch=self._epoch))
+            self._emit(ev.Fenced(error=name, error_code=code, epoch=self._epoch))
 
     # ------------------------------------------------------ front-end side
 
@@ -375,7 +353,7 @@ class ConsumerTelemetry:
             self._callback_latency.record(duration_s)
         if self.emitter is not None:
             self._emit(
-                CallbackCompleted(
+                ev.CallbackCompleted(
                     callback=_CALLBACK_KINDS[kind],
                     partitions=_partitions(partitions),
                     duration_s=duration_s,
@@ -429,9 +407,9 @@ def open_telemetry(config: ConsumerConfig) -> ConsumerTelemetry:
     if settings is None:
         return ConsumerTelemetry()
     protocol = (
-        TelemetryProtocol.CLASSIC
+        ev.TelemetryProtocol.CLASSIC
         if config.group_protocol.value == "classic"
-        else TelemetryProtocol.CONSUMER
+        else ev.TelemetryProtocol.CONSUMER
     )
     emitter = TelemetryEmitter(
         settings.open_sink(),

@@ -126,14 +126,14 @@ def _trace_commits() -> None:
     OffsetManager._commit_once = traced  # type: ignore[method-assign]
 
 
-def _keep_fetching(partitions: Collection[TopicPartition]) -> None:
+def _keep_fetching(keep: Collection[TopicPartition]) -> None:
     from kgroup.runtime.fetch_state import FetchOp, FetchState  # noqa: PLC0415 - test only
 
     original = FetchState.stop
-    kept = frozenset(partitions)
+    kept = frozenset(keep)
 
-    def stop(self: FetchState, stopping: Collection[TopicPartition]) -> list[FetchOp]:
-        return original(self, [tp for tp in stopping if tp not in kept])
+    def stop(self: FetchState, partitions: Collection[TopicPartition]) -> list[FetchOp]:
+        return original(self, [tp for tp in partitions if tp not in kept])
 
     FetchState.stop = stop  # type: ignore[method-assign]
 

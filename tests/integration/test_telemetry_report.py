@@ -14,6 +14,7 @@ never reaches the directory ``.ci/run`` checks.
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,20 @@ def _assigned_ever(member: MemberProcess) -> frozenset[TopicPartition]:
     return frozenset().union(*(e.partitions for e in member.of("assigned")))
 
 
+def _records_since(member: MemberProcess, since: float) -> set[tuple[str, int, int]]:
+    return {
+        (t, p, o) for e in member.of("records") if e.t >= since for t, p, o in e.data["records"]
+    }
+
+
+def _fetching_all_it_holds(member: MemberProcess, since: float) -> Callable[[], bool]:
+    def check() -> bool:
+        got = {TopicPartition(t, p) for t, p, _ in _records_since(member, since)}
+        return got >= member.assignment()
+
+    return check
+
+
 def _report(spark: SparkSession, telemetry: Path, out: Path) -> ReportResult:
     return run_report(spark, FileSource((str(telemetry),)), out)
 
@@ -133,6 +148,10 @@ def test_churn_run_shows_every_members_ownership_and_no_double_ownership(
         assert s1.close() == 0
         s2 = spawn("s2", static, [topic])
         wait_until(lambda: assignments_converged([a, s2], everything), 40, "two share")
+        final = {"a": a.assignment(), "s2": s2.assignment()}
+        started = time.monotonic()
+        for member in (a, s2):  # records of every partition it holds: it fetches them all
+            member.wait_for(_fetching_all_it_holds(member, started), 20, "records of its share")
         members = {name: _member_id(m) for name, m in (("a", a), ("b", b), ("s1", s1), ("s2", s2))}
         members["c"] = c_id
         for member in (a, s2):
@@ -157,8 +176,8 @@ def test_churn_run_shows_every_members_ownership_and_no_double_ownership(
         # (A partition revoked before its committed offset arrived was never fetched.)
         assert by_member[members[name]], name
         assert by_member[members[name]] <= _assigned_ever(process), name
-    for name in ("a", "s2"):  # the survivors fetched everything they were ever given
-        assert by_member[members[name]] == _assigned_ever(processes[name]), name
+    for name, held in final.items():  # the survivors' last shares, seen fetched
+        assert held <= by_member[members[name]], name
     reasons = {(row["member_id"], row["end_reason"]) for row in ownership}
     assert (members["b"], "closed") in reasons
     assert (members["c"], "no_stop_seen") in reasons  # killed: its telemetry just ends
