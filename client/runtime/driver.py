@@ -633,7 +633,8 @@ class Driver:
         try:
             done = await self._commit(offsets, timeout=timeout)
         except KgroupError as exc:
-            self.telemetry.commit_done(offsets or {}, epoch, anyio.current_time() - started, exc)
+            tried = self.current_offsets() if offsets is None else offsets
+            self.telemetry.commit_done(tried, epoch, anyio.current_time() - started, exc)
             raise
         if done:
             self.telemetry.commit_done(done, epoch, anyio.current_time() - started, None)
