@@ -72,6 +72,9 @@ _FENCING_CODES = frozenset(
 # Answers that are part of a normal join, not errors.
 _NOT_ERRORS = frozenset({m.ErrorCode.NONE, m.ErrorCode.MEMBER_ID_REQUIRED})
 
+_MAX_PENDING = 1000
+"""Events held back while the member has no id (more are sent without one)."""
+
 _CALLBACK_KINDS = {
     m.CallbackKind.ASSIGNED: ev.CallbackKind.ASSIGNED,
     m.CallbackKind.REVOKED: ev.CallbackKind.REVOKED,
@@ -144,12 +147,27 @@ class ConsumerTelemetry:
         self._fenced_by: str | None = None
         self._stop_reason = ev.StopReason.REVOKED
         self._sent: dict[tuple[type, int], float] = {}
+        self._pending: list[tuple[ev.EventBody, tuple[float, float]]] = []
 
     # ------------------------------------------------------------- emitting
 
     def _emit(self, body: ev.EventBody) -> None:
+        emitter = self.emitter
+        if emitter is None:
+            return
+        if not emitter.member_id and len(self._pending) < _MAX_PENDING:
+            # A classic member has no id before its JoinGroup is answered; what
+            # it did meanwhile (the join's rebalance start ...) is sent, with its
+            # own time, once the id is known: a reader needs the id to place it.
+            self._pending.append((body, emitter.stamp()))
+            return
+        emitter.emit(body)
+
+    def _flush_pending(self) -> None:
         if self.emitter is not None:
-            self.emitter.emit(body)
+            for body, at in self._pending:
+                self.emitter.emit(body, at=at)
+        self._pending.clear()
 
     # ---------------------------------------------------------- driver side
 
@@ -167,7 +185,15 @@ class ConsumerTelemetry:
     def _step(self, session: SessionView, actions: Sequence[object]) -> None:
         emitter = self.emitter
         if emitter is not None:
-            emitter.member_id = session.member_id
+            if session.member_id:
+                emitter.member_id = session.member_id
+                if self._pending:
+                    self._flush_pending()
+            elif session.state_name not in _LEAVING:
+                # Rejoining without an id (a classic member told UNKNOWN_MEMBER_ID):
+                # what follows belongs to the id it gets next. A member that left
+                # keeps the id it left with.
+                emitter.member_id = ""
             # group.protocol=auto is resolved before the member joins.
             emitter.protocol = ev.TelemetryProtocol(session.group_protocol.value)
         old_state, state = self._state, session.state_name
@@ -389,6 +415,7 @@ class ConsumerTelemetry:
     def close(self, timeout: float = 5.0) -> None:
         """Close the sink (the consumer closed), delivering what it can within ``timeout``."""
         if self.emitter is not None:
+            self._flush_pending()  # a member that never got an id: its events, id-less
             self.emitter.close(timeout)
 
 

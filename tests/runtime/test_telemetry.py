@@ -122,6 +122,8 @@ async def test_a_handover_is_told_in_order_on_both_protocols(
         )
 
     assert {e.header.protocol for e in events} == {TelemetryProtocol(protocol)}
+    # Even a classic member's events from before its JoinGroup answer carry its id.
+    assert all(e.header.member_id for e in events)
     assert {e.header.group for e in events} == {group_id}
     # Sequence numbers count every event of an emitter, without gaps.
     for client in (a, b):
