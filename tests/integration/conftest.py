@@ -11,7 +11,10 @@ it and fails on any double ownership by kgroup members. The directory is
 ``$KGROUP_TEST_TELEMETRY_DIR`` when set, else ``.build/telemetry/integration``
 (emptied at the start of each run). A test that sets ``telemetry.*`` keys
 itself (say, one that injects double ownership on purpose) writes elsewhere:
-explicit keys win over the switch.
+explicit keys win over the switch. A test marked
+``@pytest.mark.provokes_double_ownership(reason)`` (a duplicate static
+instance id, say: the protocol itself lets two members fetch until the broker
+fences one) runs with telemetry off.
 """
 
 from __future__ import annotations
@@ -48,8 +51,26 @@ def integration_telemetry_dir() -> Path:
     return directory
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "provokes_double_ownership(reason): the test makes two kgroup members fetch one "
+        "partition on purpose; its consumers write no telemetry to the run's directory",
+    )
+
+
 @pytest.fixture(autouse=True)
-def _telemetry_on(integration_telemetry_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _telemetry_on(
+    request: pytest.FixtureRequest,
+    integration_telemetry_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # Per test (not for the whole process): unit tests of the same pytest run
     # must see the config layer's default, telemetry off.
-    monkeypatch.setenv(TELEMETRY_DIR_ENV, str(integration_telemetry_dir))
+    marker = request.node.get_closest_marker("provokes_double_ownership")
+    if marker is None:
+        monkeypatch.setenv(TELEMETRY_DIR_ENV, str(integration_telemetry_dir))
+    else:
+        if not marker.args:
+            raise pytest.UsageError("provokes_double_ownership needs a reason")
+        monkeypatch.delenv(TELEMETRY_DIR_ENV, raising=False)
