@@ -46,6 +46,8 @@ from kgroup.runtime import (
 from kgroup.runtime.choice import check_protocol_config
 from kgroup.runtime.driver import AlreadyAssignedError, MixedAssignmentError
 from kgroup.runtime.interfaces import TransportFactory
+from kgroup.telemetry.metrics import ConsumerMetrics
+from kgroup.telemetry.recorder import open_telemetry
 from kgroup.types import TopicPartition
 
 __all__ = [
@@ -546,7 +548,12 @@ class FrontEndCore:
             item = work.popleft()
             if isinstance(item, CallbackWork):
                 method = listener_method(driver.listener, item.kind)
+                started = self._clock()
                 error = None if method is None else (yield RunListener(method, item.partitions))
+                if method is not None:
+                    driver.telemetry.callback_done(
+                        item.kind, item.partitions, self._clock() - started, error
+                    )
                 if error is not None and closing:
                     log.error(
                         "rebalance callback %s failed during close: %r", item.kind.value, error
@@ -621,12 +628,14 @@ class ConsumerBase:
         self._config = build_config(config)
         self._auto_offset_store = auto_offset_store(config)
         self._dataplane = DataPlane(self._config) if dataplane is None else dataplane
+        self._telemetry = open_telemetry(self._config)
         self._driver = Driver(
             self._config,
             self._dataplane,
             wakeup=wakeup,
             transport=transport,
             auto_offset_store=self._auto_offset_store,
+            telemetry=self._telemetry,
         )
         self._core = FrontEndCore(self._config, self._driver, clock)
         self._subscription: list[str] = []
@@ -663,6 +672,16 @@ class ConsumerBase:
     def config(self) -> ConsumerConfig:
         """The validated configuration."""
         return self._config
+
+    def metrics(self) -> ConsumerMetrics:
+        """A snapshot of the consumer's counters and latency histograms.
+
+        Always available (telemetry events need not be on). Lag per partition
+        and fetched bytes come from librdkafka's statistics: set
+        ``statistics.interval.ms`` to have them. See ``docs/telemetry.md``.
+        """
+        statistics = getattr(self._dataplane, "statistics", None)
+        return self._telemetry.snapshot(statistics() if callable(statistics) else None)
 
     # --------------------------------------------------------- subscription
 

@@ -151,6 +151,9 @@ class AsyncConsumer(ConsumerBase):
         finally:
             front.end_close()
             self._dataplane.close()
+            # Flushing the sink joins its writer thread: not on the event loop.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._telemetry.close)
 
     # ------------------------------------------------------------- identity
 
@@ -184,6 +187,7 @@ class AsyncConsumer(ConsumerBase):
             await self._take(self._core.service())
             batch = consume(num_messages, 0)
             if batch:
+                self._telemetry.records_handed_out(len(batch))
                 await self._share_the_loop(now)
                 return batch
             wait = min(deadline - anyio.current_time(), SERVICE_SLICE)
@@ -194,6 +198,7 @@ class AsyncConsumer(ConsumerBase):
             batch = await anyio.to_thread.run_sync(consume, num_messages, wait)
             self._last_yield = anyio.current_time()
             if batch:
+                self._telemetry.records_handed_out(len(batch))
                 return batch
 
     async def _share_the_loop(self, now: float) -> None:

@@ -44,6 +44,7 @@ from pathlib import Path
 from kgroup.cli_groups import add_group_commands, add_migrate_commands
 from kgroup.cli_topics import add_topics_commands, parse_key_value
 from kgroup.errors import ConfigError, HarnessError, KgroupError
+from kgroup.report.cli import add_report_command
 from kgroup.testing._lifecycle import StopHow, StopOutcome
 
 __all__ = [
@@ -627,6 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo_command(subparsers)
     add_group_commands(subparsers)
     add_migrate_commands(subparsers)
+    add_report_command(subparsers)
     return parser
 
 

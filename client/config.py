@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kgroup.errors import ConfigError
+from kgroup.telemetry.config import TelemetryConfig, is_telemetry_key, parse_telemetry_config
 
 if TYPE_CHECKING:
     from kgroup.transport.security import SecurityConfig
@@ -289,6 +291,8 @@ class ConsumerConfig:
     """How kgroup's connections and the data plane's are secured (TLS, SASL)."""
     callbacks: Callbacks = field(default_factory=Callbacks)
     """confluent-kafka's callbacks and ``logger`` (never in :attr:`passthrough`)."""
+    telemetry: TelemetryConfig | None = None
+    """Where telemetry events go (``telemetry.*`` keys); None: off (the default)."""
 
     @classmethod
     def from_dict(
@@ -372,6 +376,7 @@ class ConsumerConfig:
         security = sec.SecurityConfig.from_config(conf)
         callbacks = _callbacks(conf)
         passthrough: dict[str, str] = {}
+        telemetry = _telemetry(conf)
         for key, value in conf.items():
             if (
                 key in _OWNED_KEYS
@@ -380,6 +385,8 @@ class ConsumerConfig:
                 or key in ("oauth_cb", "logger")
             ):
                 continue
+            if is_telemetry_key(key):
+                continue  # kgroup's own; librdkafka would reject them
             passthrough[key] = value if isinstance(value, str) else str(value)
         if validate_passthrough is not None and passthrough:
             # librdkafka checks the security settings as a whole (PLAIN needs its
@@ -416,6 +423,7 @@ class ConsumerConfig:
             passthrough=MappingProxyType(passthrough),
             security=security,
             callbacks=callbacks,
+            telemetry=telemetry,
         )
 
     @property
@@ -427,6 +435,21 @@ class ConsumerConfig:
         """The non-secret security keys as the user gave them (secrets are in :attr:`security`)."""
         is_security_key = _security_module().is_security_key
         return MappingProxyType({k: v for k, v in self.passthrough.items() if is_security_key(k)})
+
+
+TELEMETRY_DIR_ENV = "KGROUP_TELEMETRY_DIR"
+"""Environment variable: a directory that consumers with no ``telemetry.*`` key write
+JSON Lines telemetry to (a test suite's switch; an explicit ``telemetry.sink`` wins)."""
+
+
+def _telemetry(conf: Mapping[str, Any]) -> TelemetryConfig | None:
+    if not any(is_telemetry_key(key) for key in conf):
+        directory = os.environ.get(TELEMETRY_DIR_ENV, "").strip()
+        if directory:
+            # Whole test suites (and their member processes) turn telemetry on
+            # without touching each consumer's config.
+            return parse_telemetry_config({"telemetry.sink": f"jsonl:{directory.rstrip('/')}/"})
+    return parse_telemetry_config(conf)
 
 
 def _security_module() -> ModuleType:

@@ -207,6 +207,7 @@ class Consumer(ConsumerBase):
             wait = max(0.0, min(deadline - time.monotonic(), SERVICE_SLICE))
             batch = consume(num_messages, wait)
             if batch:
+                self._telemetry.records_handed_out(len(batch))
                 return batch
             if time.monotonic() >= deadline:
                 return []
@@ -326,6 +327,7 @@ class Consumer(ConsumerBase):
             front.end_close()
             self._loop.stop(10.0)
             self._dataplane.close()
+            self._telemetry.close()
 
     def __enter__(self) -> Self:
         return self

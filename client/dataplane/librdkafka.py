@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from kgroup.config import AutoOffsetReset, Callbacks, ConsumerConfig
 from kgroup.errors import BrokerError, ConfigError, KgroupError, RequestTimeoutError
 from kgroup.protocol.errors import broker_error
+from kgroup.telemetry.metrics import DataPlaneStatistics, parse_librdkafka_statistics
 from kgroup.transport.security import SECRET_KEYS, explain_denial, is_security_key
 from kgroup.types import TopicPartition
 
@@ -210,6 +211,9 @@ class DataPlane:
     other Python threads).
     """
 
+    _statistics: DataPlaneStatistics | None = None
+    """librdkafka's latest statistics (a class default: test doubles have none)."""
+
     def __init__(self, config: ConsumerConfig) -> None:
         # Security settings come from the one validated SecurityConfig kgroup's
         # own connections use, never from the passthrough copy, so both agree.
@@ -229,11 +233,23 @@ class DataPlane:
         conf.update(_callback_config(config.callbacks))
         conf.setdefault("socket.timeout.ms", str(socket_timeout_ms(config)))
         self._reset = config.auto_offset_reset
+        if str(conf.get("statistics.interval.ms", "0")).strip() not in ("", "0"):
+            # For consumer.metrics() (lag, bytes); librdkafka calls it from consume().
+            conf["stats_cb"] = self._on_statistics
         self._consumer = confluent_kafka.Consumer(conf)
         self._assigned: set[TopicPartition] = set()
         self._pending_error: DataPlaneError | None = None
         self._denied: BrokerError | None = None
         self._closed = False
+
+    def _on_statistics(self, text: str) -> None:
+        parsed = parse_librdkafka_statistics(text)
+        if parsed is not None:
+            self._statistics = parsed  # one reference swap: readers on other threads are safe
+
+    def statistics(self) -> DataPlaneStatistics | None:
+        """Lag and bytes from librdkafka's latest statistics (``statistics.interval.ms``)."""
+        return self._statistics
 
     @property
     def assigned(self) -> frozenset[TopicPartition]:

@@ -65,18 +65,13 @@ def _member_events(events: DataFrame) -> DataFrame:
 
 def fetch_operations(events: DataFrame) -> DataFrame:
     """One row per partition of every fetch_started / fetch_stopped event."""
+    carried = ["member_id", "instance_id", "host", "ts", "seq", "epoch", "reason"]
     return (
         _member_events(events)
         .filter(F.col("kind").isin("fetch_started", "fetch_stopped"))
         .select(
             "group",
-            "member_id",
-            "instance_id",
-            "host",
-            "ts",
-            "seq",
-            "epoch",
-            "reason",
+            *carried,
             F.when(F.col("kind") == "fetch_started", F.lit("start"))
             .otherwise(F.lit("stop"))
             .alias("op"),
@@ -86,13 +81,7 @@ def fetch_operations(events: DataFrame) -> DataFrame:
             "group",
             F.col("tp.topic").alias("topic"),
             F.col("tp.partition").alias("partition"),
-            "member_id",
-            "instance_id",
-            "host",
-            "ts",
-            "seq",
-            "epoch",
-            "reason",
+            *carried,
             "op",
         )
     )
@@ -196,6 +185,20 @@ def _member_errors(events: DataFrame) -> DataFrame:
     )
 
 
+def _gap_columns(previous: str, *, end: Column, next_member: Column) -> list[Column]:
+    """A gap's columns: from the end of struct ``previous`` (an interval) to ``end``."""
+    return [
+        F.col("group"),
+        F.col("topic"),
+        F.col("partition"),
+        F.col(f"{previous}.end").alias("start"),
+        end.alias("end"),
+        F.col(f"{previous}.end_reason").alias("cause"),
+        F.col(f"{previous}.member_id").alias("prev_member"),
+        next_member.alias("next_member"),
+    ]
+
+
 def unowned_gaps(events: DataFrame, intervals: DataFrame) -> DataFrame:
     """Times nobody fetched a partition that was fetched before.
 
@@ -213,16 +216,7 @@ def unowned_gaps(events: DataFrame, intervals: DataFrame) -> DataFrame:
     inner = (
         intervals.withColumn("prev", reach)
         .filter(F.col("prev.end") < F.col("start"))
-        .select(
-            "group",
-            "topic",
-            "partition",
-            F.col("prev.end").alias("start"),
-            F.col("start").alias("end"),
-            F.col("prev.end_reason").alias("cause"),
-            F.col("prev.member_id").alias("prev_member"),
-            F.col("member_id").alias("next_member"),
-        )
+        .select(*_gap_columns("prev", end=F.col("start"), next_member=F.col("member_id")))
     )
     group_end = events.groupBy("group").agg(F.max("ts").alias("group_end"))
     last = intervals.groupBy("group", "topic", "partition").agg(
@@ -235,14 +229,7 @@ def unowned_gaps(events: DataFrame, intervals: DataFrame) -> DataFrame:
             & (F.col("group_end") > F.col("last.end"))
         )
         .select(
-            "group",
-            "topic",
-            "partition",
-            F.col("last.end").alias("start"),
-            F.col("group_end").alias("end"),
-            F.col("last.end_reason").alias("cause"),
-            F.col("last.member_id").alias("prev_member"),
-            F.lit(None).cast("string").alias("next_member"),
+            *_gap_columns("last", end=F.col("group_end"), next_member=F.lit(None).cast("string"))
         )
     )
     gaps = inner.unionByName(trailing).withColumn("duration_s", F.col("end") - F.col("start"))

@@ -20,23 +20,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from kgroup.errors import KgroupError
+from kgroup.cli_topics import parse_key_value
 from kgroup.report.errors import SparkMissingError
 
-__all__ = ["EXIT_DOUBLE_OWNERSHIP", "add_report_command", "build_parser", "main", "run"]
+__all__ = ["EXIT_DOUBLE_OWNERSHIP", "add_report_command", "main", "run"]
 
 _log = logging.getLogger("kgroup.report")
 
 EXIT_DOUBLE_OWNERSHIP = 3
 """Exit code of ``--fail-on-double-ownership`` when the report found double ownership."""
 _FAILED = 2
-
-
-def _key_value(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
-    return key.strip(), value
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +45,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     source.add_argument(
         "--kafka-option",
         action="append",
-        type=_key_value,
+        type=parse_key_value,
         default=[],
         metavar="KEY=VALUE",
         help="consumer setting for Spark's Kafka source, e.g. security.protocol=SSL (repeatable)",
@@ -67,7 +60,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--conf",
         action="append",
-        type=_key_value,
+        type=parse_key_value,
         default=[],
         metavar="KEY=VALUE",
         help="any Spark setting (repeatable)",
@@ -179,28 +172,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m kgroup.report``."""
-    parser = argparse.ArgumentParser(
-        prog="python -m kgroup.report", description="kgroup's fleet report (a Spark job)"
-    )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
-    _configure(parser)
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m kgroup.report``: parse ``argv``, run, return the exit code."""
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="kgroup: %(message)s",
-    )
-    try:
-        return run(args)
-    except KgroupError as exc:
-        print(f"kgroup: {exc}", file=sys.stderr)
-        return _FAILED
-    except KeyboardInterrupt:
-        return 130
+    """``python -m kgroup.report``: exactly ``kgroup report ARGS``; returns the exit code."""
+    from kgroup.cli import main as kgroup_main  # noqa: PLC0415 - kgroup.cli imports this module
+
+    return kgroup_main(["report", *(sys.argv[1:] if argv is None else argv)])

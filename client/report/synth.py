@@ -46,32 +46,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
 
+from kgroup.telemetry import events as ev
 from kgroup.telemetry.codec import encode
-from kgroup.telemetry.events import (
-    CallbackCompleted,
-    CallbackKind,
-    CommitCompleted,
-    CommittedOffset,
-    EpochChanged,
-    EventBody,
-    EventHeader,
-    Fenced,
-    FetchStarted,
-    FetchStopped,
-    HeartbeatFailed,
-    LeaveReason,
-    MemberJoined,
-    MemberLeft,
-    PartitionsAssigned,
-    PartitionsLost,
-    PartitionsRevoked,
-    RebalanceEnded,
-    RebalanceStarted,
-    StateChanged,
-    StopReason,
-    TelemetryEvent,
-    TelemetryProtocol,
-)
 from kgroup.types import TopicPartition
 
 __all__ = ["InjectedOverlap", "SynthConfig", "SynthResult", "generate", "main"]
@@ -189,7 +165,7 @@ class _Simulation:
         ]
         self.members: list[_Member] = []
         self.group_epoch = 0
-        self.pending: list[tuple[float, int, int, EventBody]] = []
+        self.pending: list[tuple[float, int, int, ev.EventBody]] = []
         self.counter = itertools.count()
         out.mkdir(parents=True, exist_ok=True)
         self.paths = tuple(out / f"synthetic-{i:03d}.jsonl" for i in range(config.files))
@@ -204,7 +180,7 @@ class _Simulation:
 
     # --- output ---------------------------------------------------------------------------
 
-    def emit(self, member: _Member, ts: float, body: EventBody) -> None:
+    def emit(self, member: _Member, ts: float, body: ev.EventBody) -> None:
         heapq.heappush(self.pending, (ts, next(self.counter), member.index, body))
 
     def flush(self, watermark: float) -> None:
@@ -212,7 +188,7 @@ class _Simulation:
         while pending and pending[0][0] <= watermark:
             ts, _, index, body = heapq.heappop(pending)
             member = self.members[index]
-            header = EventHeader(
+            header = ev.EventHeader(
                 ts=round(ts, 6),
                 mono=round(ts - member.boot, 6),
                 seq=next(member.seq),
@@ -222,9 +198,9 @@ class _Simulation:
                 client_id="synthetic-consumer",
                 host=member.host,
                 pid=member.pid,
-                protocol=TelemetryProtocol.CONSUMER,
+                protocol=ev.TelemetryProtocol.CONSUMER,
             )
-            self.handles[member.file].write(encode(TelemetryEvent(header, body)) + "\n")
+            self.handles[member.file].write(encode(ev.TelemetryEvent(header, body)) + "\n")
             self.written += 1
 
     # --- members ---------------------------------------------------------------------------
@@ -262,7 +238,7 @@ class _Simulation:
 
     def offsets(
         self, partitions: Sequence[TopicPartition], t: float
-    ) -> tuple[CommittedOffset, ...]:
+    ) -> tuple[ev.CommittedOffset, ...]:
         if not partitions:
             return ()
         k = min(self.config.commit_partitions, len(partitions))
@@ -271,7 +247,9 @@ class _Simulation:
         first = self.rng.randrange(len(partitions) - k + 1)
         chosen = partitions[first : first + k]
         base = int((t - START_TS) * 100)
-        return tuple(CommittedOffset(tp.topic, tp.partition, base + tp.partition) for tp in chosen)
+        return tuple(
+            ev.CommittedOffset(tp.topic, tp.partition, base + tp.partition) for tp in chosen
+        )
 
     def bump_epoch(self, t: float, skip: set[int]) -> None:
         """Every member not in ``skip`` learns the new group epoch at its next heartbeat."""
@@ -280,30 +258,32 @@ class _Simulation:
                 continue
             old = m.epoch
             m.epoch = self.group_epoch
-            self.emit(m, t + self.heartbeat_delay(), EpochChanged(old_epoch=old, new_epoch=m.epoch))
+            self.emit(
+                m, t + self.heartbeat_delay(), ev.EpochChanged(old_epoch=old, new_epoch=m.epoch)
+            )
 
     # --- building blocks -------------------------------------------------------------------
 
     def revoke(
-        self, member: _Member, partitions: list[TopicPartition], t: float, reason: StopReason
+        self, member: _Member, partitions: list[TopicPartition], t: float, reason: ev.StopReason
     ) -> float:
         """Stop, callback, commit, revoked; returns when the partitions are released."""
         tps = tuple(sorted(partitions))
         for tp in partitions:
             member.owned.pop(tp, None)
         t += 0.0005
-        self.emit(member, t, FetchStopped(partitions=tps, epoch=member.epoch, reason=reason))
+        self.emit(member, t, ev.FetchStopped(partitions=tps, epoch=member.epoch, reason=reason))
         duration = self.cb()
         t += duration
-        callback = CallbackKind.LOST if reason is StopReason.LOST else CallbackKind.REVOKED
+        callback = ev.CallbackKind.LOST if reason is ev.StopReason.LOST else ev.CallbackKind.REVOKED
         self.emit(
-            member, t, CallbackCompleted(callback=callback, partitions=tps, duration_s=duration)
+            member, t, ev.CallbackCompleted(callback=callback, partitions=tps, duration_s=duration)
         )
-        if reason is StopReason.LOST:
+        if reason is ev.StopReason.LOST:
             self.emit(
                 member,
                 t + 0.0001,
-                PartitionsLost(partitions=tps, epoch=member.epoch, error="SESSION_TIMED_OUT"),
+                ev.PartitionsLost(partitions=tps, epoch=member.epoch, error="SESSION_TIMED_OUT"),
             )
             return t + _RTT_S
         latency = self.commit_latency()
@@ -311,25 +291,27 @@ class _Simulation:
         self.emit(
             member,
             t,
-            CommitCompleted(offsets=self.offsets(tps, t), epoch=member.epoch, latency_s=latency),
+            ev.CommitCompleted(offsets=self.offsets(tps, t), epoch=member.epoch, latency_s=latency),
         )
         t += 0.0001
-        self.emit(member, t, PartitionsRevoked(partitions=tps, epoch=member.epoch))
+        self.emit(member, t, ev.PartitionsRevoked(partitions=tps, epoch=member.epoch))
         return t + _RTT_S
 
     def assign(self, member: _Member, partitions: list[TopicPartition], t: float) -> float:
         """Assigned, start fetching, callback; returns when done."""
         tps = tuple(sorted(partitions))
         member.owned.update(dict.fromkeys(partitions))
-        self.emit(member, t, PartitionsAssigned(partitions=tps, epoch=member.epoch))
+        self.emit(member, t, ev.PartitionsAssigned(partitions=tps, epoch=member.epoch))
         t += 0.0005
-        self.emit(member, t, FetchStarted(partitions=tps, epoch=member.epoch))
+        self.emit(member, t, ev.FetchStarted(partitions=tps, epoch=member.epoch))
         duration = self.cb()
         t += duration
         self.emit(
             member,
             t,
-            CallbackCompleted(callback=CallbackKind.ASSIGNED, partitions=tps, duration_s=duration),
+            ev.CallbackCompleted(
+                callback=ev.CallbackKind.ASSIGNED, partitions=tps, duration_s=duration
+            ),
         )
         return t
 
@@ -354,12 +336,12 @@ class _Simulation:
                 continue  # gone already (killed, fenced, closed): nothing to revoke
             member = self.members[src]
             start = t + self.heartbeat_delay()
-            self.emit(member, start, RebalanceStarted(trigger=trigger, epoch=member.epoch))
-            end = self.revoke(member, tps, start, StopReason.REVOKED)
+            self.emit(member, start, ev.RebalanceStarted(trigger=trigger, epoch=member.epoch))
+            end = self.revoke(member, tps, start, ev.StopReason.REVOKED)
             old = member.epoch
             member.epoch = self.group_epoch
-            self.emit(member, end, EpochChanged(old_epoch=old, new_epoch=member.epoch))
-            self.emit(member, end, RebalanceEnded(epoch=member.epoch, duration_s=end - start))
+            self.emit(member, end, ev.EpochChanged(old_epoch=old, new_epoch=member.epoch))
+            self.emit(member, end, ev.RebalanceEnded(epoch=member.epoch, duration_s=end - start))
             released[src] = end
             done = max(done, end)
         gainers: dict[int, list[tuple[float, list[TopicPartition]]]] = {}
@@ -373,11 +355,11 @@ class _Simulation:
                 start = t
             else:
                 start = min(t + self.heartbeat_delay(), batches[0][0])
-                self.emit(member, start, RebalanceStarted(trigger=trigger, epoch=member.epoch))
+                self.emit(member, start, ev.RebalanceStarted(trigger=trigger, epoch=member.epoch))
                 old = member.epoch
                 member.epoch = self.group_epoch
                 self.emit(
-                    member, start + 0.0001, EpochChanged(old_epoch=old, new_epoch=member.epoch)
+                    member, start + 0.0001, ev.EpochChanged(old_epoch=old, new_epoch=member.epoch)
                 )
             end = start
             for arrival, tps in batches:
@@ -386,7 +368,7 @@ class _Simulation:
                 if arrivals is not None:
                     for tp in tps:
                         arrivals[tp] = (dst, at + 0.0005)
-            self.emit(member, end, RebalanceEnded(epoch=member.epoch, duration_s=end - start))
+            self.emit(member, end, ev.RebalanceEnded(epoch=member.epoch, duration_s=end - start))
             member.busy_until = max(member.busy_until, end)
             done = max(done, end)
         return done
@@ -448,12 +430,14 @@ class _Simulation:
             arrival = last_join + self.heartbeat_delay()
             old = member.epoch
             member.epoch = self.group_epoch
-            self.emit(member, arrival, EpochChanged(old_epoch=old, new_epoch=member.epoch))
+            self.emit(member, arrival, ev.EpochChanged(old_epoch=old, new_epoch=member.epoch))
             end = self.assign(member, share.get(member.index, []), arrival + 0.0001)
             member.busy_until = end
-            self.emit(member, end, StateChanged(old_state="RECONCILING", new_state="STABLE"))
+            self.emit(member, end, ev.StateChanged(old_state="RECONCILING", new_state="STABLE"))
             self.emit(
-                member, end, RebalanceEnded(epoch=member.epoch, duration_s=end - member.joined_at)
+                member,
+                end,
+                ev.RebalanceEnded(epoch=member.epoch, duration_s=end - member.joined_at),
             )
 
     def join_events(self, member: _Member, t: float, trigger: str) -> None:
@@ -461,14 +445,14 @@ class _Simulation:
         self.emit(
             member,
             t,
-            StateChanged(old_state="UNSUBSCRIBED", new_state="JOINING", trigger="SUBSCRIBE"),
+            ev.StateChanged(old_state="UNSUBSCRIBED", new_state="JOINING", trigger="SUBSCRIBE"),
         )
-        self.emit(member, t + 0.0001, RebalanceStarted(trigger=trigger, epoch=0))
-        self.emit(member, t + _RTT_S, MemberJoined(epoch=self.group_epoch))
+        self.emit(member, t + 0.0001, ev.RebalanceStarted(trigger=trigger, epoch=0))
+        self.emit(member, t + _RTT_S, ev.MemberJoined(epoch=self.group_epoch))
         self.emit(
             member,
             t + _RTT_S + 0.0001,
-            StateChanged(old_state="JOINING", new_state="RECONCILING", trigger="HEARTBEAT_OK"),
+            ev.StateChanged(old_state="JOINING", new_state="RECONCILING", trigger="HEARTBEAT_OK"),
         )
 
     def join(self, t: float, instance_id: str | None = None) -> float:
@@ -480,20 +464,24 @@ class _Simulation:
         self.bump_epoch(t, skip={member.index} | {src for src, _ in moves})
         done = self.move(moves, t, joiner=member)
         if not moves:
-            self.emit(member, t + _RTT_S, RebalanceEnded(epoch=member.epoch, duration_s=_RTT_S))
+            self.emit(member, t + _RTT_S, ev.RebalanceEnded(epoch=member.epoch, duration_s=_RTT_S))
         return done
 
-    def leave(self, member: _Member, t: float, reason: LeaveReason = LeaveReason.CLOSED) -> float:
+    def leave(
+        self, member: _Member, t: float, reason: ev.LeaveReason = ev.LeaveReason.CLOSED
+    ) -> float:
         """Graceful close: revoke everything, leave; others take over."""
         self.emit(
             member,
             t,
-            StateChanged(old_state="STABLE", new_state="PREPARE_LEAVING", trigger="LEAVE"),
+            ev.StateChanged(old_state="STABLE", new_state="PREPARE_LEAVING", trigger="LEAVE"),
         )
         tps = sorted(member.owned)
-        end = self.revoke(member, tps, t + 0.0002, StopReason.CLOSED) if tps else t + _RTT_S
-        self.emit(member, end, MemberLeft(reason=reason, epoch=-1))
-        self.emit(member, end + 0.0001, StateChanged(old_state="LEAVING", new_state="UNSUBSCRIBED"))
+        end = self.revoke(member, tps, t + 0.0002, ev.StopReason.CLOSED) if tps else t + _RTT_S
+        self.emit(member, end, ev.MemberLeft(reason=reason, epoch=-1))
+        self.emit(
+            member, end + 0.0001, ev.StateChanged(old_state="LEAVING", new_state="UNSUBSCRIBED")
+        )
         member.alive = False
         self.group_epoch += 1
         moves = self.spread(tps, member.index, exclude={member.index})
@@ -518,11 +506,11 @@ class _Simulation:
         self.emit(
             member,
             t,
-            StateChanged(old_state="STABLE", new_state="PREPARE_LEAVING", trigger="LEAVE"),
+            ev.StateChanged(old_state="STABLE", new_state="PREPARE_LEAVING", trigger="LEAVE"),
         )
         tps = sorted(member.owned)
-        end = self.revoke(member, tps, t + 0.0002, StopReason.CLOSED) if tps else t + _RTT_S
-        self.emit(member, end, MemberLeft(reason=LeaveReason.CLOSED, epoch=-2))
+        end = self.revoke(member, tps, t + 0.0002, ev.StopReason.CLOSED) if tps else t + _RTT_S
+        self.emit(member, end, ev.MemberLeft(reason=ev.LeaveReason.CLOSED, epoch=-2))
         member.alive = False
         member.owned.clear()
         back = end + self.rng.uniform(3.0, 20.0)
@@ -530,8 +518,8 @@ class _Simulation:
         successor.epoch = self.group_epoch
         self.join_events(successor, back, trigger="join")
         done = self.assign(successor, tps, back + _RTT_S + 0.001) if tps else back + _RTT_S
-        self.emit(successor, done, StateChanged(old_state="RECONCILING", new_state="STABLE"))
-        self.emit(successor, done, RebalanceEnded(epoch=successor.epoch, duration_s=done - back))
+        self.emit(successor, done, ev.StateChanged(old_state="RECONCILING", new_state="STABLE"))
+        self.emit(successor, done, ev.RebalanceEnded(epoch=successor.epoch, duration_s=done - back))
         successor.busy_until = done
         return done
 
@@ -544,7 +532,7 @@ class _Simulation:
             self.emit(
                 member,
                 beat,
-                HeartbeatFailed(
+                ev.HeartbeatFailed(
                     error="REQUEST_TIMED_OUT", error_code=None, retriable=True, epoch=member.epoch
                 ),
             )
@@ -552,7 +540,7 @@ class _Simulation:
         deadline = t + config.session_timeout_s
         if not misbehave and tps:
             # kgroup's rule: no heartbeat for a session timeout: stop before the broker acts.
-            self.revoke(member, tps, deadline - self.rng.uniform(0.05, 0.5), StopReason.LOST)
+            self.revoke(member, tps, deadline - self.rng.uniform(0.05, 0.5), ev.StopReason.LOST)
         expired = deadline + self.heartbeat_delay()
         self.group_epoch += 1
         moves = self.spread(tps, member.index, exclude={member.index})
@@ -563,11 +551,11 @@ class _Simulation:
         back = expired + self.rng.uniform(5.0, 30.0)
         back = max(back, done + 0.5)
         self.emit(
-            member, back, Fenced(error="FENCED_MEMBER_EPOCH", error_code=110, epoch=member.epoch)
+            member, back, ev.Fenced(error="FENCED_MEMBER_EPOCH", error_code=110, epoch=member.epoch)
         )
         if misbehave and tps:
             stop = back + 0.0005
-            self.revoke(member, tps, back, StopReason.LOST)
+            self.revoke(member, tps, back, ev.StopReason.LOST)
             for tp, (owner, first_fetch) in sorted(arrivals.items()):
                 self.injected.append(
                     InjectedOverlap(
@@ -581,15 +569,15 @@ class _Simulation:
                 )
         # Rejoin with epoch 0, as a new member would.
         member.epoch = 0
-        self.emit(member, back + 0.01, RebalanceStarted(trigger="fenced", epoch=0))
+        self.emit(member, back + 0.01, ev.RebalanceStarted(trigger="fenced", epoch=0))
         self.group_epoch += 1
         member.epoch = self.group_epoch
-        self.emit(member, back + 0.012, MemberJoined(epoch=member.epoch))
+        self.emit(member, back + 0.012, ev.MemberJoined(epoch=member.epoch))
         moves = self.take_for(member)
         self.bump_epoch(back, skip={member.index} | {src for src, _ in moves})
         done = self.move(moves, back + 0.012, joiner=member)
         if not moves:
-            self.emit(member, back + 0.02, RebalanceEnded(epoch=member.epoch, duration_s=0.01))
+            self.emit(member, back + 0.02, ev.RebalanceEnded(epoch=member.epoch, duration_s=0.01))
         return done
 
     def maybe_heartbeat_error(self, member: _Member, t: float) -> None:
@@ -605,7 +593,9 @@ class _Simulation:
             self.emit(
                 member,
                 t,
-                HeartbeatFailed(error=error, error_code=code, retriable=True, epoch=member.epoch),
+                ev.HeartbeatFailed(
+                    error=error, error_code=code, retriable=True, epoch=member.epoch
+                ),
             )
 
     def churn_event(self, t: float) -> None:
@@ -678,7 +668,7 @@ class _Simulation:
                 self.emit(
                     member,
                     at,
-                    CommitCompleted(
+                    ev.CommitCompleted(
                         offsets=self.offsets(list(member.owned), at),
                         epoch=member.epoch,
                         latency_s=self.commit_latency(),
@@ -695,8 +685,8 @@ class _Simulation:
     def leave_quietly(self, member: _Member, t: float) -> None:
         """Close at the end of the run: everyone leaves, nobody takes over."""
         tps = sorted(member.owned)
-        stop = self.revoke(member, tps, t, StopReason.CLOSED) if tps else t
-        self.emit(member, stop, MemberLeft(reason=LeaveReason.CLOSED, epoch=-1))
+        stop = self.revoke(member, tps, t, ev.StopReason.CLOSED) if tps else t
+        self.emit(member, stop, ev.MemberLeft(reason=ev.LeaveReason.CLOSED, epoch=-1))
         member.alive = False
 
     def close(self) -> None:

@@ -114,6 +114,7 @@ from kgroup.runtime.interfaces import (
     TransportInterface,
 )
 from kgroup.runtime.session import FinishedCommit
+from kgroup.telemetry.recorder import ConsumerTelemetry
 from kgroup.transport import KafkaClient
 from kgroup.transport.security import explain_denial
 from kgroup.types import Backoff, TopicPartition
@@ -211,8 +212,11 @@ class Driver:
         wakeup: Callable[[], None],
         transport: TransportFactory = open_kafka_client,
         auto_offset_store: bool = True,
+        telemetry: ConsumerTelemetry | None = None,
     ) -> None:
         self.config = config
+        self.telemetry = ConsumerTelemetry() if telemetry is None else telemetry
+        """Counters of ``metrics()`` and telemetry events (sessions find it here too)."""
         self.dataplane = dataplane
         self.fetch = FetchState()
         """What each partition may do on the data plane."""
@@ -412,7 +416,9 @@ class Driver:
                 await wake.wait()
 
     def _step(self, session: Session) -> None:
-        for action in session.handle_next(anyio.current_time()):
+        actions = session.handle_next(anyio.current_time())
+        self.telemetry.step(session, actions)
+        for action in actions:
             self._perform(action)
         if session is not self.session:
             return  # switched protocols: the new member starts from scratch
@@ -629,6 +635,7 @@ class Driver:
                     self.fetch.positions_captured(dataplane.positions(op.partitions))
                 case Unassign():
                     dataplane.unassign(op.partitions)
+                    self.telemetry.fetch_stopped(op.partitions)
                 case Assign():
                     try:
                         dataplane.assign(op.offsets)
@@ -636,6 +643,7 @@ class Driver:
                         self.fetch.assign_failed(op)
                         self._queue(work.ErrorWork(exc))
                         return False
+                    self.telemetry.fetch_started(op.offsets)
                 case Pause():
                     dataplane.pause(op.partitions)
                 case Resume():
@@ -725,11 +733,15 @@ class Driver:
         session = self.session
         generation = session.generation_or_epoch
         error: BaseException | None = None
+        started = anyio.current_time()
         try:
             await self._offsets.commit(pending.offsets, deadline=pending.deadline)
         except KgroupError as exc:
             error = exc
         self._report_commit(pending.offsets, error)
+        self.telemetry.commit_done(
+            pending.offsets, generation, anyio.current_time() - started, error
+        )
         session.commit_done(FinishedCommit(token, pending.offsets, error, generation))
 
     def current_offsets(self) -> dict[TopicPartition, int]:
@@ -785,13 +797,28 @@ class Driver:
 
         Returns what was committed (owned partitions only).
         """
+        started = anyio.current_time()
+        epoch = self.session.generation_or_epoch
+        try:
+            done = await self._commit(offsets, timeout=timeout)
+        except KgroupError as exc:
+            tried = self.current_offsets() if offsets is None else offsets
+            self.telemetry.commit_done(tried, epoch, anyio.current_time() - started, exc)
+            raise
+        if done:
+            self.telemetry.commit_done(done, epoch, anyio.current_time() - started, None)
+        return done
+
+    async def _commit(
+        self, offsets: Mapping[TopicPartition, int] | None, *, timeout: float | None
+    ) -> dict[TopicPartition, int]:
         chosen = self.current_offsets() if offsets is None else dict(offsets)
         if not chosen:
             return {}
         budget = self.request_timeout if timeout is None else timeout
         deadline = anyio.current_time() + budget
         try:
-            done = await self._commit(chosen, deadline)
+            done = await self._commit_chosen(chosen, deadline)
         except KgroupError as exc:
             self._report_commit(chosen, exc)
             raise
@@ -804,7 +831,7 @@ class Driver:
         if self._on_commit is not None and offsets:
             self._queue(work.CommitResultWork(self._on_commit, dict(offsets), error))
 
-    async def _commit(
+    async def _commit_chosen(
         self, chosen: dict[TopicPartition, int], deadline: float
     ) -> dict[TopicPartition, int]:
         manager = await self._connected(deadline)
@@ -1120,6 +1147,7 @@ class Driver:
             # No member revokes a manual assignment: commit its progress here,
             # waited for before the runtime ends (as librdkafka's close).
             self.commit_in_background(None, None)
+        self.telemetry.closing()
         self.session.post(CloseRequested(anyio.current_time() + timeout))
 
     async def wait_closed(self, timeout: float) -> bool:

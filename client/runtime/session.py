@@ -20,6 +20,7 @@ from typing import Generic, Protocol, TypeVar
 from kgroup.membership import TimerTick
 from kgroup.runtime.events import EventQueue
 from kgroup.runtime.interfaces import DRIVER_ACTIONS, DriverAction, DriverEvent, Host
+from kgroup.telemetry.recorder import ConsumerTelemetry
 from kgroup.types import TopicPartition
 
 __all__ = ["FinishedCommit", "Member", "SessionBase"]
@@ -68,6 +69,9 @@ class SessionBase(Generic[E, A]):
         self._host = host
         self._member = member
         self._events: EventQueue[DriverEvent | E] = EventQueue(host.wake)
+        # Heartbeat round trips, errors and fencing are seen here (the driver
+        # sees neither the events nor the session's own actions).
+        self._telemetry: ConsumerTelemetry | None = getattr(host, "telemetry", None)
 
     @property
     def member_id(self) -> str:
@@ -107,11 +111,16 @@ class SessionBase(Generic[E, A]):
         Returns the actions for the driver, in order.
         """
         event = self._events.pop()
+        telemetry = self._telemetry
+        if telemetry is not None and event is not None:
+            telemetry.session_event(event)
         rest: list[DriverAction] = []
         for action in self._member.handle(TimerTick() if event is None else event, now):
             if isinstance(action, DRIVER_ACTIONS):
                 rest.append(action)
             else:
+                if telemetry is not None:
+                    telemetry.session_action(action)
                 self._perform(action)
         return rest
 

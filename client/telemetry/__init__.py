@@ -54,6 +54,7 @@ from kgroup.telemetry.events import (
     TelemetryEvent,
     TelemetryProtocol,
 )
+from kgroup.telemetry.metrics import ConsumerMetrics, LatencyHistogram
 from kgroup.telemetry.sinks import (
     DEFAULT_QUEUE_SIZE,
     CallbackSink,
@@ -86,6 +87,7 @@ __all__ = [
     "CallbackSink",
     "CommitCompleted",
     "CommittedOffset",
+    "ConsumerMetrics",
     "EpochChanged",
     "EventBody",
     "EventHeader",
@@ -96,6 +98,7 @@ __all__ = [
     "HeartbeatFailed",
     "JsonLinesSink",
     "KafkaTopicSink",
+    "LatencyHistogram",
     "LeaveReason",
     "MemberJoined",
     "MemberLeft",

@@ -58,12 +58,20 @@ class TelemetryEmitter:
         # itertools.count: next() is atomic under the GIL, so threads share it safely.
         self._seq = itertools.count()
 
-    def emit(self, body: EventBody) -> None:
-        """Send ``body`` with a fresh header. Never raises."""
+    def stamp(self) -> tuple[float, float]:
+        """The time now on both clocks (wall, monotonic), for an event sent later."""
+        return self._clock(), self._monotonic()
+
+    def emit(self, body: EventBody, *, at: tuple[float, float] | None = None) -> None:
+        """Send ``body`` with a fresh header (dated ``at``, a :meth:`stamp`, if given).
+
+        Never raises.
+        """
         try:
+            ts, mono = self.stamp() if at is None else at
             header = EventHeader(
-                ts=self._clock(),
-                mono=self._monotonic(),
+                ts=ts,
+                mono=mono,
                 seq=next(self._seq),
                 group=self.group,
                 member_id=self.member_id,

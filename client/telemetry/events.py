@@ -181,35 +181,41 @@ class EpochChanged:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionsAssigned:
+class _PartitionsAtEpoch:
+    """The fields of every body about a set of partitions at an epoch (a base, no kind)."""
+
+    partitions: tuple[TopicPartition, ...]
+    epoch: int
+
+
+# The bodies below differ from their base only in their kind (and docs); each
+# is its own class so that events of different kinds never compare equal.
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionsAssigned(_PartitionsAtEpoch):
     """Partitions added to the member's assignment at ``epoch``."""
 
     KIND: ClassVar[EventKind] = EventKind.PARTITIONS_ASSIGNED
-    partitions: tuple[TopicPartition, ...]
-    epoch: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionsRevoked:
+class PartitionsRevoked(_PartitionsAtEpoch):
     """Partitions removed from the member's assignment by reconciliation, at ``epoch``."""
 
     KIND: ClassVar[EventKind] = EventKind.PARTITIONS_REVOKED
-    partitions: tuple[TopicPartition, ...]
-    epoch: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionsLost:
+class PartitionsLost(_PartitionsAtEpoch):
     """Partitions the member gave up without a hand-over (fenced, session expired)."""
 
     KIND: ClassVar[EventKind] = EventKind.PARTITIONS_LOST
-    partitions: tuple[TopicPartition, ...]
-    epoch: int
     error: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class FetchStarted:
+class FetchStarted(_PartitionsAtEpoch):
     """The data plane started fetching these partitions (added to librdkafka's assignment).
 
     Pausing does not stop fetching in this sense: a paused partition is still
@@ -217,17 +223,13 @@ class FetchStarted:
     """
 
     KIND: ClassVar[EventKind] = EventKind.FETCH_STARTED
-    partitions: tuple[TopicPartition, ...]
-    epoch: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class FetchStopped:
+class FetchStopped(_PartitionsAtEpoch):
     """The data plane stopped fetching these partitions (removed from librdkafka's assignment)."""
 
     KIND: ClassVar[EventKind] = EventKind.FETCH_STOPPED
-    partitions: tuple[TopicPartition, ...]
-    epoch: int
     reason: StopReason
 
 
@@ -248,25 +250,30 @@ class CommitCompleted:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HeartbeatFailed:
-    """A heartbeat (or JoinGroup / SyncGroup) got an error, or no answer."""
+class _ErrorAtEpoch:
+    """The fields of every body about an error the coordinator answered (a base, no kind)."""
 
-    KIND: ClassVar[EventKind] = EventKind.HEARTBEAT_ERROR
     error: str
-    """The broker's error name (``COORDINATOR_NOT_AVAILABLE``) or kgroup's exception name."""
+    """The broker's error name (``COORDINATOR_NOT_AVAILABLE``), or kgroup's name of a
+    failure with no answer (``TIMEOUT``, ``DISCONNECTED``)."""
     error_code: int | None
-    retriable: bool
+    """Kafka's error code; None when there was no answer."""
     epoch: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Fenced:
+class HeartbeatFailed(_ErrorAtEpoch):
+    """A heartbeat (or JoinGroup / SyncGroup) got an error, or no answer."""
+
+    KIND: ClassVar[EventKind] = EventKind.HEARTBEAT_ERROR
+    retriable: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fenced(_ErrorAtEpoch):
     """The coordinator fenced the member; its partitions are lost."""
 
     KIND: ClassVar[EventKind] = EventKind.FENCED
-    error: str
-    error_code: int | None
-    epoch: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

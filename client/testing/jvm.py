@@ -27,17 +27,19 @@ from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
-from kgroup.errors import JarResolutionError, JavaNotFoundError
+from kgroup.errors import JarResolutionError, JavaNotFoundError, KgroupError
 
 __all__ = [
     "DEFAULT_KAFKA_VERSION",
     "JavaRuntime",
+    "MavenClosure",
     "cache_root",
     "find_java",
     "kafka_version",
     "pom_digest",
     "read_resource",
     "resolve_kafka_libs",
+    "resolve_maven_closure",
 ]
 
 _log = logging.getLogger("kgroup.testing.jvm")
@@ -165,7 +167,78 @@ def pom_digest() -> str:
     A cache whose marker holds another digest was resolved from another pom and
     is resolved again.
     """
-    return hashlib.sha256(read_resource("pom.xml").encode("utf-8")).hexdigest()[:16]
+    return _digest(read_resource("pom.xml"))
+
+
+def _digest(pom: str) -> str:
+    return hashlib.sha256(pom.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MavenClosure:
+    """A pom's runtime dependency closure, for :func:`resolve_maven_closure` to copy.
+
+    The broker's jars are one (:func:`resolve_kafka_libs`); the fleet report's
+    Spark Kafka connector (``kgroup.report.jars``) another.
+    """
+
+    title: str
+    """What is fetched, for the progress line and errors: ``Apache Kafka 4.4.0 jars``."""
+    pom: str
+    """The ``pom.xml`` text."""
+    properties: Mapping[str, str]
+    """``-Dkey=value`` properties the pom uses (the version)."""
+    required_jar: str
+    """The name prefix of a jar that must be among the copied ones."""
+    error: type[KgroupError]
+    """The exception raised on any failure (constructed with a message)."""
+    no_maven: str
+    """The message when ``mvn`` is not on PATH: why it is needed, what to do instead."""
+    failure_hint: str
+    """Said after ``Maven failed (exit N) to resolve <title>.``: what may be wrong."""
+    strip_version: bool = False
+    """Copy jars as ``artifactId.jar`` (no version in the name)."""
+
+
+def resolve_maven_closure(
+    closure: MavenClosure,
+    root: Path,
+    out: str,
+    *,
+    progress: TextIO,
+    timeout: float,
+    environ: Mapping[str, str] | None = None,
+) -> Path:
+    """Return ``root/out`` holding ``closure``'s jars, running Maven once if not cached.
+
+    A marker file holding the pom's digest is written only after a complete
+    copy, so an interrupted resolution is never used and a changed pom
+    resolves again. Concurrent callers (processes) wait for one another.
+
+    Raises:
+        closure.error: Maven is missing, failed (the message carries the tail of
+            its output) or did not finish within ``timeout`` seconds.
+    """
+    target = root / out
+    marker = root / _MARKER
+    digest = _digest(closure.pom)
+    if _is_complete(marker, digest):
+        return target
+    with _locked(root / ".lock"):
+        # Another process may have finished while this one waited for the lock.
+        if _is_complete(marker, digest):
+            return target
+        marker.unlink(missing_ok=True)
+        _run_maven(
+            closure,
+            root=root,
+            target=target,
+            progress=progress,
+            timeout=timeout,
+            environ=environ,
+        )
+        marker.write_text(digest + "\n", encoding="utf-8")
+    return target
 
 
 @contextlib.contextmanager
@@ -209,27 +282,29 @@ def resolve_kafka_libs(
     ver = kafka_version(version, environ)
     if not re.fullmatch(r"[A-Za-z0-9._-]+", ver):
         raise JarResolutionError(f"not a Kafka version: {ver!r}")
+    closure = MavenClosure(
+        title=f"Apache Kafka {ver} jars",
+        pom=read_resource("pom.xml"),
+        properties={"kafka.version": ver},
+        required_jar="kafka_2.13-",
+        error=JarResolutionError,
+        no_maven=(
+            "Maven (`mvn`) is not on PATH; kgroup.testing uses it once per Kafka version to "
+            "fetch the broker jars from Maven Central. Install Maven (for example "
+            "`apt-get install maven`) or use KGROUP_BROKER_BACKEND=external with "
+            "KAFKA_BOOTSTRAP_SERVERS."
+        ),
+        failure_hint=f"Is {ver} a released Kafka version, and is Maven Central reachable?",
+    )
     root = (cache_dir if cache_dir is not None else cache_root(environ)) / f"kafka-{ver}"
-    libs = root / "libs"
-    marker = root / _MARKER
-    digest = pom_digest()
-    if _is_complete(marker, digest):
-        return libs
-    with _locked(root / ".lock"):
-        # Another process may have finished while this one waited for the lock.
-        if _is_complete(marker, digest):
-            return libs
-        marker.unlink(missing_ok=True)
-        _run_maven(
-            version=ver,
-            root=root,
-            libs=libs,
-            progress=progress if progress is not None else sys.stderr,
-            timeout=timeout,
-            environ=environ,
-        )
-        marker.write_text(digest + "\n", encoding="utf-8")
-    return libs
+    return resolve_maven_closure(
+        closure,
+        root,
+        "libs",
+        progress=progress if progress is not None else sys.stderr,
+        timeout=timeout,
+        environ=environ,
+    )
 
 
 def _is_complete(marker: Path, digest: str) -> bool:
@@ -310,29 +385,25 @@ def _is_terminal(stream: TextIO) -> bool:
 
 
 def _run_maven(
+    closure: MavenClosure,
     *,
-    version: str,
     root: Path,
-    libs: Path,
+    target: Path,
     progress: TextIO,
     timeout: float,
     environ: Mapping[str, str] | None,
 ) -> None:
+    error = closure.error
     env = dict(os.environ if environ is None else environ)
     mvn = shutil.which("mvn", path=env.get("PATH", os.defpath))
     if mvn is None:
-        raise JarResolutionError(
-            "Maven (`mvn`) is not on PATH; kgroup.testing uses it once per Kafka version to "
-            "fetch the broker jars from Maven Central. Install Maven (for example "
-            "`apt-get install maven`) or use KGROUP_BROKER_BACKEND=external with "
-            "KAFKA_BOOTSTRAP_SERVERS."
-        )
+        raise error(closure.no_maven)
     root.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="resolve-", dir=root) as tmp:
         project = Path(tmp)
         (project / "pom.xml").write_text(read_resource("pom.xml"), encoding="utf-8")
-        staging = project / "libs"
+        staging = project / target.name
         cmd = [
             mvn,
             "-B",
@@ -341,10 +412,11 @@ def _run_maven(
             "dependency:copy-dependencies",
             "-DincludeScope=runtime",
             f"-DoutputDirectory={staging}",
-            f"-Dkafka.version={version}",
+            *(["-Dmdep.stripVersion=true"] if closure.strip_version else []),
+            *(f"-D{key}={value}" for key, value in closure.properties.items()),
         ]
-        _log.debug("resolving Kafka %s jars with Maven: %s", version, " ".join(cmd))
-        title = f"fetching Apache Kafka {version} jars from Maven Central"
+        _log.debug("resolving %s with Maven: %s", closure.title, " ".join(cmd))
+        title = f"fetching {closure.title} from Maven Central"
         with _ProgressLine(progress, title) as line:
             tail: collections.deque[str] = collections.deque(maxlen=_MAVEN_TAIL_LINES)
             log_path = root / "maven.log"
@@ -361,7 +433,7 @@ def _run_maven(
                 )
             except OSError as exc:
                 line.finish(f"failed: {exc}")
-                raise JarResolutionError(f"could not run {mvn}: {exc}") from exc
+                raise error(f"could not run {mvn}: {exc}") from exc
             assert proc.stdout is not None
             timed_out = threading.Event()
 
@@ -394,35 +466,36 @@ def _run_maven(
             if timed_out.is_set():
                 line.finish(f"timed out after {took:.1f} s")
                 _show_tail(progress, tail, log_path)
-                raise JarResolutionError(
-                    f"Maven did not resolve Kafka {version} within {timeout:.0f} s "
+                raise error(
+                    f"Maven did not resolve {closure.title} within {timeout:.0f} s "
                     f"(full output in {log_path}). Last output:\n" + "\n".join(tail)
                 )
             if code != 0:
                 line.finish(f"failed after {took:.1f} s")
                 _show_tail(progress, tail, log_path)
                 errors = [text for text in tail if "[ERROR]" in text]
-                raise JarResolutionError(
-                    f"Maven failed (exit {code}) to resolve Apache Kafka {version} jars. "
-                    f"Is {version} a released Kafka version, and is Maven Central reachable? "
+                raise error(
+                    f"Maven failed (exit {code}) to resolve {closure.title}. "
+                    f"{closure.failure_hint} "
                     f"(full output in {log_path})\n" + "\n".join(errors or list(tail))
                 )
             jars = sorted(staging.glob("*.jar")) if staging.is_dir() else []
-            if not any(j.name.startswith("kafka_2.13-") for j in jars):
+            if not any(j.name.startswith(closure.required_jar) for j in jars):
                 line.finish(f"failed after {took:.1f} s")
                 _show_tail(progress, tail, log_path)
-                raise JarResolutionError(
-                    f"Maven succeeded but copied no kafka_2.13 jar into {staging} "
+                raise error(
+                    f"Maven succeeded but copied no {closure.required_jar.rstrip('-')} jar "
+                    f"into {staging} "
                     f"(full output in {log_path}). Last output:\n" + "\n".join(tail)
                 )
-            if libs.exists():
-                shutil.rmtree(libs)
-            staging.rename(libs)
+            if target.exists():
+                shutil.rmtree(target)
+            staging.rename(target)
             line.finish(f"done in {took:.1f} s ({len(jars)} jars)")
     _log.debug(
-        "resolved %d jars for Kafka %s in %.1f s into %s",
+        "resolved %d jars for %s in %.1f s into %s",
         len(jars),
-        version,
+        closure.title,
         time.monotonic() - started,
-        libs,
+        target,
     )

@@ -35,6 +35,12 @@ reports on stdout, one JSON object per line, each with ``"t"`` (the sender's
   the consumer recovered from: read from kgroup's connection log, the only
   place it is visible; the request is retried on a new connection).
 
+With ``"keep_fetching": [[topic, p], ...]`` the member misbehaves on purpose
+(a test-only switch of kgroup's private ``FetchState.stop``): it never stops
+fetching those partitions, not even after they were revoked, so its telemetry
+shows it fetching them while their next owner does (the fleet report must
+flag that as double ownership).
+
 Commands on stdin, one per line: ``commit`` (synchronous commit of the
 positions), ``switch PROTOCOL`` (``switch_protocol(PROTOCOL)``), ``close``
 (``close()`` then exit 0), ``exit`` (exit 0 at once, without leaving the group),
@@ -151,6 +157,18 @@ class _MalformedSeen(logging.Handler):
             emit("malformed", message=record.getMessage())
 
 
+def _keep_fetching(keep: Collection[TopicPartition]) -> None:
+    from kgroup.runtime.fetch_state import FetchOp, FetchState  # noqa: PLC0415 - test only
+
+    original = FetchState.stop
+    kept = frozenset(keep)
+
+    def stop(self: FetchState, partitions: Collection[TopicPartition]) -> list[FetchOp]:
+        return original(self, [tp for tp in partitions if tp not in kept])
+
+    FetchState.stop = stop  # type: ignore[method-assign]
+
+
 def _read_commands(commands: queue.Queue[str]) -> None:
     for line in sys.stdin:
         if line.strip():
@@ -165,6 +183,8 @@ def main(spec: dict[str, Any]) -> int:
     logging.getLogger("kgroup.transport.connection").addHandler(_MalformedSeen())
     if spec.get("trace_commits"):
         _trace_commits()
+    if spec.get("keep_fetching"):
+        _keep_fetching([TopicPartition(t, p) for t, p in spec["keep_fetching"]])
     commands: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_read_commands, args=(commands,), daemon=True).start()
     member = _Member(dict(spec["conf"]), list(spec["topics"]))

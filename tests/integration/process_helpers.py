@@ -55,6 +55,7 @@ class MemberProcess:
         *,
         trace_commits: bool = False,
         commit_each_batch: bool = False,
+        keep_fetching: Iterable[TopicPartition] = (),
     ) -> None:
         self.name = name
         self.log_path = log_dir / f"member-{name}.log"
@@ -63,6 +64,7 @@ class MemberProcess:
             "topics": topics,
             "trace_commits": trace_commits,
             "commit_each_batch": commit_each_batch,
+            "keep_fetching": [[tp.topic, tp.partition] for tp in keep_fetching],
         }
         self._log: IO[bytes] = self.log_path.open("wb")
         self.proc = subprocess.Popen(

@@ -166,6 +166,10 @@ def test_static_member_bounce_within_the_session_timeout_causes_no_rebalance(
             runner.stop()
 
 
+@pytest.mark.provokes_double_ownership(
+    "the broker hands the twin the first member's partitions at once; the first fetches "
+    "them until its next heartbeat is answered FENCED_INSTANCE_ID"
+)
 def test_duplicate_live_instance_id_is_a_fatal_fenced_error(
     kafka_broker: KafkaBroker, make_topic: MakeTopic, make_group_id: MakeGroupId
 ) -> None:

@@ -196,6 +196,10 @@ class _CommittedWatcher:
         assert not self.errors, self.errors
 
 
+@pytest.mark.provokes_double_ownership(
+    "SIGSTOP freezes the member past its session: in its own view it fetches its partitions "
+    "until it runs again and notices, while the broker has given them to the other member"
+)
 def test_frozen_member_is_fenced_rejoins_with_its_id_and_commits_nothing_it_lost(
     kafka_broker: KafkaBroker, make_topic: MakeTopic, make_group_id: MakeGroupId, spawn: Spawn
 ) -> None:
