@@ -403,7 +403,8 @@ class Roll:
             (e.t, m.name, e.kind, e.data)
             for m in self.everyone
             for e in m.events
-            if e.kind != "records"
+            # Records and per-batch commit attempts would crowd out the rebalance story.
+            if e.kind not in ("records", "commit_attempt")
         )
         start = events[0][0] if events else 0.0
         for t, name, kind, data in events:
