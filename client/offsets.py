@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import anyio
 from kio.schema.errors import ErrorCode
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from kgroup.errors import (
     BrokerError,
@@ -38,6 +39,7 @@ from kgroup.errors import (
     StaleMemberEpochError,
     TransportError,
 )
+from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests import offset_commit, offset_fetch
 from kgroup.transport.interface import ClusterClient
 from kgroup.types import Backoff, TopicPartition
@@ -200,13 +202,13 @@ class OffsetManager:
     async def _commit_once(
         self, offsets: Mapping[TopicPartition, int], epoch: int, deadline: float
     ) -> dict[TopicPartition, BrokerError]:
-        ids = await self._topic_ids({tp.topic for tp in offsets})
         simple = self._member.simple()
         member_id = "" if simple else self._member.member_id()
         instance_id = None if simple else self._member.instance_id
-        response = await self._client.coordinator_request(
-            self._group_id,
-            lambda versions: offset_commit.build(
+        response, names = await self._coordinator_call(
+            offsets,
+            deadline,
+            lambda versions, ids: offset_commit.build(
                 versions,
                 group_id=self._group_id,
                 member_id=member_id,
@@ -215,9 +217,8 @@ class OffsetManager:
                 offsets=offsets,
                 topic_ids=ids,
             ),
-            timeout=self._budget(deadline),
         )
-        return offset_commit.parse(offset_commit.narrow(response), {v: k for k, v in ids.items()})
+        return offset_commit.parse(offset_commit.narrow(response), names)
 
     # ------------------------------------------------------------------- fetch
 
@@ -275,11 +276,11 @@ class OffsetManager:
         as_member: bool,
         deadline: float,
     ) -> dict[TopicPartition, int | None]:
-        ids = await self._topic_ids({tp.topic for tp in partitions})
         member_id = self._member.member_id() if as_member else None
-        response = await self._client.coordinator_request(
-            self._group_id,
-            lambda versions: offset_fetch.build(
+        response, names = await self._coordinator_call(
+            partitions,
+            deadline,
+            lambda versions, ids: offset_fetch.build(
                 versions,
                 group_id=self._group_id,
                 member_id=member_id,
@@ -287,26 +288,43 @@ class OffsetManager:
                 partitions=partitions,
                 topic_ids=ids,
             ),
-            timeout=self._budget(deadline),
         )
-        result = offset_fetch.parse(offset_fetch.narrow(response), {v: k for k, v in ids.items()})
+        result = offset_fetch.parse(offset_fetch.narrow(response), names)
         for tp in partitions:
             result.setdefault(tp, None)
         return result
 
     # ----------------------------------------------------------------- helpers
 
-    async def _topic_ids(self, topics: set[str]) -> dict[str, uuid.UUID]:
+    async def _coordinator_call(
+        self,
+        partitions: Collection[TopicPartition],
+        deadline: float,
+        build: Callable[[NegotiatedVersions, dict[str, uuid.UUID]], RequestPayload],
+    ) -> tuple[ResponsePayload, dict[uuid.UUID, str]]:
+        """One attempt of an offsets request to the group's coordinator, within the
+        time left before ``deadline``; its response, and topic names by id to parse it.
+
+        ``build`` gets the topic ids of ``partitions``: v10 of both APIs names
+        topics by id, and the version negotiated with the coordinator decides.
+        """
+        topics = {tp.topic for tp in partitions}
         cluster = self._client.cluster
         missing = [t for t in topics if t not in cluster.topics]
         if missing:
             cluster = await self._client.metadata(missing)
         # A topic still unknown (deleted) keeps a nil id: v10 then fails it per
         # partition, v9 does not need it.
-        return {
+        ids = {
             t: cluster.topics[t].topic_id if t in cluster.topics else uuid.UUID(int=0)
             for t in topics
         }
+        response = await self._client.coordinator_request(
+            self._group_id,
+            lambda versions: build(versions, ids),
+            timeout=self._budget(deadline),
+        )
+        return response, {v: k for k, v in ids.items()}
 
     def _budget(self, deadline: float) -> float:
         return max(0.001, min(self._request_timeout, deadline - anyio.current_time()))
