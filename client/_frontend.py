@@ -30,7 +30,7 @@ from typing import Any, Final, Generic, TypeVar
 
 import confluent_kafka
 
-from kgroup.config import ConsumerConfig, GroupProtocol
+from kgroup.config import ConsumerConfig, GroupProtocol, bool_setting
 from kgroup.dataplane import DataPlane, Record, validate_passthrough
 from kgroup.errors import ConfigError, KgroupError
 from kgroup.listener import RebalanceListener, listener_method
@@ -114,12 +114,7 @@ def auto_offset_store(conf: Mapping[str, Any]) -> bool:
     Raises:
         ConfigError: the value is not a boolean.
     """
-    value = conf.get(AUTO_OFFSET_STORE, True)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise ConfigError(f"{AUTO_OFFSET_STORE} must be true or false, got {value!r}")
+    return bool_setting(conf, AUTO_OFFSET_STORE, True)
 
 
 def build_config(conf: Mapping[str, Any]) -> ConsumerConfig:

@@ -230,7 +230,14 @@ def _int(conf: Mapping[str, Any], key: str, default: int, *, minimum: int = 0) -
     return value
 
 
-def _bool(conf: Mapping[str, Any], key: str, default: bool) -> bool:
+def bool_setting(conf: Mapping[str, Any], key: str, default: bool) -> bool:
+    """``conf[key]`` as a boolean: a bool, or the text ``true`` / ``false`` (any case),
+    as librdkafka reads it; ``default`` when absent. The one reading of a boolean
+    setting for every config dict kgroup takes (consumer, security, front end).
+
+    Raises:
+        ConfigError: naming the key, for any other value.
+    """
     value = conf.get(key, default)
     if isinstance(value, bool):
         return value
@@ -403,7 +410,7 @@ class ConsumerConfig:
                 conf, "group.consumer.session.timeout.ms", 45_000, minimum=1
             ),
             heartbeat_interval_ms=heartbeat_interval,
-            enable_auto_commit=_bool(conf, "enable.auto.commit", True),
+            enable_auto_commit=bool_setting(conf, "enable.auto.commit", True),
             auto_commit_interval_ms=_int(conf, "auto.commit.interval.ms", 5_000, minimum=1),
             auto_offset_reset=_offset_reset(conf),
             max_poll_interval_ms=_int(conf, "max.poll.interval.ms", 300_000, minimum=1),
