@@ -142,8 +142,7 @@ class OffsetManager:
         remaining = dict(offsets)
         tenure = {tp: self._member.tenure(tp) for tp in remaining}
         done: dict[TopicPartition, int] = {}
-        attempt = 0
-        last_error: KgroupError | None = None
+        retry = self._retry(deadline)
         while True:
             owned = set(self._member.owned())
             simple = self._member.simple()
@@ -165,8 +164,7 @@ class OffsetManager:
                 try:
                     errors = await self._commit_once(remaining, epoch, deadline)
                 except (TransportError, RetriableBrokerError) as exc:
-                    last_error = exc
-                    errors = {}
+                    retry.failed(exc)
                 else:
                     for tp in list(remaining):
                         if tp not in errors:
@@ -184,9 +182,7 @@ class OffsetManager:
                     ]
                     if fatal:
                         raise fatal[0]
-                    last_error = next(iter(errors.values()))
-                    if any(isinstance(e, _COORDINATOR_ERRORS) for e in errors.values()):
-                        self._client.mark_coordinator_stale(self._group_id)
+                    retry.failed(*errors.values())
                     if any(isinstance(e, StaleMemberEpochError) for e in errors.values()):
                         log.info(
                             "group %s: commit with epoch %d was stale; retrying with the "
@@ -194,10 +190,7 @@ class OffsetManager:
                             self._group_id,
                             epoch,
                         )
-            await self._before_retry(
-                attempt, deadline, f"commit of {sorted(remaining)}", last_error
-            )
-            attempt += 1
+            await retry.wait(f"commit of {sorted(remaining)}")
 
     async def _commit_once(
         self, offsets: Mapping[TopicPartition, int], epoch: int, deadline: float
@@ -243,30 +236,22 @@ class OffsetManager:
             RequestTimeoutError: ``deadline`` passed.
             anyio.get_cancelled_exc_class(): never; an unwanted fetch returns {}.
         """
-        attempt = 0
-        last_error: KgroupError | None = None
+        retry = self._retry(deadline)
         while wanted():
             epoch = self._member.member_epoch() if as_member else -1
             if not as_member or epoch > 0:
                 try:
-                    result = await self._fetch_once(partitions, epoch, as_member, deadline)
+                    return await self._fetch_once(partitions, epoch, as_member, deadline)
                 except BrokerError as exc:
                     # A fenced member's fetch fails until it rejoins; by then the
                     # caller no longer wants it (``wanted``) or the new epoch works.
                     fenced = exc.code in _FENCED_CODES and as_member
                     if exc.code not in _RETRY_CODES and not exc.retriable and not fenced:
                         raise
-                    if isinstance(exc, _COORDINATOR_ERRORS):
-                        self._client.mark_coordinator_stale(self._group_id)
-                    last_error = exc
+                    retry.failed(exc)
                 except TransportError as exc:
-                    last_error = exc
-                else:
-                    return result
-            await self._before_retry(
-                attempt, deadline, f"fetching committed offsets of {sorted(partitions)}", last_error
-            )
-            attempt += 1
+                    retry.failed(exc)
+            await retry.wait(f"fetching committed offsets of {sorted(partitions)}")
         return {}
 
     async def _fetch_once(
@@ -329,11 +314,42 @@ class OffsetManager:
     def _budget(self, deadline: float) -> float:
         return max(0.001, min(self._request_timeout, deadline - anyio.current_time()))
 
-    async def _before_retry(
-        self, attempt: int, deadline: float, what: str, last_error: KgroupError | None
+    def _retry(self, deadline: float) -> _Retry:
+        return _Retry(self._client, self._group_id, self._backoff, deadline)
+
+
+class _Retry:
+    """The retry policy both offset requests follow, one per commit or fetch call.
+
+    Between attempts it backs off (Kafka's exponential backoff, capped by the
+    deadline); it remembers the last retriable failure, raised as the
+    ``__cause__`` of the :class:`~kgroup.errors.RequestTimeoutError` once
+    ``deadline`` has passed; and a failure saying the coordinator moved has the
+    client look it up again before the next attempt.
+    """
+
+    __slots__ = ("_attempt", "_backoff", "_client", "_deadline", "_group_id", "_last_error")
+
+    def __init__(
+        self, client: ClusterClient, group_id: str, backoff: Backoff, deadline: float
     ) -> None:
-        """Back off before attempt ``attempt + 1``, or raise if ``deadline`` has passed."""
-        if anyio.current_time() >= deadline:
-            raise RequestTimeoutError(f"{what} did not complete in time") from last_error
-        delay = self._backoff.delay(attempt)
-        await anyio.sleep(max(0.0, min(delay, deadline - anyio.current_time())))
+        self._client = client
+        self._group_id = group_id
+        self._backoff = backoff
+        self._deadline = deadline
+        self._attempt = 0
+        self._last_error: KgroupError | None = None
+
+    def failed(self, *errors: KgroupError) -> None:
+        """An attempt failed with ``errors`` (retriable; the first is kept as the cause)."""
+        self._last_error = errors[0]
+        if any(isinstance(e, _COORDINATOR_ERRORS) for e in errors):
+            self._client.mark_coordinator_stale(self._group_id)
+
+    async def wait(self, what: str) -> None:
+        """Back off before the next attempt at ``what``, or raise if the deadline has passed."""
+        if anyio.current_time() >= self._deadline:
+            raise RequestTimeoutError(f"{what} did not complete in time") from self._last_error
+        delay = self._backoff.delay(self._attempt)
+        self._attempt += 1
+        await anyio.sleep(max(0.0, min(delay, self._deadline - anyio.current_time())))
