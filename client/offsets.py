@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 import anyio
 from kio.schema.errors import ErrorCode
@@ -97,23 +97,16 @@ class MemberView:
     """
 
 
+@dataclass(eq=False, slots=True)
 class OffsetManager:
     """Fetches and commits a group's offsets for one member, through ``client``."""
 
-    def __init__(
-        self,
-        client: ClusterClient,
-        group_id: str,
-        member: MemberView,
-        *,
-        backoff: Backoff,
-        request_timeout: float,
-    ) -> None:
-        self._client = client
-        self._group_id = group_id
-        self._member = member
-        self._backoff = backoff
-        self._request_timeout = request_timeout
+    client: ClusterClient
+    group_id: str
+    member: MemberView
+    _: KW_ONLY
+    backoff: Backoff
+    request_timeout: float
 
     # ------------------------------------------------------------------ commit
 
@@ -140,20 +133,20 @@ class OffsetManager:
                 was committed (the last retriable error is its ``__cause__``).
         """
         remaining = dict(offsets)
-        tenure = {tp: self._member.tenure(tp) for tp in remaining}
+        tenure = {tp: self.member.tenure(tp) for tp in remaining}
         done: dict[TopicPartition, int] = {}
         retry = self._retry(deadline)
         while True:
-            owned = set(self._member.owned())
-            simple = self._member.simple()
-            epoch = -1 if simple else self._member.member_epoch()
+            owned = set(self.member.owned())
+            simple = self.member.simple()
+            epoch = -1 if simple else self.member.member_epoch()
             dropped = [
-                tp for tp in remaining if tp not in owned or self._member.tenure(tp) != tenure[tp]
+                tp for tp in remaining if tp not in owned or self.member.tenure(tp) != tenure[tp]
             ]
             if dropped:
                 log.info(
                     "group %s: not committing %s: no longer owned by this member",
-                    self._group_id,
+                    self.group_id,
                     sorted(dropped),
                 )
                 for tp in dropped:
@@ -187,7 +180,7 @@ class OffsetManager:
                         log.info(
                             "group %s: commit with epoch %d was stale; retrying with the "
                             "member's new epoch for partitions still owned",
-                            self._group_id,
+                            self.group_id,
                             epoch,
                         )
             await retry.wait(f"commit of {sorted(remaining)}")
@@ -195,15 +188,15 @@ class OffsetManager:
     async def _commit_once(
         self, offsets: Mapping[TopicPartition, int], epoch: int, deadline: float
     ) -> dict[TopicPartition, BrokerError]:
-        simple = self._member.simple()
-        member_id = "" if simple else self._member.member_id()
-        instance_id = None if simple else self._member.instance_id
+        simple = self.member.simple()
+        member_id = "" if simple else self.member.member_id()
+        instance_id = None if simple else self.member.instance_id
         response, names = await self._coordinator_call(
             offsets,
             deadline,
             lambda versions, ids: offset_commit.build(
                 versions,
-                group_id=self._group_id,
+                group_id=self.group_id,
                 member_id=member_id,
                 member_epoch=epoch,
                 instance_id=instance_id,
@@ -238,7 +231,7 @@ class OffsetManager:
         """
         retry = self._retry(deadline)
         while wanted():
-            epoch = self._member.member_epoch() if as_member else -1
+            epoch = self.member.member_epoch() if as_member else -1
             if not as_member or epoch > 0:
                 try:
                     return await self._fetch_once(partitions, epoch, as_member, deadline)
@@ -261,13 +254,13 @@ class OffsetManager:
         as_member: bool,
         deadline: float,
     ) -> dict[TopicPartition, int | None]:
-        member_id = self._member.member_id() if as_member else None
+        member_id = self.member.member_id() if as_member else None
         response, names = await self._coordinator_call(
             partitions,
             deadline,
             lambda versions, ids: offset_fetch.build(
                 versions,
-                group_id=self._group_id,
+                group_id=self.group_id,
                 member_id=member_id,
                 member_epoch=epoch,
                 partitions=partitions,
@@ -294,30 +287,31 @@ class OffsetManager:
         topics by id, and the version negotiated with the coordinator decides.
         """
         topics = {tp.topic for tp in partitions}
-        cluster = self._client.cluster
+        cluster = self.client.cluster
         missing = [t for t in topics if t not in cluster.topics]
         if missing:
-            cluster = await self._client.metadata(missing)
+            cluster = await self.client.metadata(missing)
         # A topic still unknown (deleted) keeps a nil id: v10 then fails it per
         # partition, v9 does not need it.
         ids = {
             t: cluster.topics[t].topic_id if t in cluster.topics else uuid.UUID(int=0)
             for t in topics
         }
-        response = await self._client.coordinator_request(
-            self._group_id,
+        response = await self.client.coordinator_request(
+            self.group_id,
             lambda versions: build(versions, ids),
             timeout=self._budget(deadline),
         )
         return response, {v: k for k, v in ids.items()}
 
     def _budget(self, deadline: float) -> float:
-        return max(0.001, min(self._request_timeout, deadline - anyio.current_time()))
+        return max(0.001, min(self.request_timeout, deadline - anyio.current_time()))
 
     def _retry(self, deadline: float) -> _Retry:
-        return _Retry(self._client, self._group_id, self._backoff, deadline)
+        return _Retry(self.client, self.group_id, self.backoff, deadline)
 
 
+@dataclass(slots=True)
 class _Retry:
     """The retry policy both offset requests follow, one per commit or fetch call.
 
@@ -328,28 +322,23 @@ class _Retry:
     client look it up again before the next attempt.
     """
 
-    __slots__ = ("_attempt", "_backoff", "_client", "_deadline", "_group_id", "_last_error")
-
-    def __init__(
-        self, client: ClusterClient, group_id: str, backoff: Backoff, deadline: float
-    ) -> None:
-        self._client = client
-        self._group_id = group_id
-        self._backoff = backoff
-        self._deadline = deadline
-        self._attempt = 0
-        self._last_error: KgroupError | None = None
+    client: ClusterClient
+    group_id: str
+    backoff: Backoff
+    deadline: float
+    attempt: int = 0
+    last_error: KgroupError | None = None
 
     def failed(self, *errors: KgroupError) -> None:
         """An attempt failed with ``errors`` (retriable; the first is kept as the cause)."""
-        self._last_error = errors[0]
+        self.last_error = errors[0]
         if any(isinstance(e, _COORDINATOR_ERRORS) for e in errors):
-            self._client.mark_coordinator_stale(self._group_id)
+            self.client.mark_coordinator_stale(self.group_id)
 
     async def wait(self, what: str) -> None:
         """Back off before the next attempt at ``what``, or raise if the deadline has passed."""
-        if anyio.current_time() >= self._deadline:
-            raise RequestTimeoutError(f"{what} did not complete in time") from self._last_error
-        delay = self._backoff.delay(self._attempt)
-        self._attempt += 1
-        await anyio.sleep(max(0.0, min(delay, self._deadline - anyio.current_time())))
+        if anyio.current_time() >= self.deadline:
+            raise RequestTimeoutError(f"{what} did not complete in time") from self.last_error
+        delay = self.backoff.delay(self.attempt)
+        self.attempt += 1
+        await anyio.sleep(max(0.0, min(delay, self.deadline - anyio.current_time())))
