@@ -537,21 +537,21 @@ async def open_connection(
     return conn
 
 
+@dataclass(eq=False, slots=True)
 class _Connect:
     """The async context manager :func:`connect` returns."""
 
-    def __init__(self, host: str, port: int, settings: ConnectionSettings) -> None:
-        self._host = host
-        self._port = port
-        self._settings = settings
-        self._tasks = OwnedTaskGroup()
-        self._conn: BrokerConnection | None = None
+    host: str
+    port: int
+    settings: ConnectionSettings
+    _tasks: OwnedTaskGroup = field(default_factory=OwnedTaskGroup, init=False)
+    _conn: BrokerConnection | None = field(default=None, init=False)
 
     async def __aenter__(self) -> BrokerConnection:
         task_group = await self._tasks.enter()
         try:
             self._conn = await open_connection(
-                self._host, self._port, self._settings, task_group=task_group
+                self.host, self.port, self.settings, task_group=task_group
             )
         except BaseException:
             await self._tasks.leave()
