@@ -30,7 +30,8 @@ from typing import Any, Final, Generic, TypeVar
 
 import confluent_kafka
 
-from kgroup.config import ConsumerConfig, GroupProtocol, bool_setting
+from kgroup._settings import bool_setting
+from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.dataplane import DataPlane, Record, validate_passthrough
 from kgroup.errors import ConfigError, KgroupError
 from kgroup.listener import RebalanceListener, listener_method

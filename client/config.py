@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kgroup._settings import bool_setting
 from kgroup.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -228,22 +229,6 @@ def _int(conf: Mapping[str, Any], key: str, default: int, *, minimum: int = 0) -
     if value < minimum:
         raise ConfigError(f"{key} must be >= {minimum}, got {value}")
     return value
-
-
-def bool_setting(conf: Mapping[str, Any], key: str, default: bool) -> bool:
-    """``conf[key]`` as a boolean: a bool, or the text ``true`` / ``false`` (any case),
-    as librdkafka reads it; ``default`` when absent. The one reading of a boolean
-    setting for every config dict kgroup takes (consumer, security, front end).
-
-    Raises:
-        ConfigError: naming the key, for any other value.
-    """
-    value = conf.get(key, default)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise ConfigError(f"{key} must be true or false, got {value!r}")
 
 
 def _enum_value(conf: Mapping[str, Any], key: str, enum_type: type[_E], default: _E) -> _E:

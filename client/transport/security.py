@@ -34,7 +34,7 @@ import anyio
 import anyio.abc
 from anyio.streams.tls import TLSStream
 
-from kgroup.config import bool_setting
+from kgroup._settings import bool_setting
 from kgroup.errors import (
     AuthorizationError,
     BrokerError,
