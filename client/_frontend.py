@@ -30,6 +30,7 @@ from typing import Any, Final, Generic, TypeVar
 
 import confluent_kafka
 
+from kgroup._settings import bool_setting
 from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.dataplane import DataPlane, Record, validate_passthrough
 from kgroup.errors import ConfigError, KgroupError
@@ -116,12 +117,7 @@ def auto_offset_store(conf: Mapping[str, Any]) -> bool:
     Raises:
         ConfigError: the value is not a boolean.
     """
-    value = conf.get(AUTO_OFFSET_STORE, True)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise ConfigError(f"{AUTO_OFFSET_STORE} must be true or false, got {value!r}")
+    return bool_setting(conf, AUTO_OFFSET_STORE, True)
 
 
 def build_config(conf: Mapping[str, Any]) -> ConsumerConfig:

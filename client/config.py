@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kgroup._settings import bool_setting
 from kgroup.errors import ConfigError
 from kgroup.telemetry.config import TelemetryConfig, is_telemetry_key, parse_telemetry_config
 
@@ -232,15 +233,6 @@ def _int(conf: Mapping[str, Any], key: str, default: int, *, minimum: int = 0) -
     return value
 
 
-def _bool(conf: Mapping[str, Any], key: str, default: bool) -> bool:
-    value = conf.get(key, default)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise ConfigError(f"{key} must be true or false, got {value!r}")
-
-
 def _enum_value(conf: Mapping[str, Any], key: str, enum_type: type[_E], default: _E) -> _E:
     value = conf.get(key, default.value)
     if isinstance(value, enum_type):
@@ -410,7 +402,7 @@ class ConsumerConfig:
                 conf, "group.consumer.session.timeout.ms", 45_000, minimum=1
             ),
             heartbeat_interval_ms=heartbeat_interval,
-            enable_auto_commit=_bool(conf, "enable.auto.commit", True),
+            enable_auto_commit=bool_setting(conf, "enable.auto.commit", True),
             auto_commit_interval_ms=_int(conf, "auto.commit.interval.ms", 5_000, minimum=1),
             auto_offset_reset=_offset_reset(conf),
             max_poll_interval_ms=_int(conf, "max.poll.interval.ms", 300_000, minimum=1),

@@ -23,10 +23,11 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 
 import anyio
 from kio.schema.errors import ErrorCode
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from kgroup.errors import (
     BrokerError,
@@ -38,6 +39,7 @@ from kgroup.errors import (
     StaleMemberEpochError,
     TransportError,
 )
+from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests import offset_commit, offset_fetch
 from kgroup.transport.interface import ClusterClient
 from kgroup.types import Backoff, TopicPartition
@@ -95,23 +97,16 @@ class MemberView:
     """
 
 
+@dataclass(eq=False, slots=True)
 class OffsetManager:
     """Fetches and commits a group's offsets for one member, through ``client``."""
 
-    def __init__(
-        self,
-        client: ClusterClient,
-        group_id: str,
-        member: MemberView,
-        *,
-        backoff: Backoff,
-        request_timeout: float,
-    ) -> None:
-        self._client = client
-        self._group_id = group_id
-        self._member = member
-        self._backoff = backoff
-        self._request_timeout = request_timeout
+    client: ClusterClient
+    group_id: str
+    member: MemberView
+    _: KW_ONLY
+    backoff: Backoff
+    request_timeout: float
 
     # ------------------------------------------------------------------ commit
 
@@ -138,21 +133,20 @@ class OffsetManager:
                 was committed (the last retriable error is its ``__cause__``).
         """
         remaining = dict(offsets)
-        tenure = {tp: self._member.tenure(tp) for tp in remaining}
+        tenure = {tp: self.member.tenure(tp) for tp in remaining}
         done: dict[TopicPartition, int] = {}
-        attempt = 0
-        last_error: KgroupError | None = None
+        retry = self._retry(deadline)
         while True:
-            owned = set(self._member.owned())
-            simple = self._member.simple()
-            epoch = -1 if simple else self._member.member_epoch()
+            owned = set(self.member.owned())
+            simple = self.member.simple()
+            epoch = -1 if simple else self.member.member_epoch()
             dropped = [
-                tp for tp in remaining if tp not in owned or self._member.tenure(tp) != tenure[tp]
+                tp for tp in remaining if tp not in owned or self.member.tenure(tp) != tenure[tp]
             ]
             if dropped:
                 log.info(
                     "group %s: not committing %s: no longer owned by this member",
-                    self._group_id,
+                    self.group_id,
                     sorted(dropped),
                 )
                 for tp in dropped:
@@ -163,8 +157,7 @@ class OffsetManager:
                 try:
                     errors = await self._commit_once(remaining, epoch, deadline)
                 except (TransportError, RetriableBrokerError) as exc:
-                    last_error = exc
-                    errors = {}
+                    retry.failed(exc)
                 else:
                     for tp in list(remaining):
                         if tp not in errors:
@@ -182,42 +175,36 @@ class OffsetManager:
                     ]
                     if fatal:
                         raise fatal[0]
-                    last_error = next(iter(errors.values()))
-                    if any(isinstance(e, _COORDINATOR_ERRORS) for e in errors.values()):
-                        self._client.mark_coordinator_stale(self._group_id)
+                    retry.failed(*errors.values())
                     if any(isinstance(e, StaleMemberEpochError) for e in errors.values()):
                         log.info(
                             "group %s: commit with epoch %d was stale; retrying with the "
                             "member's new epoch for partitions still owned",
-                            self._group_id,
+                            self.group_id,
                             epoch,
                         )
-            await self._before_retry(
-                attempt, deadline, f"commit of {sorted(remaining)}", last_error
-            )
-            attempt += 1
+            await retry.wait(f"commit of {sorted(remaining)}")
 
     async def _commit_once(
         self, offsets: Mapping[TopicPartition, int], epoch: int, deadline: float
     ) -> dict[TopicPartition, BrokerError]:
-        ids = await self._topic_ids({tp.topic for tp in offsets})
-        simple = self._member.simple()
-        member_id = "" if simple else self._member.member_id()
-        instance_id = None if simple else self._member.instance_id
-        response = await self._client.coordinator_request(
-            self._group_id,
-            lambda versions: offset_commit.build(
+        simple = self.member.simple()
+        member_id = "" if simple else self.member.member_id()
+        instance_id = None if simple else self.member.instance_id
+        response, names = await self._coordinator_call(
+            offsets,
+            deadline,
+            lambda versions, ids: offset_commit.build(
                 versions,
-                group_id=self._group_id,
+                group_id=self.group_id,
                 member_id=member_id,
                 member_epoch=epoch,
                 instance_id=instance_id,
                 offsets=offsets,
                 topic_ids=ids,
             ),
-            timeout=self._budget(deadline),
         )
-        return offset_commit.parse(offset_commit.narrow(response), {v: k for k, v in ids.items()})
+        return offset_commit.parse(offset_commit.narrow(response), names)
 
     # ------------------------------------------------------------------- fetch
 
@@ -242,30 +229,22 @@ class OffsetManager:
             RequestTimeoutError: ``deadline`` passed.
             anyio.get_cancelled_exc_class(): never; an unwanted fetch returns {}.
         """
-        attempt = 0
-        last_error: KgroupError | None = None
+        retry = self._retry(deadline)
         while wanted():
-            epoch = self._member.member_epoch() if as_member else -1
+            epoch = self.member.member_epoch() if as_member else -1
             if not as_member or epoch > 0:
                 try:
-                    result = await self._fetch_once(partitions, epoch, as_member, deadline)
+                    return await self._fetch_once(partitions, epoch, as_member, deadline)
                 except BrokerError as exc:
                     # A fenced member's fetch fails until it rejoins; by then the
                     # caller no longer wants it (``wanted``) or the new epoch works.
                     fenced = exc.code in _FENCED_CODES and as_member
                     if exc.code not in _RETRY_CODES and not exc.retriable and not fenced:
                         raise
-                    if isinstance(exc, _COORDINATOR_ERRORS):
-                        self._client.mark_coordinator_stale(self._group_id)
-                    last_error = exc
+                    retry.failed(exc)
                 except TransportError as exc:
-                    last_error = exc
-                else:
-                    return result
-            await self._before_retry(
-                attempt, deadline, f"fetching committed offsets of {sorted(partitions)}", last_error
-            )
-            attempt += 1
+                    retry.failed(exc)
+            await retry.wait(f"fetching committed offsets of {sorted(partitions)}")
         return {}
 
     async def _fetch_once(
@@ -275,47 +254,91 @@ class OffsetManager:
         as_member: bool,
         deadline: float,
     ) -> dict[TopicPartition, int | None]:
-        ids = await self._topic_ids({tp.topic for tp in partitions})
-        member_id = self._member.member_id() if as_member else None
-        response = await self._client.coordinator_request(
-            self._group_id,
-            lambda versions: offset_fetch.build(
+        member_id = self.member.member_id() if as_member else None
+        response, names = await self._coordinator_call(
+            partitions,
+            deadline,
+            lambda versions, ids: offset_fetch.build(
                 versions,
-                group_id=self._group_id,
+                group_id=self.group_id,
                 member_id=member_id,
                 member_epoch=epoch,
                 partitions=partitions,
                 topic_ids=ids,
             ),
-            timeout=self._budget(deadline),
         )
-        result = offset_fetch.parse(offset_fetch.narrow(response), {v: k for k, v in ids.items()})
+        result = offset_fetch.parse(offset_fetch.narrow(response), names)
         for tp in partitions:
             result.setdefault(tp, None)
         return result
 
     # ----------------------------------------------------------------- helpers
 
-    async def _topic_ids(self, topics: set[str]) -> dict[str, uuid.UUID]:
-        cluster = self._client.cluster
+    async def _coordinator_call(
+        self,
+        partitions: Collection[TopicPartition],
+        deadline: float,
+        build: Callable[[NegotiatedVersions, dict[str, uuid.UUID]], RequestPayload],
+    ) -> tuple[ResponsePayload, dict[uuid.UUID, str]]:
+        """One attempt of an offsets request to the group's coordinator, within the
+        time left before ``deadline``; its response, and topic names by id to parse it.
+
+        ``build`` gets the topic ids of ``partitions``: v10 of both APIs names
+        topics by id, and the version negotiated with the coordinator decides.
+        """
+        topics = {tp.topic for tp in partitions}
+        cluster = self.client.cluster
         missing = [t for t in topics if t not in cluster.topics]
         if missing:
-            cluster = await self._client.metadata(missing)
+            cluster = await self.client.metadata(missing)
         # A topic still unknown (deleted) keeps a nil id: v10 then fails it per
         # partition, v9 does not need it.
-        return {
+        ids = {
             t: cluster.topics[t].topic_id if t in cluster.topics else uuid.UUID(int=0)
             for t in topics
         }
+        response = await self.client.coordinator_request(
+            self.group_id,
+            lambda versions: build(versions, ids),
+            timeout=self._budget(deadline),
+        )
+        return response, {v: k for k, v in ids.items()}
 
     def _budget(self, deadline: float) -> float:
-        return max(0.001, min(self._request_timeout, deadline - anyio.current_time()))
+        return max(0.001, min(self.request_timeout, deadline - anyio.current_time()))
 
-    async def _before_retry(
-        self, attempt: int, deadline: float, what: str, last_error: KgroupError | None
-    ) -> None:
-        """Back off before attempt ``attempt + 1``, or raise if ``deadline`` has passed."""
-        if anyio.current_time() >= deadline:
-            raise RequestTimeoutError(f"{what} did not complete in time") from last_error
-        delay = self._backoff.delay(attempt)
-        await anyio.sleep(max(0.0, min(delay, deadline - anyio.current_time())))
+    def _retry(self, deadline: float) -> _Retry:
+        return _Retry(self.client, self.group_id, self.backoff, deadline)
+
+
+@dataclass(slots=True)
+class _Retry:
+    """The retry policy both offset requests follow, one per commit or fetch call.
+
+    Between attempts it backs off (Kafka's exponential backoff, capped by the
+    deadline); it remembers the last retriable failure, raised as the
+    ``__cause__`` of the :class:`~kgroup.errors.RequestTimeoutError` once
+    ``deadline`` has passed; and a failure saying the coordinator moved has the
+    client look it up again before the next attempt.
+    """
+
+    client: ClusterClient
+    group_id: str
+    backoff: Backoff
+    deadline: float
+    attempt: int = 0
+    last_error: KgroupError | None = None
+
+    def failed(self, *errors: KgroupError) -> None:
+        """An attempt failed with ``errors`` (retriable; the first is kept as the cause)."""
+        self.last_error = errors[0]
+        if any(isinstance(e, _COORDINATOR_ERRORS) for e in errors):
+            self.client.mark_coordinator_stale(self.group_id)
+
+    async def wait(self, what: str) -> None:
+        """Back off before the next attempt at ``what``, or raise if the deadline has passed."""
+        if anyio.current_time() >= self.deadline:
+            raise RequestTimeoutError(f"{what} did not complete in time") from self.last_error
+        delay = self.backoff.delay(self.attempt)
+        self.attempt += 1
+        await anyio.sleep(max(0.0, min(delay, self.deadline - anyio.current_time())))

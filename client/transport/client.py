@@ -26,7 +26,7 @@ from kgroup.protocol.cluster import BrokerAddress, ClusterMetadata
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests import find_coordinator, metadata
 from kgroup.transport._tasks import OwnedTaskGroup
-from kgroup.transport.connection import BrokerConnection
+from kgroup.transport.connection import BrokerConnection, ConnectionSettings, open_connection
 from kgroup.transport.sasl import SaslAuthenticator
 from kgroup.transport.security import Authenticator, SecurityConfig, explain_denial
 from kgroup.types import Backoff
@@ -106,12 +106,19 @@ class KafkaClient:
         self.connect_timeout = connect_timeout
         self.backoff = backoff or Backoff()
         self.security = security or SecurityConfig()
-        # Built once: loading CAs and keys is the slow part of a TLS connect.
-        self._ssl_context = self.security.create_ssl_context()
         if authenticator is None and self.security.protocol.uses_sasl:
             assert self.security.sasl is not None
             authenticator = SaslAuthenticator(self.security.sasl)
-        self._authenticator = authenticator
+        # Built once for every connection of the pool: loading CAs and keys is
+        # the slow part of a TLS connect.
+        self._settings = ConnectionSettings(
+            client_id=client_id,
+            security=self.security,
+            connect_timeout=connect_timeout,
+            request_timeout=request_timeout,
+            authenticator=authenticator,
+            ssl_context=self.security.create_ssl_context(),
+        )
         self._random = random
         self._tasks = OwnedTaskGroup()
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -161,23 +168,14 @@ class KafkaClient:
         return self._task_group
 
     async def _open(self, host: str, port: int, node_id: int | None) -> BrokerConnection:
-        return await BrokerConnection.open(
-            host,
-            port,
-            task_group=self._group(),
-            node_id=node_id,
-            client_id=self.client_id,
-            security=self.security,
-            connect_timeout=self.connect_timeout,
-            request_timeout=self.request_timeout,
-            authenticator=self._authenticator,
-            ssl_context=self._ssl_context,
+        return await open_connection(
+            host, port, self._settings, task_group=self._group(), node_id=node_id
         )
 
     @property
     def authenticator(self) -> Authenticator | None:
         """The hook authenticating each connection (SASL), if any."""
-        return self._authenticator
+        return self._settings.authenticator
 
     async def _use_bootstrap_server(
         self, host: str, port: int, failures: list[str], level: int

@@ -19,7 +19,6 @@ import ssl
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
 
 import anyio
 import anyio.abc
@@ -65,7 +64,13 @@ from kgroup.transport.security import (
     open_stream,
 )
 
-__all__ = ["BrokerConnection", "ConnectionState", "connect"]
+__all__ = [
+    "BrokerConnection",
+    "ConnectionSettings",
+    "ConnectionState",
+    "connect",
+    "open_connection",
+]
 
 log = logging.getLogger("kgroup.transport.connection")
 
@@ -95,6 +100,23 @@ class _InFlight:
     error: KgroupError | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionSettings:
+    """How every connection of one client is opened; see :meth:`BrokerConnection.open`.
+
+    A :class:`~kgroup.transport.KafkaClient` builds one and opens each pooled
+    connection with it, so the SSL context (loading CAs and keys is the slow part
+    of a TLS connect) and the authenticator are made once per client.
+    """
+
+    client_id: str | None = "kgroup"
+    security: SecurityConfig = field(default_factory=SecurityConfig)
+    connect_timeout: float = 10.0
+    request_timeout: float = 30.0
+    authenticator: Authenticator | None = None
+    ssl_context: ssl.SSLContext | None = None
+
+
 class BrokerConnection:
     """A connection to one broker. Open it with :meth:`open` or :func:`connect`.
 
@@ -110,15 +132,13 @@ class BrokerConnection:
         host: str,
         port: int,
         node_id: int | None,
-        client_id: str | None,
-        request_timeout: float,
-        security: SecurityConfig | None = None,
+        settings: ConnectionSettings,
     ) -> None:
         self.host = host
         self.port = port
         self.node_id = node_id
-        self.client_id = client_id
-        self.request_timeout = request_timeout
+        self.client_id = settings.client_id
+        self.request_timeout = settings.request_timeout
         self._stream = stream
         self._reader = BufferedByteReceiveStream(stream)
         self._write_lock = anyio.Lock()
@@ -129,7 +149,7 @@ class BrokerConnection:
         self._versions: NegotiatedVersions | None = None
         self._reader_scope = anyio.CancelScope()
         self._reader_done = anyio.Event()
-        self._security = security or SecurityConfig()
+        self._security = settings.security
         self._close_error: KgroupError | None = None
         self._answered = 0
         # Set while the connection re-authenticates: other requests wait for it.
@@ -168,38 +188,15 @@ class BrokerConnection:
                 :class:`~kgroup.errors.AuthenticationError` ...), or the listener
                 speaks another security protocol.
         """
-        security = security or SecurityConfig()
-        stream = await open_stream(
-            host, port, security, timeout=connect_timeout, ssl_context=ssl_context
-        )
-        conn = cls(
-            stream,
-            host=host,
-            port=port,
-            node_id=node_id,
+        settings = ConnectionSettings(
             client_id=client_id,
+            security=security or SecurityConfig(),
+            connect_timeout=connect_timeout,
             request_timeout=request_timeout,
-            security=security,
+            authenticator=authenticator,
+            ssl_context=ssl_context,
         )
-        await task_group.start(conn._read_loop)
-        try:
-            with anyio.fail_after(max(connect_timeout, 0.001)):
-                await conn._handshake()
-                lifetime = await authenticator(conn) if authenticator is not None else None
-        except TimeoutError:
-            await conn.aclose()
-            raise RequestTimeoutError(
-                f"{conn}: the broker did not complete the connection handshake "
-                f"(ApiVersions{' and authentication' if authenticator else ''}) "
-                f"within {connect_timeout:g}s"
-            ) from None
-        except BaseException:
-            await conn.aclose()
-            raise
-        if authenticator is not None and lifetime:
-            task_group.start_soon(conn._reauthenticate_loop, authenticator, lifetime)
-        log.debug("connected to %s, versions %s", conn, dict(conn.versions.chosen))
-        return conn
+        return await open_connection(host, port, settings, task_group=task_group, node_id=node_id)
 
     def __repr__(self) -> str:
         node = "bootstrap" if self.node_id is None else f"node {self.node_id}"
@@ -501,21 +498,60 @@ class BrokerConnection:
         waiter.done.set()
 
 
+async def open_connection(
+    host: str,
+    port: int,
+    settings: ConnectionSettings,
+    *,
+    task_group: anyio.abc.TaskGroup,
+    node_id: int | None = None,
+) -> BrokerConnection:
+    """:meth:`BrokerConnection.open` with the settings built once (by a client's pool)."""
+    stream = await open_stream(
+        host,
+        port,
+        settings.security,
+        timeout=settings.connect_timeout,
+        ssl_context=settings.ssl_context,
+    )
+    conn = BrokerConnection(stream, host=host, port=port, node_id=node_id, settings=settings)
+    await task_group.start(conn._read_loop)
+    authenticator = settings.authenticator
+    try:
+        with anyio.fail_after(max(settings.connect_timeout, 0.001)):
+            await conn._handshake()
+            lifetime = await authenticator(conn) if authenticator is not None else None
+    except TimeoutError:
+        await conn.aclose()
+        raise RequestTimeoutError(
+            f"{conn}: the broker did not complete the connection handshake "
+            f"(ApiVersions{' and authentication' if authenticator else ''}) "
+            f"within {settings.connect_timeout:g}s"
+        ) from None
+    except BaseException:
+        await conn.aclose()
+        raise
+    if authenticator is not None and lifetime:
+        task_group.start_soon(conn._reauthenticate_loop, authenticator, lifetime)
+    log.debug("connected to %s, versions %s", conn, dict(conn.versions.chosen))
+    return conn
+
+
+@dataclass(eq=False, slots=True)
 class _Connect:
     """The async context manager :func:`connect` returns."""
 
-    def __init__(self, host: str, port: int, options: dict[str, Any]) -> None:
-        self._host = host
-        self._port = port
-        self._options = options
-        self._tasks = OwnedTaskGroup()
-        self._conn: BrokerConnection | None = None
+    host: str
+    port: int
+    settings: ConnectionSettings
+    _tasks: OwnedTaskGroup = field(default_factory=OwnedTaskGroup, init=False)
+    _conn: BrokerConnection | None = field(default=None, init=False)
 
     async def __aenter__(self) -> BrokerConnection:
         task_group = await self._tasks.enter()
         try:
-            self._conn = await BrokerConnection.open(
-                self._host, self._port, task_group=task_group, **self._options
+            self._conn = await open_connection(
+                self.host, self.port, self.settings, task_group=task_group
             )
         except BaseException:
             await self._tasks.leave()
@@ -551,11 +587,11 @@ def connect(
     return _Connect(
         host,
         port,
-        {
-            "client_id": client_id,
-            "security": security,
-            "connect_timeout": connect_timeout,
-            "request_timeout": request_timeout,
-            "authenticator": authenticator,
-        },
+        ConnectionSettings(
+            client_id=client_id,
+            security=security or SecurityConfig(),
+            connect_timeout=connect_timeout,
+            request_timeout=request_timeout,
+            authenticator=authenticator,
+        ),
     )

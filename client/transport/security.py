@@ -34,6 +34,7 @@ import anyio
 import anyio.abc
 from anyio.streams.tls import TLSStream
 
+from kgroup._settings import bool_setting
 from kgroup.errors import (
     AuthorizationError,
     BrokerError,
@@ -533,15 +534,6 @@ def _optional_secret(config: Mapping[str, object], key: str) -> Secret | None:
     return None if value is None else Secret(value)
 
 
-def _flag(config: Mapping[str, object], key: str, default: bool) -> bool:
-    value = config.get(key, default)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise ConfigError(f"{key} must be true or false, got {value!r}")
-
-
 def _tls_settings(config: Mapping[str, object]) -> TlsSettings | None:
     if not any(key in config for key in _TLS_KEYS):
         return None
@@ -559,7 +551,7 @@ def _tls_settings(config: Mapping[str, object]) -> TlsSettings | None:
         key_pem=_optional_secret(config, "ssl.key.pem"),
         key_password=_optional_secret(config, "ssl.key.password"),
         endpoint_identification=endpoint,
-        verify_certificates=_flag(config, "enable.ssl.certificate.verification", True),
+        verify_certificates=bool_setting(config, "enable.ssl.certificate.verification", True),
     )
     for one, other in (
         ("ssl.certificate.location", "ssl.certificate.pem"),

@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass
 
 from kgroup.errors import KgroupError
+from kgroup.testing._topics import Topic
 from kgroup.types import TopicIdPartition, TopicPartition
 
 __all__ = ["FakeTopic", "Topics"]
 
 
-@dataclass(frozen=True, slots=True)
-class FakeTopic:
-    """A topic of the fake cluster."""
-
-    name: str
-    topic_id: uuid.UUID
-    partitions: int
+# The fake broker's topics are the simulator's: one value type, two public names.
+FakeTopic = Topic
 
 
 class Topics:

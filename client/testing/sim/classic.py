@@ -56,11 +56,12 @@ __all__ = [
     "ExportedMember",
 ]
 
-# Classic-only error codes (Kafka's numbers).
-ILLEGAL_GENERATION = 22
-INCONSISTENT_GROUP_PROTOCOL = 23
-REBALANCE_IN_PROGRESS = 27
-MEMBER_ID_REQUIRED = 79
+# The classic group's own answers, named from the coordinator's one table of
+# codes; plain ints in the responses, as a broker's are.
+ILLEGAL_GENERATION = int(ErrorCode.ILLEGAL_GENERATION)
+INCONSISTENT_GROUP_PROTOCOL = int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+REBALANCE_IN_PROGRESS = int(ErrorCode.REBALANCE_IN_PROGRESS)
+MEMBER_ID_REQUIRED = int(ErrorCode.MEMBER_ID_REQUIRED)
 
 Reply = Callable[[Any], None]
 Schedule = Callable[[float, Callable[[Any], None], Any], None]

@@ -4,25 +4,12 @@ from __future__ import annotations
 
 import random
 import uuid
-from dataclasses import dataclass
 
+from kgroup.testing._topics import Topic
 from kgroup.testing.sim.errors import ScenarioError
 from kgroup.types import TopicIdPartition, TopicPartition
 
 __all__ = ["SimCluster", "Topic"]
-
-
-@dataclass(frozen=True, slots=True)
-class Topic:
-    """One topic of the simulated cluster."""
-
-    name: str
-    topic_id: uuid.UUID
-    partitions: int
-
-    def id_partitions(self) -> frozenset[TopicIdPartition]:
-        """Every partition of the topic, by id."""
-        return frozenset(TopicIdPartition(self.topic_id, p) for p in range(self.partitions))
 
 
 class SimCluster:

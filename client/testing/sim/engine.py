@@ -111,8 +111,6 @@ from kgroup.runtime.fetch_state import Assign, FetchState, FetchTicket, Unassign
 from kgroup.runtime.leader import group_subscription, validation_protocol
 from kgroup.testing.sim._queue import EventQueue
 from kgroup.testing.sim.classic import (
-    ILLEGAL_GENERATION,
-    REBALANCE_IN_PROGRESS,
     ClassicCoordinatorConfig,
     ClassicGroupCoordinator,
     ClassicGroupState,
@@ -342,7 +340,7 @@ _EXPECTED_FATAL = frozenset({ErrorCode.UNRELEASED_INSTANCE_ID, ErrorCode.FENCED_
 # Classic commits retried by the runtime's offset manager (the rest go back as CommitFailed).
 _RETRY_CLASSIC_COMMIT = frozenset(
     {
-        REBALANCE_IN_PROGRESS,
+        int(ErrorCode.REBALANCE_IN_PROGRESS),
         int(ErrorCode.NOT_COORDINATOR),
         int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
         int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
@@ -2491,17 +2489,9 @@ def _describe_result(kind: int, result: Any) -> str:
     return f"{'leave' if kind == _LEAVE else 'hb'} epoch {result.member_epoch}{a}"
 
 
-_CLASSIC_NAMES = {
-    ILLEGAL_GENERATION: "ILLEGAL_GENERATION",
-    REBALANCE_IN_PROGRESS: "REBALANCE_IN_PROGRESS",
-    23: "INCONSISTENT_GROUP_PROTOCOL",
-    79: "MEMBER_ID_REQUIRED",
-}
-
-
 def _error_name(code: int) -> str:
-    if code in _CLASSIC_NAMES:
-        return _CLASSIC_NAMES[code]
+    # One table names both protocols' codes: the coordinator's ErrorCode has the
+    # classic group's too.
     try:
         return ErrorCode(code).name
     except ValueError:
