@@ -29,6 +29,7 @@ from typing import Any
 from kgroup.assignors import Assignment as ClassicAssignorAssignment
 from kgroup.assignors import (
     AssignmentSpec,
+    AssignorMetadata,
     Cluster,
     ConsumerPartitionAssignor,
     GroupAssignment,
@@ -450,6 +451,7 @@ class _Proc:
         "slot",
         "timer_at",
         "timer_gen",
+        "vepoch",
         "watched",
     )
 
@@ -473,6 +475,9 @@ class _Proc:
         self.closing = False
         self.restart_after: float | None = None
         self.epoch = 0
+        # The epoch on the invariants' scale (Simulation._virtual_epoch), and the
+        # largest one so far (EPOCH_BACKWARDS).
+        self.vepoch = 0
         self.max_epoch = 0
         # The runtime's sans-IO fetch state; ``fetching`` mirrors what it assigned
         # on the (simulated) data plane, with each partition's epoch span.
@@ -577,6 +582,9 @@ class Simulation:
             new_member_id=lambda: f"classic-{_uuid4(self.rng)}",
             on_removed=self._on_removed,
         )
+        # Generation numbers a classic reload handed out again: (persisted generation,
+        # offset) per reload, newest last (see _virtual_epoch).
+        self._reissues: list[tuple[int, int]] = []
         self.status = CoordinatorStatus.UP
         self._status_until = 0.0
         self._slots: dict[str, _Slot] = {}
@@ -1187,6 +1195,9 @@ class Simulation:
         self._count("failover")
         persisted = self.coordinator.persist()
         self.coordinator.retired = True
+        # The classic group's state dies with the coordinator too; the new one
+        # loads the last GroupMetadata record (ClassicGroupCoordinator.reload).
+        self.classic.retired = True
         self.status = CoordinatorStatus.DOWN
         self._status_until = self._q.now + down + loading
         if self._trace is not None:
@@ -1204,9 +1215,59 @@ class Simulation:
 
     def _ev_loaded(self, persisted: Any) -> None:
         self.coordinator = self._new_coordinator(persisted)
+        self._reload_classic()
         self.status = CoordinatorStatus.UP
         if self._trace is not None:
             self._log("coord", f"loaded: group epoch {self.coordinator.group_epoch}")
+
+    def _reload_classic(self) -> None:
+        """The new coordinator loads the classic group from its last record.
+
+        Kafka writes a classic group's generation only with the leader's
+        assignment (or when the group empties), so generations handed out
+        since are forgotten and their numbers are handed out again. For the
+        invariants those are new generations: epochs above the reloaded
+        generation map past every epoch handed out before (``_virtual_epoch``),
+        and a member may go back to the reloaded generation without breaking
+        EPOCH_BACKWARDS — the coordinator, not the member, went back.
+        """
+        old = self.classic
+        self.classic = old.reload(
+            schedule=self._q.schedule,
+            clock=lambda: self._q.now,
+            new_member_id=lambda: f"classic-{_uuid4(self.rng)}",
+            on_removed=self._on_removed,
+        )
+        kept = self.classic.generation
+        if self._trace is not None:
+            self._log(
+                "coord",
+                f"loaded the classic group: generation {kept} "
+                f"({len(self.classic.members)} members; generation {old.generation} before)",
+            )
+        if old.generation <= kept:
+            return
+        self._count("classic_generation_reissued")
+        top = self._virtual_epoch(old.generation)
+        self._reissues.append((kept, top - kept))
+        floor = self._virtual_epoch(kept)
+        for slot in self._slots.values():
+            proc = slot.proc
+            if proc is not None and proc.max_epoch > floor:
+                proc.max_epoch = floor
+
+    def _virtual_epoch(self, epoch: int) -> int:
+        """``epoch`` as issued now, on a scale where a reissued generation is a new one.
+
+        After a classic reload kept generation P while the old coordinator had
+        handed out up to H, generation P + k is mapped to H + k (plus earlier
+        shifts); generations up to P keep their place (the record carried them
+        over, so they are the same generations).
+        """
+        for kept, shift in reversed(self._reissues):
+            if epoch > kept:
+                return epoch + shift
+        return epoch
 
     def _on_released(
         self, member_id: str, partitions: frozenset[TopicIdPartition], why: str
@@ -1339,19 +1400,22 @@ class Simulation:
 
     def _epoch_changed(self, proc: _Proc, epoch: int) -> None:
         proc.epoch = epoch
+        # Fixed when learned: a number reissued later is another generation.
+        vepoch = self._virtual_epoch(epoch) if self._reissues else epoch
+        proc.vepoch = vepoch
         if epoch <= 0:
             return
-        if epoch < proc.max_epoch:
+        if vepoch < proc.max_epoch:
             self._violate(
                 Invariant.EPOCH_BACKWARDS,
                 f"epoch went from {proc.max_epoch} back to {epoch}",
                 proc,
             )
             return
-        proc.max_epoch = epoch
+        proc.max_epoch = vepoch
         ledger = self._ledger
         for tp, span in proc.fetching.items():
-            clash = ledger.advance(span, tp, epoch)
+            clash = ledger.advance(span, tp, vepoch)
             if clash is not None:
                 self._double_fetch(proc, tp, epoch, clash)
                 return
@@ -1463,6 +1527,9 @@ class Simulation:
                 proc,
             )
             return
+        # The epoch learned in this very step is not recorded yet (_epoch_changed
+        # runs after the actions): it is being issued now.
+        vepoch = proc.vepoch if epoch == proc.epoch else self._virtual_epoch(epoch)
         members: Mapping[str, object]
         owned_names: frozenset[TopicPartition] | None = None
         if isinstance(proc.member, ClassicMember):
@@ -1511,7 +1578,7 @@ class Simulation:
                         proc,
                     )
                     return
-            span, clash = ledger.start(proc.owner, tp, epoch)
+            span, clash = ledger.start(proc.owner, tp, vepoch)
             proc.fetching[tp] = span
             if clash is not None:
                 self._double_fetch(proc, tp, epoch, clash)
@@ -1654,6 +1721,9 @@ class Simulation:
                         assignment=_by_topic(m.assignment),
                         instance_id=m.instance_id,
                         rack_id=m.rack_id,
+                        # Each member's metadata for this assignor, as the draft's
+                        # PrepareAssignment response carries it.
+                        assignor_metadata=AssignorMetadata(m.metadata_version, m.metadata),
                     )
                     for m in state.members
                 },
