@@ -446,6 +446,7 @@ class _Proc:
         "owner",
         "pending",
         "poll_gen",
+        "reissued",
         "restart_after",
         "same_instant",
         "slot",
@@ -479,6 +480,7 @@ class _Proc:
         # largest one so far (EPOCH_BACKWARDS).
         self.vepoch = 0
         self.max_epoch = 0
+        self.reissued = False
         # The runtime's sans-IO fetch state; ``fetching`` mirrors what it assigned
         # on the (simulated) data plane, with each partition's epoch span.
         self.fetch = FetchState()
@@ -753,10 +755,22 @@ class Simulation:
         self._fault_at(at)
         self._q.schedule(at, self._ev_crash_computing, restart_after)
 
-    def failover(self, *, at: float, down: float, loading: float) -> None:
-        """The coordinator fails at ``at``: ``down`` seconds elsewhere, ``loading`` reloading."""
-        self._fault_at(at)
-        self._q.schedule(at, self._ev_failover, (down, loading))
+    def failover(self, *, at: float, down: float, loading: float, within: float = 0.0) -> None:
+        """The coordinator fails at ``at``: ``down`` seconds elsewhere, ``loading`` reloading.
+
+        With ``within``, it fails at the first moment from ``at`` on (checked
+        every 50 ms) when the group is in the middle of a rebalance — a classic
+        group waiting for its leader's assignment, a consumer group whose
+        assignment epoch lags or whose members reconcile — and at
+        ``at + within`` at the latest: the window where a reload loses most.
+        """
+        if within < 0:
+            raise ScenarioError(f"within must not be negative, got {within}")
+        self._fault_at(at + within)
+        if within:
+            self._q.schedule(at, self._ev_failover_mid_rebalance, (down, loading, at + within))
+        else:
+            self._q.schedule(at, self._ev_failover, (down, loading))
 
     def lossy(self, conditions: NetworkConditions, *, at: float, duration: float) -> None:
         """The network misbehaves as ``conditions`` says from ``at`` for ``duration``."""
@@ -1188,6 +1202,24 @@ class Simulation:
             self._log("coord", f"converts the group to classic ({len(members)} members)")
         self.classic.adopt_downgrade(generation, members, offsets)
 
+    def _ev_failover_mid_rebalance(self, arg: tuple[float, float, float]) -> None:
+        down, loading, latest = arg
+        coord = self.coordinator
+        rebalancing = (
+            self.classic.state is ClassicGroupState.COMPLETING_REBALANCE
+            or coord.group_epoch != coord.assignment_epoch
+            or any(
+                s.proc is not None
+                and s.proc.alive
+                and s.proc.member.state is MemberState.RECONCILING
+                for s in self._slots.values()
+            )
+        )
+        if rebalancing or self._q.now + 0.05 > latest:
+            self._ev_failover((down, loading))
+        else:
+            self._q.after(0.05, self._ev_failover_mid_rebalance, arg)
+
     def _ev_failover(self, arg: tuple[float, float]) -> None:
         down, loading = arg
         if self.status is not CoordinatorStatus.UP:
@@ -1253,8 +1285,14 @@ class Simulation:
         floor = self._virtual_epoch(kept)
         for slot in self._slots.values():
             proc = slot.proc
-            if proc is not None and proc.max_epoch > floor:
+            if proc is None:
+                continue
+            if proc.max_epoch > floor:
                 proc.max_epoch = floor
+            if proc.epoch > kept:
+                # It holds a number the new coordinator will hand out again: the next
+                # JoinGroup answer teaches it the new generation, even with that number.
+                proc.reissued = True
 
     def _virtual_epoch(self, epoch: int) -> int:
         """``epoch`` as issued now, on a scale where a reissued generation is a new one.
@@ -1332,6 +1370,11 @@ class Simulation:
             self._log(proc.label, f"<- {_describe_event(event)}  [{member.state.name}]")
             for action in actions:
                 self._log(proc.label, f"-> {_describe_action(action)}")
+        if proc.reissued and type(event) is JoinGroupResponseReceived:
+            # The generation in this answer is a new one, whatever its number: make
+            # the step below (and any fetch it starts) record it as learned now.
+            proc.reissued = False
+            proc.epoch = -1
         dispatch = self._dispatch
         for action in actions:
             dispatch[type(action)](proc, action)
