@@ -1287,8 +1287,7 @@ class Simulation:
             proc = slot.proc
             if proc is None:
                 continue
-            if proc.max_epoch > floor:
-                proc.max_epoch = floor
+            proc.max_epoch = min(proc.max_epoch, floor)
             if proc.epoch > kept:
                 # It holds a number the new coordinator will hand out again: the next
                 # JoinGroup answer teaches it the new generation, even with that number.
