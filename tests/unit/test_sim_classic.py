@@ -362,3 +362,30 @@ def test_a_reissued_generation_is_not_read_as_two_owners_in_one_generation() -> 
     result = run(scenario)
     assert result.violation is None, str(result.violation)
     assert dict(result.stats).get("classic_generation_reissued", 0) >= 1
+
+
+def test_a_static_replacement_during_a_rebalance_is_forgotten_by_a_reload_with_its_ownership() -> (
+    None
+):
+    # Seed 18714 of the mix: the broker writes a static member's new id only when it
+    # replaces the member in a stable group. Replaced mid-rebalance, the reload brings
+    # the stored id back, and what it owned must follow the next process to take over.
+    group, clock = make()
+    first = Replies()
+    group.join(join_request(instance_id="i"), first)
+    stored_id = first.got[0].member_id
+    mine = ClassicAssignment(frozenset({TopicPartition("t", 0)}))
+    group.sync(SyncGroupRequest(GROUP, 1, stored_id, "i", "range", ((stored_id, mine),)), Replies())
+    joined(group)  # a second member: the group prepares a rebalance
+    bounce = Replies()
+    group.join(join_request(instance_id="i"), bounce)  # replaced in memory only
+    group = reloaded(group, clock)
+    assert set(group.members) == {stored_id}
+    late = Replies()
+    group.join(join_request(member_id=bounce.got[0].member_id, instance_id="i"), late)
+    assert late.got[0].error_code == 82  # FENCED_INSTANCE_ID: the record knows another id
+    third = Replies()
+    group.join(join_request(instance_id="i"), third)
+    third_id = third.got[0].member_id
+    assert group.last_owner(1, TopicPartition("t", 0)) == third_id
+    assert group.commit(third_id, 1, "i", frozenset({TopicPartition("t", 0)})) == 0

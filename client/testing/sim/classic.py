@@ -210,6 +210,7 @@ class ClassicGroupCoordinator:
         self._round = 0  # bumped on every rebalance: stale timers do nothing
         self._initial_until: float | None = None
         self.persisted = PersistedClassicGroup(0, None, None, ())
+        self._stored_history: dict[int, dict[str, frozenset[TopicPartition]]] = {}
 
     # ------------------------------------------------------------ persistence
 
@@ -229,6 +230,9 @@ class ClassicGroupCoordinator:
         self.persisted = PersistedClassicGroup(
             self.generation, self.protocol_name, self.leader, members
         )
+        # The ownership history as of this record: a static member replaced after it
+        # (in memory only) must come back under its stored member id after a reload.
+        self._stored_history = {g: dict(a) for g, a in self._history.items()}
 
     def reload(
         self,
@@ -259,7 +263,8 @@ class ClassicGroupCoordinator:
         new.generation = p.generation
         new.persisted = p
         new._offsets = dict(self._offsets)
-        new._history = {g: dict(a) for g, a in self._history.items() if g <= p.generation}
+        new._history = {g: dict(a) for g, a in self._stored_history.items()}
+        new._stored_history = {g: dict(a) for g, a in self._stored_history.items()}
         if not p.members:
             return new
         now = clock()
