@@ -1369,9 +1369,14 @@ class Simulation:
             self._log(proc.label, f"<- {_describe_event(event)}  [{member.state.name}]")
             for action in actions:
                 self._log(proc.label, f"-> {_describe_action(action)}")
-        if proc.reissued and type(event) is JoinGroupResponseReceived:
+        if (
+            proc.reissued
+            and type(event) is JoinGroupResponseReceived
+            and not event.response.error_code
+        ):
             # The generation in this answer is a new one, whatever its number: make
-            # the step below (and any fetch it starts) record it as learned now.
+            # the step below (and any fetch it starts) record it as learned now. (An
+            # error answer teaches no generation: the member still holds the old one.)
             proc.reissued = False
             proc.epoch = -1
         dispatch = self._dispatch
