@@ -29,6 +29,7 @@ from kgroup.assignors.classic import (
 )
 from kgroup.assignors.consumer_protocol import (
     AssignmentSpec,
+    AssignorMetadata,
     MemberAssignment,
     MemberSpec,
     PartitionAssignor,
@@ -51,6 +52,7 @@ __all__ = [
     "AssignmentSpec",
     "AssignmentViolation",
     "AssignorError",
+    "AssignorMetadata",
     "Cluster",
     "ConsumerPartitionAssignor",
     "CooperativeStickyAssignor",

@@ -42,6 +42,7 @@ from kgroup.types import TopicIdPartition
 
 __all__ = [
     "AssignmentSpec",
+    "AssignorMetadata",
     "MemberAssignment",
     "MemberSpec",
     "PartitionAssignor",
@@ -75,6 +76,33 @@ class TopicMetadata:
 
 
 @dataclass(frozen=True, slots=True)
+class AssignorMetadata:
+    """What a member reports about its client-side assignor: a version and opaque bytes.
+
+    The KIP-848 draft's client-side mode: each member advertises its
+    assignor's metadata (``PartitionAssignor.metadata()`` encoded at
+    ``version``), and the member computing the group's assignment hands every
+    member's to its assignor through :attr:`MemberSpec.assignor_metadata`.
+    Broker-side assignors never see any (it stays ``None``).
+    """
+
+    version: int
+    data: bytes = b""
+
+    def __post_init__(self) -> None:
+        # A clear error at construction beats a confusing one inside an assignor.
+        if isinstance(self.version, bool) or not isinstance(self.version, int):
+            raise TypeError(f"AssignorMetadata.version must be an int, got {self.version!r}")
+        if self.version < 0:
+            raise ValueError(f"AssignorMetadata.version must be >= 0, got {self.version}")
+        if not isinstance(self.data, bytes):
+            raise TypeError(
+                f"AssignorMetadata.data must be bytes, got {type(self.data).__name__}; "
+                "encode it first"
+            )
+
+
+@dataclass(frozen=True, slots=True)
 class MemberSpec:
     """One member as the assignor sees it.
 
@@ -85,6 +113,10 @@ class MemberSpec:
             partitions up: it keeps them in this order.
         instance_id: the static member's ``group.instance.id``, if any.
         rack_id: the member's rack, if any.
+        assignor_metadata: in the client-side mode, the metadata the member
+            reports for the assignor that runs (version and bytes); ``None``
+            otherwise. Added last, with a default, so existing code that
+            builds a ``MemberSpec`` keeps working.
     """
 
     subscribed_topic_ids: frozenset[uuid.UUID]
@@ -93,6 +125,7 @@ class MemberSpec:
     )
     instance_id: str | None = None
     rack_id: str | None = None
+    assignor_metadata: AssignorMetadata | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "subscribed_topic_ids", frozenset(self.subscribed_topic_ids))

@@ -10,10 +10,19 @@ fails, and the marker must go.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
+
+import pytest
 
 from kgroup.testing.sim import (
+    Fault,
+    FaultKind,
+    MemberPlan,
+    NetworkConditions,
+    Scenario,
     Simulation,
     SimulationConfig,
+    run,
     run_scenario,
 )
 
@@ -71,3 +80,76 @@ def _static_leader_bounce_sim() -> Simulation:
 # group's assignment covers.
 def test_a_static_leader_rejoining_a_stable_group_still_notices_new_partitions() -> None:
     _static_leader_bounce_sim().run_until_converged(faults_end=8.0)
+
+
+def _classic_plan(
+    name: str, start_at: float, poll: float, callback: float, **kw: Any
+) -> MemberPlan:
+    return MemberPlan(
+        name,
+        topics=frozenset({"t0", "t1"}),
+        instance_id=f"i{name[1:]}",
+        max_poll_interval_ms=kw.pop("max_poll_interval_ms", 6000),
+        poll_interval=poll,
+        callback_time=callback,
+        start_at=start_at,
+        protocol=kw.pop("protocol", "classic"),
+        assignors=("cooperative-sticky", "range"),
+        session_timeout_ms=6000,
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "seed 23957 of the mix with the mid-rebalance failovers (shrunk): the classic "
+        "runtime commits at the member's generation id while the member is not STABLE; "
+        "m0's SyncGroup answer for generation 2 was lost, so it still owned generation "
+        "1's t0-3 and committed it at generation 2, which gave t0-3 to another member; "
+        "the Java client commits only with generationIfStable()"
+    ),
+)
+def test_a_classic_member_commits_only_partitions_it_owns_in_the_generation_it_commits_with() -> (
+    None
+):
+    scenario = Scenario(
+        seed=23957,
+        size="small",
+        families=("classic protocol", "rolling upgrade to the consumer protocol"),
+        topics=(("t0", 6), ("t1", 5)),
+        members=(
+            _classic_plan("m0", 1.8052700144857514, 1.551669787257572, 0.07581657108466514),
+            _classic_plan(
+                "m1",
+                7.609085862162886,
+                1.514443552801117,
+                0.01100502685856143,
+                protocol="consumer",
+            ),
+            _classic_plan("m2", 5.454479967897719, 1.2946736636305065, 0.04321465706040108),
+            _classic_plan(
+                "m3",
+                3.3466162966051227,
+                1.472225031576789,
+                0.010703069715447579,
+                max_poll_interval_ms=15000,
+            ),
+        ),
+        faults=(
+            Fault(
+                FaultKind.LOSSY,
+                3.6390794217867266,
+                duration=5.412874034509718,
+                conditions=NetworkConditions(
+                    drop_request=0.11250874221386728,
+                    drop_response=0.2142903642197725,
+                    duplicate=0.013559391577941154,
+                    spike=0.02434280728984316,
+                    spike_max=3.490783223110024,
+                ),
+            ),
+        ),
+        faults_end=9.265052397650207,
+    )
+    result = run(scenario)
+    assert result.violation is None, str(result.violation)

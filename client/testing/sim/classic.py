@@ -21,7 +21,17 @@ KIP-394 member id required):
   or UNKNOWN_MEMBER_ID when the member is behind or gone; session timeouts
   remove silent members;
 - OffsetCommit needs the member at the current generation, and is refused
-  with REBALANCE_IN_PROGRESS while the group completes a rebalance.
+  with REBALANCE_IN_PROGRESS while the group completes a rebalance;
+- persistence as the broker writes its GroupMetadata record: when the
+  leader's assignment is stored (the group turns STABLE), when a join
+  completes with no members left (EMPTY, the generation bumped), when a
+  static member is replaced in a stable group, and when the group is
+  converted either way. Nothing else is written: a generation handed out by
+  a JoinGroup whose SyncGroup never stored an assignment, members that joined
+  or left since, all live only in memory. :meth:`ClassicGroupCoordinator.reload`
+  builds the group a new coordinator loads from that record (STABLE with the
+  stored members and assignments, or EMPTY), so after a failover the same
+  generation number can be handed out a second time.
 
 Replies to JoinGroup and SyncGroup may be held: each takes a ``reply``
 callable that the coordinator calls, at once or later, with the response.
@@ -54,6 +64,8 @@ __all__ = [
     "ClassicGroupCoordinator",
     "ClassicGroupState",
     "ExportedMember",
+    "PersistedClassicGroup",
+    "PersistedClassicMember",
 ]
 
 # The classic group's own answers, named from the coordinator's one table of
@@ -107,6 +119,32 @@ class ExportedMember:
     rebalance_timeout_ms: int
     assignment: frozenset[TopicPartition]
     generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class PersistedClassicMember:
+    """A member as the classic group's GroupMetadata record stores it."""
+
+    member_id: str
+    instance_id: str | None
+    protocols: tuple[JoinProtocol, ...]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    assignment: ClassicAssignment
+
+
+@dataclass(frozen=True, slots=True)
+class PersistedClassicGroup:
+    """The classic group's last GroupMetadata record (see the module docstring).
+
+    Committed offsets are written by every accepted commit, so they are not
+    part of it: the coordinator keeps them across a reload.
+    """
+
+    generation: int
+    protocol_name: str | None
+    leader: str | None
+    members: tuple[PersistedClassicMember, ...]
 
 
 class _Member:
@@ -172,6 +210,84 @@ class ClassicGroupCoordinator:
         self._history: dict[int, dict[str, frozenset[TopicPartition]]] = {}
         self._round = 0  # bumped on every rebalance: stale timers do nothing
         self._initial_until: float | None = None
+        self.persisted = PersistedClassicGroup(0, None, None, ())
+        self._stored_history: dict[int, dict[str, frozenset[TopicPartition]]] = {}
+
+    # ------------------------------------------------------------ persistence
+
+    def _store(self) -> None:
+        """Write the GroupMetadata record (the moments the broker writes one)."""
+        members = tuple(
+            PersistedClassicMember(
+                member_id=rec.member_id,
+                instance_id=rec.instance_id,
+                protocols=rec.protocols,
+                session_timeout_ms=round(rec.session_timeout * 1000),
+                rebalance_timeout_ms=round(rec.rebalance_timeout * 1000),
+                assignment=rec.assignment,
+            )
+            for rec in self._members.values()
+        )
+        self.persisted = PersistedClassicGroup(
+            self.generation, self.protocol_name, self.leader, members
+        )
+        # The ownership history as of this record: a static member replaced after it
+        # (in memory only) must come back under its stored member id after a reload.
+        self._stored_history = {g: dict(a) for g, a in self._history.items()}
+
+    def reload(
+        self,
+        *,
+        schedule: Schedule,
+        clock: Callable[[], float],
+        new_member_id: Callable[[], str],
+        on_removed: Callable[[str, str], None] | None = None,
+    ) -> ClassicGroupCoordinator:
+        """The group a new coordinator loads from this one's last record, at ``clock()``.
+
+        As the broker replays GroupMetadata: STABLE with the stored members and
+        assignments (EMPTY without members); session timers restart from the
+        load. Offsets carry over (each commit is its own record). The
+        simulator's per-generation history carries over too, without the
+        generations the record does not know (it is bookkeeping for the
+        ownership checks, not broker state).
+        """
+        p = self.persisted
+        new = ClassicGroupCoordinator(
+            self.group_id,
+            self.config,
+            schedule=schedule,
+            clock=clock,
+            new_member_id=new_member_id,
+            on_removed=on_removed,
+        )
+        new.generation = p.generation
+        new.persisted = p
+        new._offsets = dict(self._offsets)
+        new._history = {g: dict(a) for g, a in self._stored_history.items()}
+        new._stored_history = {g: dict(a) for g, a in self._stored_history.items()}
+        if not p.members:
+            return new
+        now = clock()
+        for m in p.members:
+            req = JoinGroupRequest(
+                group_id=self.group_id,
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                session_timeout_ms=m.session_timeout_ms,
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
+                protocols=m.protocols,
+            )
+            rec = _Member(m.member_id, req)
+            rec.assignment = m.assignment
+            new._members[m.member_id] = rec
+            if m.instance_id is not None:
+                new._static[m.instance_id] = m.member_id
+            new._touch(rec, now)
+        new.protocol_name = p.protocol_name
+        new.leader = p.leader
+        new.state = ClassicGroupState.STABLE
+        return new
 
     # ------------------------------------------------------------------ views
 
@@ -257,6 +373,7 @@ class ClassicGroupCoordinator:
         self.state = ClassicGroupState.EMPTY
         self.protocol_name = None
         self.leader = None
+        self._store()  # the conversion replaces the classic record
         return generation, exported, offsets
 
     def adopt_downgrade(
@@ -292,6 +409,7 @@ class ClassicGroupCoordinator:
         self.protocol_name = self._vote()
         self.leader = next(iter(self._members))
         self.state = ClassicGroupState.STABLE
+        self._store()  # the conversion writes the classic group's record
         self._prepare_rebalance(now)
 
     def continue_from(self, epoch: int) -> None:
@@ -371,6 +489,7 @@ class ClassicGroupCoordinator:
         self._touch(rec, now)
         matches = old.protocols == req.protocols
         if self.state is ClassicGroupState.STABLE and matches:
+            self._store()  # the broker stores the new member id before it answers
             # KIP-345: no rebalance; KIP-814: a returning leader is told to skip assigning.
             reply(self._join_response(rec, skip_assignment=self.leader == member_id))
         else:
@@ -478,6 +597,7 @@ class ClassicGroupCoordinator:
             self.state = ClassicGroupState.EMPTY
             self.protocol_name = None
             self.leader = None
+            self._store()  # an empty group's new generation is written
             return
         self.protocol_name = self._vote()
         if self.leader not in self._members:
@@ -546,6 +666,7 @@ class ClassicGroupCoordinator:
             mid: m.assignment.partitions for mid, m in self._members.items()
         }
         self.state = ClassicGroupState.STABLE
+        self._store()  # the leader's assignment is stored before anyone is answered
         self._round += 1
         for member in self._members.values():
             held = member.sync_reply

@@ -29,6 +29,7 @@ from typing import Any
 from kgroup.assignors import Assignment as ClassicAssignorAssignment
 from kgroup.assignors import (
     AssignmentSpec,
+    AssignorMetadata,
     Cluster,
     ConsumerPartitionAssignor,
     GroupAssignment,
@@ -443,11 +444,13 @@ class _Proc:
         "owner",
         "pending",
         "poll_gen",
+        "reissued",
         "restart_after",
         "same_instant",
         "slot",
         "timer_at",
         "timer_gen",
+        "vepoch",
         "watched",
     )
 
@@ -471,7 +474,11 @@ class _Proc:
         self.closing = False
         self.restart_after: float | None = None
         self.epoch = 0
+        # The epoch on the invariants' scale (Simulation._virtual_epoch), and the
+        # largest one so far (EPOCH_BACKWARDS).
+        self.vepoch = 0
         self.max_epoch = 0
+        self.reissued = False
         # The runtime's sans-IO fetch state; ``fetching`` mirrors what it assigned
         # on the (simulated) data plane, with each partition's epoch span.
         self.fetch = FetchState()
@@ -575,6 +582,9 @@ class Simulation:
             new_member_id=lambda: f"classic-{_uuid4(self.rng)}",
             on_removed=self._on_removed,
         )
+        # Generation numbers a classic reload handed out again: (persisted generation,
+        # offset) per reload, newest last (see _virtual_epoch).
+        self._reissues: list[tuple[int, int]] = []
         self.status = CoordinatorStatus.UP
         self._status_until = 0.0
         self._slots: dict[str, _Slot] = {}
@@ -743,10 +753,22 @@ class Simulation:
         self._fault_at(at)
         self._q.schedule(at, self._ev_crash_computing, restart_after)
 
-    def failover(self, *, at: float, down: float, loading: float) -> None:
-        """The coordinator fails at ``at``: ``down`` seconds elsewhere, ``loading`` reloading."""
-        self._fault_at(at)
-        self._q.schedule(at, self._ev_failover, (down, loading))
+    def failover(self, *, at: float, down: float, loading: float, within: float = 0.0) -> None:
+        """The coordinator fails at ``at``: ``down`` seconds elsewhere, ``loading`` reloading.
+
+        With ``within``, it fails at the first moment from ``at`` on (checked
+        every 50 ms) when the group is in the middle of a rebalance — a classic
+        group waiting for its leader's assignment, a consumer group whose
+        assignment epoch lags or whose members reconcile — and at
+        ``at + within`` at the latest: the window where a reload loses most.
+        """
+        if within < 0:
+            raise ScenarioError(f"within must not be negative, got {within}")
+        self._fault_at(at + within)
+        if within:
+            self._q.schedule(at, self._ev_failover_mid_rebalance, (down, loading, at + within))
+        else:
+            self._q.schedule(at, self._ev_failover, (down, loading))
 
     def lossy(self, conditions: NetworkConditions, *, at: float, duration: float) -> None:
         """The network misbehaves as ``conditions`` says from ``at`` for ``duration``."""
@@ -1178,6 +1200,24 @@ class Simulation:
             self._log("coord", f"converts the group to classic ({len(members)} members)")
         self.classic.adopt_downgrade(generation, members, offsets)
 
+    def _ev_failover_mid_rebalance(self, arg: tuple[float, float, float]) -> None:
+        down, loading, latest = arg
+        coord = self.coordinator
+        rebalancing = (
+            self.classic.state is ClassicGroupState.COMPLETING_REBALANCE
+            or coord.group_epoch != coord.assignment_epoch
+            or any(
+                s.proc is not None
+                and s.proc.alive
+                and s.proc.member.state is MemberState.RECONCILING
+                for s in self._slots.values()
+            )
+        )
+        if rebalancing or self._q.now + 0.05 > latest:
+            self._ev_failover((down, loading))
+        else:
+            self._q.after(0.05, self._ev_failover_mid_rebalance, arg)
+
     def _ev_failover(self, arg: tuple[float, float]) -> None:
         down, loading = arg
         if self.status is not CoordinatorStatus.UP:
@@ -1185,6 +1225,9 @@ class Simulation:
         self._count("failover")
         persisted = self.coordinator.persist()
         self.coordinator.retired = True
+        # The classic group's state dies with the coordinator too; the new one
+        # loads the last GroupMetadata record (ClassicGroupCoordinator.reload).
+        self.classic.retired = True
         self.status = CoordinatorStatus.DOWN
         self._status_until = self._q.now + down + loading
         if self._trace is not None:
@@ -1202,9 +1245,64 @@ class Simulation:
 
     def _ev_loaded(self, persisted: Any) -> None:
         self.coordinator = self._new_coordinator(persisted)
+        self._reload_classic()
         self.status = CoordinatorStatus.UP
         if self._trace is not None:
             self._log("coord", f"loaded: group epoch {self.coordinator.group_epoch}")
+
+    def _reload_classic(self) -> None:
+        """The new coordinator loads the classic group from its last record.
+
+        Kafka writes a classic group's generation only with the leader's
+        assignment (or when the group empties), so generations handed out
+        since are forgotten and their numbers are handed out again. For the
+        invariants those are new generations: epochs above the reloaded
+        generation map past every epoch handed out before (``_virtual_epoch``),
+        and a member may go back to the reloaded generation without breaking
+        EPOCH_BACKWARDS — the coordinator, not the member, went back.
+        """
+        old = self.classic
+        self.classic = old.reload(
+            schedule=self._q.schedule,
+            clock=lambda: self._q.now,
+            new_member_id=lambda: f"classic-{_uuid4(self.rng)}",
+            on_removed=self._on_removed,
+        )
+        kept = self.classic.generation
+        if self._trace is not None:
+            self._log(
+                "coord",
+                f"loaded the classic group: generation {kept} "
+                f"({len(self.classic.members)} members; generation {old.generation} before)",
+            )
+        if old.generation <= kept:
+            return
+        self._count("classic_generation_reissued")
+        top = self._virtual_epoch(old.generation)
+        self._reissues.append((kept, top - kept))
+        floor = self._virtual_epoch(kept)
+        for slot in self._slots.values():
+            proc = slot.proc
+            if proc is None:
+                continue
+            proc.max_epoch = min(proc.max_epoch, floor)
+            if proc.epoch > kept:
+                # It holds a number the new coordinator will hand out again: the next
+                # JoinGroup answer teaches it the new generation, even with that number.
+                proc.reissued = True
+
+    def _virtual_epoch(self, epoch: int) -> int:
+        """``epoch`` as issued now, on a scale where a reissued generation is a new one.
+
+        After a classic reload kept generation P while the old coordinator had
+        handed out up to H, generation P + k is mapped to H + k (plus earlier
+        shifts); generations up to P keep their place (the record carried them
+        over, so they are the same generations).
+        """
+        for kept, shift in reversed(self._reissues):
+            if epoch > kept:
+                return epoch + shift
+        return epoch
 
     def _on_released(
         self, member_id: str, partitions: frozenset[TopicIdPartition], why: str
@@ -1269,6 +1367,16 @@ class Simulation:
             self._log(proc.label, f"<- {_describe_event(event)}  [{member.state.name}]")
             for action in actions:
                 self._log(proc.label, f"-> {_describe_action(action)}")
+        if (
+            proc.reissued
+            and type(event) is JoinGroupResponseReceived
+            and not event.response.error_code
+        ):
+            # The generation in this answer is a new one, whatever its number: make
+            # the step below (and any fetch it starts) record it as learned now. (An
+            # error answer teaches no generation: the member still holds the old one.)
+            proc.reissued = False
+            proc.epoch = -1
         dispatch = self._dispatch
         for action in actions:
             dispatch[type(action)](proc, action)
@@ -1337,19 +1445,22 @@ class Simulation:
 
     def _epoch_changed(self, proc: _Proc, epoch: int) -> None:
         proc.epoch = epoch
+        # Fixed when learned: a number reissued later is another generation.
+        vepoch = self._virtual_epoch(epoch) if self._reissues else epoch
+        proc.vepoch = vepoch
         if epoch <= 0:
             return
-        if epoch < proc.max_epoch:
+        if vepoch < proc.max_epoch:
             self._violate(
                 Invariant.EPOCH_BACKWARDS,
                 f"epoch went from {proc.max_epoch} back to {epoch}",
                 proc,
             )
             return
-        proc.max_epoch = epoch
+        proc.max_epoch = vepoch
         ledger = self._ledger
         for tp, span in proc.fetching.items():
-            clash = ledger.advance(span, tp, epoch)
+            clash = ledger.advance(span, tp, vepoch)
             if clash is not None:
                 self._double_fetch(proc, tp, epoch, clash)
                 return
@@ -1461,6 +1572,9 @@ class Simulation:
                 proc,
             )
             return
+        # The epoch learned in this very step is not recorded yet (_epoch_changed
+        # runs after the actions): it is being issued now.
+        vepoch = proc.vepoch if epoch == proc.epoch else self._virtual_epoch(epoch)
         members: Mapping[str, object]
         owned_names: frozenset[TopicPartition] | None = None
         if isinstance(proc.member, ClassicMember):
@@ -1509,7 +1623,7 @@ class Simulation:
                         proc,
                     )
                     return
-            span, clash = ledger.start(proc.owner, tp, epoch)
+            span, clash = ledger.start(proc.owner, tp, vepoch)
             proc.fetching[tp] = span
             if clash is not None:
                 self._double_fetch(proc, tp, epoch, clash)
@@ -1652,6 +1766,9 @@ class Simulation:
                         assignment=_by_topic(m.assignment),
                         instance_id=m.instance_id,
                         rack_id=m.rack_id,
+                        # Each member's metadata for this assignor, as the draft's
+                        # PrepareAssignment response carries it.
+                        assignor_metadata=AssignorMetadata(m.metadata_version, m.metadata),
                     )
                     for m in state.members
                 },

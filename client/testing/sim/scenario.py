@@ -64,7 +64,7 @@ class FaultKind(enum.Enum):
     PARTITION = "cut a member off the network"
     STALL = "the application stops polling"
     CALLBACK_ERRORS = "a member's callbacks raise"
-    FAILOVER = "the coordinator fails over and reloads the group"
+    FAILOVER = "the coordinator fails over and reloads the group (count: mid-rebalance, within)"
     LOSSY = "the network drops, duplicates and delays messages"
     SLOW_CALLBACKS = "every callback takes longer"
     CREATE_TOPIC = "a topic is created"
@@ -107,7 +107,11 @@ class Fault:
         if k is FaultKind.SUBSCRIBE:
             return f"{self.at:7.3f}s SUBSCRIBE{who} {sorted(self.topics)} {self.pattern or ''}"
         if k is FaultKind.FAILOVER:
-            return f"{self.at:7.3f}s FAILOVER down {self.duration:.2f}s loading {self.loading:.2f}s"
+            mid = f" mid-rebalance within {self.count}s" if self.count else ""
+            return (
+                f"{self.at:7.3f}s FAILOVER{mid} down {self.duration:.2f}s "
+                f"loading {self.loading:.2f}s"
+            )
         if k is FaultKind.LOSSY:
             return f"{self.at:7.3f}s LOSSY {self.duration:.2f}s {self.conditions}"
         if k in (FaultKind.CREATE_TOPIC, FaultKind.ADD_PARTITIONS):
@@ -201,7 +205,7 @@ def _apply(sim: Simulation, f: Fault) -> None:
     elif k is FaultKind.CALLBACK_ERRORS:
         sim.callback_errors(m, at=f.at, duration=f.duration, probability=f.probability)
     elif k is FaultKind.FAILOVER:
-        sim.failover(at=f.at, down=f.duration, loading=f.loading)
+        sim.failover(at=f.at, down=f.duration, loading=f.loading, within=f.count)
     elif k is FaultKind.LOSSY:
         assert f.conditions is not None
         sim.lossy(f.conditions, at=f.at, duration=f.duration)
@@ -336,6 +340,19 @@ def generate(seed: int) -> Scenario:
                     loading=rng.uniform(0.0, 2.0),
                 )
             )
+    if pick("coordinator failover mid-rebalance", 0.15 if classic else 0.05):
+        # Waits (up to `count` seconds) for a rebalance in flight: a classic group
+        # then reloads an older generation and hands its successor's number out again.
+        for _ in range(rng.randint(1, 2)):
+            faults.append(
+                Fault(
+                    FaultKind.FAILOVER,
+                    when(),
+                    duration=rng.uniform(0.0, 1.0),
+                    loading=rng.uniform(0.0, 2.0),
+                    count=rng.randint(1, 8),
+                )
+            )
     if pick("network partitions", 0.3):
         for _ in range(rng.randint(1, 2)):
             faults.append(
@@ -414,7 +431,10 @@ def generate(seed: int) -> Scenario:
             for _ in range(rng.randint(1, 3)):
                 faults.append(Fault(FaultKind.CRASH_COMPUTING, when(), restart_after=restart()))
     faults.sort(key=lambda f: f.at)
-    ends = [f.at + f.duration + f.loading for f in faults] + [m.start_at for m in members]
+    ends = [
+        f.at + f.duration + f.loading + (f.count if f.kind is FaultKind.FAILOVER else 0)
+        for f in faults
+    ] + [m.start_at for m in members]
     faults_end = max([horizon, *ends])
     return Scenario(
         seed=seed,
