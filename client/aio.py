@@ -21,7 +21,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from kgroup import _frontend as core
-from kgroup._frontend import SERVICE_SLICE, ConsumerBase
+from kgroup._frontend import MIN_WAIT, SERVICE_SLICE, ConsumerBase
 from kgroup.dataplane import Record
 from kgroup.runtime import DataPlaneInterface
 from kgroup.runtime.driver import open_kafka_client
@@ -172,7 +172,9 @@ class AsyncConsumer(ConsumerBase):
                 await self._share_the_loop(now)
                 return batch
             wait = min(deadline - anyio.current_time(), SERVICE_SLICE)
-            if wait <= 0:
+            # librdkafka waits in whole milliseconds: a shorter wait would return
+            # at once, and looping on it would spin until the deadline.
+            if wait < MIN_WAIT:
                 return []
             # Not abandoned on cancellation: records librdkafka hands out must
             # reach the caller (abandoning them would skip them).

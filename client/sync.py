@@ -27,7 +27,7 @@ import anyio
 from anyio.from_thread import BlockingPortal
 
 from kgroup import _frontend as core
-from kgroup._frontend import SERVICE_SLICE, ConsumerBase
+from kgroup._frontend import MIN_WAIT, SERVICE_SLICE, ConsumerBase
 from kgroup.dataplane import Record
 from kgroup.runtime import CommitCallback, DataPlaneInterface
 from kgroup.runtime.driver import open_kafka_client
@@ -196,7 +196,9 @@ class Consumer(ConsumerBase):
             batch = consume(num_messages, wait)
             if batch:
                 return batch
-            if time.monotonic() >= deadline:
+            # librdkafka waits in whole milliseconds: a wait under one returns at
+            # once, and looping on it would spin until the deadline.
+            if deadline - time.monotonic() < MIN_WAIT:
                 return []
 
     def __iter__(self) -> Iterator[Record]:

@@ -15,7 +15,7 @@ from kgroup.protocol.errors import broker_error
 from kgroup.transport.security import SECRET_KEYS, explain_denial, is_security_key
 from kgroup.types import TopicPartition
 
-__all__ = ["DataPlane", "DataPlaneError", "Record", "validate_passthrough"]
+__all__ = ["DATAPLANE_DEFAULTS", "DataPlane", "DataPlaneError", "Record", "validate_passthrough"]
 
 log = logging.getLogger("kgroup.dataplane")
 
@@ -28,6 +28,24 @@ _FORCED: Final[Mapping[str, str]] = {
     "enable.auto.commit": "false",
     "enable.auto.offset.store": "false",
     "enable.partition.eof": "false",
+}
+
+# kgroup's own defaults for librdkafka's fetcher, chosen with the throughput
+# benchmark (docs/performance.md, "Data-plane defaults" explains each with its
+# measured effect and memory cost). A key the user sets always wins.
+DATAPLANE_DEFAULTS: Final[Mapping[str, str]] = {
+    # librdkafka's 1,000 ms default stalls a partition for a whole second each
+    # time its local queue reaches queued.min.messages / queued.max.messages.kbytes:
+    # a fast application then waits on the fetcher most of the time (0.2M
+    # records/s instead of 1M+ for 100 B records). 0 would re-check a full
+    # queue in a busy loop (a third of a core while the application is slow);
+    # 10 ms costs under 1% of a core then.
+    "fetch.queue.backoff.ms": "10",
+    # The prefetch buffer, in payload bytes for all partitions together
+    # (librdkafka: 64 MiB). Once the fetcher no longer stalls, 32 MiB keeps it
+    # ahead of any Python loop and bounds the resident memory of large records
+    # at half of librdkafka's.
+    "queued.max.messages.kbytes": "32768",
 }
 
 _RESET = {
@@ -100,9 +118,10 @@ class DataPlane:
     def __init__(self, config: ConsumerConfig) -> None:
         # Security settings come from the one validated SecurityConfig kgroup's
         # own connections use, never from the passthrough copy, so both agree.
-        conf: dict[str, Any] = {
-            key: value for key, value in config.passthrough.items() if not is_security_key(key)
-        }
+        conf: dict[str, Any] = dict(DATAPLANE_DEFAULTS)
+        conf.update(
+            (key, value) for key, value in config.passthrough.items() if not is_security_key(key)
+        )
         conf.update(config.security.librdkafka_config())
         conf.update(_FORCED)
         conf["bootstrap.servers"] = ",".join(config.bootstrap_servers)
