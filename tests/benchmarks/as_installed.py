@@ -1,4 +1,4 @@
-"""Run a Python script as an application's install of kgroup would: ``python as_installed.py SCRIPT ARGS``.
+"""Run a script as an application's install of kgroup would: ``python as_installed.py SCRIPT``.
 
 Not a benchmark (no ``bench_`` prefix): the benchmarks launch kgroup member
 processes through it (see ``benchlib.AS_INSTALLED_NOTE``).

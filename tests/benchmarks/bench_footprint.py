@@ -1,4 +1,4 @@
-"""Benchmark: memory and CPU of an idle group member, kgroup vs librdkafka, Java, kafka-python, aiokafka.
+"""Benchmark: an idle member's memory and CPU: kgroup, librdkafka, Java, kafka-python, aiokafka.
 
 Run standalone (not collected by pytest), from the repository root:
 
