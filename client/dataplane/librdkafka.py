@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final, TypeAlias
 
 import confluent_kafka
@@ -59,6 +62,57 @@ _START = {
 }
 
 
+WAIT_CHUNK: Final = 0.02
+"""Longest single wait (seconds) in librdkafka while records are awaited.
+
+confluent-kafka serialises calls on one consumer: while a thread waits in
+``consume()``, an ``incremental_assign()`` or ``position()`` from the driver's
+thread waits for it, and its lock is not fair, so an application polling in a
+loop could hold the driver (and with it the heartbeats) off for a second and
+more. The data plane therefore waits in chunks and lets the driver's calls in
+between (see :class:`_Gate`); a chunk costs one empty C call."""
+
+
+class _Gate:
+    """Turns on the librdkafka handle: control calls (the driver's) go before record waits."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._busy = False
+        self._control_waiting = 0
+
+    @contextlib.contextmanager
+    def control(self) -> Iterator[None]:
+        with self._cond:
+            self._control_waiting += 1
+            try:
+                while self._busy:
+                    self._cond.wait()
+            finally:
+                self._control_waiting -= 1
+            self._busy = True
+        try:
+            yield
+        finally:
+            self._release()
+
+    @contextlib.contextmanager
+    def fetch(self) -> Iterator[None]:
+        with self._cond:
+            while self._busy or self._control_waiting:
+                self._cond.wait()
+            self._busy = True
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        with self._cond:
+            self._busy = False
+            self._cond.notify_all()
+
+
 class DataPlaneError(KgroupError):
     """librdkafka reported an error that stops consumption of a partition."""
 
@@ -110,9 +164,11 @@ def _to_ck(tp: TopicPartition, offset: int | None = None) -> confluent_kafka.Top
 class DataPlane:
     """One librdkafka consumer in assign mode.
 
-    Not thread-safe: the runtime calls it from one thread (librdkafka's calls
-    release the GIL while they wait, so a blocking ``consume`` does not stall
-    other Python threads).
+    The application's thread consumes while the driver's thread assigns,
+    pauses and reads positions: a gate (see :data:`WAIT_CHUNK`) takes their
+    calls on the one librdkafka handle in turn, the driver's first.
+    librdkafka's calls release the GIL while they wait, so a blocking
+    ``consume`` does not stall other Python threads.
     """
 
     def __init__(self, config: ConsumerConfig) -> None:
@@ -134,6 +190,7 @@ class DataPlane:
             conf["client.rack"] = config.client_rack
         self._reset = config.auto_offset_reset
         self._consumer = confluent_kafka.Consumer(conf)
+        self._gate = _Gate()
         self._assigned: set[TopicPartition] = set()
         self._pending_error: DataPlaneError | None = None
         self._denied: BrokerError | None = None
@@ -164,7 +221,8 @@ class DataPlane:
                 assignment.append(_to_ck(tp, _START[self._reset]))
             else:
                 assignment.append(_to_ck(tp, offset))
-        self._consumer.incremental_assign(assignment)
+        with self._gate.control():
+            self._consumer.incremental_assign(assignment)
         self._assigned.update(fresh)
         log.debug("data plane fetching %s", sorted(fresh))
 
@@ -173,21 +231,25 @@ class DataPlane:
         gone = sorted(set(partitions) & self._assigned)
         if not gone:
             return
-        self._consumer.incremental_unassign([_to_ck(tp) for tp in gone])
+        with self._gate.control():
+            self._consumer.incremental_unassign([_to_ck(tp) for tp in gone])
         self._assigned.difference_update(gone)
         log.debug("data plane stopped %s", gone)
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop handing out records of ``partitions`` until resumed."""
-        self._consumer.pause([_to_ck(tp) for tp in partitions])
+        with self._gate.control():
+            self._consumer.pause([_to_ck(tp) for tp in partitions])
 
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
         """Resume partitions paused with :meth:`pause`."""
-        self._consumer.resume([_to_ck(tp) for tp in partitions])
+        with self._gate.control():
+            self._consumer.resume([_to_ck(tp) for tp in partitions])
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """Make the next record of ``partition`` the one at ``offset``."""
-        self._consumer.seek(_to_ck(partition, offset))
+        with self._gate.control():
+            self._consumer.seek(_to_ck(partition, offset))
 
     def positions(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The offset of the next record the application will be handed, per partition.
@@ -199,7 +261,9 @@ class DataPlane:
         if not wanted:
             return {}
         result: dict[TopicPartition, int] = {}
-        for ck in self._consumer.position(wanted):
+        with self._gate.control():
+            located = self._consumer.position(wanted)
+        for ck in located:
             if ck.offset >= 0:
                 result[TopicPartition(ck.topic, ck.partition)] = ck.offset
         return result
@@ -221,16 +285,24 @@ class DataPlane:
         if self._pending_error is not None:
             error, self._pending_error = self._pending_error, None
             raise error
-        consume = self._consumer.consume
+        consume, gate = self._consumer.consume, self._gate
         # librdkafka's consume(n, timeout) waits until it has n records or the
         # timeout passed: with records trickling in, the first would wait the
-        # whole timeout. Take what is queued; if nothing is, wait for one and
-        # add what came with it.
-        batch: list[Record] = consume(max_records, 0)
+        # whole timeout. Take what is queued; if nothing is, wait for one (in
+        # chunks, see WAIT_CHUNK) and add what came with it.
+        with gate.fetch():
+            batch: list[Record] = consume(max_records, 0)
         if not batch and timeout > 0:
-            batch = consume(1, timeout)
-            if batch and max_records > 1:
-                batch += consume(max_records - 1, 0)
+            deadline = time.monotonic() + timeout
+            wait = timeout
+            while True:
+                with gate.fetch():
+                    batch = consume(1, min(wait, WAIT_CHUNK))
+                    if batch and max_records > 1:
+                        batch += consume(max_records - 1, 0)
+                wait = deadline - time.monotonic()
+                if batch or wait < 0.001:  # librdkafka waits in whole ms
+                    break
         # Errors arrive in-band as messages; scanning for them is one method
         # call per record (0.02 us here: a tenth of the cheapest loop an
         # application runs over the same records). A plain loop measured faster
@@ -278,4 +350,5 @@ class DataPlane:
         """Release librdkafka's resources. Idempotent."""
         if not self._closed:
             self._closed = True
-            self._consumer.close()
+            with self._gate.control():
+                self._consumer.close()
