@@ -221,6 +221,14 @@ def render(rows: list[tuple[str, list[float], list[float]]], elapsed: float) -> 
                     f"CPU {med['kgroup'][1] / max(med[other][1], 1e-9):.2f}x"
                 )
     summary = f"summary (idle {elapsed:.0f} s, per process): " + "; ".join(parts)
+    if "kgroup" in med and "librdkafka" in med:
+        rss = med["kgroup"][0] / med["librdkafka"][0]
+        cpu = med["kgroup"][1] / max(med["librdkafka"][1], 1e-9)
+        summary += (
+            f" — issue 15 goals: CPU {cpu:.2f}x librdkafka (target <= 2x: "
+            f"{'met' if cpu <= 2 else 'NOT met'}), RSS {rss:.2f}x (target <= 1.5x: "
+            f"{'met' if rss <= 1.5 else 'NOT met'})"
+        )
     return "\n".join(lines), summary
 
 
@@ -238,7 +246,11 @@ def write(table: str, summary: str, command: str, members: int) -> None:
             "process (every thread) during the window. The kgroup and librdkafka members are "
             "CPython processes running `tests/peers/python_peer.py` (interpreter and imports "
             "included); the Java members run `tests/peers/java/Peer.java` with "
-            f"`{' '.join(DEFAULT_JVM_OPTIONS)}`.",
+            f"`{' '.join(DEFAULT_JVM_OPTIONS)}`. kafka-python and aiokafka have no "
+            "new-protocol member: theirs (`tests/benchmarks/idle_member.py`) idle in classic "
+            "groups of their own with `heartbeat_interval_ms=500`, `session_timeout_ms=6000` "
+            f"and a 100 ms poll. {benchlib.AS_INSTALLED_NOTE}. Targets (issue 15): kgroup "
+            "<= 2x librdkafka's CPU and <= 1.5x its RSS.",
             "",
             table,
             "",
@@ -248,7 +260,9 @@ def write(table: str, summary: str, command: str, members: int) -> None:
             f"- load average (1/5/15 min) when written: {benchlib.load_average()} — the "
             "machine is shared with other test runs",
             f"- versions: kgroup {benchlib.version('kgroup')}, confluent-kafka "
-            f"{benchlib.version('confluent-kafka')}, Java kafka-clients 4.4.0 on "
+            f"{benchlib.version('confluent-kafka')}, kafka-python "
+            f"{benchlib.version('kafka-python')}, aiokafka {benchlib.version('aiokafka')}, "
+            "Java kafka-clients 4.4.0 on "
             f"{java_version()}, Apache Kafka broker 4.4.0",
             f"- date: {benchlib.now()}",
             f"- command: `{command}`",
