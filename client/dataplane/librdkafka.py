@@ -73,6 +73,10 @@ more. The data plane therefore waits in chunks and lets the driver's calls in
 between (see :class:`_Gate`); a chunk costs one empty C call."""
 
 
+_WARM_TIMEOUT: Final = 1.0
+"""Longest wait (seconds) for the metadata that opens a topic's leader connection."""
+
+
 class _Gate:
     """Turns on the librdkafka handle: control calls (the driver's) go before record waits."""
 
@@ -191,6 +195,7 @@ class DataPlane:
         self._reset = config.auto_offset_reset
         self._consumer = confluent_kafka.Consumer(conf)
         self._gate = _Gate()
+        self._warmed: set[str] = set()
         self._assigned: set[TopicPartition] = set()
         self._pending_error: DataPlaneError | None = None
         self._denied: BrokerError | None = None
@@ -210,6 +215,7 @@ class DataPlane:
         fresh = {tp: off for tp, off in offsets.items() if tp not in self._assigned}
         if not fresh:
             return
+        self._warm({tp.topic for tp in fresh})
         assignment = []
         for tp, offset in sorted(fresh.items()):
             if offset is None or offset < 0:
@@ -225,6 +231,26 @@ class DataPlane:
             self._consumer.incremental_assign(assignment)
         self._assigned.update(fresh)
         log.debug("data plane fetching %s", sorted(fresh))
+
+    def _warm(self, topics: set[str]) -> None:
+        """Open librdkafka's connections for these topics before their first partitions start.
+
+        librdkafka connects to a partition's leader only when it first needs
+        it, and an offset query (where auto.offset.reset sends a partition)
+        that finds no connection yet is retried 500 ms later: a new member's
+        first partitions started 0.3-0.5 s late, with committed offsets too.
+        Asking for the topics' metadata first opens the connections (tens of
+        ms, once per topic per consumer; measured: first record 20-35 ms
+        after the assigned callback instead of 280-620 ms).
+        """
+        for topic in sorted(topics - self._warmed):
+            self._warmed.add(topic)
+            try:
+                with self._gate.control():
+                    self._consumer.list_topics(topic, timeout=_WARM_TIMEOUT)
+            except confluent_kafka.KafkaException as exc:
+                # Only the start is slower: librdkafka retries by itself.
+                log.debug("data plane: metadata of %s not fetched: %s", topic, exc)
 
     def unassign(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop fetching ``partitions`` and drop their buffered records."""

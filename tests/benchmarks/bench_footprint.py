@@ -222,12 +222,12 @@ def render(rows: list[tuple[str, list[float], list[float]]], elapsed: float) -> 
                 )
     summary = f"summary (idle {elapsed:.0f} s, per process): " + "; ".join(parts)
     if "kgroup" in med and "librdkafka" in med:
-        rss = med["kgroup"][0] / med["librdkafka"][0]
-        cpu = med["kgroup"][1] / max(med["librdkafka"][1], 1e-9)
+        rss_ratio = med["kgroup"][0] / med["librdkafka"][0]
+        cpu_ratio = med["kgroup"][1] / max(med["librdkafka"][1], 1e-9)
         summary += (
-            f" — issue 15 goals: CPU {cpu:.2f}x librdkafka (target <= 2x: "
-            f"{'met' if cpu <= 2 else 'NOT met'}), RSS {rss:.2f}x (target <= 1.5x: "
-            f"{'met' if rss <= 1.5 else 'NOT met'})"
+            f" — issue 15 goals: CPU {cpu_ratio:.2f}x librdkafka (target <= 2x: "
+            f"{'met' if cpu_ratio <= 2 else 'NOT met'}), RSS {rss_ratio:.2f}x (target <= 1.5x: "
+            f"{'met' if rss_ratio <= 1.5 else 'NOT met'})"
         )
     return "\n".join(lines), summary
 

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
+import confluent_kafka
 import pytest
 
 from kgroup.config import ConsumerConfig
@@ -70,7 +71,7 @@ def test_user_settings_win_over_the_data_plane_defaults(monkeypatch: pytest.Monk
         def __init__(self, conf: dict[str, object]) -> None:
             captured.update(conf)
 
-    monkeypatch.setattr(librdkafka.confluent_kafka, "Consumer", Probe)
+    monkeypatch.setattr(confluent_kafka, "Consumer", Probe)
     config = ConsumerConfig.from_dict(
         {"bootstrap.servers": "localhost:9092", "group.id": "g", "fetch.queue.backoff.ms": "250"}
     )
