@@ -52,6 +52,7 @@ from kgroup.telemetry.recorder import open_telemetry
 from kgroup.types import TopicPartition
 
 __all__ = [
+    "MIN_WAIT",
     "POLL_EVENT_INTERVAL",
     "SERVICE_SLICE",
     "AlreadyAssignedError",
@@ -89,8 +90,16 @@ T = TypeVar("T")
 SERVICE_SLICE: Final = 0.1
 """Longest wait for records (seconds) before the front end looks at its rebalance work again."""
 
-POLL_EVENT_INTERVAL: Final = 0.1
-"""Polls closer together than this (seconds) tell the member only once."""
+MIN_WAIT: Final = 0.001
+"""Shortest wait (seconds) worth asking the data plane for: librdkafka counts in whole ms."""
+
+POLL_EVENT_INTERVAL: Final = 1.0
+"""Polls closer together than this (seconds) tell the member only once.
+
+Telling the member crosses to the driver's loop (a thread hop for the blocking
+consumer): at ten a second it was most of an idle member's CPU. The member
+needs the poll only for its ``max.poll.interval.ms`` timer, so the interval is
+also at most a tenth of that (see :class:`FrontEndCore`)."""
 
 Topics = str | re.Pattern[str] | Iterable[str | re.Pattern[str]]
 """What ``subscribe()`` takes: topic names, or one regex (a ``re.Pattern`` or a string
@@ -482,6 +491,7 @@ class FrontEndCore:
         """True while ``close()`` runs: the revoke callback it runs may still commit."""
         self._clock = clock
         self._last_poll_event = -math.inf
+        self._poll_event_interval = min(POLL_EVENT_INTERVAL, config.max_poll_interval_ms / 10_000)
         self._auto_commit_interval = config.auto_commit_interval_ms / 1000
         self._next_auto_commit = -math.inf
         self._wakeup_pending = False
@@ -521,13 +531,16 @@ class FrontEndCore:
         self.check_open()
         driver = self.driver
         now = self._clock()
-        if now - self._last_poll_event >= POLL_EVENT_INTERVAL:
+        if now - self._last_poll_event >= self._poll_event_interval:
             self._last_poll_event = now
             yield OnLoop(driver.poll_called)
         if self.config.enable_auto_commit and now >= self._next_auto_commit:
             self._next_auto_commit = now + self._auto_commit_interval
             yield OnLoop(driver.auto_commit)
         if driver.app_work:
+            # The member may wait for the poll after a rebalance step (a retry
+            # after a listener raised): the next poll tells it at once.
+            self._last_poll_event = -math.inf
             yield from self.drain(closing=False)
         if driver.fatal is not None:
             raise driver.fatal

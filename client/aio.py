@@ -10,6 +10,7 @@ this shell takes its steps with awaits.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import math
@@ -23,6 +24,7 @@ import confluent_kafka
 
 from kgroup import _frontend as core
 from kgroup._frontend import (
+    MIN_WAIT,
     SERVICE_SLICE,
     ConsumerBase,
     Offsets,
@@ -69,11 +71,13 @@ class AsyncConsumer(ConsumerBase):
         transport: TransportFactory = open_kafka_client,
     ) -> None:
         self._wake: anyio.Event | None = None
-        super().__init__(
-            config, dataplane, transport, wakeup=self._on_wakeup, clock=anyio.current_time
-        )
+        self._now: Callable[[], float] = anyio.current_time
+        super().__init__(config, dataplane, transport, wakeup=self._on_wakeup, clock=self._clock)
         self._exit: contextlib.AsyncExitStack | None = None
         self._last_yield = -math.inf
+
+    def _clock(self) -> float:
+        return self._now()
 
     def _on_wakeup(self) -> None:
         if self._wake is not None:
@@ -113,6 +117,11 @@ class AsyncConsumer(ConsumerBase):
         if self._exit is not None or self._core.closed:
             raise RuntimeError("an AsyncConsumer can be entered only once")
         self._wake = anyio.Event()
+        with contextlib.suppress(RuntimeError):  # RuntimeError: not on asyncio (trio)
+            # What anyio.current_time() returns on asyncio, without finding the
+            # backend on every call: consume() reads the clock several times per
+            # batch, and that lookup was most of its own cost.
+            self._now = asyncio.get_running_loop().time
         async with contextlib.AsyncExitStack() as stack:
             tg = await stack.enter_async_context(anyio.create_task_group())
             # With group.protocol=auto this returns once the protocol is chosen.
@@ -178,7 +187,7 @@ class AsyncConsumer(ConsumerBase):
         self._core.check_open()  # closed: ConsumerClosedError, as every other method
         if self._exit is None:
             raise RuntimeError("use the consumer as 'async with AsyncConsumer(config) as c'")
-        now = anyio.current_time()
+        now = self._now()
         deadline = math.inf if timeout is None or timeout < 0 else now + timeout
         consume = self._dataplane.consume
         while True:
@@ -190,13 +199,15 @@ class AsyncConsumer(ConsumerBase):
                 self._telemetry.records_handed_out(len(batch))
                 await self._share_the_loop(now)
                 return batch
-            wait = min(deadline - anyio.current_time(), SERVICE_SLICE)
-            if wait <= 0:
+            wait = min(deadline - self._now(), SERVICE_SLICE)
+            # librdkafka waits in whole milliseconds: a shorter wait would return
+            # at once, and looping on it would spin until the deadline.
+            if wait < MIN_WAIT:
                 return []
             # Not abandoned on cancellation: records librdkafka hands out must
             # reach the caller (abandoning them would skip them).
             batch = await anyio.to_thread.run_sync(consume, num_messages, wait)
-            self._last_yield = anyio.current_time()
+            self._last_yield = self._now()
             if batch:
                 self._telemetry.records_handed_out(len(batch))
                 return batch

@@ -29,6 +29,7 @@ from anyio.from_thread import BlockingPortal
 
 from kgroup import _frontend as core
 from kgroup._frontend import (
+    MIN_WAIT,
     SERVICE_SLICE,
     ConsumerBase,
     Offsets,
@@ -209,7 +210,9 @@ class Consumer(ConsumerBase):
             if batch:
                 self._telemetry.records_handed_out(len(batch))
                 return batch
-            if time.monotonic() >= deadline:
+            # librdkafka waits in whole milliseconds: a wait under one returns at
+            # once, and looping on it would spin until the deadline.
+            if deadline - time.monotonic() < MIN_WAIT:
                 return []
 
     def __iter__(self) -> Iterator[Record]:

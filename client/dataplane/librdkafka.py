@@ -8,9 +8,12 @@ or :data:`LIBRDKAFKA_LOGGER`), never raw to stderr: a library does not print.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
-from collections.abc import Callable, Iterable, Mapping
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, TypeAlias
 
 import confluent_kafka
@@ -24,6 +27,7 @@ from kgroup.transport.security import SECRET_KEYS, explain_denial, is_security_k
 from kgroup.types import TopicPartition
 
 __all__ = [
+    "DATAPLANE_DEFAULTS",
     "LIBRDKAFKA_LOGGER",
     "DataPlane",
     "DataPlaneError",
@@ -51,6 +55,24 @@ _FORCED: Final[Mapping[str, str]] = {
 
 _LOGICAL: Final = frozenset({confluent_kafka.OFFSET_BEGINNING, confluent_kafka.OFFSET_END})
 
+# kgroup's own defaults for librdkafka's fetcher, chosen with the throughput
+# benchmark (docs/performance.md, "Data-plane defaults" explains each with its
+# measured effect and memory cost). A key the user sets always wins.
+DATAPLANE_DEFAULTS: Final[Mapping[str, str]] = {
+    # librdkafka's 1,000 ms default stalls a partition for a whole second each
+    # time its local queue reaches queued.min.messages / queued.max.messages.kbytes:
+    # a fast application then waits on the fetcher most of the time (0.2M
+    # records/s instead of 1M+ for 100 B records). 0 would re-check a full
+    # queue in a busy loop (a third of a core while the application is slow);
+    # 10 ms costs under 1% of a core then.
+    "fetch.queue.backoff.ms": "10",
+    # The prefetch buffer, in payload bytes for all partitions together
+    # (librdkafka: 64 MiB). Once the fetcher no longer stalls, 32 MiB keeps it
+    # ahead of any Python loop and bounds the resident memory of large records
+    # at half of librdkafka's.
+    "queued.max.messages.kbytes": "32768",
+}
+
 _RESET = {
     AutoOffsetReset.EARLIEST: "earliest",
     AutoOffsetReset.LATEST: "latest",
@@ -60,6 +82,76 @@ _START = {
     AutoOffsetReset.EARLIEST: confluent_kafka.OFFSET_BEGINNING,
     AutoOffsetReset.LATEST: confluent_kafka.OFFSET_END,
 }
+
+
+WAIT_CHUNK: Final = 0.03
+"""Longest single wait (seconds) in librdkafka while records are awaited.
+
+confluent-kafka serialises calls on one consumer: while a thread waits in
+``consume()``, an ``incremental_assign()`` or ``position()`` from the driver's
+thread waits for it, and its lock is not fair, so an application polling in a
+loop could hold the driver (and with it the heartbeats) off for a second and
+more. The data plane therefore waits in chunks and lets the driver's calls in
+between (see :class:`_Gate`); a chunk costs one C call (tens of microseconds
+of CPU, so the chunks are not shorter than they need to be)."""
+
+_GRACE: Final = 0.005
+
+
+_WARM_TIMEOUT: Final = 1.0
+"""Longest wait (seconds) for the metadata that opens a topic's leader connection."""
+
+
+class _Gate:
+    """Turns on the librdkafka handle: control calls (the driver's) go before record waits.
+
+    After a control call, record waits hold off for :data:`_GRACE` so that the
+    driver's next call of the same batch (metadata, then assign; unassign, then
+    pause ...) does not wait for a whole chunk again.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._busy = False
+        self._control_waiting = 0
+        self._grace_until = 0.0
+
+    @contextlib.contextmanager
+    def control(self) -> Iterator[None]:
+        with self._cond:
+            self._control_waiting += 1
+            try:
+                while self._busy:
+                    self._cond.wait()
+            finally:
+                self._control_waiting -= 1
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy = False
+                self._grace_until = time.monotonic() + _GRACE
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def fetch(self) -> Iterator[None]:
+        with self._cond:
+            while True:
+                if self._busy or self._control_waiting:
+                    self._cond.wait()
+                    continue
+                left = self._grace_until - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
 
 
 class DataPlaneError(KgroupError):
@@ -206,9 +298,11 @@ def _to_ck(tp: TopicPartition, offset: int | None = None) -> confluent_kafka.Top
 class DataPlane:
     """One librdkafka consumer in assign mode.
 
-    Not thread-safe: the runtime calls it from one thread (librdkafka's calls
-    release the GIL while they wait, so a blocking ``consume`` does not stall
-    other Python threads).
+    The application's thread consumes while the driver's thread assigns,
+    pauses and reads positions: a gate (see :data:`WAIT_CHUNK`) takes their
+    calls on the one librdkafka handle in turn, the driver's first.
+    librdkafka's calls release the GIL while they wait, so a blocking
+    ``consume`` does not stall other Python threads.
     """
 
     _statistics: DataPlaneStatistics | None = None
@@ -217,9 +311,10 @@ class DataPlane:
     def __init__(self, config: ConsumerConfig) -> None:
         # Security settings come from the one validated SecurityConfig kgroup's
         # own connections use, never from the passthrough copy, so both agree.
-        conf: dict[str, Any] = {
-            key: value for key, value in config.passthrough.items() if not is_security_key(key)
-        }
+        conf: dict[str, Any] = dict(DATAPLANE_DEFAULTS)
+        conf.update(
+            (key, value) for key, value in config.passthrough.items() if not is_security_key(key)
+        )
         conf.update(config.security.librdkafka_config())
         conf.update(_FORCED)
         conf["bootstrap.servers"] = ",".join(config.bootstrap_servers)
@@ -233,10 +328,15 @@ class DataPlane:
         conf.update(_callback_config(config.callbacks))
         conf.setdefault("socket.timeout.ms", str(socket_timeout_ms(config)))
         self._reset = config.auto_offset_reset
+        self._user_stats_cb: Callable[[str], None] | None = conf.get("stats_cb")
         if str(conf.get("statistics.interval.ms", "0")).strip() not in ("", "0"):
             # For consumer.metrics() (lag, bytes); librdkafka calls it from consume().
+            # The application's own stats_cb (already guarded) still gets every report.
             conf["stats_cb"] = self._on_statistics
         self._consumer = confluent_kafka.Consumer(conf)
+        self._gate = _Gate()
+        self._warmed: set[str] = set()
+        self._drained = False
         self._assigned: set[TopicPartition] = set()
         self._pending_error: DataPlaneError | None = None
         self._denied: BrokerError | None = None
@@ -246,6 +346,8 @@ class DataPlane:
         parsed = parse_librdkafka_statistics(text)
         if parsed is not None:
             self._statistics = parsed  # one reference swap: readers on other threads are safe
+        if self._user_stats_cb is not None:
+            self._user_stats_cb(text)
 
     def statistics(self) -> DataPlaneStatistics | None:
         """Lag and bytes from librdkafka's latest statistics (``statistics.interval.ms``)."""
@@ -265,6 +367,7 @@ class DataPlane:
         fresh = {tp: off for tp, off in offsets.items() if tp not in self._assigned}
         if not fresh:
             return
+        self._warm({tp.topic for tp in fresh})
         assignment = []
         for tp, offset in sorted(fresh.items()):
             if offset in _LOGICAL:  # asked for explicitly: assign() / seek() to an end
@@ -278,30 +381,55 @@ class DataPlane:
                 assignment.append(_to_ck(tp, _START[self._reset]))
             else:
                 assignment.append(_to_ck(tp, offset))
-        self._consumer.incremental_assign(assignment)
+        with self._gate.control():
+            self._consumer.incremental_assign(assignment)
         self._assigned.update(fresh)
         log.debug("data plane fetching %s", sorted(fresh))
+
+    def _warm(self, topics: set[str]) -> None:
+        """Open librdkafka's connections for these topics before their first partitions start.
+
+        librdkafka connects to a partition's leader only when it first needs
+        it, and an offset query (where auto.offset.reset sends a partition)
+        that finds no connection yet is retried 500 ms later: a new member's
+        first partitions started 0.3-0.5 s late, with committed offsets too.
+        Asking for the topics' metadata first opens the connections (tens of
+        ms, once per topic per consumer; measured: first record 20-35 ms
+        after the assigned callback instead of 280-620 ms).
+        """
+        for topic in sorted(topics - self._warmed):
+            self._warmed.add(topic)
+            try:
+                with self._gate.control():
+                    self._consumer.list_topics(topic, timeout=_WARM_TIMEOUT)
+            except confluent_kafka.KafkaException as exc:
+                # Only the start is slower: librdkafka retries by itself.
+                log.debug("data plane: metadata of %s not fetched: %s", topic, exc)
 
     def unassign(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop fetching ``partitions`` and drop their buffered records."""
         gone = sorted(set(partitions) & self._assigned)
         if not gone:
             return
-        self._consumer.incremental_unassign([_to_ck(tp) for tp in gone])
+        with self._gate.control():
+            self._consumer.incremental_unassign([_to_ck(tp) for tp in gone])
         self._assigned.difference_update(gone)
         log.debug("data plane stopped %s", gone)
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop handing out records of ``partitions`` until resumed."""
-        self._consumer.pause([_to_ck(tp) for tp in partitions])
+        with self._gate.control():
+            self._consumer.pause([_to_ck(tp) for tp in partitions])
 
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
         """Resume partitions paused with :meth:`pause`."""
-        self._consumer.resume([_to_ck(tp) for tp in partitions])
+        with self._gate.control():
+            self._consumer.resume([_to_ck(tp) for tp in partitions])
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """Make the next record of ``partition`` the one at ``offset``."""
-        self._consumer.seek(_to_ck(partition, offset))
+        with self._gate.control():
+            self._consumer.seek(_to_ck(partition, offset))
 
     def positions(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The offset of the next record the application will be handed, per partition.
@@ -313,7 +441,9 @@ class DataPlane:
         if not wanted:
             return {}
         result: dict[TopicPartition, int] = {}
-        for ck in self._consumer.position(wanted):
+        with self._gate.control():
+            located = self._consumer.position(wanted)
+        for ck in located:
             if ck.offset >= 0:
                 result[TopicPartition(ck.topic, ck.partition)] = ck.offset
         return result
@@ -370,6 +500,9 @@ class DataPlane:
     def consume(self, max_records: int, timeout: float) -> list[Record]:
         """Up to ``max_records`` records, waiting at most ``timeout`` seconds for the first.
 
+        Returns as soon as a record is there (librdkafka's own batch call waits
+        to fill the batch).
+
         Raises:
             DataPlaneError: when librdkafka reported an error that is not transient
                 (for example offset out of range with ``auto.offset.reset=error``).
@@ -381,9 +514,34 @@ class DataPlane:
         if self._pending_error is not None:
             error, self._pending_error = self._pending_error, None
             raise error
-        batch: list[Record] = self._consumer.consume(max_records, timeout)
-        # Errors arrive in-band as messages; scanning for them is one attribute
-        # read per record, the least per-record work librdkafka allows.
+        consume, gate = self._consumer.consume, self._gate
+        # librdkafka's consume(n, timeout) waits until it has n records or the
+        # timeout passed: with records trickling in, the first would wait the
+        # whole timeout. So: take what is queued; if nothing is, wait for one
+        # (in chunks, see WAIT_CHUNK) and add what came with it. Each call
+        # into confluent-kafka costs tens of microseconds even when it returns
+        # at once, so an idle consumer (the last call found nothing) goes
+        # straight to the wait.
+        batch: list[Record] = []
+        if not self._drained or timeout <= 0:
+            with gate.fetch():
+                batch = consume(max_records, 0)
+        if not batch and timeout > 0:
+            deadline = time.monotonic() + timeout
+            wait = timeout
+            while True:
+                with gate.fetch():
+                    batch = consume(1, min(wait, WAIT_CHUNK))
+                    if batch and max_records > 1:
+                        batch += consume(max_records - 1, 0)
+                wait = deadline - time.monotonic()
+                if batch or wait < 0.001:  # librdkafka waits in whole ms
+                    break
+        self._drained = not batch
+        # Errors arrive in-band as messages; scanning for them is one method
+        # call per record (0.02 us here: a tenth of the cheapest loop an
+        # application runs over the same records). A plain loop measured faster
+        # than any(map(Message.error, batch)).
         for message in batch:
             if message.error() is not None:
                 return self._without_errors(batch)
@@ -427,4 +585,5 @@ class DataPlane:
         """Release librdkafka's resources. Idempotent."""
         if not self._closed:
             self._closed = True
-            self._consumer.close()
+            with self._gate.control():
+                self._consumer.close()

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
-import scramp
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
@@ -207,8 +206,13 @@ class ScramExchange(SaslExchange):
     """SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, KIP-84), computed by ``scramp``."""
 
     def __init__(self, mechanism: str, username: str, password: str, *, broker: str) -> None:
+        # Imported here: scramp loads asn1crypto, about 6 MiB of resident memory
+        # that a consumer without SCRAM would carry for nothing.
+        import scramp  # noqa: PLC0415
+
         self.mechanism = mechanism
         self._broker = broker
+        self._errors: tuple[type[Exception], ...] = (scramp.ScramException, UnicodeDecodeError)
         self._client = scramp.ScramClient([mechanism], username, password)
         self._step = 0
 
@@ -224,7 +228,7 @@ class ScramExchange(SaslExchange):
             if self._step == 2:
                 self._client.set_server_final(challenge.decode())
                 return None
-        except (scramp.ScramException, UnicodeDecodeError) as exc:
+        except self._errors as exc:
             # scramp's messages describe the protocol step, never the password.
             raise AuthenticationError(
                 self.mechanism, self._broker, f"SCRAM exchange failed: {exc}"

@@ -1,4 +1,4 @@
-"""Benchmark: memory and CPU of an idle group member, kgroup vs librdkafka vs the Java client.
+"""Benchmark: an idle member's memory and CPU: kgroup, librdkafka, Java, kafka-python, aiokafka.
 
 Run standalone (not collected by pytest), from the repository root:
 
@@ -9,7 +9,9 @@ every client). For each client kind, ``--members`` member processes (the peer
 harness of ``tests/peers``) join a group of their own on a 12-partition topic
 that receives no records; once every group is balanced, all members idle
 together for ``--seconds`` — heartbeating, and polling 100 ms at a time like
-an application waiting for records. Per process, from /proc: resident memory
+an application waiting for records. kafka-python and aiokafka have no
+new-protocol member: theirs (``idle_member.py``) are in classic groups with
+the same heartbeat interval. Per process, from /proc: resident memory
 (VmRSS) at the end and CPU time (user + system) spent in the window.
 Prints a table and a summary line; rewrites the ``bench:footprint`` section
 of docs/performance.md.
@@ -20,9 +22,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
+import threading
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -30,7 +35,70 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import benchlib
 from peers import DEFAULT_JVM_OPTIONS, Peer, PeerGroup, balanced
 
-KINDS = ("kgroup", "librdkafka", "java")
+KINDS = ("kgroup", "librdkafka", "java", "kafka-python", "aiokafka")
+CLASSIC_KINDS = ("kafka-python", "aiokafka")
+IDLE_MEMBER = Path(__file__).resolve().parent / "idle_member.py"
+
+
+class _Peers(PeerGroup):
+    """The peer harness, with kgroup's members run as an application's install would."""
+
+    def command(
+        self,
+        kind: str,
+        group: str,
+        config: dict[str, str] | None = None,
+        jvm_options: Sequence[str] = DEFAULT_JVM_OPTIONS,
+    ) -> list[str]:
+        argv = super().command(kind, group, config, jvm_options)
+        return benchlib.as_installed_argv(argv) if kind == "kgroup" else argv
+
+
+class _ClassicMember:
+    """An ``idle_member.py`` process; ``held`` is its latest reported assignment."""
+
+    def __init__(self, kind: str, bootstrap: str, group: str, topic: str, name: str) -> None:
+        self.kind, self.name = kind, name
+        self.held: set[int] = set()
+        self.process = subprocess.Popen(
+            [sys.executable, "-u", str(IDLE_MEMBER), kind, bootstrap, group, topic],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.pid = self.process.pid
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            words = line.split()
+            if len(words) == 2 and words[0] == "assigned":
+                self.held = set() if words[1] == "-" else {int(p) for p in words[1].split(",")}
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def _classic_balanced(members: Sequence[_ClassicMember]) -> bool:
+    held = [m.held for m in members]
+    sizes = [len(h) for h in held]
+    return (
+        sum(sizes) == PARTITIONS
+        and set().union(*held) == set(range(PARTITIONS))
+        and max(sizes) - min(sizes) <= 1
+    )
+
+
 PARTITIONS = 12
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -61,43 +129,65 @@ def main() -> None:
     from kgroup.testing import KafkaBroker, create_topic  # noqa: PLC0415
 
     rows: list[tuple[str, list[float], list[float]]] = []
-    with KafkaBroker() as broker, PeerGroup(broker.bootstrap_servers) as peers:
+    with KafkaBroker() as broker, _Peers(broker.bootstrap_servers) as peers:
         bootstrap = broker.bootstrap_servers
-        groups: dict[str, list[Peer]] = {}
-        for kind in kinds:
-            topic = f"bench-footprint-{kind}"
-            create_topic(bootstrap, topic, partitions=PARTITIONS)
-            group = f"bench-footprint-{kind}-{uuid.uuid4().hex[:6]}"
-            members = [
-                peers.start(kind, group, name=f"{kind}-{i}", topic=topic)
-                for i in range(args.members)
-            ]
-            groups[kind] = members
-        peers.wait(
-            lambda: all(balanced(ms, PARTITIONS) for ms in groups.values()),
-            90,
-            "every group balanced",
-        )
-        time.sleep(2.0)  # past the join's own work
-        start = {p.pid: cpu_seconds(p.pid) for ms in groups.values() for p in ms}
-        began = time.monotonic()
-        print(f"idling {args.seconds:.0f} s ...", flush=True)
-        time.sleep(args.seconds)
-        elapsed = time.monotonic() - began
-        for kind, members in groups.items():
-            for member in members:
-                assert member.alive(), f"{member.name} died:\n{member.stderr_tail()}"
-            cpu = [cpu_seconds(m.pid) - start[m.pid] for m in members]
-            rss = [rss_mib(m.pid) for m in members]
-            rows.append((kind, rss, cpu))
-            print(
-                f"  {kind:<10} RSS {statistics.median(rss):7.1f} MiB  "
-                f"CPU {statistics.median(cpu):6.2f} s / {elapsed:.0f} s",
-                flush=True,
-            )
-        for members in groups.values():
-            for member in members:
-                member.send("close")
+        groups: dict[str, Sequence[Peer | _ClassicMember]] = {}
+        classic: list[_ClassicMember] = []
+        try:
+            for kind in kinds:
+                topic = f"bench-footprint-{kind}"
+                create_topic(bootstrap, topic, partitions=PARTITIONS)
+                group = f"bench-footprint-{kind}-{uuid.uuid4().hex[:6]}"
+                if kind in CLASSIC_KINDS:
+                    started = [
+                        _ClassicMember(kind, bootstrap, group, topic, f"{kind}-{i}")
+                        for i in range(args.members)
+                    ]
+                    classic.extend(started)
+                    groups[kind] = started
+                else:
+                    groups[kind] = [
+                        peers.start(kind, group, name=f"{kind}-{i}", topic=topic)
+                        for i in range(args.members)
+                    ]
+
+            def settled() -> bool:
+                return all(
+                    _classic_balanced([m for m in ms if isinstance(m, _ClassicMember)])
+                    if kind in CLASSIC_KINDS
+                    else balanced([m for m in ms if isinstance(m, Peer)], PARTITIONS)
+                    for kind, ms in groups.items()
+                )
+
+            deadline = time.monotonic() + 120
+            while not settled():
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the groups did not balance within 120 s")
+                time.sleep(0.1)
+            time.sleep(2.0)  # past the join's own work
+            start = {p.pid: cpu_seconds(p.pid) for ms in groups.values() for p in ms}
+            began = time.monotonic()
+            print(f"idling {args.seconds:.0f} s ...", flush=True)
+            time.sleep(args.seconds)
+            elapsed = time.monotonic() - began
+            for kind, members in groups.items():
+                for member in members:
+                    assert member.alive(), f"{member.name} died"
+                cpu = [cpu_seconds(m.pid) - start[m.pid] for m in members]
+                rss = [rss_mib(m.pid) for m in members]
+                rows.append((kind, rss, cpu))
+                print(
+                    f"  {kind:<12} RSS {statistics.median(rss):7.1f} MiB  "
+                    f"CPU {statistics.median(cpu):6.2f} s / {elapsed:.0f} s",
+                    flush=True,
+                )
+            for members in groups.values():
+                for member in members:
+                    if isinstance(member, Peer):
+                        member.send("close")
+        finally:
+            for member in classic:
+                member.close()
     table, summary = render(rows, elapsed)
     print()
     print(table)
@@ -131,6 +221,14 @@ def render(rows: list[tuple[str, list[float], list[float]]], elapsed: float) -> 
                     f"CPU {med['kgroup'][1] / max(med[other][1], 1e-9):.2f}x"
                 )
     summary = f"summary (idle {elapsed:.0f} s, per process): " + "; ".join(parts)
+    if "kgroup" in med and "librdkafka" in med:
+        rss_ratio = med["kgroup"][0] / med["librdkafka"][0]
+        cpu_ratio = med["kgroup"][1] / max(med["librdkafka"][1], 1e-9)
+        summary += (
+            f" — issue 15 goals: CPU {cpu_ratio:.2f}x librdkafka (target <= 2x: "
+            f"{'met' if cpu_ratio <= 2 else 'NOT met'}), RSS {rss_ratio:.2f}x (target <= 1.5x: "
+            f"{'met' if rss_ratio <= 1.5 else 'NOT met'})"
+        )
     return "\n".join(lines), summary
 
 
@@ -148,7 +246,11 @@ def write(table: str, summary: str, command: str, members: int) -> None:
             "process (every thread) during the window. The kgroup and librdkafka members are "
             "CPython processes running `tests/peers/python_peer.py` (interpreter and imports "
             "included); the Java members run `tests/peers/java/Peer.java` with "
-            f"`{' '.join(DEFAULT_JVM_OPTIONS)}`.",
+            f"`{' '.join(DEFAULT_JVM_OPTIONS)}`. kafka-python and aiokafka have no "
+            "new-protocol member: theirs (`tests/benchmarks/idle_member.py`) idle in classic "
+            "groups of their own with `heartbeat_interval_ms=500`, `session_timeout_ms=6000` "
+            f"and a 100 ms poll. {benchlib.AS_INSTALLED_NOTE}. Targets (issue 15): kgroup "
+            "<= 2x librdkafka's CPU and <= 1.5x its RSS.",
             "",
             table,
             "",
@@ -158,7 +260,9 @@ def write(table: str, summary: str, command: str, members: int) -> None:
             f"- load average (1/5/15 min) when written: {benchlib.load_average()} — the "
             "machine is shared with other test runs",
             f"- versions: kgroup {benchlib.version('kgroup')}, confluent-kafka "
-            f"{benchlib.version('confluent-kafka')}, Java kafka-clients 4.4.0 on "
+            f"{benchlib.version('confluent-kafka')}, kafka-python "
+            f"{benchlib.version('kafka-python')}, aiokafka {benchlib.version('aiokafka')}, "
+            "Java kafka-clients 4.4.0 on "
             f"{java_version()}, Apache Kafka broker 4.4.0",
             f"- date: {benchlib.now()}",
             f"- command: `{command}`",

@@ -45,23 +45,66 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import itertools
 
 import benchlib
-from peers import Peer, PeerGroup, balanced
+from peers import DEFAULT_JVM_OPTIONS, Peer, PeerGroup, balanced
 
 PARTITIONS = 33
 MEMBERS = 10
 KINDS = ("kgroup", "java", "librdkafka")
 GAP_TAIL = 500_000_000  # ns: the gap window runs this long past a step's completion
-METRICS = ("a", "b-assigned", "b", "c-assigned", "c", "d-join", "d-leave", "d-base")
+METRICS = (
+    "a",
+    "b-assigned",
+    "b",
+    "b-first",
+    "c-assigned",
+    "c",
+    "c-first",
+    "d-join",
+    "d-leave",
+    "d-base",
+)
 NAMES = {
     "a": "(a) 10 members: cold start to stable assignment (s)",
     "b-assigned": "(b) 11th member: join to its last assignment callback (s)",
     "b": "(b) 11th member: join to consuming its partitions (s)",
     "c-assigned": "(c) member close: to the last assignment callback of its partitions (s)",
     "c": "(c) member close: to its partitions consumed by others (s)",
+    "b-first": "(b) 11th member: assigned callback to the partition's first record, worst (s)",
+    "c-first": "(c) member close: assigned callback to the partition's first record, worst (s)",
     "d-join": "(d) longest gap on unmoved partitions during (b) (s)",
     "d-leave": "(d) longest gap on unmoved partitions during (c) (s)",
     "d-base": "(d) baseline: longest gap in the 2 s before a step (s)",
 }
+
+
+class _Peers(PeerGroup):
+    """The peer harness, with kgroup's members run as an application's install would."""
+
+    def command(
+        self,
+        kind: str,
+        group: str,
+        config: dict[str, str] | None = None,
+        jvm_options: Sequence[str] = DEFAULT_JVM_OPTIONS,
+    ) -> list[str]:
+        argv = super().command(kind, group, config, jvm_options)
+        return benchlib.as_installed_argv(argv) if kind == "kgroup" else argv
+
+
+def callback_to_first_record(peers: Sequence[Peer], partitions: set[int], since: int) -> float:
+    """Longest time (s) over ``partitions`` from the call assigning one to its first record."""
+    worst = 0.0
+    for peer in peers:
+        calls = [
+            e for e in peer.snapshot() if e.name == "assigned" and e.at >= since and e.partitions()
+        ]
+        records = peer.records()
+        for call in calls:
+            for p in call.partitions() & partitions:
+                after = [at for q, _, at in records if q == p and at >= call.at]
+                if after:
+                    worst = max(worst, (min(after) - call.at) / 1e9)
+    return worst
 
 
 class Feeder:
@@ -163,7 +206,7 @@ def one_repetition(bootstrap: str, kind: str, rep: int, timeout: float) -> dict[
     feeder = Feeder(bootstrap, topic)
     result: dict[str, float] = {}
     try:
-        with PeerGroup(bootstrap) as group_:
+        with _Peers(bootstrap) as group_:
             members = [group_.launch(kind, group, name=f"{kind}-{i}") for i in range(MEMBERS)]
             for member in members:
                 member.wait_event("ready", timeout)
@@ -202,6 +245,7 @@ def one_repetition(bootstrap: str, kind: str, rep: int, timeout: float) -> dict[
             result["b-assigned"] = (
                 max(e.at for e in extra.snapshot() if e.name == "assigned" and e.partitions()) - t0
             ) / 1e9
+            result["b-first"] = callback_to_first_record([extra], mine, t0)
             after = owners(everyone)
             unmoved = {p for p in range(PARTITIONS) if before.get(p) == after.get(p)}
             settle_window(done)
@@ -234,6 +278,7 @@ def one_repetition(bootstrap: str, kind: str, rep: int, timeout: float) -> dict[
                 )
                 - t0
             ) / 1e9
+            result["c-first"] = callback_to_first_record(rest, released, t0)
             after = owners(rest)
             unmoved = {p for p in range(PARTITIONS) if before.get(p) == after.get(p)}
             settle_window(done)
@@ -315,11 +360,19 @@ def render(results: dict[str, list[dict[str, float]]], kinds: list[str]) -> tupl
                 ratios.append(f"{metric} {ours / theirs:.2f}x")
             parts.append(f"kgroup / {other} median: " + ", ".join(ratios))
     worst = {k: max(max(r["d-join"], r["d-leave"]) for r in results[k]) for k in kinds}
+    first = {
+        k: statistics.median(max(r["b-first"], r["c-first"]) for r in results[k]) for k in kinds
+    }
     summary = (
         "summary: "
         + "; ".join(parts)
         + "; longest gap on an unmoved partition: "
         + ", ".join(f"{k} {v:.2f} s" for k, v in worst.items())
+        + "; assigned callback to first record, median of the worse of (b) and (c): "
+        + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in first.items())
+        + " (issue 15 goal for kgroup: <= 50 ms"
+        + (f": {'met' if first['kgroup'] <= 0.05 else 'NOT met'})" if "kgroup" in first else ")")
+        + ". aiokafka and kafka-python have no new-protocol member and take no part."
     )
     return "\n".join(lines), summary
 
@@ -338,9 +391,11 @@ def write(table: str, summary: str, command: str, repeats: int, loads: list[str]
             f"{repeats} repetitions per client, interleaved; median (min-max). (a) starts when "
             "the 10 already-running processes are told to subscribe (process and JVM start-up "
             "excluded); (b)-(c) end at the first record handed out on the last partition "
-            "concerned. Members poll 100 ms at a time. The Java peers run with "
+            "concerned; *assigned callback to first record* is, over the partitions a step "
+            "moved, the longest time from the listener call that assigned one to its first "
+            "record handed out. Members poll 100 ms at a time. The Java peers run with "
             "`-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xmx256m`; librdkafka's Python "
-            "binding and kgroup run in CPython processes.",
+            f"binding and kgroup run in CPython processes. {benchlib.AS_INSTALLED_NOTE}.",
             "",
             table,
             "",

@@ -10,7 +10,10 @@ topic, then lets each client read all of them with one consumer, each in a
 fresh process:
 
 - ``confluent-kafka``: a plain ``confluent_kafka.Consumer`` loop over all 12
-  partitions (``assign``, no group): the floor of kgroup's data plane;
+  partitions (``assign``, no group) at librdkafka's defaults;
+- ``confluent-kafka (kgroup settings)``: the same loop with kgroup's data-plane
+  defaults (``kgroup.dataplane.librdkafka.DATAPLANE_DEFAULTS``): the floor of
+  kgroup's data plane at equal settings;
 - ``kgroup sync`` / ``kgroup async``: ``kgroup.Consumer`` / ``AsyncConsumer``
   (asyncio) subscribed on the new protocol, ``consume(1000)``;
 - ``kafka-python`` / ``aiokafka``: ``assign`` of all partitions (no group),
@@ -18,9 +21,11 @@ fresh process:
 
 Every loop touches each record the same way (counts it and adds the length
 of its value). Rates are measured from the first record to the last (group
-join and connection set-up excluded; the *total* column includes them).
-Prints a table and a summary line, and rewrites the ``bench:throughput``
-section of docs/performance.md.
+join and connection set-up excluded; the *total* column includes them); peak
+RSS is the process's ``VmHWM``. Prints two tables (every client at its
+defaults; kgroup and the plain loop at equal settings) and a summary of the
+issue-15 goals, and rewrites the ``bench:throughput`` section of
+docs/performance.md.
 """
 
 from __future__ import annotations
@@ -41,7 +46,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchlib
 
 PARTITIONS = 12
-CLIENTS = ("confluent-kafka", "kgroup sync", "kgroup async", "kafka-python", "aiokafka")
+PLAIN = "confluent-kafka"
+PLAIN_EQUAL = "confluent-kafka (kgroup settings)"
+CLIENTS = (PLAIN, PLAIN_EQUAL, "kgroup sync", "kgroup async", "kafka-python", "aiokafka")
+DEFAULTS_TABLE = (PLAIN, "kgroup sync", "kgroup async", "kafka-python", "aiokafka")
+EQUAL_TABLE = (PLAIN_EQUAL, "kgroup sync", "kgroup async")
+KGROUP = ("kgroup sync", "kgroup async")
 BATCH = 1000
 
 
@@ -56,15 +66,28 @@ def _result(start: float, first: float, last: float, count: int, nbytes: int) ->
         "window": last - first,
         "total": last - start,
         "cpu": usage.ru_utime + usage.ru_stime,
+        "rss": _peak_rss_mib(),
     }
 
 
-def _worker_confluent(bootstrap: str, topic: str, want: int) -> dict[str, Any]:
+def _peak_rss_mib() -> float:
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec, so a child
+    # would report its parent's (the producing driver's) peak.
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def _worker_confluent(
+    bootstrap: str, topic: str, want: int, settings: dict[str, str] | None = None
+) -> dict[str, Any]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition  # noqa: PLC0415
 
     start = time.perf_counter()
     consumer = Consumer(
         {
+            **(settings or {}),
             "bootstrap.servers": bootstrap,
             "group.id": f"bench-floor-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False,
@@ -193,8 +216,16 @@ def _worker_aiokafka(bootstrap: str, topic: str, want: int) -> dict[str, Any]:
     return asyncio.run(run())
 
 
+def _worker_confluent_equal(bootstrap: str, topic: str, want: int) -> dict[str, Any]:
+    # The driver passes kgroup's settings in the environment: importing them
+    # here would load kgroup into the plain loop's process (and its RSS).
+    settings: dict[str, str] = json.loads(os.environ["BENCH_KGROUP_SETTINGS"])
+    return _worker_confluent(bootstrap, topic, want, settings)
+
+
 WORKERS = {
-    "confluent-kafka": _worker_confluent,
+    PLAIN: _worker_confluent,
+    PLAIN_EQUAL: _worker_confluent_equal,
     "kgroup sync": _worker_kgroup_sync,
     "kgroup async": _worker_kgroup_async,
     "kafka-python": _worker_kafka_python,
@@ -234,12 +265,16 @@ def produce(bootstrap: str, topic: str, count: int, size: int) -> float:
 
 
 def run_worker(client: str, bootstrap: str, topic: str, count: int) -> dict[str, Any]:
+    from kgroup.dataplane.librdkafka import DATAPLANE_DEFAULTS  # noqa: PLC0415
+
+    env = {**os.environ, "BENCH_KGROUP_SETTINGS": json.dumps(dict(DATAPLANE_DEFAULTS))}
     result = subprocess.run(
         [sys.executable, __file__, "--worker", client, bootstrap, topic, str(count)],
         capture_output=True,
         text=True,
         timeout=900,
         check=False,
+        env=env,
     )
     if result.returncode != 0:
         raise RuntimeError(f"{client} failed:\n{result.stderr[-3000:]}")
@@ -258,6 +293,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         client, bootstrap, topic, count = args.worker
+        benchlib.as_installed()
         print(json.dumps(WORKERS[client](bootstrap, topic, int(count))), flush=True)
         return
 
@@ -280,89 +316,142 @@ def main() -> None:
                     results.setdefault((size, client), []).append(result)
                     rate = result["count"] / result["window"]
                     print(
-                        f"  {size:>5} B  rep {rep + 1} {client:<16} {rate:>12,.0f} rec/s "
+                        f"  {size:>5} B  rep {rep + 1} {client:<34} {rate:>12,.0f} rec/s "
                         f"{result['bytes'] / result['window'] / 1e6:8.1f} MB/s "
-                        f"total {result['total']:6.2f} s cpu {result['cpu']:6.2f} s",
+                        f"total {result['total']:6.2f} s cpu {result['cpu']:6.2f} s "
+                        f"rss {result['rss']:6.1f} MiB",
                         flush=True,
                     )
                     loads.append(benchlib.load_average())
             delete_topics(bootstrap, [topic])
-    table, summary = render(results)
+    tables = render(results)
     print()
-    print(table)
-    print(summary)
+    print("\n\n".join(tables))
     if not args.no_write:
         command = (
             f"python tests/benchmarks/bench_throughput.py --records {args.records} "
             f"--sizes {args.sizes} --repeats {args.repeats}"
         )
-        write(table, summary, command, records=args.records, repeats=args.repeats, loads=loads)
+        write(tables, command, records=args.records, repeats=args.repeats, loads=loads)
 
 
-def render(results: dict[tuple[int, str], list[dict[str, Any]]]) -> tuple[str, str]:
-    """Median rate per size and client (min-max); ratios of medians."""
+Results = dict[tuple[int, str], list[dict[str, Any]]]
 
-    def rates(runs: list[dict[str, Any]]) -> list[float]:
-        return [r["count"] / r["window"] for r in runs]
 
-    median = {key: statistics.median(rates(runs)) for key, runs in results.items()}
+def _rates(runs: list[dict[str, Any]]) -> list[float]:
+    return [r["count"] / r["window"] for r in runs]
+
+
+def _table(results: Results, clients: tuple[str, ...], versus: tuple[str, ...]) -> str:
+    """One row per size and client in ``clients``, with ratios to each client of ``versus``."""
+    median = {key: statistics.median(_rates(runs)) for key, runs in results.items()}
     lines = [
-        "| size | client | runs | records/s median (min-max) | MB/s median "
-        "| vs confluent-kafka | total s median | CPU s median |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| size | client | runs | records/s median (min-max) | MB/s median | "
+        + "".join(f"vs {other} | " for other in versus)
+        + "peak RSS MiB median | CPU s median | total s median |",
+        "|---:|---|---:|---:|---:|" + "---:|" * len(versus) + "---:|---:|---:|",
     ]
-    ratios: list[str] = []
-    for (size, client), runs in results.items():
-        rate = median[(size, client)]
-        floor = median.get((size, "confluent-kafka"))
-        ratio = f"{rate / floor:.2f}x" if floor else ""
-        if floor and client.startswith("kgroup"):
-            ratios.append(f"{client} {size} B {rate / floor:.2f}x")
-        mbs = statistics.median(r["bytes"] / r["window"] / 1e6 for r in runs)
-        low, high = min(rates(runs)), max(rates(runs))
-        lines.append(
-            f"| {size} B | {client} | {len(runs)} | {rate:,.0f} ({low:,.0f}-{high:,.0f}) "
-            f"| {mbs:.1f} | {ratio} | {statistics.median(r['total'] for r in runs):.2f} "
-            f"| {statistics.median(r['cpu'] for r in runs):.2f} |"
-        )
-    peers = []
     for size in sorted({s for s, _ in results}):
-        ours = median.get((size, "kgroup sync"))
-        for other in ("kafka-python", "aiokafka"):
-            theirs = median.get((size, other))
-            if ours and theirs:
-                peers.append(f"{size} B vs {other} {ours / theirs:.1f}x")
-    summary = (
-        "summary (ratios of median records/s): kgroup / confluent-kafka loop = "
-        + ", ".join(ratios)
-        + "; kgroup sync / classic pure-Python clients = "
-        + ", ".join(peers)
+        for client in clients:
+            runs = results.get((size, client))
+            if not runs:
+                continue
+            rate = median[(size, client)]
+            ratios = ""
+            for other in versus:
+                theirs = median.get((size, other))
+                ratios += f"{rate / theirs:.2f}x | " if theirs else "| "
+            low, high = min(_rates(runs)), max(_rates(runs))
+            mbs = statistics.median(r["bytes"] / r["window"] / 1e6 for r in runs)
+            lines.append(
+                f"| {size} B | {client} | {len(runs)} | {rate:,.0f} ({low:,.0f}-{high:,.0f}) "
+                f"| {mbs:.1f} | {ratios}{statistics.median(r['rss'] for r in runs):.0f} "
+                f"| {statistics.median(r['cpu'] for r in runs):.2f} "
+                f"| {statistics.median(r['total'] for r in runs):.2f} |"
+            )
+    return "\n".join(lines)
+
+
+def _goal(name: str, ratio: float | None, target: float) -> str:
+    if ratio is None:
+        return f"{name}: not measured"
+    verdict = "met" if ratio >= target else f"NOT met (short by {(target - ratio) / target:.0%})"
+    return f"{name} {ratio:.2f}x (target >= {target:g}x: {verdict})"
+
+
+def render(results: Results) -> tuple[str, str, str]:
+    """The defaults table, the equal-settings table and the goals summary (ratios of medians)."""
+    median = {key: statistics.median(_rates(runs)) for key, runs in results.items()}
+
+    def ratio(size: int, ours: str, theirs: str) -> float | None:
+        a, b = median.get((size, ours)), median.get((size, theirs))
+        return a / b if a and b else None
+
+    defaults = _table(results, DEFAULTS_TABLE, (PLAIN, "aiokafka"))
+    equal = _table(results, EQUAL_TABLE, (PLAIN_EQUAL,))
+    goals = []
+    for size in sorted({s for s, _ in results}):
+        for client in KGROUP:
+            goals.append(
+                _goal(f"{size} B {client} / aiokafka", ratio(size, client, "aiokafka"), 1.5)
+            )
+            goals.append(_goal(f"{size} B {client} / {PLAIN}", ratio(size, client, PLAIN), 1.0))
+            goals.append(
+                _goal(f"{size} B {client} / {PLAIN_EQUAL}", ratio(size, client, PLAIN_EQUAL), 0.95)
+            )
+        goals.append(
+            _goal(f"{size} B kgroup async / kgroup sync", ratio(size, KGROUP[1], KGROUP[0]), 0.95)
+        )
+    summary = "summary (issue 15 goals, ratios of median records/s in this run):\n\n" + "\n".join(
+        f"- {goal}" for goal in goals
     )
-    return "\n".join(lines), summary
+    return defaults, equal, summary
 
 
 def write(
-    table: str, summary: str, command: str, *, records: int, repeats: int, loads: list[str]
+    tables: tuple[str, str, str],
+    command: str,
+    *,
+    records: int,
+    repeats: int,
+    loads: list[str],
 ) -> None:
+    from kgroup.dataplane.librdkafka import DATAPLANE_DEFAULTS  # noqa: PLC0415
+
+    defaults, equal, summary = tables
+    settings = ", ".join(f"`{k}={v}`" for k, v in DATAPLANE_DEFAULTS.items())
     benchlib.write_section(
         "throughput",
         [
             f"## Throughput: one consumer reading {records:,} records from 12 partitions",
             "",
-            f"{repeats} runs per client and size, interleaved; each "
-            "client runs in a fresh process and reads every record of a 12-partition "
-            "topic (produced once per size by a confluent-kafka producer; one broker, "
-            "`kgroup.testing` settings). `confluent-kafka` is a plain `Consumer.consume(1000)` "
-            "loop over assigned partitions: the floor of kgroup's data plane. kgroup sync / "
-            "async are `kgroup.Consumer` / `AsyncConsumer` (asyncio) subscribed on the new "
-            "protocol with `consume(1000)`; kafka-python and aiokafka `assign` all partitions "
-            "(no group) and use `poll` / `getmany` with at most 1000 records. All clients run "
-            "with their default fetch settings and auto-commit off; every loop counts each "
-            "record and adds the length of its value. Rates are from the first record to "
-            "the last; *total* includes start-up and the group join; *CPU* is the consumer "
-            "process's user + system time.",
+            f"{repeats} runs per client and size, interleaved (every client once, then "
+            "again); each client runs in a fresh process and reads every record of a "
+            "12-partition topic (produced once per size by a confluent-kafka producer; one "
+            "broker, `kgroup.testing` settings). `confluent-kafka` is a plain "
+            "`Consumer.consume(1000)` loop over assigned partitions at librdkafka's defaults; "
+            "`confluent-kafka (kgroup settings)` is the same loop with kgroup's data-plane "
+            f"defaults ({settings}; see *Data-plane defaults* below). kgroup sync / async are "
+            "`kgroup.Consumer` / `AsyncConsumer` (asyncio) subscribed on the new protocol "
+            "with `consume(1000)`; kafka-python and aiokafka `assign` all partitions (no "
+            "group) and use `poll` / `getmany` with at most 1000 records. Auto-commit is "
+            "off; every loop counts each record and adds the length of its value. Rates are "
+            "from the first record to the last; *total* includes start-up and the group "
+            "join; *CPU* is the process's user + system time (start-up included); *peak "
+            f"RSS* is its `VmHWM`. {benchlib.AS_INSTALLED_NOTE}.",
             "",
-            table,
+            "### Defaults vs defaults",
+            "",
+            "Every client as an application gets it, with no setting changed.",
+            "",
+            defaults,
+            "",
+            "### Equal settings",
+            "",
+            "kgroup against the plain confluent-kafka loop given the same librdkafka "
+            "settings: what kgroup's own layers cost.",
+            "",
+            equal,
             "",
             summary,
             "",
