@@ -102,11 +102,13 @@ def _classic_plan(
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "seed 23957 of the mix with the mid-rebalance failovers (shrunk): the classic "
-        "runtime commits at the member's generation id while the member is not STABLE; "
-        "m0's SyncGroup answer for generation 2 was lost, so it still owned generation "
-        "1's t0-3 and committed it at generation 2, which gave t0-3 to another member; "
-        "the Java client commits only with generationIfStable()"
+        "open finding, seed 23957 (shrunk): a cooperative classic member's SyncGroup "
+        "answer for generation 2 is lost while the group converts to the consumer "
+        "protocol; the conversion takes generation 2's stored assignment as what the "
+        "member owns, so t0-3 (still fetched by it from generation 1) is free to move, "
+        "and the member's revocation commit after its next SyncGroup, at generation 2 "
+        "as the Java client's, is accepted for a partition the coordinator no longer "
+        "counts as its own (offsets may rewind: redelivery, no loss)"
     ),
 )
 def test_a_classic_member_commits_only_partitions_it_owns_in_the_generation_it_commits_with() -> (
