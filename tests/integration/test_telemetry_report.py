@@ -38,8 +38,12 @@ Spawn = Callable[..., MemberProcess]
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
     # Tuned for many tiny jobs on a busy machine (as tests/report's session).
+    # With the Kafka connector: the first session of a process starts Spark's
+    # JVM, and jars given to a later session never reach its driver's class
+    # loader (tests/report's Kafka-source test runs in the same pytest process).
     session = build_session(
         "local[2]",
+        kafka=True,
         driver_memory="1g",
         shuffle_partitions=1,
         conf={
