@@ -14,7 +14,8 @@ aborted and the consumer rewinds its partitions to the committed offsets.
 
 Reports on stdout, one JSON line each (``"ev"`` and ``"t"``, as member_process.py):
 ``started``, ``assigned`` / ``revoked`` / ``lost``, ``txn`` (committed, with
-the number of records), ``aborted`` (with the error), and ``holding``.
+the number of records), ``aborted`` (with the error), ``hold_armed`` (the
+``hold`` command was read) and ``holding``.
 
 Commands on stdin: ``hold`` (the next transaction stops after its records
 were written and its offsets sent, before the commit, and waits there to be
@@ -108,6 +109,9 @@ def main(spec: dict[str, Any]) -> int:
             return 0
         if command == "hold":
             hold = True
+            # The test produces only after this: records arriving before the
+            # command was read would go through in an ordinary transaction.
+            emit("hold_armed")
         batch = consumer.consume(200, 0.1)
         if not batch:
             continue

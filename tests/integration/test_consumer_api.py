@@ -517,6 +517,10 @@ def _has_assignment(member: MemberProcess) -> Callable[[], bool]:
     return lambda: bool(member.assignment())
 
 
+def _armed(member: MemberProcess) -> Callable[[], bool]:
+    return lambda: bool(member.of("hold_armed"))
+
+
 def _holds(member: MemberProcess) -> Callable[[], bool]:
     return lambda: bool(member.of("holding"))
 
@@ -549,6 +553,7 @@ def test_exactly_once_with_members_killed_mid_transaction(
             victim = members[slot]
             victim.wait_for(_has_assignment(victim), 60, "an assignment")
             victim.send("hold")
+            victim.wait_for(_armed(victim), 30, "the hold command read")
             # Round-robin over every partition: the victim owns some of them.
             produced |= produce(bootstrap, source, 4, 100, start=kill * 100)
             victim.wait_for(_holds(victim), 60, "a held transaction")
