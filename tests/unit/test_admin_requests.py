@@ -9,6 +9,9 @@ from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
+from request_helpers import highest as _highest
+from request_helpers import lowest as _lowest
+from request_helpers import wire as _wire
 
 from kgroup.errors import BrokerError, CoordinatorLoadInProgressError
 from kgroup.membership import ClassicAssignment, MemberSubscription
@@ -16,13 +19,9 @@ from kgroup.protocol import (
     SUPPORTED_VERSIONS,
     ApiKey,
     VersionRange,
-    decode_request,
-    encode_request,
-    negotiate,
     response_module,
 )
 from kgroup.protocol.classic_payload import encode_assignment, encode_subscription
-from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests import (
     broker_features,
     consumer_group_members,
@@ -42,25 +41,6 @@ from kgroup.types import TopicPartition
 
 NO_TIME = datetime.timedelta(0)
 TOPIC_ID = uuid.UUID("3f1e7d0a-0000-4000-8000-000000000009")
-
-
-def _at(api: ApiKey, version: int) -> NegotiatedVersions:
-    return negotiate({api: VersionRange(version, version)})
-
-
-def _lowest(api: ApiKey) -> NegotiatedVersions:
-    return _at(api, SUPPORTED_VERSIONS[api].min)
-
-
-def _highest(api: ApiKey) -> NegotiatedVersions:
-    return _at(api, SUPPORTED_VERSIONS[api].max)
-
-
-def _wire(request: Any) -> Any:
-    """``request`` after a trip through a whole frame, as a broker reads it."""
-    sent: Any = decode_request(encode_request(request, 7, "kgroup")).request
-    assert sent == request
-    return sent
 
 
 # ------------------------------------------------------------------ ListGroups

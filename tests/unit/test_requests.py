@@ -12,6 +12,10 @@ from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
+from request_helpers import at as _at
+from request_helpers import highest as _highest
+from request_helpers import lowest as _lowest
+from request_helpers import wire as _wire
 
 from kgroup.errors import (
     BrokerError,
@@ -30,10 +34,6 @@ from kgroup.membership import (
 from kgroup.protocol import (
     SUPPORTED_VERSIONS,
     ApiKey,
-    VersionRange,
-    decode_request,
-    encode_request,
-    negotiate,
     response_module,
 )
 from kgroup.protocol.classic_payload import (
@@ -62,26 +62,6 @@ from kgroup.types import TopicPartition
 
 TOPIC_ID = uuid.UUID("3f1e7d0a-0000-4000-8000-000000000003")
 NO_TIME = datetime.timedelta(0)
-
-
-def _at(api: ApiKey, version: int) -> NegotiatedVersions:
-    """Versions negotiated with a broker that supports only ``version`` of ``api``."""
-    return negotiate({api: VersionRange(version, version)})
-
-
-def _lowest(api: ApiKey) -> NegotiatedVersions:
-    return _at(api, SUPPORTED_VERSIONS[api].min)
-
-
-def _highest(api: ApiKey) -> NegotiatedVersions:
-    return _at(api, SUPPORTED_VERSIONS[api].max)
-
-
-def _wire(request: Any) -> Any:
-    """``request`` after a trip through a whole frame, as a broker reads it."""
-    sent: Any = decode_request(encode_request(request, 7, "kgroup")).request
-    assert sent == request
-    return sent
 
 
 def _responses(api: ApiKey, version: int) -> Any:
