@@ -164,8 +164,13 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
 
     @property
     def generation_or_epoch(self) -> int:
-        """The generation id (-1 outside a generation)."""
-        return self.member.generation_id
+        """The generation of the assignment held (-1 before the first one).
+
+        Commits carry it: between a JoinGroup answer and its SyncGroup answer
+        the member still holds the previous generation's partitions, and the
+        new generation may already stand for an assignment without them.
+        """
+        return self.member.synced_generation
 
     @property
     def may_fall_back(self) -> bool:

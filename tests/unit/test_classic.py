@@ -532,6 +532,58 @@ def test_cooperative_keeps_partitions_through_the_join_and_revokes_only_the_move
     assert h.state() is S.STABLE
 
 
+def test_commits_carry_the_generation_of_the_assignment_held_until_its_sync_group_answers() -> None:
+    # Between the JoinGroup and SyncGroup answers the member still holds
+    # generation 1's partitions; generation 2 may stand for an assignment without
+    # them (seed 23957: a group converted meanwhile gave them to another member).
+    h = Harness(COOP_STICKY)
+    h.stable("a-0", "a-1", protocol="cooperative-sticky")
+    h.tick(1.0)
+    h.beat(E["REBALANCE_IN_PROGRESS"])
+    h.joined(generation=2, protocol="cooperative-sticky")
+    assert (h.m.generation_id, h.m.synced_generation) == (2, 1)
+    h.synced("a-0", "a-1")
+    assert (h.m.generation_id, h.m.synced_generation) == (2, 2)
+
+
+def test_partitions_left_out_after_an_unanswered_sync_group_are_lost_not_committed() -> None:
+    # Seed 23957: the SyncGroup of generation 2 reached the coordinator but its
+    # answer did not come back. The member cannot tell since when the partitions
+    # left out of generation 2 are another member's, so it commits none of them.
+    h = Harness(COOP_STICKY)
+    h.stable("a-0", "a-1", protocol="cooperative-sticky")
+    h.tick(1.0)
+    h.beat(E["REBALANCE_IN_PROGRESS"])
+    h.joined(generation=2, protocol="cooperative-sticky")
+    assert h.sync is not None
+    acts = h.do(RequestFailed(h.sync.seq, FailureKind.TIMEOUT))
+    acts += h.tick(h.now + 0.5)  # the join goes out again after the backoff
+    one(SendJoinGroup, acts)
+    assert of(CommitOffsets, acts) == of(RunCallback, acts) == []  # nothing given up yet
+    h.joined(generation=2, protocol="cooperative-sticky")
+    commits_before = len(h.commits)
+    acts = h.synced("a-1")
+    assert acts == [
+        StopFetching(tps("a-0")),
+        RunCallback(CallbackKind.LOST, h.callbacks[-1].token, tps("a-0")),
+    ]
+    assert len(h.commits) == commits_before
+    acts = h.callback_done()
+    assert acts == [
+        ClassicAssignorOnAssignment("cooperative-sticky", 2, ClassicAssignment(tps("a-1"))),
+        RunCallback(CallbackKind.ASSIGNED, h.callbacks[-1].token, frozenset()),
+    ]
+    assert h.m.assignment == tps("a-1")
+    # The next reassignment is an ordinary one: revoked partitions are committed.
+    one(SendJoinGroup, h.callback_done())
+    h.joined(generation=3, protocol="cooperative-sticky")
+    acts = h.synced()
+    assert acts[:2] == [
+        StopFetching(tps("a-1")),
+        CommitOffsets(h.commits[-1].token, tps("a-1"), 3, h.now + 60.0, ME, None),
+    ]
+
+
 def test_cooperative_rejoin_revokes_partitions_of_unsubscribed_topics_first() -> None:
     h = Harness(COOP_STICKY)
     h.subscribe("a", "b")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import pytest
 
 from kgroup.testing.sim import (
     Fault,
@@ -99,18 +98,15 @@ def _classic_plan(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "open finding, seed 23957 (shrunk): a cooperative classic member's SyncGroup "
-        "answer for generation 2 is lost while the group converts to the consumer "
-        "protocol; the conversion takes generation 2's stored assignment as what the "
-        "member owns, so t0-3 (still fetched by it from generation 1) is free to move, "
-        "and the member's revocation commit after its next SyncGroup, at generation 2 "
-        "as the Java client's, is accepted for a partition the coordinator no longer "
-        "counts as its own (offsets may rewind: redelivery, no loss)"
-    ),
-)
+# Found by seed 23957 (shrunk): a cooperative classic member's SyncGroup answer
+# for generation 2 was lost while the group converted to the consumer protocol.
+# The conversion took generation 2's stored assignment as what the member owns,
+# so t0-3 (still fetched by it from generation 1) went to another member at
+# once; the member's commits of t0-3 then carried generation 2 (an auto-commit
+# while rejoining, and the revocation commit after its next SyncGroup) and were
+# accepted, rewinding the new owner's offsets. Now commits carry the generation
+# of the assignment held (the last SyncGroup heard), and partitions left out of
+# an assignment whose first SyncGroup went unanswered are given up as lost.
 def test_a_classic_member_commits_only_partitions_it_owns_in_the_generation_it_commits_with() -> (
     None
 ):

@@ -237,6 +237,14 @@ class ClassicMember(
         self._supports = dict(self._assignors)
         # Identity in the group.
         self._generation = NO_GENERATION
+        # The generation whose SyncGroup answer gave the assignment held now
+        # (KIP-792's "generation of the owned partitions"): what commits carry.
+        self._synced_generation = NO_GENERATION
+        # A SyncGroup went unanswered (timeout, disconnect) in this generation:
+        # the coordinator may have recorded an assignment without this member
+        # hearing it, and acted on it (a conversion to the consumer protocol
+        # hands out at once what that assignment left out).
+        self._sync_unanswered = False
         self._protocol_name: str | None = None
         self._leader_id = ""
         self._subscription: frozenset[str] | None = None
@@ -267,6 +275,19 @@ class ClassicMember(
     def generation_id(self) -> int:
         """The generation id, or :data:`NO_GENERATION` outside a generation."""
         return self._generation
+
+    @property
+    def synced_generation(self) -> int:
+        """The generation of the assignment this member holds: what its commits carry.
+
+        Between a JoinGroup answer and the SyncGroup answer of the same round
+        (and after a SyncGroup that went unanswered) the member still holds the
+        previous generation's partitions; a commit of them must not carry the
+        new generation, which the coordinator may have tied to an assignment
+        without them (the Java client refuses commits outside STABLE for the
+        same reason). :data:`NO_GENERATION` before the first assignment.
+        """
+        return self._synced_generation
 
     @property
     def protocol_name(self) -> str | None:
@@ -737,6 +758,7 @@ class ClassicMember(
                 self._member_id,
             )
             assignment = ClassicAssignment()
+        self._synced_generation = self._generation
         self._go(_T.SYNCED)
         self._reconcile(assignment, now, acts)
 
@@ -761,6 +783,27 @@ class ClassicMember(
         op = _Op(_Flow.RECONCILE, Step.COMMIT, 0, revoked=revoked, assigned=assigned, added=added)
         op.assignment = assignment
         self._op = op
+        unanswered, self._sync_unanswered = self._sync_unanswered, False
+        if revoked and unanswered:
+            # An earlier SyncGroup of this generation went unanswered: the
+            # coordinator may have recorded this assignment then, and the
+            # partitions it leaves out may already be another member's (a group
+            # converted to the consumer protocol hands them out at once). This
+            # member cannot tell, so it gives them up as lost: no commit that
+            # could rewind the new owner's offsets (found by the simulator, seed
+            # 23957).
+            log.warning(
+                "group %s member %s generation %d: an earlier SyncGroup went unanswered; "
+                "giving up %s as lost (not committed: they may have moved already)",
+                self._cfg.group_id,
+                self._member_id,
+                self._generation,
+                sorted(revoked),
+            )
+            self._stop_fetching(revoked, acts)
+            self._drop_parked(revoked)
+            acts.append(self._callback(op, CallbackKind.LOST, revoked))
+            return
         if revoked:
             self._stop_fetching(revoked, acts)
             if self._cfg.auto_commit:
@@ -824,7 +867,7 @@ class ClassicMember(
         return CommitOffsets(
             token=token,
             partitions=partitions,
-            member_epoch=self._generation,
+            member_epoch=self._synced_generation,
             deadline=deadline,
             member_id=self._member_id,
             instance_id=self._cfg.instance_id,
@@ -940,7 +983,7 @@ class ClassicMember(
             self._drop_parked_not_owned_on_revoke(op.revoked)
             self._prepared(now, acts)
         elif op.flow is _Flow.RECONCILE:
-            if op.step is Step.REVOKE:
+            if op.step in (Step.REVOKE, Step.LOST):
                 self._owned = self._owned - op.revoked
                 self._reconcile_assign(op, acts)
             else:
@@ -1036,6 +1079,7 @@ class ClassicMember(
             self._retry.failed(now)
         elif kind is _Kind.SYNC and current and self._state is _S.SYNCING:
             self._retry.failed(now)
+            self._sync_unanswered = True
             self._rejoin(_T.REJOIN, "SyncGroup got no response", now, acts)
         elif kind is _Kind.HEARTBEAT and self._heartbeating():
             self._retry.failed(now)
@@ -1092,6 +1136,8 @@ class ClassicMember(
 
     def _reset_generation(self, *, reset_member_id: bool) -> None:
         self._generation = NO_GENERATION
+        self._synced_generation = NO_GENERATION
+        self._sync_unanswered = False
         self._needs_prepare = True
         # Parked commits die with the generation: other members may own and
         # process those partitions before this member gets them back.

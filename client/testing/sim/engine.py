@@ -2464,9 +2464,9 @@ def _classic_topics(slots: Iterable[_Slot]) -> frozenset[str]:
 
 
 def _position(member: ConsumerMember | ClassicMember) -> int:
-    """The member epoch, or a classic member's generation id."""
+    """The member epoch, or the generation of a classic member's assignment (as the runtime)."""
     if isinstance(member, ClassicMember):
-        return member.generation_id
+        return member.synced_generation
     return member.member_epoch
 
 
