@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-
 from kgroup.testing.sim import (
     Fault,
     FaultKind,
