@@ -149,3 +149,8 @@ def test_an_upgrade_adopts_the_classic_members_at_their_generation_and_assignmen
     names = {w.cluster.to_name(t) for t in rec.assigned}
     assert names == tps(0, 1, 2, 3)
     assert w.coord.classic_heartbeat(generation, member_id, None, w.now) == 0
+    # A classic member's commits are checked against its generation (never
+    # STALE_MEMBER_EPOCH, which a classic client does not know).
+    tp = frozenset({TopicPartition("t", 0)})
+    assert w.coord.commit(member_id, generation - 1, tp) is ErrorCode.ILLEGAL_GENERATION
+    assert w.coord.commit(member_id, generation, tp) is ErrorCode.NONE

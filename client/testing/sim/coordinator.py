@@ -1533,6 +1533,9 @@ class ConsumerGroupCoordinator:
         if rec is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != rec.epoch:
+            # A classic member's commit is checked against its generation.
+            if rec.classic_protocols is not None:
+                return ErrorCode.ILLEGAL_GENERATION
             return ErrorCode.STALE_MEMBER_EPOCH
         for tp in partitions:
             self._offsets[tp] = self._offsets.get(tp, 0) + 1

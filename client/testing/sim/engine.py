@@ -589,6 +589,9 @@ class Simulation:
         self._status_until = 0.0
         self._slots: dict[str, _Slot] = {}
         self._by_member_id: dict[str, _Proc] = {}
+        # Per classic member at the last upgrade: its epoch then, and the partitions
+        # it still held beyond the assignment the conversion took (see _upgrade).
+        self._held_over: dict[str, tuple[int, frozenset[TopicPartition]]] = {}
         self._ledger = EpochLedger()
         # When each topic becomes visible in the members' metadata (see metadata_lag).
         self._visible_at: dict[uuid.UUID, float] = {}
@@ -1188,6 +1191,22 @@ class Simulation:
         if self._trace is not None:
             self._log("coord", f"converts the classic group ({len(members)} members) to consumer")
         self.coordinator.adopt_classic(generation, members, offsets, self._q.now)
+        # Apache Kafka takes each member's last classic assignment as all it owns.
+        # A cooperative member still revoking partitions of its previous one (or
+        # whose SyncGroup answer is in flight) holds more, and its revocation
+        # commit of them at its generation is accepted by the broker even once
+        # they are another member's: a broker-side window of the conversion (offsets
+        # may rewind: redelivery, no loss), not a member bug. Recorded to tell it
+        # apart in _on_commit_accepted.
+        self._held_over = {}
+        for m in members:
+            proc = self._by_member_id.get(m.member_id)
+            record = self.coordinator.members.get(m.member_id)
+            if proc is None or record is None or not isinstance(proc.member, ClassicMember):
+                continue
+            held = proc.member.assignment - m.assignment
+            if held:
+                self._held_over[m.member_id] = (record.epoch, held)
 
     def _ev_maybe_downgrade(self, _: object) -> None:
         """The last consumer-protocol member left a group that keeps classic members."""
@@ -1335,8 +1354,14 @@ class Simulation:
     ) -> None:
         self._count("commit_accepted")
         owned = record.owned()
+        held_epoch, held = self._held_over.get(record.member_id, (None, frozenset()))
         for tp in sorted(partitions):
             tip = self.cluster.to_id(tp)
+            if tip is not None and tip not in owned and tp in held and epoch == held_epoch:
+                self._count("commit_held_over_conversion")
+                if self._trace is not None:
+                    self._log("coord", f"accepts a commit of {tp} held over the conversion")
+                continue
             if tip is None or tip not in owned:
                 proc = self._by_member_id.get(record.member_id)
                 self._violate(
