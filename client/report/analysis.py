@@ -150,21 +150,20 @@ def double_ownership(intervals: DataFrame, clock_skew_s: float = 0.0) -> DataFra
     )
     start = F.greatest("a.start", "b.start")
     end = F.least("a.end", "b.end")
+
+    def both(column: str, name: str) -> list[Column]:
+        # One interval column of each side, as name_a and name_b.
+        return [F.col(f"{side}.{column}").alias(f"{name}_{side}") for side in ("a", "b")]
+
     return joined.select(
-        F.col("a.group").alias("group"),
-        F.col("a.topic").alias("topic"),
-        F.col("a.partition").alias("partition"),
-        F.col("a.member_id").alias("member_a"),
-        F.col("b.member_id").alias("member_b"),
-        F.col("a.instance_id").alias("instance_a"),
-        F.col("b.instance_id").alias("instance_b"),
-        F.col("a.epoch").alias("epoch_a"),
-        F.col("b.epoch").alias("epoch_b"),
+        *(F.col(f"a.{key}").alias(key) for key in ("group", "topic", "partition")),
+        *both("member_id", "member"),
+        *both("instance_id", "instance"),
+        *both("epoch", "epoch"),
         start.alias("start"),
         end.alias("end"),
         (end - start).alias("overlap_s"),
-        F.col("a.end_reason").alias("end_reason_a"),
-        F.col("b.end_reason").alias("end_reason_b"),
+        *both("end_reason", "end_reason"),
         ((end - start) <= F.lit(clock_skew_s)).alias("within_skew"),
     )
 
@@ -403,10 +402,11 @@ def membership(events: DataFrame) -> DataFrame:
         _member_events(events)
         .groupBy("group", "member_id")
         .agg(
-            F.max("instance_id").alias("instance_id"),
-            F.max("host").alias("host"),
-            F.max("client_id").alias("client_id"),
-            F.max("protocol").alias("protocol"),
+            # Header fields, the same in all of a member's events (max skips nulls).
+            *(
+                F.max(field).alias(field)
+                for field in ("instance_id", "host", "client_id", "protocol")
+            ),
             F.min("ts").alias("first_seen"),
             F.max("ts").alias("last_seen"),
             F.min(F.when(kind == "member_joined", F.col("ts"))).alias("joined"),
