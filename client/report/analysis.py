@@ -31,6 +31,8 @@ rebalances
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -480,32 +482,42 @@ def summary(
     return out
 
 
-def compute_tables(events: DataFrame, clock_skew_s: float = 0.0) -> dict[str, DataFrame]:
-    """Every table of the report, lazily, from parsed events (see :mod:`kgroup.report.job`
-    for the version that materialises intermediate tables).
+def compute_tables(
+    events: DataFrame,
+    clock_skew_s: float = 0.0,
+    *,
+    stage: Callable[[str, DataFrame], DataFrame] | None = None,
+) -> dict[str, DataFrame]:
+    """Every table of the report from parsed events, by name, each defined once from the
+    tables it depends on.
+
+    ``stage(name, table)`` is called with each table as soon as it is defined, and what it
+    returns stands for the table from then on: :func:`kgroup.report.job.run_report` writes
+    the table to Parquet and reads it back, so that Spark computes each table once instead
+    of once per table that uses it. Without ``stage`` every table stays lazy.
 
     The session needs ``spark.sql.constraintPropagation.enabled=false`` (as
     :func:`kgroup.report.job.build_session` sets): with it, Spark's optimizer
     does not finish planning the rebalance tables.
     """
-    intervals = ownership(events)
-    member_rb = member_rebalances(events)
-    doubles = double_ownership(intervals, clock_skew_s)
-    gaps = unowned_gaps(events, intervals)
-    group_rb = rebalances(member_rb)
-    fenced = fencing(events)
-    members = membership(events)
-    return {
-        "ownership": intervals,
-        "double_ownership": doubles,
-        "unowned_gaps": gaps,
-        "handovers": handovers(intervals),
-        "member_rebalances": member_rb,
-        "rebalances": group_rb,
-        "latency": latency(events, member_rb),
-        "fencing": fenced,
-        "membership": members,
-        "summary": summary(
+    tables: dict[str, DataFrame] = {}
+
+    def add(name: str, table: DataFrame) -> DataFrame:
+        tables[name] = table if stage is None else stage(name, table)
+        return tables[name]
+
+    intervals = add("ownership", ownership(events))
+    member_rb = add("member_rebalances", member_rebalances(events))
+    doubles = add("double_ownership", double_ownership(intervals, clock_skew_s))
+    gaps = add("unowned_gaps", unowned_gaps(events, intervals))
+    add("handovers", handovers(intervals))
+    group_rb = add("rebalances", rebalances(member_rb))
+    add("latency", latency(events, member_rb))
+    fenced = add("fencing", fencing(events))
+    members = add("membership", membership(events))
+    add(
+        "summary",
+        summary(
             events=events,
             intervals=intervals,
             doubles=doubles,
@@ -514,4 +526,5 @@ def compute_tables(events: DataFrame, clock_skew_s: float = 0.0) -> dict[str, Da
             fenced=fenced,
             members=members,
         ),
-    }
+    )
+    return tables
