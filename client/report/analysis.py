@@ -31,6 +31,8 @@ rebalances
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -150,21 +152,20 @@ def double_ownership(intervals: DataFrame, clock_skew_s: float = 0.0) -> DataFra
     )
     start = F.greatest("a.start", "b.start")
     end = F.least("a.end", "b.end")
+
+    def both(column: str, name: str) -> list[Column]:
+        # One interval column of each side, as name_a and name_b.
+        return [F.col(f"{side}.{column}").alias(f"{name}_{side}") for side in ("a", "b")]
+
     return joined.select(
-        F.col("a.group").alias("group"),
-        F.col("a.topic").alias("topic"),
-        F.col("a.partition").alias("partition"),
-        F.col("a.member_id").alias("member_a"),
-        F.col("b.member_id").alias("member_b"),
-        F.col("a.instance_id").alias("instance_a"),
-        F.col("b.instance_id").alias("instance_b"),
-        F.col("a.epoch").alias("epoch_a"),
-        F.col("b.epoch").alias("epoch_b"),
+        *(F.col(f"a.{key}").alias(key) for key in ("group", "topic", "partition")),
+        *both("member_id", "member"),
+        *both("instance_id", "instance"),
+        *both("epoch", "epoch"),
         start.alias("start"),
         end.alias("end"),
         (end - start).alias("overlap_s"),
-        F.col("a.end_reason").alias("end_reason_a"),
-        F.col("b.end_reason").alias("end_reason_b"),
+        *both("end_reason", "end_reason"),
         ((end - start) <= F.lit(clock_skew_s)).alias("within_skew"),
     )
 
@@ -403,10 +404,11 @@ def membership(events: DataFrame) -> DataFrame:
         _member_events(events)
         .groupBy("group", "member_id")
         .agg(
-            F.max("instance_id").alias("instance_id"),
-            F.max("host").alias("host"),
-            F.max("client_id").alias("client_id"),
-            F.max("protocol").alias("protocol"),
+            # Header fields, the same in all of a member's events (max skips nulls).
+            *(
+                F.max(field).alias(field)
+                for field in ("instance_id", "host", "client_id", "protocol")
+            ),
             F.min("ts").alias("first_seen"),
             F.max("ts").alias("last_seen"),
             F.min(F.when(kind == "member_joined", F.col("ts"))).alias("joined"),
@@ -480,32 +482,42 @@ def summary(
     return out
 
 
-def compute_tables(events: DataFrame, clock_skew_s: float = 0.0) -> dict[str, DataFrame]:
-    """Every table of the report, lazily, from parsed events (see :mod:`kgroup.report.job`
-    for the version that materialises intermediate tables).
+def compute_tables(
+    events: DataFrame,
+    clock_skew_s: float = 0.0,
+    *,
+    stage: Callable[[str, DataFrame], DataFrame] | None = None,
+) -> dict[str, DataFrame]:
+    """Every table of the report from parsed events, by name, each defined once from the
+    tables it depends on.
+
+    ``stage(name, table)`` is called with each table as soon as it is defined, and what it
+    returns stands for the table from then on: :func:`kgroup.report.job.run_report` writes
+    the table to Parquet and reads it back, so that Spark computes each table once instead
+    of once per table that uses it. Without ``stage`` every table stays lazy.
 
     The session needs ``spark.sql.constraintPropagation.enabled=false`` (as
     :func:`kgroup.report.job.build_session` sets): with it, Spark's optimizer
     does not finish planning the rebalance tables.
     """
-    intervals = ownership(events)
-    member_rb = member_rebalances(events)
-    doubles = double_ownership(intervals, clock_skew_s)
-    gaps = unowned_gaps(events, intervals)
-    group_rb = rebalances(member_rb)
-    fenced = fencing(events)
-    members = membership(events)
-    return {
-        "ownership": intervals,
-        "double_ownership": doubles,
-        "unowned_gaps": gaps,
-        "handovers": handovers(intervals),
-        "member_rebalances": member_rb,
-        "rebalances": group_rb,
-        "latency": latency(events, member_rb),
-        "fencing": fenced,
-        "membership": members,
-        "summary": summary(
+    tables: dict[str, DataFrame] = {}
+
+    def add(name: str, table: DataFrame) -> DataFrame:
+        tables[name] = table if stage is None else stage(name, table)
+        return tables[name]
+
+    intervals = add("ownership", ownership(events))
+    member_rb = add("member_rebalances", member_rebalances(events))
+    doubles = add("double_ownership", double_ownership(intervals, clock_skew_s))
+    gaps = add("unowned_gaps", unowned_gaps(events, intervals))
+    add("handovers", handovers(intervals))
+    group_rb = add("rebalances", rebalances(member_rb))
+    add("latency", latency(events, member_rb))
+    fenced = add("fencing", fencing(events))
+    members = add("membership", membership(events))
+    add(
+        "summary",
+        summary(
             events=events,
             intervals=intervals,
             doubles=doubles,
@@ -514,4 +526,5 @@ def compute_tables(events: DataFrame, clock_skew_s: float = 0.0) -> dict[str, Da
             fenced=fenced,
             members=members,
         ),
-    }
+    )
+    return tables

@@ -14,8 +14,10 @@ import html
 import io
 import zlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from matplotlib.axes import Axes
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
@@ -71,18 +73,54 @@ def _img(fig: Figure, alt: str) -> str:
     return f'<img class="plot" alt="{html.escape(alt)}" src="data:image/png;base64,{_png(fig)}">'
 
 
-def _time_axis(t0: float, t1: float) -> tuple[float, str]:
-    """(divisor, unit) for times relative to ``t0``."""
-    span = max(t1 - t0, 1e-9)
-    if span <= 180:
-        return 1.0, "s"
-    if span <= 3 * 3600:
-        return 60.0, "min"
-    return 3600.0, "h"
-
-
 def _utc(ts: float) -> str:
     return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+# Drawn spans never get narrower than this, so a zero-length interval still shows.
+_MIN_WIDTH = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class _TimeAxis:
+    """The x axis of the timeline plots: time since ``t0`` in a unit that suits the span."""
+
+    t0: float
+    t1: float
+    divisor: float
+    unit: str
+
+    @classmethod
+    def spanning(cls, t0: float, t1: float) -> _TimeAxis:
+        span = max(t1 - t0, _MIN_WIDTH)
+        if span <= 180:
+            return cls(t0, t1, 1.0, "s")
+        if span <= 3 * 3600:
+            return cls(t0, t1, 60.0, "min")
+        return cls(t0, t1, 3600.0, "h")
+
+    @classmethod
+    def of_group(cls, data: Mapping[str, Any]) -> _TimeAxis:
+        """The axis over a group's whole telemetry (``data`` is a group's plot data)."""
+        group = data["group"]
+        return cls.spanning(group.first_ts, group.last_ts)
+
+    def at(self, ts: float) -> float:
+        """Where ``ts`` falls on the axis."""
+        return (ts - self.t0) / self.divisor
+
+    def bar(self, start: float, end: float) -> tuple[float, float]:
+        """(x, width) of the span ``start``-``end``, as ``broken_barh`` takes it."""
+        return self.at(start), max((end - start) / self.divisor, _MIN_WIDTH)
+
+    @property
+    def length(self) -> float:
+        """The axis' extent, ``t0`` to ``t1``."""
+        return self.bar(self.t0, self.t1)[1]
+
+    @property
+    def label(self) -> str:
+        return f"time since {_utc(self.t0)} UTC ({self.unit})"
 
 
 def _short(member: str | None) -> str:
@@ -91,22 +129,25 @@ def _short(member: str | None) -> str:
     return member if len(member) <= 12 else member[:10] + "…"
 
 
+def _timeline_figure(height: float) -> tuple[Figure, Axes]:
+    """A page-wide figure ``height`` inches tall for a plot over time, and its one axes."""
+    fig = Figure(figsize=(11, height))
+    return fig, fig.add_subplot()
+
+
 def _gantt(data: Mapping[str, Any]) -> str:
     rows: Sequence[Mapping[str, Any]] = data["gantt"]
     if not rows:
         return "<p>No partition was fetched.</p>"
-    group = data["group"]
-    t0, t1 = group.first_ts, group.last_ts
-    div, unit = _time_axis(t0, t1)
+    axis = _TimeAxis.of_group(data)
     partitions = sorted({(r["topic"], r["partition"]) for r in rows})
     y = {tp: i for i, tp in enumerate(partitions)}
-    fig = Figure(figsize=(11, 0.8 + 0.32 * len(partitions)))
-    ax = fig.add_subplot()
+    fig, ax = _timeline_figure(0.8 + 0.32 * len(partitions))
     members = sorted({r["member_id"] for r in rows})
     for r in rows:
         row = y[(r["topic"], r["partition"])]
         ax.broken_barh(
-            [((r["start"] - t0) / div, max((r["end"] - r["start"]) / div, 1e-9))],
+            [axis.bar(r["start"], r["end"])],
             (row - 0.35, 0.7),
             facecolors=_colour(r["member_id"]),
         )
@@ -115,7 +156,7 @@ def _gantt(data: Mapping[str, Any]) -> str:
         if doubled is None:
             continue
         ax.broken_barh(
-            [((d["start"] - t0) / div, max((d["end"] - d["start"]) / div, 1e-9))],
+            [axis.bar(d["start"], d["end"])],
             (doubled - 0.5, 1.0),
             facecolors="none",
             edgecolors=_DOUBLE,
@@ -124,8 +165,8 @@ def _gantt(data: Mapping[str, Any]) -> str:
         )
     ax.set_yticks(range(len(partitions)), [f"{t}-{p}" for t, p in partitions], fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel(f"time since {_utc(t0)} UTC ({unit})")
-    ax.set_xlim(0, max((t1 - t0) / div, 1e-9))
+    ax.set_xlabel(axis.label)
+    ax.set_xlim(0, axis.length)
     ax.grid(axis="x", alpha=0.3)
     handles = [Patch(color=_colour(m), label=_short(m)) for m in members[:12]]
     if data["gantt_doubles"]:
@@ -142,10 +183,8 @@ def _heatmap(data: Mapping[str, Any]) -> str:
     members: Sequence[str] = heat["members"]
     if not members:
         return "<p>No member telemetry.</p>"
-    t0, t1 = heat["t0"], heat["t1"]
-    div, unit = _time_axis(t0, t1)
-    fig = Figure(figsize=(11, 1.2 + min(0.22 * len(members), 14)))
-    ax = fig.add_subplot()
+    axis = _TimeAxis.spanning(heat["t0"], heat["t1"])
+    fig, ax = _timeline_figure(1.2 + min(0.22 * len(members), 14))
     image = ax.imshow(
         heat["grid"],
         aspect="auto",
@@ -153,13 +192,13 @@ def _heatmap(data: Mapping[str, Any]) -> str:
         cmap=ListedColormap(["#f4f4f4", *_blues(12)])
         if max(map(max, heat["grid"])) <= 12
         else "Blues",
-        extent=(0, max((t1 - t0) / div, 1e-9), len(members) - 0.5, -0.5),
+        extent=(0, axis.length, len(members) - 0.5, -0.5),
     )
     if len(members) <= 60:
         ax.set_yticks(range(len(members)), [_short(m) for m in members], fontsize=7)
     else:
         ax.set_ylabel(f"{len(members)} members, in order of first appearance")
-    ax.set_xlabel(f"time since {_utc(t0)} UTC ({unit})")
+    ax.set_xlabel(axis.label)
     fig.colorbar(image, ax=ax, label="partitions fetched")
     ax.set_title("Partitions each member fetched over time")
     return _img(fig, "ownership per member over time")
@@ -178,36 +217,33 @@ def _membership(data: Mapping[str, Any]) -> str:
     members: Sequence[Mapping[str, Any]] = data["members"]
     if not members:
         return "<p>No member telemetry.</p>"
-    group = data["group"]
-    t0, t1 = group.first_ts, group.last_ts
-    div, unit = _time_axis(t0, t1)
-    fig = Figure(figsize=(11, 1.0 + 0.3 * len(members)))
-    ax = fig.add_subplot()
+    axis = _TimeAxis.of_group(data)
+    fig, ax = _timeline_figure(1.0 + 0.3 * len(members))
     for i, m in enumerate(members):
         begin = m["joined"] if m["joined"] is not None else m["first_seen"]
         end = m["left"] if m["left"] is not None else m["last_seen"]
         colour = _REASON_COLOURS.get(m["leave_reason"], "#9c9c9c")
         ax.broken_barh(
-            [((begin - t0) / div, max((end - begin) / div, 1e-9))],
+            [axis.bar(begin, end)],
             (i - 0.3, 0.6),
             facecolors=colour,
         )
         if m["left"] is None:
             # No leave event: the telemetry just stops (killed, or the data ends).
-            ax.plot([(end - t0) / div], [i], marker=">", color="#555555", markersize=5)
+            ax.plot([axis.at(end)], [i], marker=">", color="#555555", markersize=5)
     member_index = {m["member_id"]: i for i, m in enumerate(members)}
     for f in data["fencing"]:
         at = member_index.get(f["member_id"])
         if at is not None:
-            ax.plot([(f["ts"] - t0) / div], [at], marker="x", color=_DOUBLE, markersize=8)
+            ax.plot([axis.at(f["ts"])], [at], marker="x", color=_DOUBLE, markersize=8)
     labels = [
         (m["instance_id"] + " / " if m["instance_id"] else "") + _short(m["member_id"])
         for m in members
     ]
     ax.set_yticks(range(len(members)), labels, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlim(0, max((t1 - t0) / div, 1e-9))
-    ax.set_xlabel(f"time since {_utc(t0)} UTC ({unit})")
+    ax.set_xlim(0, axis.length)
+    ax.set_xlabel(axis.label)
     ax.grid(axis="x", alpha=0.3)
     ax.legend(
         handles=[

@@ -195,39 +195,17 @@ def run_report(
             "%d input lines were not telemetry events (table events, valid=false)", malformed
         )
 
-    # Intermediate tables are written and read back, so that Spark computes
-    # each once instead of once per table that uses it.
-    paths["ownership"] = _write(analysis.ownership(events), tables_dir / "ownership")
-    intervals = spark.read.parquet(str(paths["ownership"]))
-    paths["member_rebalances"] = _write(
-        analysis.member_rebalances(events), tables_dir / "member_rebalances"
-    )
-    member_rb = spark.read.parquet(str(paths["member_rebalances"]))
-    derived = {
-        "double_ownership": analysis.double_ownership(intervals, clock_skew_s),
-        "unowned_gaps": analysis.unowned_gaps(events, intervals),
-        "handovers": analysis.handovers(intervals),
-        "rebalances": analysis.rebalances(member_rb),
-        "latency": analysis.latency(events, member_rb),
-        "fencing": analysis.fencing(events),
-        "membership": analysis.membership(events),
-    }
-    for name, df in derived.items():
-        paths[name] = _write(df, tables_dir / name)
-    read = {name: spark.read.parquet(str(path)) for name, path in paths.items()}
-    summary_df = analysis.summary(
-        events=events,
-        intervals=read["ownership"],
-        doubles=read["double_ownership"],
-        gaps=read["unowned_gaps"],
-        group_rebalances=read["rebalances"],
-        fenced=read["fencing"],
-        members=read["membership"],
-    )
-    paths["summary"] = _write(summary_df.coalesce(1), tables_dir / "summary")
+    def stage(name: str, table: DataFrame) -> DataFrame:
+        # Each table is written and read back, so that Spark computes it once
+        # instead of once per table that uses it.
+        if name == "summary":
+            table = table.coalesce(1)  # one row per group: one file
+        paths[name] = _write(table, tables_dir / name)
+        return spark.read.parquet(str(paths[name]))
+
+    read = analysis.compute_tables(events, clock_skew_s, stage=stage)
     groups = tuple(
-        GroupSummary(**row.asDict())
-        for row in spark.read.parquet(str(paths["summary"])).orderBy(F.desc("events")).collect()
+        GroupSummary(**row.asDict()) for row in read["summary"].orderBy(F.desc("events")).collect()
     )
 
     html_path = None

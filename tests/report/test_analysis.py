@@ -288,3 +288,26 @@ def test_fetch_operations_explode_partitions(events_frame: EventsFrame, kind: st
     )
     expected = {"fetch_started": 4, "fetch_stopped": 3}[kind]
     assert ops.count() == expected
+
+
+def test_compute_tables_builds_on_what_stage_returns(events_frame: EventsFrame) -> None:
+    events = hand_over().frame(events_frame)
+    staged: list[str] = []
+
+    def stage(name: str, table: DataFrame) -> DataFrame:
+        staged.append(name)
+        # Dropping A's intervals shows in every table built on the ownership table.
+        return table.filter(F.col("member_id") != "A") if name == "ownership" else table
+
+    lazy = analysis.compute_tables(events)
+    tables = analysis.compute_tables(events, stage=stage)
+    assert staged == list(tables) == list(lazy)
+    assert set(tables) == {
+        "ownership", "member_rebalances", "double_ownership", "unowned_gaps", "handovers",
+        "rebalances", "latency", "fencing", "membership", "summary",
+    }  # fmt: skip
+    # The only hand-over is A's to B.
+    assert lazy["handovers"].count() == 1
+    assert tables["handovers"].count() == 0
+    assert lazy["summary"].select("ownership_intervals").collect() == [Row(ownership_intervals=3)]
+    assert tables["summary"].select("ownership_intervals").collect() == [Row(ownership_intervals=1)]
