@@ -88,6 +88,7 @@ from kgroup.membership import (
 )
 from kgroup.protocol import NegotiatedVersions
 from kgroup.protocol.requests import heartbeat, join_group, leave_group, sync_group
+from kgroup.protocol.requests._common import CodeAnswered
 from kgroup.runtime._log import log
 from kgroup.runtime.coordinator import Answered, CallFailed, LookupRefused, coordinator_call
 from kgroup.runtime.interfaces import Host, SubscriptionChange
@@ -99,6 +100,7 @@ from kgroup.types import TopicPartition
 __all__ = ["DEFAULT_ASSIGNMENT_STRATEGY", "ClassicSession", "classic_assignors"]
 
 R = TypeVar("R")
+A = TypeVar("A", SendClassicHeartbeat, SendLeaveGroup)
 
 DEFAULT_ASSIGNMENT_STRATEGY = "range,cooperative-sticky"
 """``partition.assignment.strategy`` when not set: the Java client's default since 3.0."""
@@ -183,9 +185,9 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
         elif isinstance(action, SendSyncGroup):
             host.spawn(self._sync_group, action)
         elif isinstance(action, SendClassicHeartbeat):
-            host.spawn(self._heartbeat, action)
+            host.spawn(self._code_request, heartbeat, action, ClassicHeartbeatResponseReceived)
         elif isinstance(action, SendLeaveGroup):
-            host.spawn(self._leave_group, action)
+            host.spawn(self._code_request, leave_group, action, LeaveGroupResponseReceived)
         elif isinstance(action, RunAssignor):
             host.spawn(self._run_assignor, action)
         elif isinstance(action, ClassicAssignorOnAssignment):
@@ -403,53 +405,22 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
             event = SyncGroupResponseReceived(action.seq, parsed)
         self._events.post(event)
 
-    async def _heartbeat(self, action: SendClassicHeartbeat) -> None:
-        await self._code_request(
-            action.seq,
-            lambda versions: heartbeat.build(
-                versions,
-                group_id=action.group_id,
-                generation_id=action.generation_id,
-                member_id=action.member_id,
-                instance_id=action.instance_id,
-            ),
-            heartbeat.narrow,
-            heartbeat.parse,
-            ClassicHeartbeatResponseReceived,
-        )
-
-    async def _leave_group(self, action: SendLeaveGroup) -> None:
-        await self._code_request(
-            action.seq,
-            lambda versions: leave_group.build(
-                versions,
-                group_id=action.group_id,
-                member_id=action.member_id,
-                instance_id=action.instance_id,
-                reason=action.reason,
-            ),
-            leave_group.narrow,
-            leave_group.parse,
-            LeaveGroupResponseReceived,
-        )
-
     async def _code_request(
         self,
-        seq: int,
-        build: Callable[[NegotiatedVersions], RequestPayload],
-        narrow: Callable[[ResponsePayload], R],
-        parse: Callable[[R], int],
+        api: CodeAnswered[A, R],
+        action: A,
         received: Callable[[int, int], ClassicMemberEvent],
     ) -> None:
-        """Heartbeat or LeaveGroup, answered with an error code: ``received(seq, code)``."""
-        outcome = await self._call(build, narrow)
+        """Heartbeat or LeaveGroup, answered with an error code: ``received(action.seq, code)``."""
+        outcome = await self._call(lambda versions: api.build(versions, action), api.narrow)
+        seq = action.seq
         event: ClassicMemberEvent
         if isinstance(outcome, CallFailed):
             event = RequestFailed(seq, outcome.kind, outcome.detail)
         elif isinstance(outcome, LookupRefused):
             event = received(seq, outcome.code)
         else:
-            code = parse(outcome.response)
+            code = api.parse(outcome.response)
             self._answered(code)
             event = received(seq, code)
         self._events.post(event)
