@@ -354,56 +354,52 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
                 return
             protocols.append(JoinProtocol(proto.name, _with_user_data(sub, user_data)))
         request = dataclasses.replace(request, protocols=tuple(protocols))
+        seq = action.seq
+
+        def answered(response: join_group.Response) -> ClassicMemberEvent:
+            self._answered(int(response.error_code))
+            try:
+                return JoinGroupResponseReceived(seq, join_group.parse(response))
+            except KgroupError as exc:
+                log.error("group %s: undecodable JoinGroup response: %s", self._group_id, exc)
+                return RequestFailed(seq, FailureKind.DISCONNECTED, str(exc))
+
         # The broker holds a JoinGroup until every member rejoined (at most the
         # rebalance timeout), so the wait is longer than a plain request's.
-        outcome = await self._call(
+        await self._group_request(
+            seq,
             lambda versions: join_group.build(versions, request),
             join_group.narrow,
-            request.rebalance_timeout_ms / 1000 + self._host.request_timeout,
+            refused=lambda refused: JoinGroupResponseReceived(
+                seq, JoinGroupResponse(error_code=refused.code, error_message=refused.message)
+            ),
+            answered=answered,
+            timeout=request.rebalance_timeout_ms / 1000 + self._host.request_timeout,
         )
-        event: ClassicMemberEvent
-        if isinstance(outcome, LookupRefused):
-            event = JoinGroupResponseReceived(
-                action.seq,
-                JoinGroupResponse(error_code=outcome.code, error_message=outcome.message),
-            )
-        elif isinstance(outcome, CallFailed):
-            event = RequestFailed(action.seq, outcome.kind, outcome.detail)
-        else:
-            self._answered(int(outcome.response.error_code))
-            try:
-                event = JoinGroupResponseReceived(action.seq, join_group.parse(outcome.response))
-            except KgroupError as exc:
-                event = RequestFailed(action.seq, FailureKind.DISCONNECTED, str(exc))
-                log.error("group %s: undecodable JoinGroup response: %s", self._group_id, exc)
-        self._events.post(event)
 
     async def _sync_group(self, action: SendSyncGroup) -> None:
-        request = action.request
-        # The broker holds a follower's SyncGroup until the leader's arrives.
-        outcome = await self._call(
-            lambda versions: sync_group.build(versions, request),
-            sync_group.narrow,
-            self._host.config.max_poll_interval_ms / 1000 + self._host.request_timeout,
-        )
-        event: ClassicMemberEvent
-        if isinstance(outcome, LookupRefused):
-            event = SyncGroupResponseReceived(
-                action.seq,
-                SyncGroupResponse(error_code=outcome.code, error_message=outcome.message),
-            )
-        elif isinstance(outcome, CallFailed):
-            event = RequestFailed(action.seq, outcome.kind, outcome.detail)
-        else:
-            self._answered(int(outcome.response.error_code))
+        request, seq = action.request, action.seq
+
+        def answered(response: sync_group.Response) -> ClassicMemberEvent | None:
+            self._answered(int(response.error_code))
             try:
-                parsed = sync_group.parse(outcome.response)
+                return SyncGroupResponseReceived(seq, sync_group.parse(response))
             except KgroupError as exc:
                 log.error("group %s: undecodable assignment: %s", self._group_id, exc)
                 self._host.set_fatal(exc)
-                return
-            event = SyncGroupResponseReceived(action.seq, parsed)
-        self._events.post(event)
+                return None
+
+        # The broker holds a follower's SyncGroup until the leader's arrives.
+        await self._group_request(
+            seq,
+            lambda versions: sync_group.build(versions, request),
+            sync_group.narrow,
+            refused=lambda refused: SyncGroupResponseReceived(
+                seq, SyncGroupResponse(error_code=refused.code, error_message=refused.message)
+            ),
+            answered=answered,
+            timeout=self._host.config.max_poll_interval_ms / 1000 + self._host.request_timeout,
+        )
 
     async def _code_request(
         self,
@@ -412,18 +408,47 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
         received: Callable[[int, int], ClassicMemberEvent],
     ) -> None:
         """Heartbeat or LeaveGroup, answered with an error code: ``received(action.seq, code)``."""
-        outcome = await self._call(lambda versions: api.build(versions, action), api.narrow)
         seq = action.seq
-        event: ClassicMemberEvent
+
+        def answered(response: R) -> ClassicMemberEvent:
+            code = api.parse(response)
+            self._answered(code)
+            return received(seq, code)
+
+        await self._group_request(
+            seq,
+            lambda versions: api.build(versions, action),
+            api.narrow,
+            refused=lambda refused: received(seq, refused.code),
+            answered=answered,
+        )
+
+    async def _group_request(
+        self,
+        seq: int,
+        build: Callable[[NegotiatedVersions], RequestPayload],
+        narrow: Callable[[ResponsePayload], R],
+        *,
+        refused: Callable[[LookupRefused], ClassicMemberEvent],
+        answered: Callable[[R], ClassicMemberEvent | None],
+        timeout: float | None = None,
+    ) -> None:
+        """Send a group request and post the member's answer to request ``seq``.
+
+        No answer is ``RequestFailed``; a refused coordinator lookup is the API's
+        own error answer (``refused``); a response is what ``answered`` makes of
+        it (None: nothing to post, the session has failed).
+        """
+        outcome = await self._call(build, narrow, timeout)
+        event: ClassicMemberEvent | None
         if isinstance(outcome, CallFailed):
             event = RequestFailed(seq, outcome.kind, outcome.detail)
         elif isinstance(outcome, LookupRefused):
-            event = received(seq, outcome.code)
+            event = refused(outcome)
         else:
-            code = api.parse(outcome.response)
-            self._answered(code)
-            event = received(seq, code)
-        self._events.post(event)
+            event = answered(outcome.response)
+        if event is not None:
+            self._events.post(event)
 
     # ----------------------------------------------------------------- leading
 
