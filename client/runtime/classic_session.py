@@ -57,7 +57,6 @@ from kgroup.errors import AssignorError, BrokerError, KgroupError
 from kgroup.membership import (
     AssignmentComputed,
     AssignorFailed,
-    ClassicAssignment,
     ClassicAssignorOnAssignment,
     ClassicHeartbeatResponseReceived,
     ClassicMember,
@@ -92,7 +91,7 @@ from kgroup.protocol.requests._common import CodeAnswered
 from kgroup.runtime._log import log
 from kgroup.runtime.coordinator import Answered, CallFailed, LookupRefused, coordinator_call
 from kgroup.runtime.interfaces import Host, SubscriptionChange
-from kgroup.runtime.leader import group_subscription, validation_protocol
+from kgroup.runtime.leader import group_subscription, member_assignments, validation_protocol
 from kgroup.runtime.session import FinishedCommit, SessionBase
 from kgroup.transport import ClusterMetadata
 from kgroup.types import TopicPartition
@@ -488,15 +487,7 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
             self._assignor_failed(action, error)
             return
         self._watched_counts = {t: cluster.partitions_for(t) or 0 for t in topics}
-        assignments = {
-            m.member_id: ClassicAssignment(
-                frozenset(result.partitions(m.member_id)),
-                result.assignments[m.member_id].user_data
-                if m.member_id in result.assignments
-                else None,
-            )
-            for m in action.members
-        }
+        assignments = member_assignments(result, action.members)
         log.info(
             "group %s generation %d: assignor %s assigned %s",
             self._group_id,
