@@ -60,8 +60,8 @@ class TaskGroupOwner(Generic[_T]):
         task_group = await self._tasks.enter()
         try:
             return await self._start(task_group)
-        except BaseException:
-            await self._stop(None)
+        except BaseException as exc:
+            await self._stop(exc)
             raise
 
     async def __aexit__(
@@ -77,5 +77,9 @@ class TaskGroupOwner(Generic[_T]):
         raise NotImplementedError
 
     async def _stop(self, exc: BaseException | None) -> None:
-        """Close what runs in the group and leave it; ``exc`` ended the block, if anything."""
+        """Close what runs in the group and leave it.
+
+        ``exc`` is what ended the ``async with`` block or made :meth:`_start`
+        fail; None when the block ended normally.
+        """
         raise NotImplementedError
