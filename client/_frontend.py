@@ -24,7 +24,7 @@ import logging
 import math
 import re
 import struct
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
@@ -931,7 +931,60 @@ class ConsumerBase:
         self._core.check_open()
         self._on_loop(self._driver.resume, as_partitions(partitions, "resume()"))
 
-    # ------------------------------------------------------- cluster lookups
+    # -------------------------------------------------- offsets and lookups
+    # Each returns the work ready to run, so that the shells differ only in how
+    # they run it: the blocking consumer calls it (the group's committed offsets
+    # through its portal), the async one awaits it (librdkafka's blocking
+    # lookups in a worker thread, off the event loop).
+
+    def _committed_fetch(
+        self, partitions: Partitions, timeout: float
+    ) -> Callable[[], Awaitable[dict[TopicPartition, int | None]]]:
+        """``committed(partitions)``: the driver's fetch of the group's committed offsets."""
+        self._core.check_open()
+        wanted = as_partitions(partitions, "committed()")
+        driver = self._driver
+
+        async def fetch() -> dict[TopicPartition, int | None]:
+            return await driver.committed(wanted, timeout=timeout)
+
+        return fetch
+
+    def _watermarks_lookup(
+        self,
+        partition: TopicPartition | confluent_kafka.TopicPartition,
+        timeout: float | None,
+        cached: bool,
+    ) -> Callable[[], tuple[int, int]]:
+        """``get_watermark_offsets(partition)``: the data plane's lookup."""
+        tp = as_partition(partition, "get_watermark_offsets()")
+        lookups, wait = self._lookups(), self._lookup_timeout(timeout)
+
+        def lookup() -> tuple[int, int]:
+            result: tuple[int, int] = lookups.watermarks(tp, cached=cached, timeout=wait)
+            return result
+
+        return lookup
+
+    def _offsets_for_times_lookup(
+        self, partitions: Offsets, timeout: float | None
+    ) -> Callable[[], dict[TopicPartition, int | None]]:
+        """``offsets_for_times(partitions)``: the data plane's lookup."""
+        query = as_offsets(partitions, "offsets_for_times()")
+        lookups, wait = self._lookups(), self._lookup_timeout(timeout)
+
+        def lookup() -> dict[TopicPartition, int | None]:
+            result: dict[TopicPartition, int | None] = lookups.offsets_for_times(
+                query, timeout=wait
+            )
+            return result
+
+        return lookup
+
+    def _list_topics_lookup(self, topic: str | None, timeout: float | None) -> Callable[[], Any]:
+        """``list_topics(topic)``: the data plane's lookup (confluent-kafka's metadata)."""
+        lookups, wait = self._lookups(), self._lookup_timeout(timeout)
+        return lambda: lookups.list_topics(topic, timeout=wait)
 
     def _lookups(self) -> Any:
         """The data plane, if it can answer cluster lookups (librdkafka's can)."""

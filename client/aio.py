@@ -15,7 +15,7 @@ import contextlib
 import inspect
 import math
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, Self, TypeVar, cast
+from typing import Any, Self, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -29,9 +29,6 @@ from kgroup._frontend import (
     ConsumerBase,
     Offsets,
     Partitions,
-    as_offsets,
-    as_partition,
-    as_partitions,
 )
 from kgroup.dataplane import Record
 from kgroup.runtime import DataPlaneInterface
@@ -252,9 +249,7 @@ class AsyncConsumer(ConsumerBase):
         self, partitions: Partitions, timeout: float = 10.0
     ) -> dict[TopicPartition, int | None]:
         """The group's committed offsets (None: nothing committed) of ``partitions``."""
-        self._core.check_open()
-        wanted = as_partitions(partitions, "committed()")
-        return await self._driver.committed(wanted, timeout=timeout)
+        return await self._committed_fetch(partitions, timeout)()
 
     # ------------------------------------------------------- cluster lookups
     # librdkafka's lookups block: they run in a worker thread, off the loop.
@@ -266,29 +261,14 @@ class AsyncConsumer(ConsumerBase):
         cached: bool = False,
     ) -> tuple[int, int]:
         """``(low, high)`` offsets; as :meth:`kgroup.Consumer.get_watermark_offsets`."""
-        tp = as_partition(partition, "get_watermark_offsets()")
-        lookups, wait = self._lookups(), self._lookup_timeout(timeout)
-
-        def call() -> tuple[int, int]:
-            return cast(tuple[int, int], lookups.watermarks(tp, cached=cached, timeout=wait))
-
-        return await anyio.to_thread.run_sync(call)
+        return await anyio.to_thread.run_sync(self._watermarks_lookup(partition, timeout, cached))
 
     async def offsets_for_times(
         self, partitions: Offsets, timeout: float | None = None
     ) -> dict[TopicPartition, int | None]:
         """Offsets by timestamp; as :meth:`kgroup.Consumer.offsets_for_times`."""
-        query = as_offsets(partitions, "offsets_for_times()")
-        lookups, wait = self._lookups(), self._lookup_timeout(timeout)
-
-        def call() -> dict[TopicPartition, int | None]:
-            return cast(
-                dict[TopicPartition, int | None], lookups.offsets_for_times(query, timeout=wait)
-            )
-
-        return await anyio.to_thread.run_sync(call)
+        return await anyio.to_thread.run_sync(self._offsets_for_times_lookup(partitions, timeout))
 
     async def list_topics(self, topic: str | None = None, timeout: float | None = None) -> Any:
         """Cluster metadata; as :meth:`kgroup.Consumer.list_topics`."""
-        lookups, wait = self._lookups(), self._lookup_timeout(timeout)
-        return await anyio.to_thread.run_sync(lambda: lookups.list_topics(topic, timeout=wait))
+        return await anyio.to_thread.run_sync(self._list_topics_lookup(topic, timeout))

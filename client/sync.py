@@ -34,9 +34,6 @@ from kgroup._frontend import (
     ConsumerBase,
     Offsets,
     Partitions,
-    as_offsets,
-    as_partition,
-    as_partitions,
 )
 from kgroup.dataplane import Record
 from kgroup.runtime import CommitCallback, DataPlaneInterface
@@ -259,13 +256,7 @@ class Consumer(ConsumerBase):
         self, partitions: Partitions, timeout: float = 10.0
     ) -> dict[TopicPartition, int | None]:
         """The group's committed offsets (None: nothing committed) of ``partitions``."""
-        self._core.check_open()
-        wanted = as_partitions(partitions, "committed()")
-
-        async def fetch() -> dict[TopicPartition, int | None]:
-            return await self._driver.committed(wanted, timeout=timeout)
-
-        return self._portal.call(fetch)
+        return self._portal.call(self._committed_fetch(partitions, timeout))
 
     # ------------------------------------------------------- cluster lookups
 
@@ -284,10 +275,7 @@ class Consumer(ConsumerBase):
         Raises:
             DataPlaneError: the lookup failed or timed out.
         """
-        tp = as_partition(partition, "get_watermark_offsets()")
-        wait = self._lookup_timeout(timeout)
-        result: tuple[int, int] = self._lookups().watermarks(tp, cached=cached, timeout=wait)
-        return result
+        return self._watermarks_lookup(partition, timeout, cached)()
 
     def offsets_for_times(
         self, partitions: Offsets, timeout: float | None = None
@@ -298,16 +286,11 @@ class Consumer(ConsumerBase):
         ``TopicPartition(topic, partition, timestamp_ms)``; None in the answer:
         no such record.
         """
-        query = as_offsets(partitions, "offsets_for_times()")
-        wait = self._lookup_timeout(timeout)
-        result: dict[TopicPartition, int | None] = self._lookups().offsets_for_times(
-            query, timeout=wait
-        )
-        return result
+        return self._offsets_for_times_lookup(partitions, timeout)()
 
     def list_topics(self, topic: str | None = None, timeout: float | None = None) -> Any:
         """confluent-kafka's ``ClusterMetadata`` of the cluster (all topics, or ``topic``)."""
-        return self._lookups().list_topics(topic, timeout=self._lookup_timeout(timeout))
+        return self._list_topics_lookup(topic, timeout)()
 
     # --------------------------------------------------------------- closing
 

@@ -116,42 +116,47 @@ class _Gate:
         self._control_waiting = 0
         self._grace_until = 0.0
 
-    @contextlib.contextmanager
-    def control(self) -> Iterator[None]:
-        with self._cond:
-            self._control_waiting += 1
-            try:
-                while self._busy:
-                    self._cond.wait()
-            finally:
-                self._control_waiting -= 1
-            self._busy = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._busy = False
-                self._grace_until = time.monotonic() + _GRACE
-                self._cond.notify_all()
+    def control(self) -> contextlib.AbstractContextManager[None]:
+        """A driver's call: goes before any record wait that has not started."""
+        return self._turn(self._await_control, _GRACE)
+
+    def fetch(self) -> contextlib.AbstractContextManager[None]:
+        """A record wait: after every waiting control call and its grace period."""
+        return self._turn(self._await_fetch, 0.0)
 
     @contextlib.contextmanager
-    def fetch(self) -> Iterator[None]:
+    def _turn(self, wait: Callable[[], None], grace: float) -> Iterator[None]:
+        """Hold the handle once ``wait`` (run under the lock) returns; on leaving, free
+        it, hold record waits off for ``grace`` seconds and wake every waiter."""
         with self._cond:
-            while True:
-                if self._busy or self._control_waiting:
-                    self._cond.wait()
-                    continue
-                left = self._grace_until - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(left)
+            wait()
             self._busy = True
         try:
             yield
         finally:
             with self._cond:
                 self._busy = False
+                if grace:
+                    self._grace_until = time.monotonic() + grace
                 self._cond.notify_all()
+
+    def _await_control(self) -> None:
+        self._control_waiting += 1
+        try:
+            while self._busy:
+                self._cond.wait()
+        finally:
+            self._control_waiting -= 1
+
+    def _await_fetch(self) -> None:
+        while True:
+            if self._busy or self._control_waiting:
+                self._cond.wait()
+                continue
+            left = self._grace_until - time.monotonic()
+            if left <= 0:
+                return
+            self._cond.wait(left)
 
 
 class DataPlaneError(KgroupError):

@@ -57,7 +57,6 @@ from kgroup.errors import AssignorError, BrokerError, KgroupError
 from kgroup.membership import (
     AssignmentComputed,
     AssignorFailed,
-    ClassicAssignment,
     ClassicAssignorOnAssignment,
     ClassicHeartbeatResponseReceived,
     ClassicMember,
@@ -88,10 +87,11 @@ from kgroup.membership import (
 )
 from kgroup.protocol import NegotiatedVersions
 from kgroup.protocol.requests import heartbeat, join_group, leave_group, sync_group
+from kgroup.protocol.requests._common import CodeAnswered
 from kgroup.runtime._log import log
 from kgroup.runtime.coordinator import Answered, CallFailed, LookupRefused, coordinator_call
 from kgroup.runtime.interfaces import Host, SubscriptionChange
-from kgroup.runtime.leader import group_subscription, validation_protocol
+from kgroup.runtime.leader import group_subscription, member_assignments, validation_protocol
 from kgroup.runtime.session import FinishedCommit, SessionBase
 from kgroup.transport import ClusterMetadata
 from kgroup.types import TopicPartition
@@ -99,6 +99,7 @@ from kgroup.types import TopicPartition
 __all__ = ["DEFAULT_ASSIGNMENT_STRATEGY", "ClassicSession", "classic_assignors"]
 
 R = TypeVar("R")
+A = TypeVar("A", SendClassicHeartbeat, SendLeaveGroup)
 
 DEFAULT_ASSIGNMENT_STRATEGY = "range,cooperative-sticky"
 """``partition.assignment.strategy`` when not set: the Java client's default since 3.0."""
@@ -188,9 +189,9 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
         elif isinstance(action, SendSyncGroup):
             host.spawn(self._sync_group, action)
         elif isinstance(action, SendClassicHeartbeat):
-            host.spawn(self._heartbeat, action)
+            host.spawn(self._code_request, heartbeat, action, ClassicHeartbeatResponseReceived)
         elif isinstance(action, SendLeaveGroup):
-            host.spawn(self._leave_group, action)
+            host.spawn(self._code_request, leave_group, action, LeaveGroupResponseReceived)
         elif isinstance(action, RunAssignor):
             host.spawn(self._run_assignor, action)
         elif isinstance(action, ClassicAssignorOnAssignment):
@@ -357,107 +358,101 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
                 return
             protocols.append(JoinProtocol(proto.name, _with_user_data(sub, user_data)))
         request = dataclasses.replace(request, protocols=tuple(protocols))
+        seq = action.seq
+
+        def answered(response: join_group.Response) -> ClassicMemberEvent:
+            self._answered(int(response.error_code))
+            try:
+                return JoinGroupResponseReceived(seq, join_group.parse(response))
+            except KgroupError as exc:
+                log.error("group %s: undecodable JoinGroup response: %s", self._group_id, exc)
+                return RequestFailed(seq, FailureKind.DISCONNECTED, str(exc))
+
         # The broker holds a JoinGroup until every member rejoined (at most the
         # rebalance timeout), so the wait is longer than a plain request's.
-        outcome = await self._call(
+        await self._group_request(
+            seq,
             lambda versions: join_group.build(versions, request),
             join_group.narrow,
-            request.rebalance_timeout_ms / 1000 + self._host.request_timeout,
+            refused=lambda refused: JoinGroupResponseReceived(
+                seq, JoinGroupResponse(error_code=refused.code, error_message=refused.message)
+            ),
+            answered=answered,
+            timeout=request.rebalance_timeout_ms / 1000 + self._host.request_timeout,
         )
-        event: ClassicMemberEvent
-        if isinstance(outcome, LookupRefused):
-            event = JoinGroupResponseReceived(
-                action.seq,
-                JoinGroupResponse(error_code=outcome.code, error_message=outcome.message),
-            )
-        elif isinstance(outcome, CallFailed):
-            event = RequestFailed(action.seq, outcome.kind, outcome.detail)
-        else:
-            self._answered(int(outcome.response.error_code))
-            try:
-                event = JoinGroupResponseReceived(action.seq, join_group.parse(outcome.response))
-            except KgroupError as exc:
-                event = RequestFailed(action.seq, FailureKind.DISCONNECTED, str(exc))
-                log.error("group %s: undecodable JoinGroup response: %s", self._group_id, exc)
-        self._events.post(event)
 
     async def _sync_group(self, action: SendSyncGroup) -> None:
-        request = action.request
-        # The broker holds a follower's SyncGroup until the leader's arrives.
-        outcome = await self._call(
-            lambda versions: sync_group.build(versions, request),
-            sync_group.narrow,
-            self._host.config.max_poll_interval_ms / 1000 + self._host.request_timeout,
-        )
-        event: ClassicMemberEvent
-        if isinstance(outcome, LookupRefused):
-            event = SyncGroupResponseReceived(
-                action.seq,
-                SyncGroupResponse(error_code=outcome.code, error_message=outcome.message),
-            )
-        elif isinstance(outcome, CallFailed):
-            event = RequestFailed(action.seq, outcome.kind, outcome.detail)
-        else:
-            self._answered(int(outcome.response.error_code))
+        request, seq = action.request, action.seq
+
+        def answered(response: sync_group.Response) -> ClassicMemberEvent | None:
+            self._answered(int(response.error_code))
             try:
-                parsed = sync_group.parse(outcome.response)
+                return SyncGroupResponseReceived(seq, sync_group.parse(response))
             except KgroupError as exc:
                 log.error("group %s: undecodable assignment: %s", self._group_id, exc)
                 self._host.set_fatal(exc)
-                return
-            event = SyncGroupResponseReceived(action.seq, parsed)
-        self._events.post(event)
+                return None
 
-    async def _heartbeat(self, action: SendClassicHeartbeat) -> None:
-        await self._code_request(
-            action.seq,
-            lambda versions: heartbeat.build(
-                versions,
-                group_id=action.group_id,
-                generation_id=action.generation_id,
-                member_id=action.member_id,
-                instance_id=action.instance_id,
+        # The broker holds a follower's SyncGroup until the leader's arrives.
+        await self._group_request(
+            seq,
+            lambda versions: sync_group.build(versions, request),
+            sync_group.narrow,
+            refused=lambda refused: SyncGroupResponseReceived(
+                seq, SyncGroupResponse(error_code=refused.code, error_message=refused.message)
             ),
-            heartbeat.narrow,
-            heartbeat.parse,
-            ClassicHeartbeatResponseReceived,
-        )
-
-    async def _leave_group(self, action: SendLeaveGroup) -> None:
-        await self._code_request(
-            action.seq,
-            lambda versions: leave_group.build(
-                versions,
-                group_id=action.group_id,
-                member_id=action.member_id,
-                instance_id=action.instance_id,
-                reason=action.reason,
-            ),
-            leave_group.narrow,
-            leave_group.parse,
-            LeaveGroupResponseReceived,
+            answered=answered,
+            timeout=self._host.config.max_poll_interval_ms / 1000 + self._host.request_timeout,
         )
 
     async def _code_request(
         self,
+        api: CodeAnswered[A, R],
+        action: A,
+        received: Callable[[int, int], ClassicMemberEvent],
+    ) -> None:
+        """Heartbeat or LeaveGroup, answered with an error code: ``received(action.seq, code)``."""
+        seq = action.seq
+
+        def answered(response: R) -> ClassicMemberEvent:
+            code = api.parse(response)
+            self._answered(code)
+            return received(seq, code)
+
+        await self._group_request(
+            seq,
+            lambda versions: api.build(versions, action),
+            api.narrow,
+            refused=lambda refused: received(seq, refused.code),
+            answered=answered,
+        )
+
+    async def _group_request(
+        self,
         seq: int,
         build: Callable[[NegotiatedVersions], RequestPayload],
         narrow: Callable[[ResponsePayload], R],
-        parse: Callable[[R], int],
-        received: Callable[[int, int], ClassicMemberEvent],
+        *,
+        refused: Callable[[LookupRefused], ClassicMemberEvent],
+        answered: Callable[[R], ClassicMemberEvent | None],
+        timeout: float | None = None,
     ) -> None:
-        """Heartbeat or LeaveGroup, answered with an error code: ``received(seq, code)``."""
-        outcome = await self._call(build, narrow)
-        event: ClassicMemberEvent
+        """Send a group request and post the member's answer to request ``seq``.
+
+        No answer is ``RequestFailed``; a refused coordinator lookup is the API's
+        own error answer (``refused``); a response is what ``answered`` makes of
+        it (None: nothing to post, the session has failed).
+        """
+        outcome = await self._call(build, narrow, timeout)
+        event: ClassicMemberEvent | None
         if isinstance(outcome, CallFailed):
             event = RequestFailed(seq, outcome.kind, outcome.detail)
         elif isinstance(outcome, LookupRefused):
-            event = received(seq, outcome.code)
+            event = refused(outcome)
         else:
-            code = parse(outcome.response)
-            self._answered(code)
-            event = received(seq, code)
-        self._events.post(event)
+            event = answered(outcome.response)
+        if event is not None:
+            self._events.post(event)
 
     # ----------------------------------------------------------------- leading
 
@@ -497,15 +492,7 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
             self._assignor_failed(action, error)
             return
         self._watched_counts = {t: cluster.partitions_for(t) or 0 for t in topics}
-        assignments = {
-            m.member_id: ClassicAssignment(
-                frozenset(result.partitions(m.member_id)),
-                result.assignments[m.member_id].user_data
-                if m.member_id in result.assignments
-                else None,
-            )
-            for m in action.members
-        }
+        assignments = member_assignments(result, action.members)
         log.info(
             "group %s generation %d: assignor %s assigned %s",
             self._group_id,

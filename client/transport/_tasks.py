@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from types import TracebackType
+from typing import Generic, TypeVar
+
 import anyio
 import anyio.abc
 
-__all__ = ["OwnedTaskGroup"]
+__all__ = ["OwnedTaskGroup", "TaskGroupOwner"]
+
+_T = TypeVar("_T")
 
 
 class OwnedTaskGroup:
@@ -36,3 +41,45 @@ class OwnedTaskGroup:
             return
         manager.cancel_scope.cancel()
         await manager.__aexit__(None, None, None)
+
+
+class TaskGroupOwner(Generic[_T]):
+    """An async context manager whose tasks live in an :class:`OwnedTaskGroup`.
+
+    ``async with`` enters the group and hands it to :meth:`_start`, whose
+    result is what the block gets; leaving the block, or a :meth:`_start` that
+    raises, calls :meth:`_stop`, which closes what runs in the group and leaves
+    it. The subclass provides ``_tasks``.
+    """
+
+    __slots__ = ()
+
+    _tasks: OwnedTaskGroup
+
+    async def __aenter__(self) -> _T:
+        task_group = await self._tasks.enter()
+        try:
+            return await self._start(task_group)
+        except BaseException as exc:
+            await self._stop(exc)
+            raise
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._stop(exc)
+
+    async def _start(self, task_group: anyio.abc.TaskGroup) -> _T:
+        """Start what runs in ``task_group``; return what the ``async with`` block gets."""
+        raise NotImplementedError
+
+    async def _stop(self, exc: BaseException | None) -> None:
+        """Close what runs in the group and leave it.
+
+        ``exc`` is what ended the ``async with`` block or made :meth:`_start`
+        fail; None when the block ended normally.
+        """
+        raise NotImplementedError

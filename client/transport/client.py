@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 import random as _random
 from collections.abc import Callable, Iterable, Sequence
-from types import TracebackType
-from typing import Self
 
 import anyio
 import anyio.abc
@@ -25,7 +23,7 @@ from kgroup.errors import (
 from kgroup.protocol.cluster import BrokerAddress, ClusterMetadata
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests import find_coordinator, metadata
-from kgroup.transport._tasks import OwnedTaskGroup
+from kgroup.transport._tasks import OwnedTaskGroup, TaskGroupOwner
 from kgroup.transport.connection import BrokerConnection, ConnectionSettings, open_connection
 from kgroup.transport.sasl import SaslAuthenticator
 from kgroup.transport.security import Authenticator, SecurityConfig, explain_denial
@@ -64,7 +62,7 @@ def parse_bootstrap_servers(servers: str | Sequence[str]) -> list[tuple[str, int
     return result
 
 
-class KafkaClient:
+class KafkaClient(TaskGroupOwner["KafkaClient"]):
     """Connections to a Kafka cluster, as an async context manager.
 
     Entering bootstraps: the listed servers are tried in order until one
@@ -131,23 +129,18 @@ class KafkaClient:
         # The node a group's coordinator was on when marked stale, until found again.
         self._stale_coordinators: dict[str, int] = {}
 
-    async def __aenter__(self) -> Self:
+    async def __aenter__(self) -> KafkaClient:
+        # Once ever, not once at a time: the pool is not reopened after aclose().
         if self._task_group is not None:
             raise RuntimeError("a KafkaClient can be entered only once")
-        self._task_group = await self._tasks.enter()
-        try:
-            await self._bootstrap()
-        except BaseException:
-            await self.aclose()
-            raise
+        return await super().__aenter__()
+
+    async def _start(self, task_group: anyio.abc.TaskGroup) -> KafkaClient:
+        self._task_group = task_group
+        await self._bootstrap()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _stop(self, exc: BaseException | None) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:

@@ -18,7 +18,6 @@ import random
 import ssl
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from types import TracebackType
 
 import anyio
 import anyio.abc
@@ -54,7 +53,7 @@ from kgroup.protocol.negotiation import (
     broker_ranges,
     negotiate,
 )
-from kgroup.transport._tasks import OwnedTaskGroup
+from kgroup.transport._tasks import OwnedTaskGroup, TaskGroupOwner
 from kgroup.transport.security import (
     Authenticator,
     SecurityConfig,
@@ -538,7 +537,7 @@ async def open_connection(
 
 
 @dataclass(eq=False, slots=True)
-class _Connect:
+class _Connect(TaskGroupOwner[BrokerConnection]):
     """The async context manager :func:`connect` returns."""
 
     host: str
@@ -547,23 +546,13 @@ class _Connect:
     _tasks: OwnedTaskGroup = field(default_factory=OwnedTaskGroup, init=False)
     _conn: BrokerConnection | None = field(default=None, init=False)
 
-    async def __aenter__(self) -> BrokerConnection:
-        task_group = await self._tasks.enter()
-        try:
-            self._conn = await open_connection(
-                self.host, self.port, self.settings, task_group=task_group
-            )
-        except BaseException:
-            await self._tasks.leave()
-            raise
+    async def _start(self, task_group: anyio.abc.TaskGroup) -> BrokerConnection:
+        self._conn = await open_connection(
+            self.host, self.port, self.settings, task_group=task_group
+        )
         return self._conn
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def _stop(self, exc: BaseException | None) -> None:
         if self._conn is not None:
             await self._conn.aclose()
         await self._tasks.leave()

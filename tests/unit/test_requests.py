@@ -29,6 +29,8 @@ from kgroup.membership import (
     JoinProtocol,
     MemberAssignment,
     MemberSubscription,
+    SendClassicHeartbeat,
+    SendLeaveGroup,
     SyncGroupRequest,
 )
 from kgroup.protocol import (
@@ -375,10 +377,9 @@ def test_heartbeat_request(versions: Any) -> None:
     sent = _wire(
         heartbeat.build(
             versions(ApiKey.HEARTBEAT),
-            group_id="g",
-            generation_id=5,
-            member_id="m",
-            instance_id="i",
+            SendClassicHeartbeat(
+                seq=1, group_id="g", generation_id=5, member_id="m", instance_id="i"
+            ),
         )
     )
     assert (sent.group_id, sent.generation_id, sent.member_id) == ("g", 5, "m")
@@ -397,7 +398,10 @@ def test_leave_group_reason_only_from_v5() -> None:
     def build(versions: NegotiatedVersions) -> Any:
         return _wire(
             leave_group.build(
-                versions, group_id="g", member_id="m", instance_id="i", reason="closing"
+                versions,
+                SendLeaveGroup(
+                    seq=1, group_id="g", member_id="m", instance_id="i", reason="closing"
+                ),
             )
         )
 

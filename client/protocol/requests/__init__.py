@@ -5,8 +5,10 @@ Every module has the same shape:
 - ``build(versions, <typed input>) -> RequestPayload``: the request at the version
   negotiated with the broker it goes to (``versions``), from the membership
   machine's request value where one exists (:class:`kgroup.membership.HeartbeatRequest`,
-  :class:`~kgroup.membership.JoinGroupRequest`, :class:`~kgroup.membership.SyncGroupRequest`)
-  or from plain typed arguments;
+  :class:`~kgroup.membership.JoinGroupRequest`, :class:`~kgroup.membership.SyncGroupRequest`,
+  or the :class:`~kgroup.membership.SendClassicHeartbeat` and
+  :class:`~kgroup.membership.SendLeaveGroup` actions themselves) or from plain
+  typed arguments;
 - ``Response``: the union of kio's response classes over the versions kgroup
   negotiates, and ``narrow(payload) -> Response`` (a
   :class:`~kgroup.protocol.requests._common.Narrow`), which checks that what the

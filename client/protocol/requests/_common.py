@@ -5,17 +5,21 @@ from __future__ import annotations
 import typing
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, cast
 
-from kio.static.protocol import ResponsePayload
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from kgroup.errors import KafkaProtocolError
 from kgroup.protocol.apis import ApiKey
 from kgroup.types import TopicPartition
 
-__all__ = ["Narrow", "by_topic", "topic_name", "unexpected"]
+if TYPE_CHECKING:
+    # Only for annotations: negotiation imports api_versions, which imports this module.
+    from kgroup.protocol.negotiation import NegotiatedVersions
+__all__ = ["CodeAnswered", "Narrow", "by_topic", "topic_name", "unexpected"]
 
 _R = TypeVar("_R")
+_A_contra = TypeVar("_A_contra", contravariant=True)
 
 
 def by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
@@ -71,3 +75,25 @@ class Narrow(Generic[_R]):
         if isinstance(payload, self.classes):
             return cast(_R, payload)
         raise unexpected(payload, self._api)
+
+
+class CodeAnswered(Protocol[_A_contra, _R]):
+    """A request module built from a member's action and answered with an error code.
+
+    :mod:`~kgroup.protocol.requests.heartbeat` and
+    :mod:`~kgroup.protocol.requests.leave_group` are two: a session sends either
+    the same way (``build``, ``narrow``, ``parse``) and hands the member the code.
+    """
+
+    def build(self, versions: NegotiatedVersions, action: _A_contra, /) -> RequestPayload:
+        """The request ``action`` asks for, at the negotiated version."""
+        ...
+
+    @property
+    def narrow(self) -> Narrow[_R]:
+        """``payload`` as a response of this API."""
+        ...
+
+    def parse(self, response: _R, /) -> int:
+        """The response's error code (0: done)."""
+        ...

@@ -8,6 +8,7 @@ import kio.schema.heartbeat.v3.response as v3
 import kio.schema.heartbeat.v4.response as v4
 from kio.static.protocol import RequestPayload
 
+from kgroup.membership import SendClassicHeartbeat
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests._common import Narrow
@@ -21,21 +22,14 @@ narrow: Final = Narrow[Response](API, Response)
 """``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 
-def build(
-    versions: NegotiatedVersions,
-    *,
-    group_id: str,
-    generation_id: int,
-    member_id: str,
-    instance_id: str | None,
-) -> RequestPayload:
-    """The heartbeat of ``member_id`` in ``generation_id``."""
+def build(versions: NegotiatedVersions, action: SendClassicHeartbeat) -> RequestPayload:
+    """The heartbeat ``action`` asks for: its member in its generation."""
     return versions.new_request(
         API,
-        group_id=group_id,
-        generation_id=generation_id,
-        member_id=member_id,
-        group_instance_id=instance_id,
+        group_id=action.group_id,
+        generation_id=action.generation_id,
+        member_id=action.member_id,
+        group_instance_id=action.instance_id,
     )
 
 

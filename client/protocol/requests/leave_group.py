@@ -9,6 +9,7 @@ import kio.schema.leave_group.v4.response as v4
 import kio.schema.leave_group.v5.response as v5
 from kio.static.protocol import RequestPayload
 
+from kgroup.membership import SendLeaveGroup
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests._common import Narrow
@@ -22,20 +23,18 @@ narrow: Final = Narrow[Response](API, Response)
 """``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 
-def build(
-    versions: NegotiatedVersions,
-    *,
-    group_id: str,
-    member_id: str,
-    instance_id: str | None,
-    reason: str | None,
-) -> RequestPayload:
-    """The leave of ``member_id`` (the reason only from v5, KIP-800)."""
+def build(versions: NegotiatedVersions, action: SendLeaveGroup) -> RequestPayload:
+    """The leave ``action`` asks for, of its member (the reason only from v5, KIP-800)."""
     module: Any = versions.request_module(API)
-    member: dict[str, Any] = {"member_id": member_id, "group_instance_id": instance_id}
+    member: dict[str, Any] = {
+        "member_id": action.member_id,
+        "group_instance_id": action.instance_id,
+    }
     if versions.version(API) >= 5:
-        member["reason"] = reason
-    return versions.new_request(API, group_id=group_id, members=(module.MemberIdentity(**member),))
+        member["reason"] = action.reason
+    return versions.new_request(
+        API, group_id=action.group_id, members=(module.MemberIdentity(**member),)
+    )
 
 
 def parse(response: Response) -> int:
