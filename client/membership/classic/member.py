@@ -58,7 +58,6 @@ from kgroup.membership.classic.states import (
 )
 from kgroup.membership.classic.types import ClassicAssignment, MemberSubscription
 from kgroup.membership.common.actions import (
-    Closed,
     CommitOffsets,
     LeaveComplete,
     RaiseCallbackError,
@@ -303,11 +302,6 @@ class ClassicMember(
     def assignment(self) -> frozenset[TopicPartition]:
         """The partitions this member owns."""
         return self._owned
-
-    @property
-    def closed(self) -> bool:
-        """True once a close finished; the member then ignores every event."""
-        return self._state is _S.CLOSED
 
     # ------------------------------------------------------------------ hooks
 
@@ -1266,7 +1260,7 @@ class ClassicMember(
         self._op = None
         self._leave_seq = None
         self._go(_T.CLOSE)
-        acts.append(Closed(timed_out))
+        acts.append(self._life.finish_close(timed_out))
 
     # ---------------------------------------------------------------- helpers
 
