@@ -67,7 +67,9 @@ def test_from_each_of_no_states_is_empty() -> None:
     "cls",
     [SendJoinGroup, SendSyncGroup, SendHeartbeat, SendPrepareAssignment, SendInstallAssignment],
 )
-def test_every_request_action_is_a_frozen_send_request_with_seq_first(cls: type) -> None:
+def test_every_request_action_is_a_frozen_send_request_with_seq_first(
+    cls: type[SendRequest[object]],
+) -> None:
     assert issubclass(cls, SendRequest)
     assert [f.name for f in dataclasses.fields(cls)][:2] == ["seq", "request"]
     assert "__dict__" not in dir(cls)  # still slotted
@@ -84,7 +86,9 @@ def test_every_request_action_is_a_frozen_send_request_with_seq_first(cls: type)
         (InstallAssignmentResponseReceived, ErrorCodeReceived),
     ],
 )
-def test_every_response_event_echoes_seq_through_its_shared_base(cls: type, base: type) -> None:
+def test_every_response_event_echoes_seq_through_its_shared_base(
+    cls: type[ResponseReceived[object] | ErrorCodeReceived], base: type
+) -> None:
     assert issubclass(cls, base)
     assert dataclasses.fields(cls)[0].name == "seq"
 
@@ -93,7 +97,8 @@ def test_envelopes_compare_by_class_and_stay_frozen() -> None:
     joined = JoinGroupResponseReceived(3, JoinGroupResponse())
     assert joined == JoinGroupResponseReceived(seq=3, response=JoinGroupResponse())
     assert joined != ResponseReceived(3, JoinGroupResponse())
-    assert LeaveGroupResponseReceived(1) != ClassicHeartbeatResponseReceived(1)
+    left: ErrorCodeReceived = LeaveGroupResponseReceived(1)
+    assert left != ClassicHeartbeatResponseReceived(1)
     beat = HeartbeatResponseReceived(1, HeartbeatResponse())
     with pytest.raises(dataclasses.FrozenInstanceError):
         beat.seq = 2  # type: ignore[misc]
