@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kgroup.membership.classic.types import ClassicAssignment, GroupMember, MemberSubscription
-from kgroup.membership.common.actions import CommonAction
+from kgroup.membership.common.actions import CommonAction, SendRequest
 
 __all__ = [
     "PROTOCOL_TYPE",
@@ -82,23 +82,17 @@ class SyncGroupRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class SendJoinGroup:
+class SendJoinGroup(SendRequest[JoinGroupRequest]):
     """Send ``request``; answer with JoinGroupResponseReceived / RequestFailed and ``seq``.
 
     The broker holds a JoinGroup until the group's rebalance completes, so the
     runtime's request timeout must exceed the rebalance timeout.
     """
 
-    seq: int
-    request: JoinGroupRequest
-
 
 @dataclass(frozen=True, slots=True)
-class SendSyncGroup:
+class SendSyncGroup(SendRequest[SyncGroupRequest]):
     """Send ``request``; answer with SyncGroupResponseReceived / RequestFailed and ``seq``."""
-
-    seq: int
-    request: SyncGroupRequest
 
 
 @dataclass(frozen=True, slots=True)

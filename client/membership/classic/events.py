@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kgroup.membership.classic.types import ClassicAssignment, GroupMember
-from kgroup.membership.common.events import CommonEvent
+from kgroup.membership.common.events import CommonEvent, ErrorCodeReceived, ResponseReceived
 from kgroup.types import TopicPartition
 
 __all__ = [
@@ -70,35 +70,23 @@ class SyncGroupResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class JoinGroupResponseReceived:
+class JoinGroupResponseReceived(ResponseReceived[JoinGroupResponse]):
     """A response arrived for the JoinGroup sent with ``seq``."""
 
-    seq: int
-    response: JoinGroupResponse
-
 
 @dataclass(frozen=True, slots=True)
-class SyncGroupResponseReceived:
+class SyncGroupResponseReceived(ResponseReceived[SyncGroupResponse]):
     """A response arrived for the SyncGroup sent with ``seq``."""
 
-    seq: int
-    response: SyncGroupResponse
-
 
 @dataclass(frozen=True, slots=True)
-class ClassicHeartbeatResponseReceived:
+class ClassicHeartbeatResponseReceived(ErrorCodeReceived):
     """A response arrived for the (classic) Heartbeat sent with ``seq``."""
 
-    seq: int
-    error_code: int = 0
-
 
 @dataclass(frozen=True, slots=True)
-class LeaveGroupResponseReceived:
+class LeaveGroupResponseReceived(ErrorCodeReceived):
     """A response arrived for the LeaveGroup sent with ``seq`` (any error is only logged)."""
-
-    seq: int
-    error_code: int = 0
 
 
 @dataclass(frozen=True, slots=True)

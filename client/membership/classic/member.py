@@ -20,6 +20,7 @@ import enum
 import logging
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from kgroup.membership.classic.actions import (
     PROTOCOL_TYPE,
@@ -57,7 +58,6 @@ from kgroup.membership.classic.states import (
 )
 from kgroup.membership.classic.types import ClassicAssignment, MemberSubscription
 from kgroup.membership.common.actions import (
-    Closed,
     CommitOffsets,
     LeaveComplete,
     RaiseCallbackError,
@@ -73,6 +73,7 @@ from kgroup.membership.common.events import (
     CallbackKind,
     FailureKind,
     RequestFailed,
+    ResponseReceived,
     SubscriptionChanged,
 )
 from kgroup.membership.common.lifecycle import (
@@ -179,6 +180,17 @@ class _Op:
     added: frozenset[TopicPartition] = frozenset()
     assignment: ClassicAssignment | None = None
     deadline: float | None = None
+
+
+class _Answer(Protocol):
+    """A JoinGroup or SyncGroup response: the member splits them by error code."""
+
+    @property
+    def error_code(self) -> int: ...
+
+
+_A = TypeVar("_A", bound=_Answer)
+_AnswerHandler = Callable[[_A, float, list[_Action]], None]
 
 
 class ClassicMember(
@@ -312,11 +324,6 @@ class ClassicMember(
         """The partitions this member owns."""
         return self._owned
 
-    @property
-    def closed(self) -> bool:
-        """True once a close finished; the member then ignores every event."""
-        return self._state is _S.CLOSED
-
     # ------------------------------------------------------------------ hooks
 
     def _position(self) -> int:
@@ -345,9 +352,25 @@ class ClassicMember(
     ) -> None:
         match event:
             case JoinGroupResponseReceived():
-                self._on_join_response(event, now, acts)
+                self._on_round_answer(
+                    _Kind.JOIN,
+                    _S.JOINING,
+                    event,
+                    now,
+                    acts,
+                    failed=self._on_join_error,
+                    succeeded=self._on_joined,
+                )
             case SyncGroupResponseReceived():
-                self._on_sync_response(event, now, acts)
+                self._on_round_answer(
+                    _Kind.SYNC,
+                    _S.SYNCING,
+                    event,
+                    now,
+                    acts,
+                    failed=self._on_sync_error,
+                    succeeded=self._on_synced,
+                )
             case ClassicHeartbeatResponseReceived():
                 self._on_heartbeat_response(event, now, acts)
             case LeaveGroupResponseReceived():
@@ -597,6 +620,26 @@ class ClassicMember(
         sent = self._accept(kind, seq)
         return sent is not None and sent.round == self._round and self._state is state
 
+    def _on_round_answer(
+        self,
+        kind: _Kind,
+        state: ClassicState,
+        event: ResponseReceived[_A],
+        now: float,
+        acts: list[_Action],
+        *,
+        failed: _AnswerHandler[_A],
+        succeeded: _AnswerHandler[_A],
+    ) -> None:
+        """A JoinGroup or SyncGroup response: to ``failed`` or ``succeeded`` by its error code.
+
+        Ignored unless it answers this round's ``kind`` request while the
+        member is still in ``state`` (an answer to an abandoned round is stale).
+        """
+        if self._answers_round(kind, event.seq, state):
+            handler = failed if event.response.error_code else succeeded
+            handler(event.response, now, acts)
+
     def _round_failed(self, kind: _Kind, code: int) -> ClassicReaction:
         reaction = classic_reaction_for(code)
         log.info(
@@ -608,15 +651,6 @@ class ClassicMember(
             reaction.name,
         )
         return reaction
-
-    def _on_join_response(
-        self, event: JoinGroupResponseReceived, now: float, acts: list[_Action]
-    ) -> None:
-        if self._answers_round(_Kind.JOIN, event.seq, _S.JOINING):
-            if event.response.error_code:
-                self._on_join_error(event.response, now, acts)
-            else:
-                self._on_joined(event.response, now, acts)
 
     def _on_join_error(self, resp: JoinGroupResponse, now: float, acts: list[_Action]) -> None:
         code = resp.error_code
@@ -710,15 +744,6 @@ class ClassicMember(
         acts.append(ReportAssignorError(name, event.message))
 
     # ---------------------------------------------------------------- syncing
-
-    def _on_sync_response(
-        self, event: SyncGroupResponseReceived, now: float, acts: list[_Action]
-    ) -> None:
-        if self._answers_round(_Kind.SYNC, event.seq, _S.SYNCING):
-            if event.response.error_code:
-                self._on_sync_error(event.response, now, acts)
-            else:
-                self._on_synced(event.response, now, acts)
 
     def _on_sync_error(self, resp: SyncGroupResponse, now: float, acts: list[_Action]) -> None:
         code = resp.error_code
@@ -1281,7 +1306,7 @@ class ClassicMember(
         self._op = None
         self._leave_seq = None
         self._go(_T.CLOSE)
-        acts.append(Closed(timed_out))
+        acts.append(self._life.finish_close(timed_out))
 
     # ---------------------------------------------------------------- helpers
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
-from kgroup.membership.common.transitions import TransitionTable
+from kgroup.membership.common.transitions import TransitionTable, from_each
 
 __all__ = [
     "CLASSIC_DIAGRAM_BEGIN",
@@ -75,8 +75,8 @@ IN_GROUP: frozenset[ClassicState] = frozenset(
 """States in which the member takes part in the group's rebalances."""
 
 
-def _table() -> dict[tuple[ClassicState, ClassicTrigger], ClassicState]:
-    t: dict[tuple[ClassicState, ClassicTrigger], ClassicState] = {
+CLASSIC_MACHINE: TransitionTable[ClassicState, ClassicTrigger] = TransitionTable(
+    {
         (_S.UNJOINED, _T.SUBSCRIBE): _S.PREPARING,
         (_S.PREPARING, _T.PREPARED): _S.JOINING,
         (_S.JOINING, _T.MEMBER_ID_REQUIRED): _S.JOINING,
@@ -96,19 +96,14 @@ def _table() -> dict[tuple[ClassicState, ClassicTrigger], ClassicState]:
         (_S.LEAVING, _T.CLOSE): _S.CLOSED,
         (_S.UNJOINED, _T.CLOSE): _S.CLOSED,
         (_S.FATAL, _T.CLOSE): _S.CLOSED,
-    }
-    for state in sorted(IN_GROUP, key=list(ClassicState).index):
-        if state is not _S.PREPARING:
-            # ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID: the assignment is lost.
-            t[(state, _T.RESET)] = _S.PREPARING
-        t[(state, _T.POLL_EXPIRED)] = _S.STALE
-        t[(state, _T.LEAVE)] = _S.LEAVING
-        t[(state, _T.FATAL_ERROR)] = _S.FATAL
-    return t
-
-
-CLASSIC_MACHINE: TransitionTable[ClassicState, ClassicTrigger] = TransitionTable(
-    _table(),
+        # ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID: the assignment is lost. A
+        # member in PREPARING stays there: its preparation already leads to a join.
+        **from_each(IN_GROUP - {_S.PREPARING}, {_T.RESET: _S.PREPARING}),
+        **from_each(
+            IN_GROUP,
+            {_T.POLL_EXPIRED: _S.STALE, _T.LEAVE: _S.LEAVING, _T.FATAL_ERROR: _S.FATAL},
+        ),
+    },
     initial=ClassicState.UNJOINED,
     finals=(ClassicState.CLOSED,),
     diagram="classic member state diagram",

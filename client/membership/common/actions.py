@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from kgroup.membership.common.events import CallbackKind
 from kgroup.types import TopicPartition
@@ -21,9 +22,27 @@ __all__ = [
     "RediscoverCoordinator",
     "ReportFatalError",
     "RunCallback",
+    "SendRequest",
     "StartFetching",
     "StopFetching",
 ]
+
+
+_Request = TypeVar("_Request")
+
+
+@dataclass(frozen=True, slots=True)
+class SendRequest(Generic[_Request]):
+    """The base of every "send this coordinator request" action.
+
+    The runtime sends ``request`` and feeds back its outcome echoing ``seq``:
+    the protocol's :class:`~kgroup.membership.common.events.ResponseReceived`
+    subclass for the API, or
+    :class:`~kgroup.membership.common.events.RequestFailed`.
+    """
+
+    seq: int
+    request: _Request
 
 
 @dataclass(frozen=True, slots=True)

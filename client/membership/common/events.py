@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 __all__ = [
     "CallbackCompleted",
@@ -19,9 +20,11 @@ __all__ = [
     "CommitCompleted",
     "CommonEvent",
     "CoordinatorRediscovered",
+    "ErrorCodeReceived",
     "FailureKind",
     "PollCalled",
     "RequestFailed",
+    "ResponseReceived",
     "SubscriptionChanged",
     "TimerTick",
     "Unsubscribe",
@@ -82,6 +85,30 @@ class RequestFailed:
     seq: int
     kind: FailureKind
     detail: str = ""
+
+
+_Response = TypeVar("_Response")
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseReceived(Generic[_Response]):
+    """The base of every "a response arrived for the request sent with ``seq``" event.
+
+    Each protocol's response events subclass it with their parsed response
+    type (and add fields where the API has more to say); a request that got
+    no response is :class:`RequestFailed` instead, with the same ``seq``.
+    """
+
+    seq: int
+    response: _Response
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorCodeReceived:
+    """The base of the response events whose response is an error code alone (0: success)."""
+
+    seq: int
+    error_code: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from typing import Protocol
 
+from kgroup.membership.common.actions import Closed
+
 __all__ = [
     "LeaveReason",
     "Lifecycle",
@@ -59,7 +61,7 @@ class Waiting(Protocol):
 
 
 class Lifecycle:
-    """Poll timer (max.poll.interval.ms), stale rejoin, leave reason and close deadline."""
+    """Poll timer (max.poll.interval.ms), stale rejoin, leave reason, close deadline and end."""
 
     def __init__(self, max_poll_interval_ms: int) -> None:
         self._max_poll_interval = max_poll_interval_ms / 1000.0
@@ -73,6 +75,8 @@ class Lifecycle:
         """The application subscribed again while the member was leaving."""
         self.closing = False
         self.close_deadline: float | None = None
+        self.closed = False
+        """A close finished: the member ignores every event from now on."""
 
     def rebalance_deadline(self, since: float) -> float:
         """``since`` plus max.poll.interval.ms: the rebalance timeout that bounds a commit."""
@@ -99,6 +103,11 @@ class Lifecycle:
     def close_deadline_passed(self, now: float) -> bool:
         """Whether a close is under way and its deadline is reached."""
         return self.closing and self.close_deadline is not None and now >= self.close_deadline
+
+    def finish_close(self, timed_out: bool) -> Closed:
+        """Record that the close finished; returns the action that reports it."""
+        self.closed = True
+        return Closed(timed_out)
 
     def take_leave_reason(self) -> LeaveReason | None:
         """The reason of the leave that just ended (cleared)."""

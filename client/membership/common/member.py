@@ -98,9 +98,9 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
         return self._member_id
 
     @property
-    @abc.abstractmethod
     def closed(self) -> bool:
         """True once a close finished; the member then ignores every event."""
+        return self._life.closed
 
     # --------------------------------------------------------------- driving
 

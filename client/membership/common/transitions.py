@@ -12,11 +12,11 @@ docs; unit tests keep the two in step.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Generic, TypeVar
 
-__all__ = ["IllegalTransitionError", "TransitionTable", "replace_between"]
+__all__ = ["IllegalTransitionError", "TransitionTable", "from_each", "replace_between"]
 
 _St = TypeVar("_St", bound=enum.Enum)
 _Tr = TypeVar("_Tr", bound=enum.Enum)
@@ -92,6 +92,22 @@ class TransitionTable(Generic[_St, _Tr]):
     def replace_diagram(self, document: str) -> str:
         """``document`` with its diagram block replaced by :meth:`render_mermaid`."""
         return replace_between(document, self.begin, self.end, self.render_mermaid())
+
+
+def from_each(states: Iterable[_St], edges: Mapping[_Tr, _St]) -> dict[tuple[_St, _Tr], _St]:
+    """The same ``edges`` (trigger -> next state) out of every one of ``states``.
+
+    For the transitions a whole group of states shares (leaving, a fatal
+    error, the poll timer expiring from any in-group state); the states are
+    taken in their enum's order, so the table's order does not depend on
+    set iteration.
+    """
+    listed = list(states)
+    if not listed:
+        return {}
+    position = {state: i for i, state in enumerate(type(listed[0]))}
+    listed.sort(key=position.__getitem__)
+    return {(state, trigger): target for state in listed for trigger, target in edges.items()}
 
 
 def replace_between(document: str, begin: str, end: str, rendered: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from kgroup.membership.common.actions import CommonAction
+from kgroup.membership.common.actions import CommonAction, SendRequest
 from kgroup.membership.consumer.client_assignment import (
     ClientAssignor,
     InstallAssignmentRequest,
@@ -67,15 +67,13 @@ class HeartbeatRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class SendHeartbeat:
+class SendHeartbeat(SendRequest[HeartbeatRequest]):
     """Send ``request``; report the outcome with ``seq``.
 
     ``leave`` marks the leave heartbeat (epoch -1 / -2): it is sent even if
     another heartbeat is in flight and is never retried.
     """
 
-    seq: int
-    request: HeartbeatRequest
     leave: bool = False
 
 
@@ -104,11 +102,8 @@ class AssignorOnAssignment:
 
 
 @dataclass(frozen=True, slots=True)
-class SendPrepareAssignment:
+class SendPrepareAssignment(SendRequest[PrepareAssignmentRequest]):
     """Send a ConsumerGroupPrepareAssignment (client-side mode); report the outcome with ``seq``."""
-
-    seq: int
-    request: PrepareAssignmentRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,11 +119,8 @@ class ComputeAssignment:
 
 
 @dataclass(frozen=True, slots=True)
-class SendInstallAssignment:
+class SendInstallAssignment(SendRequest[InstallAssignmentRequest]):
     """Send a ConsumerGroupInstallAssignment (client-side mode); report the outcome with ``seq``."""
-
-    seq: int
-    request: InstallAssignmentRequest
 
 
 @dataclass(frozen=True, slots=True)

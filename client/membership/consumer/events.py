@@ -11,7 +11,12 @@ import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from kgroup.membership.common.events import CommonEvent, RequestFailed
+from kgroup.membership.common.events import (
+    CommonEvent,
+    ErrorCodeReceived,
+    RequestFailed,
+    ResponseReceived,
+)
 from kgroup.membership.consumer.client_assignment import PrepareAssignmentResponse
 from kgroup.types import TopicIdPartition
 
@@ -47,11 +52,8 @@ class HeartbeatResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class HeartbeatResponseReceived:
+class HeartbeatResponseReceived(ResponseReceived[HeartbeatResponse]):
     """A response arrived for the heartbeat sent with ``seq``."""
-
-    seq: int
-    response: HeartbeatResponse
 
 
 HeartbeatFailed = RequestFailed
@@ -66,11 +68,8 @@ class MetadataUpdated:
 
 
 @dataclass(frozen=True, slots=True)
-class PrepareAssignmentResponseReceived:
+class PrepareAssignmentResponseReceived(ResponseReceived[PrepareAssignmentResponse]):
     """The answer to the SendPrepareAssignment sent with ``seq`` (failures: RequestFailed)."""
-
-    seq: int
-    response: PrepareAssignmentResponse
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,11 +86,9 @@ class ClientAssignmentComputed:
 
 
 @dataclass(frozen=True, slots=True)
-class InstallAssignmentResponseReceived:
+class InstallAssignmentResponseReceived(ErrorCodeReceived):
     """The answer to the SendInstallAssignment sent with ``seq`` (failures: RequestFailed)."""
 
-    seq: int
-    error_code: int = 0
     error_message: str | None = None
 
 

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kgroup.membership.common.actions import (
-    Closed,
     CommitOffsets,
     LeaveComplete,
     RaiseCallbackError,
@@ -241,7 +240,6 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         # for the member yet (client-side mode computes it later), so the next
         # heartbeat waits for the interval instead of going out at once.
         self._join_answered = False
-        self._closed = False
         # Client-side assignment duty (the KIP-848 draft; see client_assignment).
         self._duty = DutyState.IDLE
         self._duty_seq: int | None = None
@@ -265,11 +263,6 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
     def target(self) -> frozenset[TopicIdPartition] | None:
         """The latest target assignment from the broker, by topic id (None if none yet)."""
         return self._target
-
-    @property
-    def closed(self) -> bool:
-        """True once a close finished; the member then ignores every event."""
-        return self._closed
 
     @property
     def duty(self) -> DutyState:
@@ -1143,7 +1136,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
     def _leave_done(self, timed_out: bool, now: float, acts: list[_Action]) -> None:
         self._finish_leave_reason(timed_out, acts)
         if (
-            not self._closed
+            not self.closed
             and self._state is _S.UNSUBSCRIBED
             and self._life.rejoin_after_leave
             and self._subscription is not None
@@ -1154,8 +1147,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
     def _finish_leave_reason(self, timed_out: bool, acts: list[_Action]) -> None:
         reason = self._life.take_leave_reason()
         if self._life.closing:
-            self._closed = True
-            acts.append(Closed(timed_out))
+            acts.append(self._life.finish_close(timed_out))
         elif reason is LeaveReason.UNSUBSCRIBE:
             acts.append(LeaveComplete())
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
-from kgroup.membership.common.transitions import TransitionTable
+from kgroup.membership.common.transitions import TransitionTable, from_each
 
 __all__ = [
     "DIAGRAM_BEGIN",
@@ -73,8 +73,8 @@ IN_GROUP: frozenset[MemberState] = frozenset(
 """The members of the group proper: heartbeating with a (possibly zero) epoch."""
 
 
-def _table() -> dict[tuple[MemberState, Trigger], MemberState]:
-    t: dict[tuple[MemberState, Trigger], MemberState] = {
+MACHINE: TransitionTable[MemberState, Trigger] = TransitionTable(
+    {
         (_S.UNSUBSCRIBED, _T.SUBSCRIBE): _S.JOINING,
         (_S.JOINING, _T.NEW_TARGET): _S.RECONCILING,
         (_S.STABLE, _T.NEW_TARGET): _S.RECONCILING,
@@ -96,19 +96,18 @@ def _table() -> dict[tuple[MemberState, Trigger], MemberState]:
         (_S.FENCED, _T.LEAVE): _S.UNSUBSCRIBED,
         (_S.STALE, _T.LEAVE): _S.UNSUBSCRIBED,
         (_S.STALE, _T.REJOIN): _S.JOINING,
-    }
-    for state in sorted(IN_GROUP, key=list(MemberState).index):
-        t[(state, _T.FENCED)] = _S.FENCED
-        t[(state, _T.FATAL_ERROR)] = _S.FATAL
-        t[(state, _T.LEAVE)] = _S.PREPARE_LEAVING
-        # Poll expiry skips PREPARE_LEAVING: a stale member runs no revoke
-        # callback and commits nothing, it leaves and then reports the loss.
-        t[(state, _T.POLL_EXPIRED)] = _S.LEAVING
-    return t
-
-
-MACHINE: TransitionTable[MemberState, Trigger] = TransitionTable(
-    _table(),
+        **from_each(
+            IN_GROUP,
+            {
+                _T.FENCED: _S.FENCED,
+                _T.FATAL_ERROR: _S.FATAL,
+                _T.LEAVE: _S.PREPARE_LEAVING,
+                # Poll expiry skips PREPARE_LEAVING: a stale member runs no revoke
+                # callback and commits nothing, it leaves and then reports the loss.
+                _T.POLL_EXPIRED: _S.LEAVING,
+            },
+        ),
+    },
     initial=MemberState.UNSUBSCRIBED,
     finals=(MemberState.FATAL,),
     diagram="membership state diagram",
