@@ -1,8 +1,9 @@
 """Reading a value of a user's config dict, shared by every dict kgroup takes.
 
 A leaf module (stdlib and :mod:`kgroup.errors`): the consumer config, the
-transport's security settings and the front end all read their booleans here,
-so one spelling is accepted everywhere and every refusal reads the same.
+transport's security settings and the front end all read their booleans and
+optional texts here, so one spelling is accepted everywhere and every refusal
+reads the same.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from kgroup.errors import ConfigError
 
-__all__ = ["bool_setting"]
+__all__ = ["bool_setting", "text_setting"]
 
 
 def bool_setting(conf: Mapping[str, Any], key: str, default: bool) -> bool:
@@ -29,3 +30,25 @@ def bool_setting(conf: Mapping[str, Any], key: str, default: bool) -> bool:
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
     raise ConfigError(f"{key} must be true or false, got {value!r}")
+
+
+def text_setting(
+    conf: Mapping[str, Any], key: str, *, echo: bool = True, strip: bool = True
+) -> str | None:
+    """``conf[key]`` as a non-empty text; None when absent.
+
+    ``strip=False`` keeps surrounding spaces (they may be part of a password);
+    ``echo=False`` keeps the value out of the error (the key may hold a secret).
+
+    Raises:
+        ConfigError: naming the key, for an empty text or a value of another type
+            (the broker answers INVALID_REQUEST to empty instance and rack ids; an
+            empty group id or bootstrap list is as unusable).
+    """
+    value = conf.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        shown = f"got {value!r}" if echo else "when set"
+        raise ConfigError(f"{key} must be a non-empty string, {shown}")
+    return value.strip() if strip else value

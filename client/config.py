@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kgroup._settings import bool_setting
+from kgroup._settings import bool_setting, text_setting
 from kgroup.errors import ConfigError
 from kgroup.telemetry.config import TelemetryConfig, is_telemetry_key, parse_telemetry_config
 
@@ -200,21 +200,10 @@ PassthroughValidator = Callable[[Mapping[str, str]], None]
 
 
 def _require_str(conf: Mapping[str, Any], key: str) -> str:
-    value = _optional_str(conf, key)
+    value = text_setting(conf, key)
     if value is None:
         raise ConfigError(f"{key} is required: set it in the consumer config")
     return value
-
-
-def _optional_str(conf: Mapping[str, Any], key: str) -> str | None:
-    value = conf.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        # The broker answers INVALID_REQUEST to empty instance and rack ids; an empty
-        # group id or bootstrap list is as unusable.
-        raise ConfigError(f"{key} must be a non-empty string, got {value!r}")
-    return value.strip()
 
 
 def _int(conf: Mapping[str, Any], key: str, default: int, *, minimum: int = 0) -> int:
@@ -394,8 +383,8 @@ class ConsumerConfig:
             bootstrap_servers=servers,
             group_id=_require_str(conf, "group.id"),
             group_protocol=protocol,
-            group_instance_id=_optional_str(conf, "group.instance.id"),
-            group_remote_assignor=_optional_str(conf, "group.remote.assignor"),
+            group_instance_id=text_setting(conf, "group.instance.id"),
+            group_remote_assignor=text_setting(conf, "group.remote.assignor"),
             partition_assignment_strategy=strategy,
             session_timeout_ms=session_timeout,
             consumer_session_timeout_ms=_int(
@@ -406,8 +395,8 @@ class ConsumerConfig:
             auto_commit_interval_ms=_int(conf, "auto.commit.interval.ms", 5_000, minimum=1),
             auto_offset_reset=_offset_reset(conf),
             max_poll_interval_ms=_int(conf, "max.poll.interval.ms", 300_000, minimum=1),
-            client_rack=_optional_str(conf, "client.rack"),
-            client_id=_optional_str(conf, "client.id") or "kgroup",
+            client_rack=text_setting(conf, "client.rack"),
+            client_id=text_setting(conf, "client.id") or "kgroup",
             retry_backoff_ms=backoff,
             retry_backoff_max_ms=backoff_max,
             request_timeout_ms=_int(conf, "request.timeout.ms", 30_000, minimum=1),

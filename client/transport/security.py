@@ -34,7 +34,7 @@ import anyio
 import anyio.abc
 from anyio.streams.tls import TLSStream
 
-from kgroup._settings import bool_setting
+from kgroup._settings import bool_setting, text_setting
 from kgroup.errors import (
     AuthorizationError,
     BrokerError,
@@ -520,13 +520,8 @@ def _choice(choices: type[_E], raw: object, key: str) -> _E:
 
 
 def _optional_text(config: Mapping[str, object], key: str) -> str | None:
-    value = config.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        # Never echo the value: the key may hold a secret.
-        raise ConfigError(f"{key} must be a non-empty string when set")
-    return value.strip() if key not in SECRET_KEYS else value
+    # Never echoed: any security key may hold a secret; secrets keep their spaces.
+    return text_setting(config, key, echo=False, strip=key not in SECRET_KEYS)
 
 
 def _optional_secret(config: Mapping[str, object], key: str) -> Secret | None:
