@@ -270,20 +270,7 @@ class ClassicGroupCoordinator:
             return new
         now = clock()
         for m in p.members:
-            req = JoinGroupRequest(
-                group_id=self.group_id,
-                member_id=m.member_id,
-                instance_id=m.instance_id,
-                session_timeout_ms=m.session_timeout_ms,
-                rebalance_timeout_ms=m.rebalance_timeout_ms,
-                protocols=m.protocols,
-            )
-            rec = _Member(m.member_id, req)
-            rec.assignment = m.assignment
-            new._members[m.member_id] = rec
-            if m.instance_id is not None:
-                new._static[m.instance_id] = m.member_id
-            new._touch(rec, now)
+            new._readmit(m, m.assignment, now)
         new.protocol_name = p.protocol_name
         new.leader = p.leader
         new.state = ClassicGroupState.STABLE
@@ -389,21 +376,8 @@ class ClassicGroupCoordinator:
         self.generation = max(self.generation, generation)
         self._history[self.generation] = {}
         for m in members:
-            req = JoinGroupRequest(
-                group_id=self.group_id,
-                member_id=m.member_id,
-                instance_id=m.instance_id,
-                session_timeout_ms=m.session_timeout_ms,
-                rebalance_timeout_ms=m.rebalance_timeout_ms,
-                protocols=m.protocols,
-            )
-            rec = _Member(m.member_id, req)
-            rec.assignment = ClassicAssignment(m.assignment)
-            self._members[m.member_id] = rec
-            if m.instance_id is not None:
-                self._static[m.instance_id] = m.member_id
+            self._readmit(m, ClassicAssignment(m.assignment), now)
             self._history[self.generation][m.member_id] = m.assignment
-            self._touch(rec, now)
         for tp, count in offsets.items():
             self._offsets[tp] = self._offsets.get(tp, 0) + count
         self.protocol_name = self._vote()
@@ -740,6 +714,32 @@ class ClassicGroupCoordinator:
         return {tp: self._offsets.get(tp) for tp in partitions}
 
     # ------------------------------------------------------------ bookkeeping
+
+    def _readmit(
+        self,
+        m: PersistedClassicMember | ExportedMember,
+        assignment: ClassicAssignment,
+        now: float,
+    ) -> None:
+        """Seat a member without a JoinGroup of its own (a reload, a downgrade).
+
+        It keeps the settings of the join it made before, holds ``assignment``
+        and starts a fresh session.
+        """
+        req = JoinGroupRequest(
+            group_id=self.group_id,
+            member_id=m.member_id,
+            instance_id=m.instance_id,
+            session_timeout_ms=m.session_timeout_ms,
+            rebalance_timeout_ms=m.rebalance_timeout_ms,
+            protocols=m.protocols,
+        )
+        rec = _Member(m.member_id, req)
+        rec.assignment = assignment
+        self._members[m.member_id] = rec
+        if m.instance_id is not None:
+            self._static[m.instance_id] = m.member_id
+        self._touch(rec, now)
 
     def _touch(self, rec: _Member, now: float) -> None:
         first = rec.session_deadline == 0.0

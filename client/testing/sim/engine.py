@@ -945,16 +945,8 @@ class Simulation:
             random=self.rng.random,
         )
         proc = _Proc(slot, member, label)
-        proc.last_ok = self._q.now
-        slot.proc = proc
         self._by_member_id[member_id] = proc
-        if self._trace is not None:
-            self._log(label, f"starts, member id {member_id[:8]}")
-        if slot.subscribed:
-            self._subscribe(proc, slot.topics, slot.pattern)
-        self._q.after(plan.poll_interval * self.rng.random(), self._ev_poll, (proc, proc.poll_gen))
-        if plan.auto_commit:
-            self._q.after(self.config.auto_commit_interval, self._ev_auto_commit, proc)
+        self._run_proc(proc, f"starts, member id {member_id[:8]}", slot.pattern)
 
     def _start_classic(self, slot: _Slot, label: str) -> None:
         plan = slot.plan
@@ -976,16 +968,22 @@ class Simulation:
             random=self.rng.random,
         )
         proc = _Proc(slot, member, label, assignors)
+        self._run_proc(proc, "starts (classic)", None)
+        self._q.after(_METADATA_WATCH, self._ev_metadata_watch, proc)
+
+    def _run_proc(self, proc: _Proc, started: str, pattern: str | None) -> None:
+        """``proc`` takes its slot: it subscribes as the slot says, then polls and commits."""
+        slot = proc.slot
         proc.last_ok = self._q.now
         slot.proc = proc
         if self._trace is not None:
-            self._log(label, "starts (classic)")
+            self._log(proc.label, started)
         if slot.subscribed:
-            self._subscribe(proc, slot.topics, None)
+            self._subscribe(proc, slot.topics, pattern)
+        plan = slot.plan
         self._q.after(plan.poll_interval * self.rng.random(), self._ev_poll, (proc, proc.poll_gen))
         if plan.auto_commit:
             self._q.after(self.config.auto_commit_interval, self._ev_auto_commit, proc)
-        self._q.after(_METADATA_WATCH, self._ev_metadata_watch, proc)
 
     def _subscribe(self, proc: _Proc, topics: frozenset[str], pattern: str | None) -> None:
         # As the runtime: learn the named topics' ids first, so the first
@@ -1095,17 +1093,25 @@ class Simulation:
 
     def _ev_cut(self, arg: tuple[_Slot, float]) -> None:
         slot, duration = arg
-        self._count("partition")
-        slot.cut_until = max(slot.cut_until, self._q.now + duration)
-        if self._trace is not None:
-            self._log(slot.name, f"cut off the network for {duration:.3f}s")
+        slot.cut_until = self._fault_until(
+            slot, slot.cut_until, duration, "partition", "cut off the network"
+        )
 
     def _ev_stall(self, arg: tuple[_Slot, float]) -> None:
         slot, duration = arg
-        self._count("stall")
-        slot.stall_until = max(slot.stall_until, self._q.now + duration)
+        slot.stall_until = self._fault_until(
+            slot, slot.stall_until, duration, "stall", "application stops polling"
+        )
+
+    def _fault_until(
+        self, slot: _Slot, until: float, duration: float, fault: str, what: str
+    ) -> float:
+        """The end of a fault on ``slot`` (so far lasting until ``until``) that hits
+        again now for ``duration``: overlapping windows merge, the later end wins."""
+        self._count(fault)
         if self._trace is not None:
-            self._log(slot.name, f"application stops polling for {duration:.3f}s")
+            self._log(slot.name, f"{what} for {duration:.3f}s")
+        return max(until, self._q.now + duration)
 
     def _ev_callback_errors(self, arg: tuple[_Slot, float]) -> None:
         slot, p = arg
@@ -1519,17 +1525,24 @@ class Simulation:
                         self._fetchers[tp].remove(proc)
 
     def _do_start(self, proc: _Proc, action: StartFetching) -> None:
-        epoch = _position(proc.member)
-        if epoch <= 0:
-            self._violate(
-                Invariant.FETCH_NOT_OWNED,
-                f"starts fetching {sorted(action.partitions)} at epoch {epoch}",
-                proc,
-            )
+        if self._fetch_epoch(proc, action.partitions) is None:
             return
         # As the driver: committed offsets first (an OffsetFetch with the member
         # epoch), then the partitions still wanted start on the data plane.
         self._offset_fetch((proc, _OffsetFetch(proc.fetch.start(action.partitions))))
+
+    def _fetch_epoch(self, proc: _Proc, partitions: Iterable[TopicPartition]) -> int | None:
+        """The epoch ``proc`` starts fetching ``partitions`` in; None, with a violation,
+        when it has none (a member out of the group owns nothing)."""
+        epoch = _position(proc.member)
+        if epoch <= 0:
+            self._violate(
+                Invariant.FETCH_NOT_OWNED,
+                f"starts fetching {sorted(partitions)} at epoch {epoch}",
+                proc,
+            )
+            return None
+        return epoch
 
     def _offset_fetch(self, arg: tuple[_Proc, _OffsetFetch]) -> None:
         proc, task = arg
@@ -1564,13 +1577,8 @@ class Simulation:
         """The data plane starts fetching ``partitions`` for ``proc``: check and record it."""
         if self._trace is not None:
             self._log(proc.label, f"   data plane starts {_parts(partitions)}")
-        epoch = _position(proc.member)
-        if epoch <= 0:
-            self._violate(
-                Invariant.FETCH_NOT_OWNED,
-                f"starts fetching {sorted(partitions)} at epoch {epoch}",
-                proc,
-            )
+        epoch = self._fetch_epoch(proc, partitions)
+        if epoch is None:
             return
         # The epoch learned in this very step is not recorded yet (_epoch_changed
         # runs after the actions): it is being issued now.

@@ -302,6 +302,15 @@ def generate(seed: int) -> Scenario:
     def restart() -> float | None:
         return rng.uniform(0.2, 4.0) if rng.random() < 0.75 else None
 
+    def failovers(mid_rebalance: bool) -> None:
+        for _ in range(rng.randint(1, 2)):
+            at, down, loading = when(), rng.uniform(0.0, 1.0), rng.uniform(0.0, 2.0)
+            # The draws stay in this order, so that seeds keep their scenarios.
+            within = rng.randint(1, 8) if mid_rebalance else 0
+            faults.append(
+                Fault(FaultKind.FAILOVER, at, duration=down, loading=loading, count=within)
+            )
+
     if pick("crashes", 0.35):
         for _ in range(rng.randint(1, 3)):
             faults.append(Fault(FaultKind.CRASH, when(), someone().name, restart_after=restart()))
@@ -331,28 +340,11 @@ def generate(seed: int) -> Scenario:
                 Fault(FaultKind.LOSSY, when(), duration=rng.uniform(1.0, 10.0), conditions=cond)
             )
     if pick("coordinator failover", 0.25):
-        for _ in range(rng.randint(1, 2)):
-            faults.append(
-                Fault(
-                    FaultKind.FAILOVER,
-                    when(),
-                    duration=rng.uniform(0.0, 1.0),
-                    loading=rng.uniform(0.0, 2.0),
-                )
-            )
+        failovers(mid_rebalance=False)
     if pick("coordinator failover mid-rebalance", 0.15 if classic else 0.05):
         # Waits (up to `count` seconds) for a rebalance in flight: a classic group
         # then reloads an older generation and hands its successor's number out again.
-        for _ in range(rng.randint(1, 2)):
-            faults.append(
-                Fault(
-                    FaultKind.FAILOVER,
-                    when(),
-                    duration=rng.uniform(0.0, 1.0),
-                    loading=rng.uniform(0.0, 2.0),
-                    count=rng.randint(1, 8),
-                )
-            )
+        failovers(mid_rebalance=True)
     if pick("network partitions", 0.3):
         for _ in range(rng.randint(1, 2)):
             faults.append(
