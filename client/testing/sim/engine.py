@@ -2167,13 +2167,7 @@ class Simulation:
         if pend is None:
             return
         kind, ident, conn, _ = pend
-        if conn != proc.conn:
-            return
-        if kind == _COMMIT:
-            self._commit_result(proc, ident, result)
-            return
-        if kind == _OFFSETS:
-            self._offset_result(proc, ident, result)
+        if conn != proc.conn or self._driver_result(proc, kind, ident, result):
             return
         if kind == _PREP:
             self._feed(proc, PrepareAssignmentResponseReceived(ident, result))
@@ -2188,6 +2182,17 @@ class Simulation:
         if not result.error_code:
             proc.last_ok = self._q.now
         self._feed(proc, HeartbeatResponseReceived(ident, result))
+
+    def _driver_result(self, proc: _Proc, kind: int, ident: Any, result: Any) -> bool:
+        """Settle a request the driver makes itself (a commit, an offset fetch), with its
+        result or None when it failed; False for the member's own requests."""
+        if kind == _COMMIT:
+            self._commit_result(proc, ident, result)
+            return True
+        if kind == _OFFSETS:
+            self._offset_result(proc, ident, result)
+            return True
+        return False
 
     def _classic_response(self, proc: _Proc, kind: int, seq: int, result: Any) -> None:
         event: Any
@@ -2241,11 +2246,7 @@ class Simulation:
 
     def _fail(self, proc: _Proc, pend: tuple[int, Any, int, float], kind: FailureKind) -> None:
         req_kind, ident, _, _ = pend
-        if req_kind == _COMMIT:
-            self._commit_result(proc, ident, None)
-            return
-        if req_kind == _OFFSETS:
-            self._offset_result(proc, ident, None)
+        if self._driver_result(proc, req_kind, ident, None):
             return
         if req_kind >= _JOIN:
             self._feed(proc, RequestFailed(ident, kind))
@@ -2313,20 +2314,14 @@ class Simulation:
 
     # ----------------------------------------------------------- convergence
 
-    def _classic_unconverged(self) -> str | None:
+    def _classic_unconverged(self, running: list[_Proc]) -> str | None:
         group = self.classic
         if group.state is not ClassicGroupState.STABLE and group.members:
             return f"classic group {group.state.name}"
         expected: set[str] = set()
         covered: list[TopicPartition] = []
-        for slot in self._slots.values():
-            proc = slot.proc
-            if not slot.wanted:
-                if proc is not None and proc.alive and proc.fetching:
-                    return f"{proc.label} left but fetches {sorted(proc.fetching)}"
-                continue
-            if proc is None or not proc.alive or proc.closing:
-                return f"{slot.name} is not running"
+        for proc in running:
+            slot = proc.slot
             member = proc.member
             if not isinstance(member, ClassicMember):
                 # A consumer-protocol member that should be in: its join converts the group.
@@ -2397,20 +2392,10 @@ class Simulation:
             return
         self._q.after(interval / 2, self._ev_check, None)
 
-    def _unconverged(self) -> str | None:
-        """None if the group has converged, else what is still off."""
-        if self.status is not CoordinatorStatus.UP:
-            return f"coordinator {self.status.name}"
-        if not self._converted() and any(
-            slot.plan.protocol == "classic" for slot in self._slots.values()
-        ):
-            return self._classic_unconverged()
-        coord = self.coordinator
-        # An empty group keeps its bumped epoch: no heartbeat comes to compute a target.
-        if coord.members and coord.group_epoch != coord.assignment_epoch:
-            return f"group epoch {coord.group_epoch} != assignment epoch {coord.assignment_epoch}"
-        expected_ids: set[str] = set()
-        covered: set[TopicIdPartition] = set()
+    def _running_as_wanted(self) -> list[_Proc] | str:
+        """The processes of the slots that should run, or why that is not so yet:
+        one that should run does not, or one that left still fetches."""
+        running = []
         for slot in self._slots.values():
             proc = slot.proc
             if not slot.wanted:
@@ -2419,6 +2404,28 @@ class Simulation:
                 continue
             if proc is None or not proc.alive or proc.closing:
                 return f"{slot.name} is not running"
+            running.append(proc)
+        return running
+
+    def _unconverged(self) -> str | None:
+        """None if the group has converged, else what is still off."""
+        if self.status is not CoordinatorStatus.UP:
+            return f"coordinator {self.status.name}"
+        running = self._running_as_wanted()
+        if isinstance(running, str):
+            return running
+        if not self._converted() and any(
+            slot.plan.protocol == "classic" for slot in self._slots.values()
+        ):
+            return self._classic_unconverged(running)
+        coord = self.coordinator
+        # An empty group keeps its bumped epoch: no heartbeat comes to compute a target.
+        if coord.members and coord.group_epoch != coord.assignment_epoch:
+            return f"group epoch {coord.group_epoch} != assignment epoch {coord.assignment_epoch}"
+        expected_ids: set[str] = set()
+        covered: set[TopicIdPartition] = set()
+        for proc in running:
+            slot = proc.slot
             member = proc.member
             idle = (
                 ClassicState.UNJOINED
