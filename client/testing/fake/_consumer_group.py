@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import enum
 import re
-import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
 from kgroup.assignors import AssignmentSpec, MemberSpec, TopicMetadata, UniformAssignor
+from kgroup.testing._member_epoch import member_epoch_fenced
+from kgroup.testing._topics import by_topic_id
 from kgroup.testing.fake._topics import Topics
 from kgroup.types import TopicIdPartition
 
@@ -289,7 +289,7 @@ class ConsumerGroup:
             members={
                 m.member_id: MemberSpec(
                     subscribed_topic_ids=frozenset(subscribed[m.member_id]),
-                    assignment=_by_topic(
+                    assignment=by_topic_id(
                         tp
                         for tp in self.target.get(m.member_id, frozenset())
                         if tp.topic_id in subscribed[m.member_id]
@@ -373,15 +373,12 @@ class ConsumerGroup:
 def _check_epoch(
     member: ConsumerMember, epoch: int, owned: frozenset[TopicIdPartition] | None
 ) -> HeartbeatOutcome | None:
-    if epoch == member.epoch:
-        return None
-    # An older epoch is accepted once: the previous one, when what the member
-    # says it owns is within its assignment (its acknowledgement got lost).
-    if (
-        epoch < member.epoch
-        and epoch == member.previous_epoch
-        and owned is not None
-        and owned <= member.assigned
+    if not member_epoch_fenced(
+        epoch,
+        current=member.epoch,
+        previous=member.previous_epoch,
+        owned=owned,
+        assigned=member.assigned,
     ):
         return None
     return HeartbeatOutcome(
@@ -389,10 +386,3 @@ def _check_epoch(
         f"The consumer group member has a invalid member epoch {epoch}; "
         f"the current one is {member.epoch}.",
     )
-
-
-def _by_topic(partitions: Iterable[TopicIdPartition]) -> dict[uuid.UUID, frozenset[int]]:
-    grouped: dict[uuid.UUID, set[int]] = {}
-    for tp in partitions:
-        grouped.setdefault(tp.topic_id, set()).add(tp.partition)
-    return {t: frozenset(ps) for t, ps in grouped.items()}

@@ -110,6 +110,7 @@ from kgroup.membership.consumer import (
 )
 from kgroup.runtime.fetch_state import Assign, FetchState, FetchTicket, Unassign
 from kgroup.runtime.leader import group_subscription, validation_protocol
+from kgroup.testing._topics import by_topic_id
 from kgroup.testing.sim._queue import EventQueue
 from kgroup.testing.sim.classic import (
     ClassicCoordinatorConfig,
@@ -1771,7 +1772,7 @@ class Simulation:
                 members={
                     m.member_id: MemberSpec(
                         subscribed_topic_ids=m.subscribed_topic_ids,
-                        assignment=_by_topic(m.assignment),
+                        assignment=by_topic_id(m.assignment),
                         instance_id=m.instance_id,
                         rack_id=m.rack_id,
                         # Each member's metadata for this assignor, as the draft's
@@ -2500,13 +2501,6 @@ def client_assignor_error(action: ReportClientAssignorError) -> InvalidAssignmen
     return InvalidAssignmentError(
         action.assignor_name, AssignmentViolation[action.violation], action.message
     )
-
-
-def _by_topic(partitions: frozenset[TopicIdPartition]) -> dict[uuid.UUID, frozenset[int]]:
-    out: dict[uuid.UUID, set[int]] = {}
-    for tip in partitions:
-        out.setdefault(tip.topic_id, set()).add(tip.partition)
-    return {t: frozenset(ps) for t, ps in out.items()}
 
 
 def _parts(partitions: frozenset[TopicPartition]) -> str:
