@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from kgroup.assignors import AssignmentSpec, MemberSpec, TopicMetadata, UniformAssignor
-from kgroup.testing._member_epoch import member_epoch_fenced
+from kgroup.testing._heartbeat_rules import member_epoch_fenced, sent_or_kept
 from kgroup.testing._topics import by_topic_id
 from kgroup.testing.fake._topics import Topics
 from kgroup.types import TopicIdPartition
@@ -261,12 +261,11 @@ class ConsumerGroup:
             member.subscribed_names = tuple(sorted(request.subscribed_names))
         if request.regex is not None:
             member.regex = request.regex or None  # "" clears it
-        if request.assignor is not None:
-            member.assignor = request.assignor
-        if request.rack_id is not None:
-            member.rack_id = request.rack_id
-        if request.rebalance_timeout_ms is not None:
-            member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        member.assignor = sent_or_kept(request.assignor, member.assignor)
+        member.rack_id = sent_or_kept(request.rack_id, member.rack_id)
+        member.rebalance_timeout_ms = sent_or_kept(
+            request.rebalance_timeout_ms, member.rebalance_timeout_ms
+        )
         if (member.subscribed_names, member.regex) != before and member.epoch != 0:
             self.epoch += 1
 

@@ -74,7 +74,7 @@ from kgroup.membership.consumer import (
     PreparedMember,
     PreparedTopic,
 )
-from kgroup.testing._member_epoch import member_epoch_fenced
+from kgroup.testing._heartbeat_rules import member_epoch_fenced, sent_or_kept
 from kgroup.testing._topics import by_topic_id
 from kgroup.testing.sim.cluster import SimCluster
 from kgroup.testing.sim.errors import ScenarioError, SimulationError
@@ -520,16 +520,13 @@ class ConsumerGroupCoordinator:
         old_regex = rec.subscribed_topic_regex
         old_assignor = rec.server_assignor
         old_clients = rec.client_assignors
-        if req.client_assignors is not None:
-            rec.client_assignors = req.client_assignors
-        if req.rack_id is not None:
-            rec.rack_id = req.rack_id
-        if req.rebalance_timeout_ms is not None:
-            rec.rebalance_timeout_ms = req.rebalance_timeout_ms
-        if req.server_assignor is not None:
-            rec.server_assignor = req.server_assignor
-        if req.subscribed_topic_names is not None:
-            rec.subscribed_topic_names = req.subscribed_topic_names
+        rec.client_assignors = sent_or_kept(req.client_assignors, rec.client_assignors)
+        rec.rack_id = sent_or_kept(req.rack_id, rec.rack_id)
+        rec.rebalance_timeout_ms = sent_or_kept(req.rebalance_timeout_ms, rec.rebalance_timeout_ms)
+        rec.server_assignor = sent_or_kept(req.server_assignor, rec.server_assignor)
+        rec.subscribed_topic_names = sent_or_kept(
+            req.subscribed_topic_names, rec.subscribed_topic_names
+        )
         if req.subscribed_topic_regex is not None:
             rec.subscribed_topic_regex = req.subscribed_topic_regex or None
         bump = (

@@ -1,16 +1,27 @@
-"""KIP-848's member epoch rule, as both in-process coordinators apply it.
+"""KIP-848 ConsumerGroupHeartbeat rules that both in-process coordinators apply.
 
 The fake broker (:mod:`kgroup.testing.fake`) and the simulator
 (:mod:`kgroup.testing.sim`) model a consumer group coordinator differently,
-but they fence a heartbeat's member epoch by the same rule as the broker's
-``throwIfMemberEpochIsInvalid``.
+but read a heartbeat by the same rules as the broker: a null field leaves the
+member's value as it was, and the member epoch is fenced as the broker's
+``throwIfMemberEpochIsInvalid`` does.
 """
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from kgroup.types import TopicIdPartition
 
-__all__ = ["member_epoch_fenced"]
+__all__ = ["member_epoch_fenced", "sent_or_kept"]
+
+_T = TypeVar("_T")
+
+
+def sent_or_kept(sent: _T | None, current: _T) -> _T:
+    """A member's value after a heartbeat: the field as ``sent``, or ``current``
+    when the field is null (a heartbeat sends only what changed)."""
+    return current if sent is None else sent
 
 
 def member_epoch_fenced(
