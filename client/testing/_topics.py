@@ -1,13 +1,14 @@
-"""A topic as the in-process clusters model it: the fake broker's and the simulator's."""
+"""Topics and partitions as the in-process clusters (fake broker, simulator) model them."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kgroup.types import TopicIdPartition
 
-__all__ = ["Topic"]
+__all__ = ["Topic", "by_topic_id"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,3 +25,14 @@ class Topic:
     def id_partitions(self) -> frozenset[TopicIdPartition]:
         """Every partition of the topic, by id."""
         return frozenset(TopicIdPartition(self.topic_id, p) for p in range(self.partitions))
+
+
+def by_topic_id(partitions: Iterable[TopicIdPartition]) -> dict[uuid.UUID, frozenset[int]]:
+    """``partitions`` grouped by topic: topic id -> partition numbers.
+
+    The topics come in the order their first partition does in ``partitions``.
+    """
+    grouped: dict[uuid.UUID, set[int]] = {}
+    for tip in partitions:
+        grouped.setdefault(tip.topic_id, set()).add(tip.partition)
+    return {t: frozenset(ps) for t, ps in grouped.items()}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +84,26 @@ class Cluster:
         self.coordinators: dict[str, int] = {}
         self.consumer_protocol = True
         self.hide_consumer_protocol = False
+        # Which method answers each API: any node answers the first table; the
+        # group APIs only the group's coordinator, and JoinGroup / SyncGroup are
+        # held until the group completes the round.
+        self._anywhere: Mapping[int, Callable[[SeenRequest], Any]] = {
+            ApiKey.API_VERSIONS: self._api_versions,
+            ApiKey.METADATA: self._metadata,
+            ApiKey.FIND_COORDINATOR: self._find_coordinator,
+            ApiKey.CONSUMER_GROUP_DESCRIBE: self._consumer_group_describe,
+            ApiKey.OFFSET_FETCH: self._offset_fetch,
+        }
+        self._at_coordinator: Mapping[int, Callable[[SeenRequest], Any]] = {
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: self._consumer_group_heartbeat,
+            ApiKey.HEARTBEAT: self._heartbeat,
+            ApiKey.LEAVE_GROUP: self._leave_group,
+            ApiKey.OFFSET_COMMIT: self._offset_commit,
+        }
+        self._held: Mapping[int, Callable[[SeenRequest], Awaitable[Any]]] = {
+            ApiKey.JOIN_GROUP: self._join_group,
+            ApiKey.SYNC_GROUP: self._sync_group,
+        }
 
     def node(self, node: int) -> Node:
         """Node ``node``. Raises KgroupError if there is no such node."""
@@ -110,32 +130,19 @@ class Cluster:
     async def answer(self, seen: SeenRequest) -> Any:
         """The model's response to ``seen`` (held JoinGroup / SyncGroup wait here)."""
         api = seen.api_key
-        if api == ApiKey.API_VERSIONS:
-            return self._api_versions(seen)
-        if api == ApiKey.METADATA:
-            return self._metadata(seen)
-        if api == ApiKey.FIND_COORDINATOR:
-            return self._find_coordinator(seen)
-        if api == ApiKey.CONSUMER_GROUP_DESCRIBE:
-            return self._consumer_group_describe(seen)
-        if api == ApiKey.OFFSET_FETCH:
-            return self._offset_fetch(seen)
+        anywhere = self._anywhere.get(api)
+        if anywhere is not None:
+            return anywhere(seen)
         group_id: str = seen.request.group_id
         if self.coordinator(group_id) != seen.node_id:
             return error_response(seen, ErrorCode.not_coordinator)
-        if api == ApiKey.CONSUMER_GROUP_HEARTBEAT:
-            return self._consumer_group_heartbeat(seen)
-        if api == ApiKey.JOIN_GROUP:
-            return await self._join_group(seen)
-        if api == ApiKey.SYNC_GROUP:
-            return await self._sync_group(seen)
-        if api == ApiKey.HEARTBEAT:
-            return self._heartbeat(seen)
-        if api == ApiKey.LEAVE_GROUP:
-            return self._leave_group(seen)
-        if api == ApiKey.OFFSET_COMMIT:
-            return self._offset_commit(seen)
-        raise KafkaProtocolError(f"the fake broker does not implement API key {api}")
+        held = self._held.get(api)
+        if held is not None:
+            return await held(seen)
+        handler = self._at_coordinator.get(api)
+        if handler is None:
+            raise KafkaProtocolError(f"the fake broker does not implement API key {api}")
+        return handler(seen)
 
     def _module(self, seen: SeenRequest) -> Any:
         return response_module(seen.api_key, seen.version)

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import enum
 import re
-import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
 from kgroup.assignors import AssignmentSpec, MemberSpec, TopicMetadata, UniformAssignor
+from kgroup.testing._heartbeat_rules import member_epoch_fenced, sent_or_kept
+from kgroup.testing._topics import by_topic_id
 from kgroup.testing.fake._topics import Topics
 from kgroup.types import TopicIdPartition
 
@@ -261,12 +261,11 @@ class ConsumerGroup:
             member.subscribed_names = tuple(sorted(request.subscribed_names))
         if request.regex is not None:
             member.regex = request.regex or None  # "" clears it
-        if request.assignor is not None:
-            member.assignor = request.assignor
-        if request.rack_id is not None:
-            member.rack_id = request.rack_id
-        if request.rebalance_timeout_ms is not None:
-            member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        member.assignor = sent_or_kept(request.assignor, member.assignor)
+        member.rack_id = sent_or_kept(request.rack_id, member.rack_id)
+        member.rebalance_timeout_ms = sent_or_kept(
+            request.rebalance_timeout_ms, member.rebalance_timeout_ms
+        )
         if (member.subscribed_names, member.regex) != before and member.epoch != 0:
             self.epoch += 1
 
@@ -289,7 +288,7 @@ class ConsumerGroup:
             members={
                 m.member_id: MemberSpec(
                     subscribed_topic_ids=frozenset(subscribed[m.member_id]),
-                    assignment=_by_topic(
+                    assignment=by_topic_id(
                         tp
                         for tp in self.target.get(m.member_id, frozenset())
                         if tp.topic_id in subscribed[m.member_id]
@@ -373,15 +372,12 @@ class ConsumerGroup:
 def _check_epoch(
     member: ConsumerMember, epoch: int, owned: frozenset[TopicIdPartition] | None
 ) -> HeartbeatOutcome | None:
-    if epoch == member.epoch:
-        return None
-    # An older epoch is accepted once: the previous one, when what the member
-    # says it owns is within its assignment (its acknowledgement got lost).
-    if (
-        epoch < member.epoch
-        and epoch == member.previous_epoch
-        and owned is not None
-        and owned <= member.assigned
+    if not member_epoch_fenced(
+        epoch,
+        current=member.epoch,
+        previous=member.previous_epoch,
+        owned=owned,
+        assigned=member.assigned,
     ):
         return None
     return HeartbeatOutcome(
@@ -389,10 +385,3 @@ def _check_epoch(
         f"The consumer group member has a invalid member epoch {epoch}; "
         f"the current one is {member.epoch}.",
     )
-
-
-def _by_topic(partitions: Iterable[TopicIdPartition]) -> dict[uuid.UUID, frozenset[int]]:
-    grouped: dict[uuid.UUID, set[int]] = {}
-    for tp in partitions:
-        grouped.setdefault(tp.topic_id, set()).add(tp.partition)
-    return {t: frozenset(ps) for t, ps in grouped.items()}

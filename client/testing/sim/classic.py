@@ -43,7 +43,7 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from kgroup.membership import (
     PROTOCOL_TYPE,
@@ -147,6 +147,19 @@ class PersistedClassicGroup:
     members: tuple[PersistedClassicMember, ...]
 
 
+class _JoinSettings(Protocol):
+    """What a member's JoinGroup set: a request, or a member reseated without one."""
+
+    @property
+    def instance_id(self) -> str | None: ...
+    @property
+    def protocols(self) -> tuple[JoinProtocol, ...]: ...
+    @property
+    def session_timeout_ms(self) -> int: ...
+    @property
+    def rebalance_timeout_ms(self) -> int: ...
+
+
 class _Member:
     __slots__ = (
         "assignment",
@@ -160,7 +173,7 @@ class _Member:
         "sync_reply",
     )
 
-    def __init__(self, member_id: str, req: JoinGroupRequest) -> None:
+    def __init__(self, member_id: str, req: _JoinSettings) -> None:
         self.member_id = member_id
         self.instance_id = req.instance_id
         self.protocols: tuple[JoinProtocol, ...] = req.protocols
@@ -270,20 +283,7 @@ class ClassicGroupCoordinator:
             return new
         now = clock()
         for m in p.members:
-            req = JoinGroupRequest(
-                group_id=self.group_id,
-                member_id=m.member_id,
-                instance_id=m.instance_id,
-                session_timeout_ms=m.session_timeout_ms,
-                rebalance_timeout_ms=m.rebalance_timeout_ms,
-                protocols=m.protocols,
-            )
-            rec = _Member(m.member_id, req)
-            rec.assignment = m.assignment
-            new._members[m.member_id] = rec
-            if m.instance_id is not None:
-                new._static[m.instance_id] = m.member_id
-            new._touch(rec, now)
+            new._readmit(m, m.assignment, now)
         new.protocol_name = p.protocol_name
         new.leader = p.leader
         new.state = ClassicGroupState.STABLE
@@ -389,21 +389,8 @@ class ClassicGroupCoordinator:
         self.generation = max(self.generation, generation)
         self._history[self.generation] = {}
         for m in members:
-            req = JoinGroupRequest(
-                group_id=self.group_id,
-                member_id=m.member_id,
-                instance_id=m.instance_id,
-                session_timeout_ms=m.session_timeout_ms,
-                rebalance_timeout_ms=m.rebalance_timeout_ms,
-                protocols=m.protocols,
-            )
-            rec = _Member(m.member_id, req)
-            rec.assignment = ClassicAssignment(m.assignment)
-            self._members[m.member_id] = rec
-            if m.instance_id is not None:
-                self._static[m.instance_id] = m.member_id
+            self._readmit(m, ClassicAssignment(m.assignment), now)
             self._history[self.generation][m.member_id] = m.assignment
-            self._touch(rec, now)
         for tp, count in offsets.items():
             self._offsets[tp] = self._offsets.get(tp, 0) + count
         self.protocol_name = self._vote()
@@ -740,6 +727,21 @@ class ClassicGroupCoordinator:
         return {tp: self._offsets.get(tp) for tp in partitions}
 
     # ------------------------------------------------------------ bookkeeping
+
+    def _readmit(
+        self, m: PersistedClassicMember | ExportedMember, assignment: ClassicAssignment, now: float
+    ) -> None:
+        """Seat a member without a JoinGroup of its own (a reload, a downgrade).
+
+        It keeps the settings of the join it made before, holds ``assignment``
+        and starts a fresh session.
+        """
+        rec = _Member(m.member_id, m)
+        rec.assignment = assignment
+        self._members[m.member_id] = rec
+        if m.instance_id is not None:
+            self._static[m.instance_id] = m.member_id
+        self._touch(rec, now)
 
     def _touch(self, rec: _Member, now: float) -> None:
         first = rec.session_deadline == 0.0

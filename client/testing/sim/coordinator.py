@@ -74,6 +74,8 @@ from kgroup.membership.consumer import (
     PreparedMember,
     PreparedTopic,
 )
+from kgroup.testing._heartbeat_rules import member_epoch_fenced, sent_or_kept
+from kgroup.testing._topics import by_topic_id
 from kgroup.testing.sim.cluster import SimCluster
 from kgroup.testing.sim.errors import ScenarioError, SimulationError
 from kgroup.types import TopicIdPartition, TopicPartition
@@ -444,10 +446,7 @@ class ConsumerGroupCoordinator:
         self._offsets = dict(p.offsets)
         self._targets = dict(p.targets)
         for mid, target in p.targets:
-            pmap: dict[uuid.UUID, set[int]] = {}
-            for tip in sorted(target):
-                pmap.setdefault(tip.topic_id, set()).add(tip.partition)
-            self._target_maps[mid] = MappingProxyType({t: frozenset(ps) for t, ps in pmap.items()})
+            self._target_maps[mid] = MappingProxyType(by_topic_id(sorted(target)))
         for pm in p.members:
             rec = MemberRecord.restore(pm)
             self._members[rec.member_id] = rec
@@ -521,16 +520,13 @@ class ConsumerGroupCoordinator:
         old_regex = rec.subscribed_topic_regex
         old_assignor = rec.server_assignor
         old_clients = rec.client_assignors
-        if req.client_assignors is not None:
-            rec.client_assignors = req.client_assignors
-        if req.rack_id is not None:
-            rec.rack_id = req.rack_id
-        if req.rebalance_timeout_ms is not None:
-            rec.rebalance_timeout_ms = req.rebalance_timeout_ms
-        if req.server_assignor is not None:
-            rec.server_assignor = req.server_assignor
-        if req.subscribed_topic_names is not None:
-            rec.subscribed_topic_names = req.subscribed_topic_names
+        rec.client_assignors = sent_or_kept(req.client_assignors, rec.client_assignors)
+        rec.rack_id = sent_or_kept(req.rack_id, rec.rack_id)
+        rec.rebalance_timeout_ms = sent_or_kept(req.rebalance_timeout_ms, rec.rebalance_timeout_ms)
+        rec.server_assignor = sent_or_kept(req.server_assignor, rec.server_assignor)
+        rec.subscribed_topic_names = sent_or_kept(
+            req.subscribed_topic_names, rec.subscribed_topic_names
+        )
         if req.subscribed_topic_regex is not None:
             rec.subscribed_topic_regex = req.subscribed_topic_regex or None
         bump = (
@@ -668,19 +664,17 @@ class ConsumerGroupCoordinator:
     ) -> None:
         if epoch == 0:
             return  # rejoining with the same member id (KAFKA-19233)
-        if epoch > rec.epoch:
-            raise _RejectError(
-                ErrorCode.FENCED_MEMBER_EPOCH,
-                f"The consumer group member has a greater member epoch ({epoch}) than the one "
-                f"known by the group coordinator ({rec.epoch}). The member must abandon all "
-                "its partitions and rejoin.",
-            )
-        if epoch < rec.epoch and (
-            epoch != rec.previous_epoch or owned is None or not owned <= rec.assigned
+        if member_epoch_fenced(
+            epoch,
+            current=rec.epoch,
+            previous=rec.previous_epoch,
+            owned=owned,
+            assigned=rec.assigned,
         ):
+            than = "greater" if epoch > rec.epoch else "smaller"
             raise _RejectError(
                 ErrorCode.FENCED_MEMBER_EPOCH,
-                f"The consumer group member has a smaller member epoch ({epoch}) than the one "
+                f"The consumer group member has a {than} member epoch ({epoch}) than the one "
                 f"known by the group coordinator ({rec.epoch}). The member must abandon all "
                 "its partitions and rejoin.",
             )
@@ -1084,7 +1078,7 @@ class ConsumerGroupCoordinator:
             self._prepared = None
             return int(ErrorCode.NONE)
         result = TargetAssignment(
-            {mid: MemberAssignment.of(_by_topic(partitions)) for mid, partitions in req.members}
+            {mid: MemberAssignment(by_topic_id(partitions)) for mid, partitions in req.members}
         )
         maps = self._validate_target(prepared.assignor, result, prepared.members, prepared.topics)
         if maps is None:  # reported as ILLEGAL_ASSIGNMENT: kgroup's member checks first
@@ -1153,9 +1147,7 @@ class ConsumerGroupCoordinator:
             for tip in rec.assigned:
                 self._own(tip, m.member_id)
             self._targets[m.member_id] = rec.assigned
-            self._target_maps[m.member_id] = MappingProxyType(
-                {t: frozenset(ps) for t, ps in _by_topic(rec.assigned).items()}
-            )
+            self._target_maps[m.member_id] = MappingProxyType(by_topic_id(rec.assigned))
             self._touch_session(m.member_id, now)
         for tp, count in offsets.items():
             self._offsets[tp] = self._offsets.get(tp, 0) + count
@@ -1558,10 +1550,3 @@ class ConsumerGroupCoordinator:
 
     def _note(self, text: str) -> None:
         self._obs.note(text)
-
-
-def _by_topic(partitions: frozenset[TopicIdPartition]) -> dict[uuid.UUID, list[int]]:
-    out: dict[uuid.UUID, list[int]] = {}
-    for tip in partitions:
-        out.setdefault(tip.topic_id, []).append(tip.partition)
-    return out

@@ -110,6 +110,7 @@ from kgroup.membership.consumer import (
 )
 from kgroup.runtime.fetch_state import Assign, FetchState, FetchTicket, Unassign
 from kgroup.runtime.leader import group_subscription, validation_protocol
+from kgroup.testing._topics import by_topic_id
 from kgroup.testing.sim._queue import EventQueue
 from kgroup.testing.sim.classic import (
     ClassicCoordinatorConfig,
@@ -948,16 +949,8 @@ class Simulation:
             random=self.rng.random,
         )
         proc = _Proc(slot, member, label)
-        proc.last_ok = self._q.now
-        slot.proc = proc
         self._by_member_id[member_id] = proc
-        if self._trace is not None:
-            self._log(label, f"starts, member id {member_id[:8]}")
-        if slot.subscribed:
-            self._subscribe(proc, slot.topics, slot.pattern)
-        self._q.after(plan.poll_interval * self.rng.random(), self._ev_poll, (proc, proc.poll_gen))
-        if plan.auto_commit:
-            self._q.after(self.config.auto_commit_interval, self._ev_auto_commit, proc)
+        self._run_proc(proc, f"starts, member id {member_id[:8]}", slot.pattern)
 
     def _start_classic(self, slot: _Slot, label: str) -> None:
         plan = slot.plan
@@ -979,16 +972,22 @@ class Simulation:
             random=self.rng.random,
         )
         proc = _Proc(slot, member, label, assignors)
+        self._run_proc(proc, "starts (classic)", None)
+        self._q.after(_METADATA_WATCH, self._ev_metadata_watch, proc)
+
+    def _run_proc(self, proc: _Proc, started: str, pattern: str | None) -> None:
+        """``proc`` takes its slot: it subscribes as the slot says, then polls and commits."""
+        slot = proc.slot
         proc.last_ok = self._q.now
         slot.proc = proc
         if self._trace is not None:
-            self._log(label, "starts (classic)")
+            self._log(proc.label, started)
         if slot.subscribed:
-            self._subscribe(proc, slot.topics, None)
+            self._subscribe(proc, slot.topics, pattern)
+        plan = slot.plan
         self._q.after(plan.poll_interval * self.rng.random(), self._ev_poll, (proc, proc.poll_gen))
         if plan.auto_commit:
             self._q.after(self.config.auto_commit_interval, self._ev_auto_commit, proc)
-        self._q.after(_METADATA_WATCH, self._ev_metadata_watch, proc)
 
     def _subscribe(self, proc: _Proc, topics: frozenset[str], pattern: str | None) -> None:
         # As the runtime: learn the named topics' ids first, so the first
@@ -1098,17 +1097,25 @@ class Simulation:
 
     def _ev_cut(self, arg: tuple[_Slot, float]) -> None:
         slot, duration = arg
-        self._count("partition")
-        slot.cut_until = max(slot.cut_until, self._q.now + duration)
-        if self._trace is not None:
-            self._log(slot.name, f"cut off the network for {duration:.3f}s")
+        slot.cut_until = self._fault_until(
+            slot, slot.cut_until, duration, "partition", "cut off the network"
+        )
 
     def _ev_stall(self, arg: tuple[_Slot, float]) -> None:
         slot, duration = arg
-        self._count("stall")
-        slot.stall_until = max(slot.stall_until, self._q.now + duration)
+        slot.stall_until = self._fault_until(
+            slot, slot.stall_until, duration, "stall", "application stops polling"
+        )
+
+    def _fault_until(
+        self, slot: _Slot, until: float, duration: float, fault: str, what: str
+    ) -> float:
+        """The end of a fault on ``slot`` (so far lasting until ``until``) that hits
+        again now for ``duration``: overlapping windows merge, the later end wins."""
+        self._count(fault)
         if self._trace is not None:
-            self._log(slot.name, f"application stops polling for {duration:.3f}s")
+            self._log(slot.name, f"{what} for {duration:.3f}s")
+        return max(until, self._q.now + duration)
 
     def _ev_callback_errors(self, arg: tuple[_Slot, float]) -> None:
         slot, p = arg
@@ -1544,17 +1551,24 @@ class Simulation:
                         self._fetchers[tp].remove(proc)
 
     def _do_start(self, proc: _Proc, action: StartFetching) -> None:
-        epoch = _position(proc.member)
-        if epoch <= 0:
-            self._violate(
-                Invariant.FETCH_NOT_OWNED,
-                f"starts fetching {sorted(action.partitions)} at epoch {epoch}",
-                proc,
-            )
+        if self._fetch_epoch(proc, action.partitions) is None:
             return
         # As the driver: committed offsets first (an OffsetFetch with the member
         # epoch), then the partitions still wanted start on the data plane.
         self._offset_fetch((proc, _OffsetFetch(proc.fetch.start(action.partitions))))
+
+    def _fetch_epoch(self, proc: _Proc, partitions: Iterable[TopicPartition]) -> int | None:
+        """The epoch ``proc`` starts fetching ``partitions`` in; None, with a violation,
+        when it has none (a member out of the group owns nothing)."""
+        epoch = _position(proc.member)
+        if epoch <= 0:
+            self._violate(
+                Invariant.FETCH_NOT_OWNED,
+                f"starts fetching {sorted(partitions)} at epoch {epoch}",
+                proc,
+            )
+            return None
+        return epoch
 
     def _offset_fetch(self, arg: tuple[_Proc, _OffsetFetch]) -> None:
         proc, task = arg
@@ -1589,13 +1603,8 @@ class Simulation:
         """The data plane starts fetching ``partitions`` for ``proc``: check and record it."""
         if self._trace is not None:
             self._log(proc.label, f"   data plane starts {_parts(partitions)}")
-        epoch = _position(proc.member)
-        if epoch <= 0:
-            self._violate(
-                Invariant.FETCH_NOT_OWNED,
-                f"starts fetching {sorted(partitions)} at epoch {epoch}",
-                proc,
-            )
+        epoch = self._fetch_epoch(proc, partitions)
+        if epoch is None:
             return
         # The epoch learned in this very step is not recorded yet (_epoch_changed
         # runs after the actions): it is being issued now.
@@ -1788,7 +1797,7 @@ class Simulation:
                 members={
                     m.member_id: MemberSpec(
                         subscribed_topic_ids=m.subscribed_topic_ids,
-                        assignment=_by_topic(m.assignment),
+                        assignment=by_topic_id(m.assignment),
                         instance_id=m.instance_id,
                         rack_id=m.rack_id,
                         # Each member's metadata for this assignor, as the draft's
@@ -2184,13 +2193,7 @@ class Simulation:
         if pend is None:
             return
         kind, ident, conn, _ = pend
-        if conn != proc.conn:
-            return
-        if kind == _COMMIT:
-            self._commit_result(proc, ident, result)
-            return
-        if kind == _OFFSETS:
-            self._offset_result(proc, ident, result)
+        if conn != proc.conn or self._driver_result(proc, kind, ident, result):
             return
         if kind == _PREP:
             self._feed(proc, PrepareAssignmentResponseReceived(ident, result))
@@ -2205,6 +2208,17 @@ class Simulation:
         if not result.error_code:
             proc.last_ok = self._q.now
         self._feed(proc, HeartbeatResponseReceived(ident, result))
+
+    def _driver_result(self, proc: _Proc, kind: int, ident: Any, result: Any) -> bool:
+        """Settle a request the driver makes itself (a commit, an offset fetch), with its
+        result or None when it failed; False for the member's own requests."""
+        if kind == _COMMIT:
+            self._commit_result(proc, ident, result)
+            return True
+        if kind == _OFFSETS:
+            self._offset_result(proc, ident, result)
+            return True
+        return False
 
     def _classic_response(self, proc: _Proc, kind: int, seq: int, result: Any) -> None:
         event: Any
@@ -2258,11 +2272,7 @@ class Simulation:
 
     def _fail(self, proc: _Proc, pend: tuple[int, Any, int, float], kind: FailureKind) -> None:
         req_kind, ident, _, _ = pend
-        if req_kind == _COMMIT:
-            self._commit_result(proc, ident, None)
-            return
-        if req_kind == _OFFSETS:
-            self._offset_result(proc, ident, None)
+        if self._driver_result(proc, req_kind, ident, None):
             return
         if req_kind >= _JOIN:
             self._feed(proc, RequestFailed(ident, kind))
@@ -2330,20 +2340,14 @@ class Simulation:
 
     # ----------------------------------------------------------- convergence
 
-    def _classic_unconverged(self) -> str | None:
+    def _classic_unconverged(self, running: list[_Proc]) -> str | None:
         group = self.classic
         if group.state is not ClassicGroupState.STABLE and group.members:
             return f"classic group {group.state.name}"
         expected: set[str] = set()
         covered: list[TopicPartition] = []
-        for slot in self._slots.values():
-            proc = slot.proc
-            if not slot.wanted:
-                if proc is not None and proc.alive and proc.fetching:
-                    return f"{proc.label} left but fetches {sorted(proc.fetching)}"
-                continue
-            if proc is None or not proc.alive or proc.closing:
-                return f"{slot.name} is not running"
+        for proc in running:
+            slot = proc.slot
             member = proc.member
             if not isinstance(member, ClassicMember):
                 # A consumer-protocol member that should be in: its join converts the group.
@@ -2414,20 +2418,10 @@ class Simulation:
             return
         self._q.after(interval / 2, self._ev_check, None)
 
-    def _unconverged(self) -> str | None:
-        """None if the group has converged, else what is still off."""
-        if self.status is not CoordinatorStatus.UP:
-            return f"coordinator {self.status.name}"
-        if not self._converted() and any(
-            slot.plan.protocol == "classic" for slot in self._slots.values()
-        ):
-            return self._classic_unconverged()
-        coord = self.coordinator
-        # An empty group keeps its bumped epoch: no heartbeat comes to compute a target.
-        if coord.members and coord.group_epoch != coord.assignment_epoch:
-            return f"group epoch {coord.group_epoch} != assignment epoch {coord.assignment_epoch}"
-        expected_ids: set[str] = set()
-        covered: set[TopicIdPartition] = set()
+    def _running_as_wanted(self) -> list[_Proc] | str:
+        """The processes of the slots that should run, or why that is not so yet:
+        one that should run does not, or one that left still fetches."""
+        running = []
         for slot in self._slots.values():
             proc = slot.proc
             if not slot.wanted:
@@ -2436,6 +2430,28 @@ class Simulation:
                 continue
             if proc is None or not proc.alive or proc.closing:
                 return f"{slot.name} is not running"
+            running.append(proc)
+        return running
+
+    def _unconverged(self) -> str | None:
+        """None if the group has converged, else what is still off."""
+        if self.status is not CoordinatorStatus.UP:
+            return f"coordinator {self.status.name}"
+        running = self._running_as_wanted()
+        if isinstance(running, str):
+            return running
+        if not self._converted() and any(
+            slot.plan.protocol == "classic" for slot in self._slots.values()
+        ):
+            return self._classic_unconverged(running)
+        coord = self.coordinator
+        # An empty group keeps its bumped epoch: no heartbeat comes to compute a target.
+        if coord.members and coord.group_epoch != coord.assignment_epoch:
+            return f"group epoch {coord.group_epoch} != assignment epoch {coord.assignment_epoch}"
+        expected_ids: set[str] = set()
+        covered: set[TopicIdPartition] = set()
+        for proc in running:
+            slot = proc.slot
             member = proc.member
             idle = (
                 ClassicState.UNJOINED
@@ -2510,13 +2526,6 @@ def client_assignor_error(action: ReportClientAssignorError) -> InvalidAssignmen
     return InvalidAssignmentError(
         action.assignor_name, AssignmentViolation[action.violation], action.message
     )
-
-
-def _by_topic(partitions: frozenset[TopicIdPartition]) -> dict[uuid.UUID, frozenset[int]]:
-    out: dict[uuid.UUID, set[int]] = {}
-    for tip in partitions:
-        out.setdefault(tip.topic_id, set()).add(tip.partition)
-    return {t: frozenset(ps) for t, ps in out.items()}
 
 
 def _parts(partitions: frozenset[TopicPartition]) -> str:

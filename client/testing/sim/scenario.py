@@ -302,6 +302,23 @@ def generate(seed: int) -> Scenario:
     def restart() -> float | None:
         return rng.uniform(0.2, 4.0) if rng.random() < 0.75 else None
 
+    def failovers(mid_rebalance: bool) -> None:
+        for _ in range(rng.randint(1, 2)):
+            at, down, loading = when(), rng.uniform(0.0, 1.0), rng.uniform(0.0, 2.0)
+            # The draws stay in this order, so that seeds keep their scenarios.
+            within = rng.randint(1, 8) if mid_rebalance else 0
+            faults.append(
+                Fault(FaultKind.FAILOVER, at, duration=down, loading=loading, count=within)
+            )
+
+    def failing(kind: FaultKind, low: float, high: float, *, broken_output: bool) -> Fault:
+        """A window in which someone's callbacks or assignor fail, with a probability
+        from ``low`` to ``high``; with ``broken_output``, maybe a broken result instead."""
+        at, who, duration = when(), someone().name, rng.uniform(1.0, 8.0)
+        p = rng.uniform(low, high)
+        broken = int(rng.random() < 0.3) if broken_output else 0
+        return Fault(kind, at, who, duration=duration, probability=p, count=broken)
+
     if pick("crashes", 0.35):
         for _ in range(rng.randint(1, 3)):
             faults.append(Fault(FaultKind.CRASH, when(), someone().name, restart_after=restart()))
@@ -331,28 +348,11 @@ def generate(seed: int) -> Scenario:
                 Fault(FaultKind.LOSSY, when(), duration=rng.uniform(1.0, 10.0), conditions=cond)
             )
     if pick("coordinator failover", 0.25):
-        for _ in range(rng.randint(1, 2)):
-            faults.append(
-                Fault(
-                    FaultKind.FAILOVER,
-                    when(),
-                    duration=rng.uniform(0.0, 1.0),
-                    loading=rng.uniform(0.0, 2.0),
-                )
-            )
+        failovers(mid_rebalance=False)
     if pick("coordinator failover mid-rebalance", 0.15 if classic else 0.05):
         # Waits (up to `count` seconds) for a rebalance in flight: a classic group
         # then reloads an older generation and hands its successor's number out again.
-        for _ in range(rng.randint(1, 2)):
-            faults.append(
-                Fault(
-                    FaultKind.FAILOVER,
-                    when(),
-                    duration=rng.uniform(0.0, 1.0),
-                    loading=rng.uniform(0.0, 2.0),
-                    count=rng.randint(1, 8),
-                )
-            )
+        failovers(mid_rebalance=True)
     if pick("network partitions", 0.3):
         for _ in range(rng.randint(1, 2)):
             faults.append(
@@ -372,15 +372,7 @@ def generate(seed: int) -> Scenario:
             )
         )
     if pick("failing callbacks", 0.15):
-        faults.append(
-            Fault(
-                FaultKind.CALLBACK_ERRORS,
-                when(),
-                someone().name,
-                duration=rng.uniform(1.0, 8.0),
-                probability=rng.uniform(0.2, 0.9),
-            )
-        )
+        faults.append(failing(FaultKind.CALLBACK_ERRORS, 0.2, 0.9, broken_output=False))
     if pick("subscription changes", 0.2):
         for _ in range(rng.randint(1, 2)):
             m = someone()
@@ -417,16 +409,7 @@ def generate(seed: int) -> Scenario:
         members = _client_side(rng, members)
         if pick("assignor errors", 0.5):
             for _ in range(rng.randint(1, 2)):
-                faults.append(
-                    Fault(
-                        FaultKind.ASSIGNOR_ERRORS,
-                        when(),
-                        someone().name,
-                        duration=rng.uniform(1.0, 8.0),
-                        probability=rng.uniform(0.3, 1.0),
-                        count=int(rng.random() < 0.3),
-                    )
-                )
+                faults.append(failing(FaultKind.ASSIGNOR_ERRORS, 0.3, 1.0, broken_output=True))
         if pick("crash while computing", 0.5):
             for _ in range(rng.randint(1, 3)):
                 faults.append(Fault(FaultKind.CRASH_COMPUTING, when(), restart_after=restart()))
