@@ -48,7 +48,6 @@ from kgroup.membership import (
     AssignorFailed,
     AssignorOnAssignment,
     CallbackCompleted,
-    ClassicAssignment,
     ClassicAssignorOnAssignment,
     ClassicHeartbeatResponseReceived,
     ClassicMember,
@@ -109,7 +108,7 @@ from kgroup.membership.consumer import (
     SendPrepareAssignment,
 )
 from kgroup.runtime.fetch_state import Assign, FetchState, FetchTicket, Unassign
-from kgroup.runtime.leader import group_subscription, validation_protocol
+from kgroup.runtime.leader import group_subscription, member_assignments, validation_protocol
 from kgroup.testing._topics import by_topic_id
 from kgroup.testing.sim._queue import EventQueue
 from kgroup.testing.sim.classic import (
@@ -1724,16 +1723,7 @@ class Simulation:
             event = AssignorFailed(action.generation_id, f"assignor {name}: {exc}")
         else:
             event = AssignmentComputed(
-                action.generation_id,
-                {
-                    m.member_id: ClassicAssignment(
-                        frozenset(result.partitions(m.member_id)),
-                        result.assignments[m.member_id].user_data
-                        if m.member_id in result.assignments
-                        else None,
-                    )
-                    for m in action.members
-                },
+                action.generation_id, member_assignments(result, action.members)
             )
         self._q.after(self.config.lookup_delay, self._ev_feed, (proc, event))
 
