@@ -658,7 +658,8 @@ class ConsumerBase:
     def group_protocol(self) -> GroupProtocol:
         """The group protocol in use: CONSUMER or CLASSIC (``auto`` is resolved before joining).
 
-        With the classic protocol ``member_epoch`` is the generation id.
+        With the classic protocol ``member_epoch`` is the generation of the
+        assignment held (the last SyncGroup heard).
         """
         return self._driver.session.group_protocol
 
