@@ -280,6 +280,9 @@ class ClassicMember(
         # Stale (poll timeout) and leaving.
         self._stale_token: int | None = None
         self._leave_seq: int | None = None
+        # A close / unsubscribe asked for while a join round was completing:
+        # the release starts once the round is over (see _start_release).
+        self._release_after_round: LeaveReason | None = None
 
     # ------------------------------------------------------------------ views
 
@@ -785,6 +788,11 @@ class ClassicMember(
             assignment = ClassicAssignment()
         self._synced_generation = self._generation
         self._go(_T.SYNCED)
+        if self._release_after_round is not None:
+            # The member is leaving: the generation is now stable, so the
+            # release commits with it; the new assignment is never applied.
+            self._maybe_release_after_round(now, acts)
+            return
         self._reconcile(assignment, now, acts)
 
     # --------------------------------------------------------- reconciliation
@@ -1119,6 +1127,10 @@ class ClassicMember(
 
     def _pump(self, now: float, acts: list[_Action]) -> None:
         """Send whatever request the state calls for and the rules allow."""
+        # A round that failed (rejoin, reset, lost session ...) ends the wait too.
+        self._maybe_release_after_round(now, acts)
+        if self.closed:
+            return
         if self._awaiting_coordinator:
             return
         if self._retry.holds(now):
@@ -1210,7 +1222,31 @@ class ClassicMember(
     # ---------------------------------------------------------------- leaving
 
     def _start_release(self, reason: LeaveReason, now: float, acts: list[_Action]) -> None:
-        """Give the assignment up before leaving (Java's onLeavePrepare), then leave."""
+        """Give the assignment up before leaving (Java's onLeavePrepare), then leave.
+
+        Asked for while a join round is completing (JoinGroup out, or joined and
+        not yet synced) by a member that owns partitions, the release waits for
+        the round to end (bounded by the close deadline): the coordinator has
+        moved, or is about to move, to the new generation and refuses every
+        commit until this member's SyncGroup (REBALANCE_IN_PROGRESS, then
+        UNKNOWN_MEMBER_ID once its session expires) or carrying the old
+        generation (ILLEGAL_GENERATION). Abandoning the round would lose the
+        revocation commit — and the application's own commit in its revoke
+        callback — so everything since the last commit would be redelivered.
+        """
+        if self._owned and self._round_completing():
+            if self._release_after_round is None:
+                log.info(
+                    "group %s member %s: %s while generation %d's rebalance completes; "
+                    "releasing the assignment once it has",
+                    self._cfg.group_id,
+                    self._member_id or "-",
+                    "closing" if reason is LeaveReason.CLOSE else "unsubscribing",
+                    self._generation,
+                )
+            self._release_after_round = reason
+            return
+        self._release_after_round = None
         self._abort_op()
         self._stale_token = None
         self._rejoin_pending = False
@@ -1233,6 +1269,26 @@ class ClassicMember(
     def _release_callback(self, op: _Op, acts: list[_Action]) -> None:
         kind = CallbackKind.REVOKED if self._has_generation() else CallbackKind.LOST
         acts.append(self._callback(op, kind, op.revoked))
+
+    def _round_completing(self) -> bool:
+        """Whether a join round is under way that the coordinator completes without us.
+
+        JoinGroup sent, or joined and not yet synced: the group is (or is about
+        to be) in CompletingRebalance, waiting for this member's SyncGroup.
+        """
+        if self._state is _S.JOINING:
+            return _Kind.JOIN in self._in_flight
+        return self._state in (_S.AWAITING_ASSIGNOR, _S.SYNCING)
+
+    def _maybe_release_after_round(self, now: float, acts: list[_Action]) -> None:
+        """Start a release that waited for a join round, once that round is over."""
+        if self._release_after_round is None or self._round_completing():
+            return
+        self._release_after_round = None
+        if self._life.closing:
+            self._close(now, acts)
+        else:
+            self._unsubscribe(now, acts)
 
     def _leave_after_release(self, now: float, acts: list[_Action]) -> None:
         closing = self._life.closing
@@ -1294,9 +1350,16 @@ class ClassicMember(
         # LEAVING: the leave under way ends in Closed.
 
     def _close_timed_out(self, now: float, acts: list[_Action]) -> None:
-        if self._state is _S.LEAVING and self._op is not None:
+        waited = self._release_after_round is not None
+        self._release_after_round = None
+        if waited:
+            # Still in the join round (a state CLOSE does not leave from).
+            self._round += 1
+            self._go(_T.LEAVE)
+        if waited or (self._state is _S.LEAVING and self._op is not None):
             # Give up on the release; still tell the broker, best effort.
             self._op = None
+            self._stop_fetching(self._owned, acts)
             self._owned = frozenset()
             self._send_leave("the consumer is closing", acts)
             self._reset_generation(reset_member_id=True)
