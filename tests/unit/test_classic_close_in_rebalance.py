@@ -20,8 +20,10 @@ from kgroup.membership import (
     Closed,
     CloseRequested,
     CommitOffsets,
+    FailureKind,
     LeaveComplete,
     LeaveGroupResponseReceived,
+    RequestFailed,
     RunAssignor,
     RunCallback,
     SendJoinGroup,
@@ -122,3 +124,26 @@ def test_a_member_owning_nothing_does_not_wait_for_the_round() -> None:
     assert h.state() is S.SYNCING
     h.do(CloseRequested(deadline=30.0))
     assert h.state() is not S.SYNCING
+
+
+def test_a_close_after_an_unanswered_sync_group_commits_only_what_the_assignment_keeps() -> None:
+    # Seed 23957's rule at close: what the assignment heard after an unanswered
+    # SyncGroup leaves out may be another member's already, so it is not committed.
+    h = Harness(COOP_STICKY)
+    h.stable("a-0", "a-1", protocol=COOP)
+    h.tick(1.0)
+    h.beat(E["REBALANCE_IN_PROGRESS"])
+    h.finish()
+    h.joined(generation=2, protocol=COOP)
+    assert h.sync is not None
+    h.do(RequestFailed(h.sync.seq, FailureKind.TIMEOUT))
+    one(SendJoinGroup, h.tick(h.now + 0.5))  # the rejoin, after the backoff
+    assert h.do(CloseRequested(deadline=30.0)) == []  # waits for the round
+    h.joined(generation=2, protocol=COOP)
+    acts = h.synced("a-1")
+    assert acts[0] == StopFetching(tps("a-0", "a-1"))
+    commit = one(CommitOffsets, acts)
+    assert (commit.partitions, commit.member_epoch) == (tps("a-1"), 2)
+    assert h.commit_done() == [
+        RunCallback(CallbackKind.REVOKED, h.callbacks[-1].token, tps("a-0", "a-1"))
+    ]

@@ -283,6 +283,9 @@ class ClassicMember(
         # A close / unsubscribe asked for while a join round was completing:
         # the release starts once the round is over (see _start_release).
         self._release_after_round: LeaveReason | None = None
+        # Partitions that release must not commit (left out of an assignment
+        # heard only after an unanswered SyncGroup, see _on_synced).
+        self._release_uncommitted: frozenset[TopicPartition] = frozenset()
 
     # ------------------------------------------------------------------ views
 
@@ -753,6 +756,12 @@ class ClassicMember(
         reaction = self._round_failed(_Kind.SYNC, code)
         name = error_name(code)
         if reaction is ClassicReaction.REBALANCING:
+            if self._release_after_round is not None and not self._sync_unanswered:
+                # A member leaving does not join again: the group prepares the
+                # next generation from this one, which is the generation it
+                # accepts commits at now. This member was handed nothing in it,
+                # so it still holds what it holds, and its release commits there.
+                self._synced_generation = self._generation
             self._rejoin(_T.REJOIN, "SyncGroup: the group began another rebalance", now, acts)
         elif reaction in (ClassicReaction.RESET_GENERATION, ClassicReaction.RESET_MEMBER):
             self._reset(reaction, now, acts)
@@ -791,6 +800,11 @@ class ClassicMember(
         if self._release_after_round is not None:
             # The member is leaving: the generation is now stable, so the
             # release commits with it; the new assignment is never applied.
+            if self._sync_unanswered:
+                # As in _reconcile: what the assignment leaves out may have
+                # moved already, so the release does not commit it.
+                self._release_uncommitted = self._owned - assignment.partitions
+                self._sync_unanswered = False
             self._maybe_release_after_round(now, acts)
             return
         self._reconcile(assignment, now, acts)
@@ -1261,8 +1275,10 @@ class ClassicMember(
         self._stop_fetching(owned, acts)
         op = _Op(_Flow.RELEASE, Step.COMMIT, 0, revoked=owned)
         self._op = op
-        if self._has_generation() and self._cfg.auto_commit:
-            self._commit_before_revoke(op, owned, now, acts)
+        committed = owned - self._release_uncommitted
+        self._release_uncommitted = frozenset()
+        if self._has_generation() and self._cfg.auto_commit and committed:
+            self._commit_before_revoke(op, committed, now, acts)
             return
         self._release_callback(op, acts)
 
