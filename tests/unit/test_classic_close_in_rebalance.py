@@ -147,3 +147,18 @@ def test_a_close_after_an_unanswered_sync_group_commits_only_what_the_assignment
     assert h.commit_done() == [
         RunCallback(CallbackKind.REVOKED, h.callbacks[-1].token, tps("a-0", "a-1"))
     ]
+
+
+def test_subscribing_again_while_an_unsubscribe_waits_for_the_round_keeps_the_member() -> None:
+    # Seed 12313: the member unsubscribed with its JoinGroup out and subscribed
+    # again before the round ended; the waiting release then ran anyway, and the
+    # member left the group and stayed out with a subscription.
+    h = _rejoining()
+    assert h.do(Unsubscribe()) == []
+    h.subscribe("a")
+    h.joined(generation=2, protocol=COOP)
+    acts = h.synced("a-0", "a-1")
+    assert of(SendLeaveGroup, acts) == []
+    h.finish()
+    assert h.state() is not S.LEAVING
+    assert h.m.assignment == tps("a-0", "a-1")

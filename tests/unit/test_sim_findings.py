@@ -165,3 +165,11 @@ def test_a_revocation_commit_held_over_a_conversion_is_the_brokers_window_not_a_
     result = run_scenario(27191)
     assert result.violation is None, str(result.violation)
     assert dict(result.stats).get("commit_held_over_conversion", 0) > 0
+
+
+def test_a_classic_member_subscribing_again_during_its_unsubscribe_stays_in_the_group() -> None:
+    # Seed 12313 (soak range): m1 unsubscribed while its rejoin's JoinGroup was
+    # out, then subscribed again before that round ended; the release waiting for
+    # the round ran anyway, so m1 left and stayed UNJOINED with a subscription.
+    result = run_scenario(12313)
+    assert result.violation is None, str(result.violation)

@@ -461,6 +461,10 @@ class ClassicMember(
         topics = frozenset(event.topics)
         changed = topics != self._subscription
         self._subscription = topics
+        if self._release_after_round is LeaveReason.UNSUBSCRIBE:
+            # Subscribed again before the unsubscribe's release began: the member
+            # stays (found by the simulator, seed 12313: it left, and stayed out).
+            self._release_after_round = None
         if self._state is _S.UNJOINED:
             self._life.last_poll = now
             self._go(_T.SUBSCRIBE)
