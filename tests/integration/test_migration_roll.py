@@ -353,7 +353,14 @@ class Roll:
         self.close_times.append((member.name, closed[0].t - asked if closed else float("inf")))
 
     def converged(self) -> bool:
-        return assignments_converged(self.live.values(), partitions_of(self.topic, PARTITIONS))
+        # As docs/migration.md's "between steps": every partition owned once, and
+        # the broker reports no rebalance under way. A step taken during a
+        # cooperative second round (the moving partitions not yet handed on) can
+        # convert the group with them unowned: a static replacement does not
+        # bump the converted group's epoch, so nothing hands them out.
+        if not assignments_converged(self.live.values(), partitions_of(self.topic, PARTITIONS)):
+            return False
+        return self.describe().state == "Stable"
 
     def wait_converged(self, what: str) -> None:
         try:
@@ -371,14 +378,18 @@ class Roll:
                 f"records after {what}",
             )
 
-    def shape(self) -> tuple[str, tuple[str, ...]]:
-        """The group's type on the broker and its members' protocols (sorted)."""
+    def describe(self) -> GroupDescription:
+        """The group as the broker describes it."""
 
         async def describe() -> GroupDescription:
             async with KafkaClient(self.bootstrap) as client:
                 return await describe_group(client, self.group)
 
-        group = anyio.run(describe)
+        return anyio.run(describe)
+
+    def shape(self) -> tuple[str, tuple[str, ...]]:
+        """The group's type on the broker and its members' protocols (sorted)."""
+        group = self.describe()
         return group.group_type.value, tuple(sorted(m.protocol.value for m in group.members))
 
     def consumed(self) -> set[tuple[str, int, int]]:

@@ -173,3 +173,14 @@ def test_a_classic_member_subscribing_again_during_its_unsubscribe_stays_in_the_
     # the round ran anyway, so m1 left and stayed UNJOINED with a subscription.
     result = run_scenario(12313)
     assert result.violation is None, str(result.violation)
+
+
+def test_a_classic_member_fetches_nothing_while_its_unanswered_sync_group_is_in_doubt() -> None:
+    # Seed 20034 (soak range): m1's SyncGroup answer for generation 2 was lost,
+    # the group converted and gave t0-6 (left out of m1's generation 2) to m2,
+    # while m1, rejoining and then closing (its release waits for the round),
+    # still fetched t0-6 from generation 1: DOUBLE_FETCH. After an unanswered
+    # SyncGroup a classic member now stops fetching until the next one says
+    # what it keeps.
+    result = run_scenario(20034)
+    assert result.violation is None, str(result.violation)

@@ -877,7 +877,8 @@ class ClassicMember(
 
     def _reconciled(self, op: _Op, now: float, acts: list[_Action]) -> None:
         self._op = None
-        start = op.added - self._fetching
+        # Added partitions, and kept ones stopped after an unanswered SyncGroup.
+        start = op.assigned - self._fetching
         if start:
             self._fetching = self._fetching | start
             acts.append(StartFetching(start))
@@ -1131,6 +1132,11 @@ class ClassicMember(
         elif kind is _Kind.SYNC and current and self._state is _S.SYNCING:
             self._retry.failed(now)
             self._sync_unanswered = True
+            # The coordinator may have recorded (and a conversion acted on) an
+            # assignment that moves some owned partitions away: until the next
+            # SyncGroup says which, none is fetched (sim seed 20034: another
+            # member fetched one while this one, rejoining, still did).
+            self._stop_fetching(self._owned, acts)
             self._rejoin(_T.REJOIN, "SyncGroup got no response", now, acts)
         elif kind is _Kind.HEARTBEAT and self._heartbeating():
             self._retry.failed(now)
