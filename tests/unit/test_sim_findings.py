@@ -184,3 +184,21 @@ def test_a_classic_member_fetches_nothing_while_its_unanswered_sync_group_is_in_
     # what it keeps.
     result = run_scenario(20034)
     assert result.violation is None, str(result.violation)
+
+
+def test_a_classic_member_closing_during_a_join_round_stops_fetching_at_once() -> None:
+    # Seed 36344 (soak range): m2's close arrived while its SyncGroup answer was
+    # delayed; its release waited for the round (so that its commit is accepted)
+    # but it went on fetching t0-2, which generation 2 had moved away and the
+    # group's conversion then gave to m1: DOUBLE_FETCH. The release now stops
+    # fetching when it starts waiting.
+    result = run_scenario(36344)
+    assert result.violation is None, str(result.violation)
+
+
+def test_a_classic_leader_watches_every_topic_its_group_subscribes_to() -> None:
+    # Seed 56395 (soak range), a simulator model bug: the simulated leader (on
+    # t1) watched only its own topics, where the runtime's leader watches the
+    # whole group's subscription, so t0's new partitions were never assigned.
+    result = run_scenario(56395)
+    assert result.violation is None, str(result.violation)

@@ -1269,6 +1269,11 @@ class ClassicMember(
                     self._generation,
                 )
             self._release_after_round = reason
+            # Nothing more is fetched while the round ends: the coordinator may
+            # have recorded (and a conversion acted on) an assignment that moves
+            # some of these away (sim seed 36344). The stopped positions are
+            # what the release commits.
+            self._stop_fetching(self._owned, acts)
             return
         self._release_after_round = None
         self._abort_op()

@@ -1148,9 +1148,9 @@ class Simulation:
     def _ev_metadata_watch(self, proc: _Proc) -> None:
         """The classic runtime's metadata watch (``metadata.max.age.ms``, scaled down).
 
-        As the runtime: the leader compares the subscribed topics' partition
-        counts with those its last assignor run saw, and reports
-        SubscribedMetadataChanged when one changed or a topic appeared.
+        As the runtime: the leader compares the partition counts of the topics
+        its last assignor run saw (the whole group's subscription) with the
+        cluster's, and reports SubscribedMetadataChanged when one changed.
         """
         if not proc.alive:
             return
@@ -1158,7 +1158,11 @@ class Simulation:
         member = proc.member
         if not isinstance(member, ClassicMember) or not member.is_leader or proc.watched is None:
             return
-        if self._visible_counts(proc.slot.topics) != proc.watched:
+        # A topic not (yet) visible counts 0, as in the runtime's watch.
+        visible = self._visible_counts(proc.watched)
+        counts = {name: visible.get(name, 0) for name in proc.watched}
+        if counts != proc.watched:
+            proc.watched = counts
             self._feed(proc, SubscribedMetadataChanged())
 
     def _visible_counts(self, topics: Iterable[str]) -> dict[str, int]:
@@ -1708,9 +1712,12 @@ class Simulation:
         name = action.protocol_name
         assignor = proc.assignors[name]
         subscriptions = group_subscription(action.members)
-        counts = self._visible_counts({t for m in action.members for t in m.subscription.topics})
-        # What the metadata watch compares with from now on (as the runtime does).
-        proc.watched = self._visible_counts(proc.slot.topics)
+        subscribed = {t for m in action.members for t in m.subscription.topics}
+        counts = self._visible_counts(subscribed)
+        # What the metadata watch compares with from now on: as the runtime, every
+        # topic the group subscribes to, not only the leader's own (seed 56395: a
+        # leader on t1 never noticed t0 grow, so t0's new partitions stayed out).
+        proc.watched = {name: counts.get(name, 0) for name in subscribed}
         cluster = Cluster(counts)
         protocol = validation_protocol(assignor)
         event: AssignmentComputed | AssignorFailed
