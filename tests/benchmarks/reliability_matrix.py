@@ -208,15 +208,18 @@ def malformed_frames(run: Run) -> None:
 
 
 def slow_callback(run: Run) -> None:
-    # b's next rebalance callback takes longer than max.poll.interval.ms; a
-    # third member joining makes the rebalance. b's poll timer expires inside
-    # the callback: it leaves, its partitions move on, and once the callback
-    # returned it gets on_partitions_lost and rejoins. b is not live while its
-    # application is stuck in the callback.
+    # b's next rebalance callback takes longer than max.poll.interval.ms; two
+    # members joining make the rebalance (with 4 partitions and 4 members each
+    # of a and b gives one up, whatever the assignor: one joining member could
+    # take its partition from a alone, and b would get no callback). b's poll
+    # timer expires inside the callback: it leaves, its partitions move on, and
+    # once the callback returned it gets on_partitions_lost and rejoins. b is
+    # not live while its application is stuck in the callback.
     b = run.members["b"]
     b.send(f"slow_callback {MAX_POLL_S + 4}")
     time.sleep(0.5)  # the command is read between polls
     run.join("c")
+    run.join("d")
     b.wait_for(lambda: bool(b.of("slow_start")), 30, "b's slow callback to start")
     b.wait_for(lambda: bool(b.of("slow_end")), MAX_POLL_S + 30, "b's slow callback to end")
     start, end = b.of("slow_start")[0].t, b.of("slow_end")[0].t
@@ -382,7 +385,7 @@ def write_doc(rows: list[Row], command: str) -> None:
         "each of the 4 partitions every 50 ms. `coordinator_failover` runs on a 3-node",
         "cluster (replication factor 3) and SIGKILLs the group's coordinator;",
         "`slow_callback` makes member b's next rebalance callback outlast",
-        "`max.poll.interval.ms` by 4 s while a third member joins; `malformed_frames`",
+        "`max.poll.interval.ms` by 4 s while two members join; `malformed_frames`",
         "has each proxy corrupt 3 heartbeat and 2 OffsetCommit responses. The quick",
         "subset (network partitions) runs in CI as `tests/integration/test_faults.py`.",
         "",
