@@ -33,25 +33,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import benchlib
-from peers import DEFAULT_JVM_OPTIONS, Peer, PeerGroup, balanced
+from installed_peers import InstalledPeers
+from peers import DEFAULT_JVM_OPTIONS, Peer, balanced
 
 KINDS = ("kgroup", "librdkafka", "java", "kafka-python", "aiokafka")
 CLASSIC_KINDS = ("kafka-python", "aiokafka")
 IDLE_MEMBER = Path(__file__).resolve().parent / "idle_member.py"
-
-
-class _Peers(PeerGroup):
-    """The peer harness, with kgroup's members run as an application's install would."""
-
-    def command(
-        self,
-        kind: str,
-        group: str,
-        config: dict[str, str] | None = None,
-        jvm_options: Sequence[str] = DEFAULT_JVM_OPTIONS,
-    ) -> list[str]:
-        argv = super().command(kind, group, config, jvm_options)
-        return benchlib.as_installed_argv(argv) if kind == "kgroup" else argv
 
 
 class _ClassicMember:
@@ -129,7 +116,7 @@ def main() -> None:
     from kgroup.testing import KafkaBroker, create_topic  # noqa: PLC0415
 
     rows: list[tuple[str, list[float], list[float]]] = []
-    with KafkaBroker() as broker, _Peers(broker.bootstrap_servers) as peers:
+    with KafkaBroker() as broker, InstalledPeers(broker.bootstrap_servers) as peers:
         bootstrap = broker.bootstrap_servers
         groups: dict[str, Sequence[Peer | _ClassicMember]] = {}
         classic: list[_ClassicMember] = []

@@ -45,7 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import itertools
 
 import benchlib
-from peers import DEFAULT_JVM_OPTIONS, Peer, PeerGroup, balanced
+from installed_peers import InstalledPeers
+from peers import Peer, balanced
 
 PARTITIONS = 33
 MEMBERS = 10
@@ -75,20 +76,6 @@ NAMES = {
     "d-leave": "(d) longest gap on unmoved partitions during (c) (s)",
     "d-base": "(d) baseline: longest gap in the 2 s before a step (s)",
 }
-
-
-class _Peers(PeerGroup):
-    """The peer harness, with kgroup's members run as an application's install would."""
-
-    def command(
-        self,
-        kind: str,
-        group: str,
-        config: dict[str, str] | None = None,
-        jvm_options: Sequence[str] = DEFAULT_JVM_OPTIONS,
-    ) -> list[str]:
-        argv = super().command(kind, group, config, jvm_options)
-        return benchlib.as_installed_argv(argv) if kind == "kgroup" else argv
 
 
 def callback_to_first_record(peers: Sequence[Peer], partitions: set[int], since: int) -> float:
@@ -206,7 +193,7 @@ def one_repetition(bootstrap: str, kind: str, rep: int, timeout: float) -> dict[
     feeder = Feeder(bootstrap, topic)
     result: dict[str, float] = {}
     try:
-        with _Peers(bootstrap) as group_:
+        with InstalledPeers(bootstrap) as group_:
             members = [group_.launch(kind, group, name=f"{kind}-{i}") for i in range(MEMBERS)]
             for member in members:
                 member.wait_event("ready", timeout)

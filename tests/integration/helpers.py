@@ -22,6 +22,14 @@ from confluent_kafka import Message, Producer
 
 import kgroup
 from kgroup import TopicPartition
+from kgroup.assignors import (
+    Assignment,
+    Cluster,
+    GroupAssignment,
+    GroupMetadata,
+    GroupSubscription,
+    RebalanceProtocol,
+)
 from kgroup.testing import KafkaBroker, NodeState
 from kgroup.transport import BrokerAddress, KafkaClient
 
@@ -498,3 +506,34 @@ def live_overlaps(
             else:
                 owners.discard(event.member)
     return found
+
+
+class TaggingAssignor:
+    """A custom eager assignor that hands every member a tag in its assignment's user data
+    (as assignors carrying state to the members do); the broker refuses to convert a group
+    whose assignments carry user data (KAFKA-18134)."""
+
+    name = "tagging"
+    supported_protocols: tuple[RebalanceProtocol, ...] = (RebalanceProtocol.EAGER,)
+
+    def subscription_user_data(self, topics: frozenset[str]) -> bytes | None:
+        return None
+
+    def assign(self, cluster: Cluster, subscriptions: GroupSubscription) -> GroupAssignment:
+        members = sorted(subscriptions.subscriptions)
+        topics = sorted({t for s in subscriptions.subscriptions.values() for t in s.topics})
+        dealt: dict[str, list[TopicPartition]] = {m: [] for m in members}
+        partitions = [
+            TopicPartition(t, p) for t in topics for p in range(cluster.partitions_for(t) or 0)
+        ]
+        for i, tp in enumerate(partitions):
+            dealt[members[i % len(members)]].append(tp)
+        return GroupAssignment(
+            {
+                m: Assignment(tuple(ps), user_data=f"tag-{i}".encode())
+                for i, (m, ps) in enumerate(dealt.items())
+            }
+        )
+
+    def on_assignment(self, assignment: Assignment, metadata: GroupMetadata) -> None:
+        pass

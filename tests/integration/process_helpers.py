@@ -40,7 +40,28 @@ class Event:
         return tps(self.data.get("partitions", []))
 
 
-class MemberProcess:
+class EventViews:
+    """What a member's reported events say, for members that append them under ``_cond``."""
+
+    events: list[Event]
+    _cond: threading.Condition
+
+    def of(self, *kinds: str) -> list[Event]:
+        with self._cond:
+            return [e for e in self.events if e.kind in kinds]
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        """What the listener was told the member holds now."""
+        held: set[TopicPartition] = set()
+        for event in self.of("assigned", "revoked", "lost"):
+            if event.kind == "assigned":
+                held |= event.partitions
+            else:
+                held -= event.partitions
+        return frozenset(held)
+
+
+class MemberProcess(EventViews):
     """A kgroup Consumer in a child process (``member_process.py``).
 
     Every wait has a deadline; :meth:`cleanup` kills what is still running.
@@ -100,20 +121,6 @@ class MemberProcess:
             self._cond.notify_all()
 
     # ---------------------------------------------------------------- views
-
-    def of(self, *kinds: str) -> list[Event]:
-        with self._cond:
-            return [e for e in self.events if e.kind in kinds]
-
-    def assignment(self) -> frozenset[TopicPartition]:
-        """What the listener was told the member holds now."""
-        held: set[TopicPartition] = set()
-        for event in self.of("assigned", "revoked", "lost"):
-            if event.kind == "assigned":
-                held |= event.partitions
-            else:
-                held -= event.partitions
-        return frozenset(held)
 
     def epoch(self) -> tuple[str, int] | None:
         """The last (member id, epoch) reported."""

@@ -26,6 +26,7 @@ from helpers import (
     EventLog,
     PollingThread,
     Runner,
+    TaggingAssignor,
     classic_conf,
     converged,
     partitions_of,
@@ -34,14 +35,6 @@ from helpers import (
 )
 from kio.schema.errors import ErrorCode
 
-from kgroup.assignors import (
-    Assignment,
-    Cluster,
-    GroupAssignment,
-    GroupMetadata,
-    GroupSubscription,
-    RebalanceProtocol,
-)
 from kgroup.membership import HeartbeatRequest, HeartbeatResponse
 from kgroup.protocol.requests import consumer_group_heartbeat
 from kgroup.testing import KafkaBroker
@@ -153,36 +146,6 @@ def test_a_clean_classic_group_passes_with_exit_0(
 # --------------------------------------------------------- custom assignor data
 
 
-class _TaggingAssignor:
-    """A custom eager assignor that hands every member a tag in its assignment's user data
-    (as assignors carrying state to the members do)."""
-
-    name = "tagging"
-    supported_protocols: tuple[RebalanceProtocol, ...] = (RebalanceProtocol.EAGER,)
-
-    def subscription_user_data(self, topics: frozenset[str]) -> bytes | None:
-        return None
-
-    def assign(self, cluster: Cluster, subscriptions: GroupSubscription) -> GroupAssignment:
-        members = sorted(subscriptions.subscriptions)
-        topics = sorted({t for s in subscriptions.subscriptions.values() for t in s.topics})
-        dealt: dict[str, list[TopicPartition]] = {m: [] for m in members}
-        partitions = [
-            TopicPartition(t, p) for t in topics for p in range(cluster.partitions_for(t) or 0)
-        ]
-        for i, tp in enumerate(partitions):
-            dealt[members[i % len(members)]].append(tp)
-        return GroupAssignment(
-            {
-                m: Assignment(tuple(ps), user_data=f"tag-{i}".encode())
-                for i, (m, ps) in enumerate(dealt.items())
-            }
-        )
-
-    def on_assignment(self, assignment: Assignment, metadata: GroupMetadata) -> None:
-        pass
-
-
 def test_assignment_user_data_is_a_blocker_the_broker_enforces(
     kafka_broker: KafkaBroker, make_topic: MakeTopic, make_group_id: MakeGroupId
 ) -> None:
@@ -190,7 +153,7 @@ def test_assignment_user_data_is_a_blocker_the_broker_enforces(
     topic, group = make_topic(partitions=4), make_group_id()
     log = EventLog()
     runners = [
-        Runner(classic_conf(bootstrap, group, [_TaggingAssignor()]), [topic], log, n)
+        Runner(classic_conf(bootstrap, group, [TaggingAssignor()]), [topic], log, n)
         for n in ("a", "b")
     ]
     try:

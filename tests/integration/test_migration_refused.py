@@ -23,6 +23,7 @@ from helpers import (
     EventLog,
     PollingThread,
     Runner,
+    TaggingAssignor,
     classic_conf,
     consumer_conf,
     converged,
@@ -32,14 +33,6 @@ from helpers import (
 
 from kgroup import Consumer, TopicPartition
 from kgroup.admin import describe_group
-from kgroup.assignors import (
-    Assignment,
-    Cluster,
-    GroupAssignment,
-    GroupMetadata,
-    GroupSubscription,
-    RebalanceProtocol,
-)
 from kgroup.errors import GroupIdNotFoundError, UpgradeRefusedError
 from kgroup.testing import KafkaBroker
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
@@ -50,32 +43,6 @@ pytestmark = pytest.mark.integration
 
 REFUSED_WITHIN_S = 20.0
 """The acceptance bound: a refused migration is a typed error within 20 s."""
-
-
-class _UserDataAssignor:
-    """A custom eager assignor handing every member a tag in its assignment's user data."""
-
-    name = "tagging"
-    supported_protocols: tuple[RebalanceProtocol, ...] = (RebalanceProtocol.EAGER,)
-
-    def subscription_user_data(self, topics: frozenset[str]) -> bytes | None:
-        return None
-
-    def assign(self, cluster: Cluster, subscriptions: GroupSubscription) -> GroupAssignment:
-        members = sorted(subscriptions.subscriptions)
-        topics = sorted({t for s in subscriptions.subscriptions.values() for t in s.topics})
-        dealt: dict[str, list[TopicPartition]] = {m: [] for m in members}
-        everything = [
-            TopicPartition(t, p) for t in topics for p in range(cluster.partitions_for(t) or 0)
-        ]
-        for i, tp in enumerate(everything):
-            dealt[members[i % len(members)]].append(tp)
-        return GroupAssignment(
-            {m: Assignment(tuple(ps), user_data=f"tag-{m}".encode()) for m, ps in dealt.items()}
-        )
-
-    def on_assignment(self, assignment: Assignment, metadata: GroupMetadata) -> None:
-        pass
 
 
 class _Confluent(PollingThread):
@@ -163,7 +130,7 @@ def test_upgrade_of_a_group_whose_assignments_carry_user_data_is_refused_with_th
 
     def make(name: str) -> Any:
         if leader == "custom-assignor":
-            conf = classic_conf(bootstrap, group, [_UserDataAssignor()])
+            conf = classic_conf(bootstrap, group, [TaggingAssignor()])
             return Runner(conf, [topic], log, name)
         # librdkafka's leader copies each member's subscription user data
         # (cooperative-sticky's generation) into its assignment: the broker

@@ -42,7 +42,13 @@ from helpers import (
     partitions_of,
     wait_until,
 )
-from process_helpers import Event, MemberProcess, SteadyProducer, assignments_converged
+from process_helpers import (
+    Event,
+    EventViews,
+    MemberProcess,
+    SteadyProducer,
+    assignments_converged,
+)
 
 from kgroup import Consumer, TopicPartition
 from kgroup.admin import GroupDescription, describe_group
@@ -86,7 +92,7 @@ def member_conf(
     )
 
 
-class ConfluentMember:
+class ConfluentMember(EventViews):
     """A confluent-kafka (librdkafka) consumer polling in a thread, reporting like a member process.
 
     Its rebalance callbacks and records become :class:`Event` objects with the
@@ -141,19 +147,6 @@ class ConfluentMember:
             self._emit("error", type=type(exc).__name__, message=str(exc))
             status = 2
         self._status = status
-
-    def of(self, *kinds: str) -> list[Event]:
-        with self._cond:
-            return [e for e in self.events if e.kind in kinds]
-
-    def assignment(self) -> frozenset[TopicPartition]:
-        held: set[TopicPartition] = set()
-        for event in self.of("assigned", "revoked", "lost"):
-            if event.kind == "assigned":
-                held |= event.partitions
-            else:
-                held -= event.partitions
-        return frozenset(held)
 
     def wait_for(self, condition: Callable[[], bool], timeout: float, what: str) -> float:
         deadline = time.monotonic() + timeout
