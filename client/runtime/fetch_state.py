@@ -10,7 +10,8 @@ that, per partition:
   ``on_partitions_assigned``, as the Java client and librdkafka allow); paused
   right after it is assigned, before any record of it is handed out;
 - **stopped at a position**: the position captured when it stopped fetching,
-  which the commit before its revocation uses;
+  which the commit before its revocation uses, and where it resumes if it
+  starts again without having left the assignment;
 - **seek override**: a ``seek()`` before it started fetching: it starts there
   instead of at the committed offset;
 - **fetch generation**: bumped on every start and stop, so that an offset fetch
@@ -170,12 +171,16 @@ class FetchState:
         self._stopped_at.update(positions)
 
     def start(self, partitions: Collection[TopicPartition]) -> FetchTicket:
-        """The member starts fetching ``partitions``: their committed offsets are needed first."""
+        """The member starts fetching ``partitions``: their committed offsets are needed first.
+
+        A partition stopped without leaving the assignment (kept while the
+        member was unsure of its membership) keeps its stopped position: it
+        resumes there, and a commit before it resumes still covers it.
+        """
         generations = {}
         for tp in partitions:
             self._generation[tp] += 1
             generations[tp] = self._generation[tp]
-            self._stopped_at.pop(tp, None)
         return FetchTicket(generations)
 
     def wanted(self, ticket: FetchTicket) -> frozenset[TopicPartition]:
@@ -190,14 +195,17 @@ class FetchState:
     ) -> list[FetchOp]:
         """The committed offsets of ``ticket``'s partitions arrived: start those still wanted.
 
-        A partition starts at its seek override, else at its committed offset.
-        Held partitions are paused right after the assignment, before the
+        A partition starts at its seek override, else where it stopped if it
+        never left the assignment since, else at its committed offset. Held
+        partitions are paused right after the assignment, before the
         application's next ``consume()`` can hand out any of their records.
         """
         start: dict[TopicPartition, int | None] = {}
         for tp in sorted(self.wanted(ticket)):
             if tp in owned:
-                start[tp] = self._seek_overrides.pop(tp, committed.get(tp))
+                stopped = self._stopped_at.pop(tp, None)
+                resume = committed.get(tp) if stopped is None else stopped
+                start[tp] = self._seek_overrides.pop(tp, resume)
         if not start:
             return []
         self._fetching.update(start)

@@ -589,6 +589,73 @@ def test_partitions_left_out_after_an_unanswered_sync_group_are_lost_not_committ
     ]
 
 
+def _joining_after_a_confirmed_rebalance_heartbeat() -> tuple[Harness, float]:
+    """A cooperative member owning a-0 and a-1, its JoinGroup out; and when the
+    coordinator last confirmed it (the REBALANCE_IN_PROGRESS heartbeat)."""
+    h = Harness(COOP_STICKY)  # session.timeout.ms 10 s
+    h.stable("a-0", "a-1", protocol="cooperative-sticky")
+    h.tick(1.0)
+    confirmed = h.now
+    acts = h.beat(E["REBALANCE_IN_PROGRESS"])
+    one(SendJoinGroup, acts)
+    assert h.state() is S.JOINING
+    assert not of(StopFetching, acts)  # cooperative: it keeps fetching what it owns
+    return h, confirmed
+
+
+def test_an_unconfirmed_joining_member_stops_fetching_after_a_session_timeout_but_keeps_them() -> (
+    None
+):
+    # Sim seeds 22, 138, 148 (session-loss invariant): a JoinGroup (or its
+    # answer) was lost; the coordinator expired the member a session timeout
+    # after its last heartbeat and handed its partitions on, while the member
+    # went on fetching them until the JoinGroup itself timed out.
+    h, confirmed = _joining_after_a_confirmed_rebalance_heartbeat()
+    assert h.m.next_deadline() == confirmed + 10.0
+    assert h.tick(confirmed + 9.9) == []
+    acts = h.tick(confirmed + 10.0)
+    assert acts == [StopFetching(tps("a-0", "a-1"))]
+    # Nothing is given up: the round's answer says whose they are.
+    assert h.m.assignment == tps("a-0", "a-1")
+    assert h.state() is S.JOINING
+    deadline = h.m.next_deadline()
+    assert deadline is None or deadline > h.now  # no busy loop on the passed deadline
+    h.joined(generation=2, protocol="cooperative-sticky")
+    acts = h.synced("a-0", "a-1")
+    assert not of(RunCallback, acts) or all(
+        c.kind is CallbackKind.ASSIGNED for c in of(RunCallback, acts)
+    )
+    acts = h.finish()
+    # Still its own: fetching resumes (where it stopped: the runtime keeps the positions).
+    assert StartFetching(tps("a-0", "a-1")) in acts
+    assert not [c for c in h.callbacks if c.kind is CallbackKind.LOST]
+    assert h.state() is S.STABLE
+
+
+def test_an_unconfirmed_joining_member_loses_its_partitions_when_the_round_says_so() -> None:
+    h, confirmed = _joining_after_a_confirmed_rebalance_heartbeat()
+    h.tick(confirmed + 10.0)
+    commits_before = len(h.commits)
+    acts = h.joined(error=E["UNKNOWN_MEMBER_ID"])
+    lost = one(RunCallback, acts)
+    assert (lost.kind, lost.partitions) == (CallbackKind.LOST, tps("a-0", "a-1"))
+    assert not of(StopFetching, acts)  # stopped already
+    assert len(h.commits) == commits_before
+    h.callback_done()
+    assert h.m.assignment == frozenset()
+
+
+def test_a_join_answered_within_the_session_timeout_never_stops_fetching() -> None:
+    h, confirmed = _joining_after_a_confirmed_rebalance_heartbeat()
+    acts = h.tick(confirmed + 9.0)
+    acts += h.joined(generation=2, protocol="cooperative-sticky")
+    acts += h.tick(confirmed + 12.0)  # past the old deadline: the join confirmed the member
+    acts += h.synced("a-0", "a-1")
+    acts += h.finish()
+    assert not of(StopFetching, acts)
+    assert h.state() is S.STABLE
+
+
 def test_cooperative_rejoin_revokes_partitions_of_unsubscribed_topics_first() -> None:
     h = Harness(COOP_STICKY)
     h.subscribe("a", "b")

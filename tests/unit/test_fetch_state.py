@@ -73,12 +73,29 @@ def test_a_stop_captures_positions_before_unassigning() -> None:
     assert state.fetching == {A1}
 
 
-def test_a_new_start_forgets_the_stopped_position() -> None:
+def test_a_partition_stopped_and_started_again_without_leaving_resumes_where_it_stopped() -> None:
+    # A classic member unsure of its membership (an unanswered SyncGroup, a
+    # JoinGroup unconfirmed for a session timeout) stops fetching what it owns
+    # and starts it again once the round keeps it: the application was handed
+    # the records up to the stopped position, not only up to the commit.
+    state = _fetching(FetchState(), {A0: 0, A1: 0})
+    state.assignment_changed(frozenset({A0, A1}))
+    state.stop(frozenset({A0, A1}))
+    state.positions_captured({A0: 9, A1: 4})
+    ticket = state.start(frozenset({A0, A1}))
+    # Until it resumes, a commit still covers the stopped position.
+    assert state.stopped_positions([A0, A1]) == {A0: 9, A1: 4}
+    assert state.offsets_fetched(ticket, {A0: 3, A1: 2}, owned={A0, A1}) == [Assign({A0: 9, A1: 4})]
+    assert state.stopped_positions([A0, A1]) == {}
+
+
+def test_a_seek_before_resuming_wins_over_the_stopped_position() -> None:
     state = _fetching(FetchState(), {A0: 0})
     state.stop(frozenset({A0}))
     state.positions_captured({A0: 9})
-    state.start(frozenset({A0}))
-    assert state.stopped_positions([A0]) == {}
+    ticket = state.start(frozenset({A0}))
+    state.seek(A0, 100, owned={A0})
+    assert state.offsets_fetched(ticket, {A0: 3}, owned={A0}) == [Assign({A0: 100})]
 
 
 def test_a_partition_that_left_the_assignment_forgets_its_stopped_position() -> None:
@@ -94,6 +111,8 @@ def test_a_partition_that_left_the_assignment_forgets_its_stopped_position() -> 
     state.assignment_changed(frozenset({A1}))  # the revocation completed
     state.assignment_changed(frozenset({A0, A1}))  # owned again, not fetching yet
     assert state.stopped_positions([A0, A1]) == {}
+    ticket = state.start(frozenset({A0}))
+    assert state.offsets_fetched(ticket, {A0: 192}, owned={A0, A1}) == [Assign({A0: 192})]
 
 
 def test_seek_of_a_fetching_partition_is_a_data_plane_seek() -> None:

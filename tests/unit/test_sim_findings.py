@@ -202,3 +202,16 @@ def test_a_classic_leader_watches_every_topic_its_group_subscribes_to() -> None:
     # whole group's subscription, so t0's new partitions were never assigned.
     result = run_scenario(56395)
     assert result.violation is None, str(result.violation)
+
+
+def test_a_classic_member_whose_join_is_lost_stops_fetching_after_a_session_timeout() -> None:
+    # The first soak with SESSION_LOST_FETCH on by default: in each of these
+    # seeds a cooperative classic member's JoinGroup (or its answer) was lost
+    # in a lossy network; the coordinator expired the member a session timeout
+    # after its last heartbeat while the member, waiting for the JoinGroup's
+    # own timeout, went on fetching. It now stops fetching when the round has
+    # not confirmed it for a session timeout.
+    for seed in (22, 138, 148):
+        result = run_scenario(seed)
+        assert result.violation is None, (seed, str(result.violation))
+        assert result.ok

@@ -341,6 +341,8 @@ class ClassicMember(
             # Runs while the coordinator is looked up too: an unreachable
             # coordinator is exactly when the session runs out.
             candidates.append(self._session_deadline(self._last_heartbeat_ok))
+        elif self._unconfirmed_fetching() and self._last_heartbeat_ok is not None:
+            candidates.append(self._session_deadline(self._last_heartbeat_ok))
         if (
             self._heartbeating()
             and not self._awaiting_coordinator
@@ -409,6 +411,12 @@ class ClassicMember(
     def _heartbeating(self) -> bool:
         return self._state in _HEARTBEATING and self._has_generation()
 
+    def _unconfirmed_fetching(self) -> bool:
+        # A cooperative member keeps fetching what it owns while its JoinGroup
+        # is out, and sends no heartbeat then (as Java: the broker would queue
+        # it behind the parked JoinGroup on the same connection).
+        return self._state is _S.JOINING and bool(self._fetching)
+
     # ----------------------------------------------------------------- timers
 
     def _on_timers(self, now: float, acts: list[_Action]) -> None:
@@ -419,12 +427,38 @@ class ClassicMember(
         if self._state in IN_GROUP and self._life.poll_expired(now):
             self._poll_expired(now, acts)
             return
-        if (
-            self._heartbeating()
-            and self._last_heartbeat_ok is not None
-            and now >= self._session_deadline(self._last_heartbeat_ok)
-        ):
+        last_ok = self._last_heartbeat_ok
+        if last_ok is None or now < self._session_deadline(last_ok):
+            return
+        if self._heartbeating():
             self._session_expired(now, acts)
+        elif self._unconfirmed_fetching():
+            self._session_unconfirmed(acts)
+
+    def _session_unconfirmed(self, acts: list[_Action]) -> None:
+        # A session timeout has passed since the coordinator last confirmed this
+        # member, which is still joining (its JoinGroup out, or waiting to be
+        # sent again). If the coordinator holds a JoinGroup (parked until
+        # the other members rejoin) the member is safe: Kafka does not expire a
+        # member awaiting a join. If the request or its answer was lost, the
+        # coordinator expired the member a session timeout after the last
+        # heartbeat and may have handed its partitions on, while the JoinGroup's
+        # own timeout (rebalance timeout + 5 s) is far away. The member cannot
+        # tell the two apart, so it stops fetching but keeps its partitions and
+        # positions: the round's answer says whether they are still its own
+        # (fetching resumes where it stopped) or lost (UNKNOWN_MEMBER_ID). Java
+        # keeps fetching until the JoinGroup times out (found by the
+        # simulator's session-loss invariant, seeds 22, 138 and 148).
+        log.warning(
+            "group %s member %s: JoinGroup unanswered for session.timeout.ms (%d ms) "
+            "since the coordinator last confirmed this member; stopping fetching "
+            "%s until the round answers",
+            self._cfg.group_id,
+            self._member_id,
+            self._cfg.session_timeout_ms,
+            sorted(self._fetching),
+        )
+        self._stop_fetching(self._owned, acts)
 
     def _session_expired(self, now: float, acts: list[_Action]) -> None:
         # No successful heartbeat for session.timeout.ms: the coordinator has

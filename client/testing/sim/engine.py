@@ -211,8 +211,9 @@ class SimulationConfig:
     # coordinator sees it (each creation draws up to this): assignments then
     # name topic ids the members cannot resolve yet.
     metadata_lag: float = 0.0
-    # Off by default: ConsumerMember does not implement the rule yet (see docs/simulation.md).
-    check_session_loss: bool = False
+    # design.md's session-loss rule (SESSION_LOST_FETCH); both members keep it, so it is
+    # on. Off only to look at what a zombie does under the other invariants.
+    check_session_loss: bool = True
 
     def __post_init__(self) -> None:
         lo, hi = self.latency
@@ -2219,12 +2220,20 @@ class Simulation:
 
     def _classic_response(self, proc: _Proc, kind: int, seq: int, result: Any) -> None:
         event: Any
+        # What restarts a classic member's session on the broker: a JoinGroup or
+        # SyncGroup answered without error, and a heartbeat answered NONE or
+        # REBALANCE_IN_PROGRESS (Kafka's ClassicGroup reschedules the member's
+        # expiration before it reports the rebalance).
         if kind == _JOIN:
+            if not result.error_code:
+                proc.last_ok = self._q.now
             event = JoinGroupResponseReceived(seq, result)
         elif kind == _SYNC:
+            if not result.error_code:
+                proc.last_ok = self._q.now
             event = SyncGroupResponseReceived(seq, result)
         elif kind == _CHB:
-            if result == 0:
+            if result in (0, ErrorCode.REBALANCE_IN_PROGRESS):
                 proc.last_ok = self._q.now
             event = ClassicHeartbeatResponseReceived(seq, result)
         else:

@@ -42,7 +42,7 @@ class Invariant(enum.Enum):
     )
     SESSION_LOST_FETCH = (
         "a member that has had no successful heartbeat for a session timeout fetches nothing "
-        "(design.md's reliability rule; checked only with SimulationConfig.check_session_loss)"
+        "(design.md's reliability rule; SimulationConfig.check_session_loss=False turns it off)"
     )
 
 
