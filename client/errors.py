@@ -61,6 +61,7 @@ which picks the most specific class; the code-to-class table lives in
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from typing import Any, ClassVar
 
@@ -131,17 +132,33 @@ __all__ = [
 
 
 class KgroupError(Exception):
-    """Root of every exception kgroup raises on purpose."""
+    """Root of every exception kgroup raises on purpose.
+
+    Errors that carry fields (:class:`BrokerError`, :class:`TlsError` ...) are
+    dataclasses: each field is declared once, typed, and is a constructor
+    parameter; ``__post_init__`` writes the message. They are not frozen
+    (raising and ``contextlib`` set attributes such as ``__traceback__``) and
+    keep the exception's identity equality and message repr (``eq=False,
+    repr=False``).
+    """
 
     _pickled_fields: ClassVar[tuple[str, ...]] = ()
-    """For an error built from fields rather than a message: the attributes that, in
-    constructor order, rebuild it. An exception pickles its ``args`` (the message) by
-    default, which such a constructor cannot take back."""
+    """For an error built from arguments that are not its dataclass fields: the
+    attributes that, in constructor order, rebuild it."""
 
+    # An exception pickles its ``args`` (the message) by default, which a
+    # constructor taking fields cannot take back: rebuild it from the fields.
     def __reduce__(self) -> str | tuple[Any, ...]:
-        if not self._pickled_fields:
+        # Typed as a plain class: mypy takes KgroupError for a class that can
+        # never be a dataclass and would drop the dataclass branch.
+        cls: type[object] = type(self)
+        if self._pickled_fields:
+            names = self._pickled_fields
+        elif dataclasses.is_dataclass(cls):
+            names = tuple(f.name for f in dataclasses.fields(cls))
+        else:
             return super().__reduce__()
-        return (type(self), tuple(getattr(self, name) for name in self._pickled_fields))
+        return (cls, tuple(getattr(self, name) for name in names))
 
 
 class ConfigError(KgroupError, ValueError):
@@ -187,6 +204,7 @@ class MalformedResponseConnectionError(MalformedResponseError, KafkaConnectionEr
     """
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class BrokerError(KgroupError):
     """The broker answered a request with a non-zero error code.
 
@@ -197,17 +215,16 @@ class BrokerError(KgroupError):
         message: the broker's error message, if the response carried one.
     """
 
-    def __init__(self, code: int, name: str, retriable: bool, message: str | None = None) -> None:
-        self.code = code
-        self.name = name
-        self.retriable = retriable
-        self.message = message
-        text = f"{name} (error code {code})"
-        if message:
-            text += f": {message}"
-        super().__init__(text)
+    code: int
+    name: str
+    retriable: bool
+    message: str | None = None
 
-    _pickled_fields: ClassVar[tuple[str, ...]] = ("code", "name", "retriable", "message")
+    def __post_init__(self) -> None:
+        text = f"{self.name} (error code {self.code})"
+        if self.message:
+            text += f": {self.message}"
+        super().__init__(text)
 
 
 class RetriableBrokerError(BrokerError):
@@ -358,6 +375,7 @@ class SecurityError(KgroupError):
     """
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class TlsError(SecurityError):
     """The TLS handshake with a broker failed.
 
@@ -366,14 +384,14 @@ class TlsError(SecurityError):
         reason: what went wrong, in words (unknown CA, hostname mismatch, expired ...).
     """
 
-    def __init__(self, broker: str, reason: str) -> None:
-        self.broker = broker
-        self.reason = reason
-        super().__init__(f"TLS handshake with {broker} failed: {reason}")
+    broker: str
+    reason: str
 
-    _pickled_fields: ClassVar[tuple[str, ...]] = ("broker", "reason")
+    def __post_init__(self) -> None:
+        super().__init__(f"TLS handshake with {self.broker} failed: {self.reason}")
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class AuthenticationError(SecurityError):
     """SASL authentication with a broker failed (wrong credentials, refused token).
 
@@ -383,15 +401,17 @@ class AuthenticationError(SecurityError):
         reason: the broker's or kgroup's explanation.
     """
 
-    def __init__(self, mechanism: str, broker: str, reason: str) -> None:
-        self.mechanism = mechanism
-        self.broker = broker
-        self.reason = reason
-        super().__init__(f"SASL {mechanism} authentication with {broker} failed: {reason}")
+    mechanism: str
+    broker: str
+    reason: str
 
-    _pickled_fields: ClassVar[tuple[str, ...]] = ("mechanism", "broker", "reason")
+    def __post_init__(self) -> None:
+        super().__init__(
+            f"SASL {self.mechanism} authentication with {self.broker} failed: {self.reason}"
+        )
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class UnsupportedSaslMechanismError(SecurityError):
     """The broker's listener does not enable the configured SASL mechanism.
 
@@ -401,19 +421,19 @@ class UnsupportedSaslMechanismError(SecurityError):
         enabled: the mechanisms the listener enables.
     """
 
-    def __init__(self, mechanism: str, broker: str, enabled: tuple[str, ...]) -> None:
-        self.mechanism = mechanism
-        self.broker = broker
-        self.enabled = enabled
-        listed = ", ".join(enabled) if enabled else "none"
+    mechanism: str
+    broker: str
+    enabled: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        listed = ", ".join(self.enabled) if self.enabled else "none"
         super().__init__(
-            f"{broker} does not enable SASL mechanism {mechanism}; it enables: {listed} "
+            f"{self.broker} does not enable SASL mechanism {self.mechanism}; it enables: {listed} "
             "(set sasl.mechanism to one of them)"
         )
 
-    _pickled_fields: ClassVar[tuple[str, ...]] = ("mechanism", "broker", "enabled")
 
-
+@dataclasses.dataclass(eq=False, repr=False)
 class SecurityProtocolMismatchError(SecurityError):
     """The broker's listener speaks another ``security.protocol`` than the client.
 
@@ -423,15 +443,17 @@ class SecurityProtocolMismatchError(SecurityError):
     Attributes:
         broker: ``host:port`` of the broker.
         configured: the client's ``security.protocol``.
+        explanation: what the listener speaks instead and what to set.
     """
 
-    def __init__(self, broker: str, configured: str, explanation: str) -> None:
-        self.broker = broker
-        self.configured = configured
-        self.explanation = explanation
-        super().__init__(f"{broker} does not speak security.protocol={configured}: {explanation}")
+    broker: str
+    configured: str
+    explanation: str
 
-    _pickled_fields: ClassVar[tuple[str, ...]] = ("broker", "configured", "explanation")
+    def __post_init__(self) -> None:
+        super().__init__(
+            f"{self.broker} does not speak security.protocol={self.configured}: {self.explanation}"
+        )
 
 
 class AuthorizationError(SecurityError):

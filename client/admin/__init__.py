@@ -49,6 +49,7 @@ from kgroup.admin.model import (
     PartitionLag,
 )
 from kgroup.admin.regex import RegexVerdict, evaluate_regex
+from kgroup.protocol.requests.broker_features import BrokerFeatures
 from kgroup.protocol.requests.describe_configs import (
     ConfigEntry,
     ConfigResource,
@@ -58,6 +59,7 @@ from kgroup.protocol.requests.describe_configs import (
 from kgroup.protocol.requests.list_offsets import IsolationLevel
 
 __all__ = [
+    "BrokerFeatures",
     "BrokerInfo",
     "ConfigEntry",
     "ConfigResource",

@@ -435,13 +435,7 @@ async def broker_info(client: KafkaClient, node_id: int | None = None) -> Broker
     response = await client.request(broker_features.build, node=node_id)
     features = broker_features.parse(broker_features.narrow(response))
     node = client.cluster.brokers.get(node_id) or BrokerAddress(node_id, "", 0)
-    return BrokerInfo(
-        node=node,
-        api_ranges=features.api_ranges,
-        supported_features=features.supported,
-        finalized_features=features.finalized,
-        finalized_epoch=features.finalized_epoch,
-    )
+    return BrokerInfo(node=node, features=features)
 
 
 async def describe_configs(

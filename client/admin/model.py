@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kgroup.protocol.apis import ApiKey, VersionRange
-from kgroup.protocol.cluster import BrokerAddress, frozen_map
+from kgroup.protocol.cluster import BrokerAddress
+from kgroup.protocol.requests.broker_features import BrokerFeatures
 from kgroup.types import TopicPartition
 
 __all__ = [
@@ -212,27 +213,34 @@ class GroupLag:
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
-    """What one broker offers: its API versions and feature levels.
+    """One broker and what it answered to ApiVersions: its API versions and feature levels.
 
     Attributes:
         node: the broker.
-        api_ranges: its version range of every API it lists, by API key.
-        supported_features: the level range of each feature it supports.
-        finalized_features: the cluster-wide finalized level of each feature
-            (``group.version`` 1 or more: the consumer protocol is enabled).
-        finalized_epoch: the epoch of those levels, -1 when unknown.
+        features: its API ranges, supported and finalized feature levels and
+            their epoch (``group.version`` 1 or more: the consumer protocol is
+            enabled).
     """
 
     node: BrokerAddress
-    api_ranges: Mapping[int, VersionRange] = field(default_factory=frozen_map)
-    supported_features: Mapping[str, VersionRange] = field(default_factory=frozen_map)
-    finalized_features: Mapping[str, int] = field(default_factory=frozen_map)
-    finalized_epoch: int = -1
+    features: BrokerFeatures = field(default_factory=BrokerFeatures)
+
+    # The migration checks and their callers read a broker's features by these
+    # names; they are views of ``features``, which holds the one copy.
+    @property
+    def supported_features(self) -> Mapping[str, VersionRange]:
+        """The level range of each feature the broker supports, by name."""
+        return self.features.supported
+
+    @property
+    def finalized_features(self) -> Mapping[str, int]:
+        """The cluster-wide finalized level of each feature, by name."""
+        return self.features.finalized
 
     def feature_level(self, feature: str) -> int:
         """The finalized level of ``feature`` (0 when the cluster has not finalized it)."""
-        return self.finalized_features.get(feature, 0)
+        return self.features.level(feature)
 
     def api_range(self, api: ApiKey) -> VersionRange | None:
         """The broker's version range of ``api``, or None when it lacks the API."""
-        return self.api_ranges.get(int(api))
+        return self.features.api_range(api)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kgroup.admin import (
+    BrokerFeatures,
     BrokerInfo,
     GroupDescription,
     GroupType,
@@ -52,9 +53,8 @@ def _broker(
     ranges = {} if heartbeat is None else {int(ApiKey.CONSUMER_GROUP_HEARTBEAT): heartbeat}
     supported = {} if group_version is None else {"group.version": VersionRange(0, 1)}
     finalized = {} if not group_version else {"group.version": group_version}
-    return BrokerInfo(
-        node=NODE, api_ranges=ranges, supported_features=supported, finalized_features=finalized
-    )
+    features = BrokerFeatures(api_ranges=ranges, supported=supported, finalized=finalized)
+    return BrokerInfo(node=NODE, features=features)
 
 
 def _member(
