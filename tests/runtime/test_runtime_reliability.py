@@ -14,7 +14,7 @@ from kgroup import AsyncConsumer
 from kgroup.dataplane import Record
 from kgroup.errors import CommitFailedError, IllegalGenerationError, RebalanceInProgressError
 from kgroup.protocol import ApiKey
-from kgroup.testing.fake import FakeBroker, SeenRequest, Verdict
+from kgroup.testing.fake import ClassicState, FakeBroker, SeenRequest, Verdict
 from kgroup.types import TopicPartition
 
 from .helpers import (
@@ -252,9 +252,14 @@ async def test_classic_member_without_heartbeats_for_a_session_timeout_loses_and
             assert listener.of("assigned") == [tps("orders", 0, 1)] * 2
 
 
-async def _drive_or_show(shared: SharedLog, *consumers: AsyncConsumer, until: Any) -> None:
+async def _drive_or_show(
+    shared: SharedLog,
+    *consumers: AsyncConsumer,
+    until: Any,
+    sink: Mapping[AsyncConsumer, list[Record]] | None = None,
+) -> None:
     try:
-        await drive(*consumers, until=until)
+        await drive(*consumers, until=until, sink=sink)
     except TimeoutError:
         raise AssertionError(f"timed out; callbacks so far: {shared.events}") from None
 
@@ -343,3 +348,85 @@ async def test_callbacks_stay_deltas_across_a_session_loss_a_handover_and_a_rejo
             # Held before the loss; the lost callback ran before the rejoin's assignment.
             assert a_assigned[0] < lost_at < a_assigned[-1], shared.events
             assert la.of("lost") == [before]
+
+
+async def test_classic_member_unconfirmed_in_a_long_join_round_stops_and_resumes_where_it_stopped(
+    broker: FakeBroker, group_id: str
+) -> None:
+    # A cooperative member whose JoinGroup is parked for longer than its session
+    # timeout (the round waits for a member that does not rejoin) cannot tell a
+    # parked JoinGroup from a lost one: it stops fetching after a session
+    # timeout without confirmation, keeps its partition, and once the round
+    # keeps it there resumes where it stopped (no record handed out twice).
+    broker.create_topic("orders", 2)
+    produce_each(broker, "orders", 2, 5)
+    common = {
+        **CLASSIC,
+        "partition.assignment.strategy": "cooperative-sticky",
+        "enable.auto.commit": False,
+        "max.poll.interval.ms": 3_000,  # the round's deadline, as the rebalance timeout
+    }
+    quick = consumer_config(broker, group_id, **{**common, "session.timeout.ms": 1_000})
+    patient = consumer_config(broker, group_id, **{**common, "session.timeout.ms": 10_000})
+    a_plane = broker.dataplane()
+    got: dict[AsyncConsumer, list[Record]] = defaultdict(list)
+    shared = SharedLog()
+    a_log, b_log, c_log = shared.listener("a"), shared.listener("b"), shared.listener("c")
+    async with (
+        AsyncConsumer(quick, dataplane=a_plane) as a,
+        AsyncConsumer(patient, dataplane=broker.dataplane()) as b,
+        AsyncConsumer(patient, dataplane=broker.dataplane()) as c,
+    ):
+
+        def offsets_of_a(partition: int) -> list[int | None]:
+            return [r.offset() for r in got[a] if r.partition() == partition]
+
+        a.subscribe(["orders"], listener=a_log)
+        await drive(a, until=lambda: told(a, a_log, 2), sink=got)
+        b.subscribe(["orders"], listener=b_log)
+        await _drive_or_show(
+            shared, a, b, until=lambda: told(a, a_log, 1) and told(b, b_log, 1), sink=got
+        )
+        [kept] = a.assignment()
+        await drive(a, b, until=lambda: len(offsets_of_a(kept.partition)) == 5, sink=got)
+
+        # b stops rejoining (its JoinGroups never reach the coordinator); c
+        # joining starts a round that now waits for b until the rebalance timeout.
+        b_id = b.member_id
+        broker.intercept(
+            ApiKey.JOIN_GROUP,
+            lambda _seen: Verdict.NO_ANSWER,
+            times=None,
+            when=lambda seen: seen.request.member_id == b_id,
+        )
+        told_before = list(a_log.events)
+        c.subscribe(["orders"], listener=c_log)
+
+        def group_now() -> tuple[ClassicState, frozenset[str]]:
+            group = broker.classic_group(group_id)
+            assert group is not None
+            return group.state, frozenset(group.members)
+
+        await drive(a, b, c, until=lambda: a_plane.assigned == frozenset(), sink=got)
+        # Stopped while the round was still open, owning its partition, told nothing.
+        assert group_now()[0] is ClassicState.PREPARING_REBALANCE
+        assert a.assignment() == frozenset({kept})
+        # (The round b joined may still add its empty cooperative "assigned".)
+        assert [e for e in a_log.events[len(told_before) :] if e[1]] == []
+
+        for n in range(5, 10):
+            broker.produce("orders", kept.partition, f"{kept.partition}-{n}".encode())
+        await _drive_or_show(
+            shared,
+            a,
+            c,
+            until=lambda: (
+                group_now()[0] is ClassicState.STABLE
+                and b_id not in group_now()[1]
+                and len(offsets_of_a(kept.partition)) >= 10
+            ),
+            sink=got,
+        )
+        assert kept in a.assignment()
+        assert offsets_of_a(kept.partition) == list(range(10))
+        assert not a_log.of("lost")

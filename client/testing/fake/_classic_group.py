@@ -12,7 +12,7 @@ What it models:
 - Heartbeat: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS
   while preparing a rebalance; LeaveGroup removes members and rebalances;
 - members past their session timeout are removed (not while their JoinGroup
-  or SyncGroup is held).
+  or SyncGroup is held; as Kafka, the session restarts when it is answered).
 
 No initial rebalance delay (``group.initial.rebalance.delay.ms`` is 0), and a
 static member that comes back with its instance id takes over its old member
@@ -185,7 +185,7 @@ class ClassicGroup:
         member.joining = waiter
         self.protocol_type = request.protocol_type
         self._prepare_rebalance(now)
-        self._maybe_complete_join()
+        self._maybe_complete_join(now)
 
     def _candidates(self) -> set[str]:
         names: set[str] | None = None
@@ -210,7 +210,7 @@ class ClassicGroup:
         timeout = max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
         self.rebalance_deadline = now + timeout / 1000
 
-    def _maybe_complete_join(self, *, deadline_passed: bool = False) -> None:
+    def _maybe_complete_join(self, now: float, *, deadline_passed: bool = False) -> None:
         if self.state is not ClassicState.PREPARING_REBALANCE:
             return
         if not deadline_passed and any(m.joining is None for m in self.members.values()):
@@ -232,6 +232,10 @@ class ClassicGroup:
         )
         for member in self.members.values():
             assert member.joining is not None
+            # As Kafka: the session restarts when the join completes (a member
+            # held for the whole round would otherwise expire the moment its
+            # JoinGroup is answered).
+            member.session_deadline = now + member.session_timeout_ms / 1000
             member.joining.resolve(
                 JoinResult(
                     ErrorCode.none,
@@ -285,6 +289,8 @@ class ClassicGroup:
             self.state = ClassicState.STABLE
             for each in self.members.values():
                 if each.syncing is not None:
+                    # Held since its SyncGroup: its session restarts now (as Kafka).
+                    each.session_deadline = now + each.session_timeout_ms / 1000
                     each.syncing.resolve(self._sync_result(each))
                     each.syncing = None
 
@@ -336,7 +342,7 @@ class ClassicGroup:
             self.generation_id += 1
             return
         self._prepare_rebalance(now)
-        self._maybe_complete_join()
+        self._maybe_complete_join(now)
 
     def expire(self, now: float) -> list[str]:
         """Remove members past their session timeout; complete an overdue rebalance."""
@@ -348,7 +354,7 @@ class ClassicGroup:
         for member_id in gone:
             self.remove(member_id, now)
         if self.state is ClassicState.PREPARING_REBALANCE and now >= self.rebalance_deadline:
-            self._maybe_complete_join(deadline_passed=True)
+            self._maybe_complete_join(now, deadline_passed=True)
         return gone
 
     # ------------------------------------------------------------ validation
