@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -66,6 +66,7 @@ from kgroup.membership import (
     CommitCompleted,
     CommitFailed,
     FailureKind,
+    JoinGroupRequest,
     JoinGroupResponse,
     JoinGroupResponseReceived,
     JoinProtocol,
@@ -81,13 +82,14 @@ from kgroup.membership import (
     SendSyncGroup,
     SubscribedMetadataChanged,
     SubscriptionChanged,
+    SyncGroupRequest,
     SyncGroupResponse,
     SyncGroupResponseReceived,
     Unsubscribe,
 )
 from kgroup.protocol import NegotiatedVersions
 from kgroup.protocol.requests import heartbeat, join_group, leave_group, sync_group
-from kgroup.protocol.requests._common import CodeAnswered
+from kgroup.protocol.requests._common import CodeAnswered, Narrow
 from kgroup.runtime._log import log
 from kgroup.runtime.coordinator import Answered, CallFailed, LookupRefused, coordinator_call
 from kgroup.runtime.interfaces import Host, SubscriptionChange
@@ -100,6 +102,33 @@ __all__ = ["DEFAULT_ASSIGNMENT_STRATEGY", "ClassicSession", "classic_assignors"]
 
 R = TypeVar("R")
 A = TypeVar("A", SendClassicHeartbeat, SendLeaveGroup)
+_Q = TypeVar("_Q", JoinGroupRequest, SyncGroupRequest)
+_P = TypeVar("_P", JoinGroupResponse, SyncGroupResponse)
+_Q_contra = TypeVar("_Q_contra", contravariant=True)
+_P_co = TypeVar("_P_co", covariant=True)
+
+
+class _Coded(Protocol):
+    """A Kafka response with a top-level error code."""
+
+    @property
+    def error_code(self) -> int: ...
+
+
+_CodedR = TypeVar("_CodedR", bound=_Coded)
+
+
+class _RebalanceApi(Protocol[_Q_contra, R, _P_co]):
+    """:mod:`~kgroup.protocol.requests.join_group` or :mod:`~kgroup.protocol.requests.sync_group`:
+    built from the member's request, answered with a response the member reads parsed."""
+
+    def build(self, versions: NegotiatedVersions, request: _Q_contra, /) -> RequestPayload: ...
+
+    @property
+    def narrow(self) -> Narrow[R]: ...
+
+    def parse(self, response: R, /) -> _P_co: ...
+
 
 DEFAULT_ASSIGNMENT_STRATEGY = "range,cooperative-sticky"
 """``partition.assignment.strategy`` when not set: the Java client's default since 3.0."""
@@ -358,51 +387,77 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
                 return
             protocols.append(JoinProtocol(proto.name, _with_user_data(sub, user_data)))
         request = dataclasses.replace(request, protocols=tuple(protocols))
-        seq = action.seq
-
-        def answered(response: join_group.Response) -> ClassicMemberEvent:
-            self._answered(int(response.error_code))
-            try:
-                return JoinGroupResponseReceived(seq, join_group.parse(response))
-            except KgroupError as exc:
-                log.error("group %s: undecodable JoinGroup response: %s", self._group_id, exc)
-                return RequestFailed(seq, FailureKind.DISCONNECTED, str(exc))
-
         # The broker holds a JoinGroup until every member rejoined (at most the
         # rebalance timeout), so the wait is longer than a plain request's.
-        await self._group_request(
-            seq,
-            lambda versions: join_group.build(versions, request),
-            join_group.narrow,
-            refused=lambda refused: JoinGroupResponseReceived(
-                seq, JoinGroupResponse(error_code=refused.code, error_message=refused.message)
-            ),
-            answered=answered,
+        await self._rebalance_request(
+            join_group,
+            request,
+            action.seq,
+            JoinGroupResponse,
+            JoinGroupResponseReceived,
+            undecodable_is_fatal=False,
             timeout=request.rebalance_timeout_ms / 1000 + self._host.request_timeout,
         )
 
     async def _sync_group(self, action: SendSyncGroup) -> None:
-        request, seq = action.request, action.seq
+        # The broker holds a follower's SyncGroup until the leader's arrives.
+        await self._rebalance_request(
+            sync_group,
+            action.request,
+            action.seq,
+            SyncGroupResponse,
+            SyncGroupResponseReceived,
+            # The assignment the leader sent does not decode: asking again
+            # would bring the same bytes.
+            undecodable_is_fatal=True,
+            timeout=self._host.config.max_poll_interval_ms / 1000 + self._host.request_timeout,
+        )
 
-        def answered(response: sync_group.Response) -> ClassicMemberEvent | None:
+    async def _rebalance_request(
+        self,
+        api: _RebalanceApi[_Q, _CodedR, _P],
+        request: _Q,
+        seq: int,
+        response_type: type[_P],
+        received: Callable[[int, _P], ClassicMemberEvent],
+        *,
+        undecodable_is_fatal: bool,
+        timeout: float,
+    ) -> None:
+        """JoinGroup or SyncGroup: the member gets ``received(seq, <the parsed response>)``.
+
+        A refused coordinator lookup reaches the member as a ``response_type``
+        carrying the lookup's error; a response that does not parse is a failed
+        request, or with ``undecodable_is_fatal`` the session's fatal error.
+        """
+
+        def answered(response: _CodedR) -> ClassicMemberEvent | None:
             self._answered(int(response.error_code))
             try:
-                return SyncGroupResponseReceived(seq, sync_group.parse(response))
+                return received(seq, api.parse(response))
             except KgroupError as exc:
-                log.error("group %s: undecodable assignment: %s", self._group_id, exc)
-                self._host.set_fatal(exc)
-                return None
+                log.error(
+                    "group %s: undecodable %s: %s",
+                    self._group_id,
+                    type(response).__name__,
+                    exc,
+                )
+                if undecodable_is_fatal:
+                    self._host.set_fatal(exc)
+                    return None
+                return RequestFailed(seq, FailureKind.DISCONNECTED, str(exc))
 
-        # The broker holds a follower's SyncGroup until the leader's arrives.
+        def refused(lookup: LookupRefused) -> ClassicMemberEvent:
+            error = response_type(error_code=lookup.code, error_message=lookup.message)
+            return received(seq, error)
+
         await self._group_request(
             seq,
-            lambda versions: sync_group.build(versions, request),
-            sync_group.narrow,
-            refused=lambda refused: SyncGroupResponseReceived(
-                seq, SyncGroupResponse(error_code=refused.code, error_message=refused.message)
-            ),
+            lambda versions: api.build(versions, request),
+            api.narrow,
+            refused=refused,
             answered=answered,
-            timeout=self._host.config.max_poll_interval_ms / 1000 + self._host.request_timeout,
+            timeout=timeout,
         )
 
     async def _code_request(

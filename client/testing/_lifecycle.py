@@ -6,7 +6,8 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import ClassVar, Generic, Self, TypeVar
@@ -82,14 +83,16 @@ class StopOutcome:
         return f"{self.what} pid {self.pid} had already exited"
 
 
-class StartsOnEnter:
+class StartsOnEnter(ABC):
     """``with handle:`` starts the handle and closes it on the way out, error or not."""
 
+    @abstractmethod
     def start(self) -> Self:
-        raise NotImplementedError
+        """Start the handle (if it runs already, nothing changes) and return it."""
 
+    @abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Release the handle for good; closing twice does nothing."""
 
     def __enter__(self) -> Self:
         return self.start()
@@ -128,28 +131,31 @@ class BrokerNode(StartsOnEnter):
     """One Kafka node, whatever runs it: the lifecycle both backends share.
 
     The guards of :meth:`start` and :meth:`restart`, and the wait until a
-    launched node answers, live here; a backend supplies the mechanics:
-    ``_first_start`` (everything a node's first start does), ``_launch`` (run
-    it again on its kept storage and ports), ``_check_alive`` (raise
-    BrokerStartError if it exited), ``_abandon_start`` (stop a node that did
-    not become ready), ``_failure_report`` and ``_describe`` (for messages),
-    optionally ``_wait_started`` (what to see before asking for metadata), and
-    the public ``state``, ``bootstrap_servers``, ``log_tail``, ``stop``,
-    ``kill`` and ``close``.
+    launched node answers, live here; a backend supplies the mechanics (the
+    abstract methods below), optionally ``_wait_started`` (what to see before
+    asking for metadata).
     """
 
     _cluster_kind: ClassVar[str]
     """The cluster class that first starts a node belonging to it."""
     _logger: ClassVar[logging.Logger]
 
-    # Set by the backend's __init__.
-    startup_timeout: float
-    stop_timeout: float
-    _node_id: int
-    _state: NodeState
-    _cluster_member: bool  # set by the cluster, which does the first start
-    _launched_at: float
-    _lock: threading.RLock
+    def __init__(
+        self,
+        overrides: Mapping[str, str] | None,
+        *,
+        node_id: int,
+        startup_timeout: float,
+        stop_timeout: float,
+    ) -> None:
+        self._overrides: dict[str, str] = {str(k): str(v) for k, v in (overrides or {}).items()}
+        self._node_id = node_id
+        self.startup_timeout = startup_timeout
+        self.stop_timeout = stop_timeout
+        self._state = NodeState.NEW
+        self._cluster_member = False  # set by the cluster, which does the first start
+        self._launched_at = 0.0
+        self._lock = threading.RLock()
 
     # -- public view -------------------------------------------------------------
 
@@ -159,15 +165,18 @@ class BrokerNode(StartsOnEnter):
         return self._node_id
 
     @property
+    @abstractmethod
     def state(self) -> NodeState:
-        raise NotImplementedError
+        """Where the node is in its lifecycle (one that exited by itself is ``STOPPED``)."""
 
     @property
     def bootstrap_servers(self) -> str:
-        raise NotImplementedError
+        """``127.0.0.1:<port>`` of the client listener (known after the first start)."""
+        return f"127.0.0.1:{self._client_port()}"
 
+    @abstractmethod
     def log_tail(self, lines: int = 40) -> str:
-        raise NotImplementedError
+        """Return the last ``lines`` lines of the node's output."""
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -198,11 +207,13 @@ class BrokerNode(StartsOnEnter):
                 self._first_start()
             return self
 
+    @abstractmethod
     def stop(self, timeout: float | None = None) -> None:
-        raise NotImplementedError
+        """Stop the node gracefully, forcibly once ``timeout`` (default ``stop_timeout``) is up."""
 
+    @abstractmethod
     def kill(self) -> None:
-        raise NotImplementedError
+        """Kill the node at once, without a controlled shutdown (like a crash)."""
 
     def restart(self, *, kill: bool = False) -> None:
         """Stop (or with ``kill=True``, kill) the broker if it runs, then start it again.
@@ -222,23 +233,33 @@ class BrokerNode(StartsOnEnter):
 
     # -- steps, also driven by the clusters ----------------------------------------
 
+    @abstractmethod
+    def _client_port(self) -> int:
+        """The host port of the client listener; HarnessError before the first start."""
+
+    @abstractmethod
     def _first_start(self) -> None:
-        raise NotImplementedError
+        """Everything a node's first start does, up to its answering metadata requests."""
 
+    @abstractmethod
     def _launch(self) -> None:
-        raise NotImplementedError
+        """Run the node again on its kept storage and ports (without waiting)."""
 
+    @abstractmethod
     def _check_alive(self) -> None:
-        raise NotImplementedError
+        """Raise BrokerStartError if the launched node exited."""
 
+    @abstractmethod
     def _abandon_start(self) -> None:
-        raise NotImplementedError
+        """Stop a node that did not become ready."""
 
+    @abstractmethod
     def _failure_report(self) -> str:
-        raise NotImplementedError
+        """Why the node failed, and the last lines of its output, for an error message."""
 
+    @abstractmethod
     def _describe(self) -> str:
-        raise NotImplementedError
+        """The node in words, for messages: ``"Kafka node 2"``."""
 
     def _wait_started(self, deadline: float, check: Callable[[], None]) -> None:
         """Wait for what precedes a metadata check; ``check()`` raises if the node died."""
@@ -284,7 +305,16 @@ _N = TypeVar("_N", bound=BrokerNode)
 class NodeCluster(StartsOnEnter, Generic[_N]):
     """The operations a cluster of nodes offers whatever runs them."""
 
-    nodes: tuple[_N, ...]
+    def __init__(self, count: int, startup_timeout: float, make_node: Callable[[int], _N]) -> None:
+        # make_node(node_id) builds one node; the ids are 1..count.
+        if count < 1:
+            raise ValueError(f"a cluster needs at least one node, not {count}")
+        self.startup_timeout = startup_timeout
+        self._closed = False
+        self.nodes: tuple[_N, ...] = tuple(make_node(node_id) for node_id in range(1, count + 1))
+        """The nodes, in node id order (``nodes[0]`` is node 1)."""
+        for node in self.nodes:
+            node._cluster_member = True  # the cluster does their first start
 
     @property
     def bootstrap_servers(self) -> str:
@@ -298,8 +328,13 @@ class NodeCluster(StartsOnEnter, Generic[_N]):
                 return candidate
         raise KeyError(f"no node {node_id} in this cluster (ids 1..{len(self.nodes)})")
 
+    @abstractmethod
     def stop(self, timeout: float | None = None) -> None:
-        raise NotImplementedError
+        """Stop every node gracefully (storage kept)."""
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise HarnessError("the cluster is closed; create a new one")
 
     def kill(self) -> None:
         """Kill every node at once."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from types import TracebackType
 from typing import Self
@@ -24,7 +25,7 @@ from kgroup.transport._tasks import OwnedTaskGroup
 __all__ = ["LoopServed"]
 
 
-class LoopServed:
+class LoopServed(ABC):
     """A server whose tasks live in a task group entered by ``async with``."""
 
     def __init__(self) -> None:
@@ -74,9 +75,9 @@ class LoopServed:
             finally:
                 self._portal = None
 
+    @abstractmethod
     async def _start(self, tg: anyio.abc.TaskGroup) -> None:
         """Open the listeners and start the tasks in ``tg`` (left again if this raises)."""
-        raise NotImplementedError
 
-    def _stopped(self, exc: BaseException | None) -> None:
+    def _stopped(self, exc: BaseException | None) -> None:  # noqa: B027 (optional hook)
         """Every task has ended; ``exc`` is what ends the ``async with`` block, if anything."""

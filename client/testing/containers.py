@@ -317,24 +317,22 @@ class ContainerBroker(BrokerNode):
         stop_timeout: float = 30.0,
         jvm_options: Sequence[str] | None = None,
     ) -> None:
-        self._overrides = {str(k): str(v) for k, v in (overrides or {}).items()}
+        super().__init__(
+            overrides,
+            node_id=node_id,
+            startup_timeout=startup_timeout,
+            stop_timeout=stop_timeout,
+        )
         self.image = image or default_image()
-        self._node_id = node_id
-        self.startup_timeout = startup_timeout
-        self.stop_timeout = stop_timeout
         self._jvm_options = tuple(jvm_options) if jvm_options is not None else None
-        self._state = NodeState.NEW
         self._port: int | None = None
         self._container: Any = None  # testcontainers' DockerContainer
         self._name: str | None = None
-        self._launched_at = 0.0
-        self._lock = threading.RLock()
         # Set by ContainerCluster: the network, this node's name on it, the voters.
         self._network: Any = None
         self._hostname = "localhost"
         self._voters: dict[int, str] | None = None
         self._cluster_id: str | None = None
-        self._cluster_member = False
 
     # -- public view -----------------------------------------------------------------
 
@@ -353,11 +351,6 @@ class ContainerBroker(BrokerNode):
         if self._port is None:
             raise HarnessError("the container broker has no port before its first start")
         return self._port
-
-    @property
-    def bootstrap_servers(self) -> str:
-        """``127.0.0.1:<host port>`` (known after the first start)."""
-        return f"127.0.0.1:{self.port}"
 
     @property
     def container_id(self) -> str | None:
@@ -411,6 +404,9 @@ class ContainerBroker(BrokerNode):
             self._remove()
 
     # -- steps, also driven by ContainerCluster ----------------------------------------
+
+    def _client_port(self) -> int:
+        return self.port
 
     def _first_start(self) -> None:
         self._create_and_launch()
@@ -571,16 +567,13 @@ class ContainerCluster(NodeCluster[ContainerBroker]):
         stop_timeout: float = 30.0,
         jvm_options: Sequence[str] | None = None,
     ) -> None:
-        if nodes < 1:
-            raise ValueError(f"a cluster needs at least one node, not {nodes}")
-        self.startup_timeout = startup_timeout
         self._network: Any = None
-        self._closed = False
         self._cluster_id = generate_cluster_id()
         suffix = uuid.uuid4().hex[:6]
         voters = {node_id: f"kafka-{node_id}-{suffix}" for node_id in range(1, nodes + 1)}
-        self.nodes: tuple[ContainerBroker, ...] = tuple(
-            ContainerBroker(
+
+        def make_node(node_id: int) -> ContainerBroker:
+            node = ContainerBroker(
                 overrides,
                 image=image,
                 node_id=node_id,
@@ -588,14 +581,12 @@ class ContainerCluster(NodeCluster[ContainerBroker]):
                 stop_timeout=stop_timeout,
                 jvm_options=jvm_options,
             )
-            for node_id in voters
-        )
-        """The nodes, in node id order (``nodes[0]`` is node 1)."""
-        for node in self.nodes:
-            node._cluster_member = True
-            node._hostname = voters[node.node_id]
+            node._hostname = voters[node_id]
             node._voters = voters
             node._cluster_id = self._cluster_id
+            return node
+
+        super().__init__(nodes, startup_timeout, make_node)
 
     @property
     def image(self) -> str:
@@ -616,8 +607,7 @@ class ContainerCluster(NodeCluster[ContainerBroker]):
             HarnessError, BrokerStartError: as :meth:`ContainerBroker.start`;
                 on a failed first start every container is removed.
         """
-        if self._closed:
-            raise HarnessError("the cluster is closed; create a new one")
+        self._check_open()
         deadline = time.monotonic() + self.startup_timeout
         if self._network is None:
             try:

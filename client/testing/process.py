@@ -114,6 +114,49 @@ def _jvm_options(explicit: Sequence[str] | None) -> list[str]:
     return options
 
 
+class _WorkDir:
+    """Where a broker or a cluster keeps its files: a directory given by the
+    caller, or a temporary one created on first use (so that a handle that
+    never starts leaves nothing behind) and removed on close unless kept.
+    """
+
+    def __init__(
+        self, given: Path | str | None, *, keep: bool, make: Callable[[], Path], owner: str
+    ) -> None:
+        self._path = Path(given) if given is not None else None
+        self._make = make
+        self._owner = owner  # "broker" or "cluster", for the error message
+        self.removes = given is None and not keep
+        """Whether :meth:`remove` deletes it (made here and not kept)."""
+
+    def path(self, *, closed: bool) -> Path:
+        if self._path is None:
+            if closed:
+                raise HarnessError(f"the {self._owner} is closed and never had a work directory")
+            self._path = self._make()
+        return self._path
+
+    def halt(self, *, stop: Callable[[], None], discard: Callable[[], None]) -> None:
+        """Before close: ``discard`` (kill) what uses the directory when it is removed
+        anyway, else ``stop`` it gracefully.
+
+        Nothing on disk needs to be consistent when the directory goes, and a
+        controlled shutdown costs seconds per test.
+        """
+        if self.removes:
+            discard()
+        else:
+            stop()
+
+    def remove(self) -> None:
+        if self.removes and self._path is not None:
+            shutil.rmtree(self._path, ignore_errors=True)
+
+
+def _temporary_dir(prefix: str) -> Callable[[], Path]:
+    return lambda: Path(tempfile.mkdtemp(prefix=prefix))
+
+
 @dataclass(frozen=True)
 class _Quorum:
     cluster_id: str
@@ -174,36 +217,33 @@ class KafkaBroker(BrokerNode):
         extra_listeners: Mapping[str, tuple[str, int]] | None = None,
         format_args: Sequence[str] = (),
     ) -> None:
-        self._overrides: dict[str, str] = {str(k): str(v) for k, v in (overrides or {}).items()}
+        super().__init__(
+            overrides,
+            node_id=node_id,
+            startup_timeout=startup_timeout,
+            stop_timeout=stop_timeout,
+        )
         # Hooks for secured brokers (kgroup.testing.security): more listeners,
         # and storage-format arguments such as --add-scram.
         self._extra_listeners = dict(extra_listeners or {})
         self._format_args = tuple(format_args)
         self._version = kafka_version(version)
-        self._node_id = node_id
-        self.startup_timeout = startup_timeout
-        self.stop_timeout = stop_timeout
-        self._owns_work_dir = work_dir is None
-        self._work_dir: Path | None = Path(work_dir) if work_dir is not None else None
-        # Created on first use, so a broker that never starts leaves nothing behind.
-        self._make_work_dir: Callable[[], Path] = lambda: Path(
-            tempfile.mkdtemp(prefix=f"kgroup-kafka-{node_id}-")
+        self._dir = _WorkDir(
+            work_dir,
+            keep=keep_work_dir,
+            make=_temporary_dir(f"kgroup-kafka-{node_id}-"),
+            owner="broker",
         )
-        self._keep_work_dir = keep_work_dir
         self._detach = detach
         self._jvm_options = _jvm_options(jvm_options)
-        self._state = NodeState.NEW
         self._ports: NodePorts | None = None
         self._quorum: _Quorum | None = None
-        self._cluster_member = False  # set by KafkaCluster, which does the first start
         self._proc: subprocess.Popen[bytes] | None = None
         self._libs: Path | None = None
         self._java: JavaRuntime | None = None
         self._run_offset = 0  # where the current JVM run's output starts in the log
         self._scan_offset = 0  # how far the log was searched for the started line
-        self._launched_at = 0.0
         self._last_stop: StopOutcome | None = None
-        self._lock = threading.RLock()
 
     # -- public view -----------------------------------------------------------------
 
@@ -235,18 +275,9 @@ class KafkaBroker(BrokerNode):
         return self._ports
 
     @property
-    def bootstrap_servers(self) -> str:
-        """``127.0.0.1:<port>`` of the PLAINTEXT listener (known after the first start)."""
-        return f"127.0.0.1:{self.ports.client}"
-
-    @property
     def work_dir(self) -> Path:
         """The directory holding ``server.properties``, ``data/`` and ``broker.log``."""
-        if self._work_dir is None:
-            if self._state is NodeState.CLOSED:
-                raise HarnessError("the broker is closed and never had a work directory")
-            self._work_dir = self._make_work_dir()
-        return self._work_dir
+        return self._dir.path(closed=self._state is NodeState.CLOSED)
 
     @property
     def log_path(self) -> Path:
@@ -340,20 +371,15 @@ class KafkaBroker(BrokerNode):
             if self._state is NodeState.CLOSED:
                 return
             try:
-                if self._removes_work_dir:
-                    self._discard()
-                else:
-                    self.stop()
+                self._dir.halt(stop=self.stop, discard=self._discard)
             finally:
                 self._state = NodeState.CLOSED
-                if self._removes_work_dir and self._work_dir is not None:
-                    shutil.rmtree(self._work_dir, ignore_errors=True)
-
-    @property
-    def _removes_work_dir(self) -> bool:
-        return self._owns_work_dir and not self._keep_work_dir
+                self._dir.remove()
 
     # -- steps, also driven by KafkaCluster ------------------------------------------
+
+    def _client_port(self) -> int:
+        return self.ports.client  # the PLAINTEXT listener
 
     def _prepare_runtime(self, libs: Path | None = None, java: JavaRuntime | None = None) -> None:
         self._java = java if java is not None else find_java()
@@ -597,16 +623,16 @@ class KafkaCluster(NodeCluster[KafkaBroker]):
         detach: bool = False,
         jvm_options: Sequence[str] | None = None,
     ) -> None:
-        if nodes < 1:
-            raise ValueError(f"a cluster needs at least one node, not {nodes}")
-        self._owns_work_dir = work_dir is None
-        self._work_dir: Path | None = Path(work_dir) if work_dir is not None else None
-        self._keep_work_dir = keep_work_dir
-        self.startup_timeout = startup_timeout
+        self._dir = _WorkDir(
+            work_dir,
+            keep=keep_work_dir,
+            make=_temporary_dir("kgroup-kafka-cluster-"),
+            owner="cluster",
+        )
         self._cluster_id: str | None = None
-        self._closed = False
-        self.nodes: tuple[KafkaBroker, ...] = tuple(
-            KafkaBroker(
+
+        def make_node(node_id: int) -> KafkaBroker:
+            node = KafkaBroker(
                 overrides,
                 version=version,
                 node_id=node_id,
@@ -615,13 +641,17 @@ class KafkaCluster(NodeCluster[KafkaBroker]):
                 detach=detach,
                 jvm_options=jvm_options,
             )
-            for node_id in range(1, nodes + 1)
-        )
-        """The nodes, in node id order (``nodes[0]`` is node 1)."""
-        for node in self.nodes:
-            node._cluster_member = True
-            node._owns_work_dir = False  # the cluster removes its whole directory
-            node._make_work_dir = functools.partial(self._node_dir, node.node_id)
+            # A node's directory is made inside the cluster's, which close()
+            # removes as a whole: the node itself removes nothing.
+            node._dir = _WorkDir(
+                None,
+                keep=True,
+                make=functools.partial(self._node_dir, node_id),
+                owner="broker",
+            )
+            return node
+
+        super().__init__(nodes, startup_timeout, make_node)
 
     @property
     def cluster_id(self) -> str | None:
@@ -631,11 +661,7 @@ class KafkaCluster(NodeCluster[KafkaBroker]):
     @property
     def work_dir(self) -> Path:
         """The directory holding one ``node-<id>`` directory per node (created on first use)."""
-        if self._work_dir is None:
-            if self._closed:
-                raise HarnessError("the cluster is closed and never had a work directory")
-            self._work_dir = Path(tempfile.mkdtemp(prefix="kgroup-kafka-cluster-"))
-        return self._work_dir
+        return self._dir.path(closed=self._closed)
 
     def _node_dir(self, node_id: int) -> Path:
         return self.work_dir / f"node-{node_id}"
@@ -649,8 +675,7 @@ class KafkaCluster(NodeCluster[KafkaBroker]):
             JavaNotFoundError, JarResolutionError, BrokerStartError: as
             :meth:`KafkaBroker.start`; on failure every node is killed.
         """
-        if self._closed:
-            raise HarnessError("the cluster is closed; create a new one")
+        self._check_open()
         if self._cluster_id is not None:
             self._start_stopped_nodes(time.monotonic() + self.startup_timeout)
             return self
@@ -722,16 +747,12 @@ class KafkaCluster(NodeCluster[KafkaBroker]):
         if self._closed:
             return
         try:
-            if self._owns_work_dir and not self._keep_work_dir:
-                self._discard()
-            else:
-                self.stop()
+            self._dir.halt(stop=self.stop, discard=self._discard)
         finally:
             self._closed = True
             for node in self.nodes:
                 node.close()
-            if self._owns_work_dir and not self._keep_work_dir and self._work_dir is not None:
-                shutil.rmtree(self._work_dir, ignore_errors=True)
+            self._dir.remove()
 
     @property
     def pids(self) -> tuple[int | None, ...]:
