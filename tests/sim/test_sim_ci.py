@@ -63,7 +63,15 @@ def test_ten_thousand_seeded_scenarios_keep_every_invariant(sim_summary: list[st
 @pytest.mark.parametrize(
     ("bug", "caught"),
     [
-        (InjectedBug.ACK_BEFORE_REVOKE, {Invariant.FETCH_NOT_OWNED, Invariant.DOUBLE_FETCH}),
+        (
+            InjectedBug.ACK_BEFORE_REVOKE,
+            {
+                Invariant.CALLBACK_WHILE_FETCHING,
+                Invariant.FETCH_NOT_OWNED,
+                Invariant.DOUBLE_FETCH,
+                Invariant.SESSION_LOST_FETCH,
+            },
+        ),
         (InjectedBug.COORDINATOR_SKIPS_RELEASE, {Invariant.DOUBLE_FETCH}),
     ],
 )

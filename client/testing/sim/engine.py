@@ -48,6 +48,7 @@ from kgroup.membership import (
     AssignorFailed,
     AssignorOnAssignment,
     CallbackCompleted,
+    CallbackKind,
     ClassicAssignorOnAssignment,
     ClassicHeartbeatResponseReceived,
     ClassicMember,
@@ -1830,6 +1831,16 @@ class Simulation:
         self._violate(Invariant.ILLEGAL_ASSIGNMENT, str(error), proc)
 
     def _do_callback(self, proc: _Proc, action: RunCallback) -> None:
+        if action.kind is not CallbackKind.ASSIGNED:
+            still = action.partitions & proc.fetching.keys()
+            if still:
+                self._violate(
+                    Invariant.CALLBACK_WHILE_FETCHING,
+                    f"{action.kind.name} callback for {_parts(frozenset(still))} "
+                    "while it still fetches them",
+                    proc,
+                )
+                return
         plan = proc.slot.plan
         if not plan.has_listener and plan.listener is None:
             self._q.after(0.0, self._ev_feed, (proc, CallbackCompleted(action.kind, action.token)))

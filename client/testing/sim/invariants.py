@@ -40,6 +40,10 @@ class Invariant(enum.Enum):
     SIMULATOR_CONSISTENT = (
         "the simulator's own bookkeeping stays consistent (a failure here is a simulator bug)"
     )
+    CALLBACK_WHILE_FETCHING = (
+        "a revoke or lost callback names no partition the member still fetches (design.md: "
+        "revoked partitions stop fetching before the revoke callback)"
+    )
     SESSION_LOST_FETCH = (
         "a member that has had no successful heartbeat for a session timeout fetches nothing "
         "(design.md's reliability rule; SimulationConfig.check_session_loss=False turns it off)"
