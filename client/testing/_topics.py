@@ -30,9 +30,12 @@ class Topic:
 def by_topic_id(partitions: Iterable[TopicIdPartition]) -> dict[uuid.UUID, frozenset[int]]:
     """``partitions`` grouped by topic: topic id -> partition numbers.
 
-    The topics come in the order their first partition does in ``partitions``.
+    The topics come in ascending (topic id, partition) order of their partitions,
+    whatever the order of ``partitions``: a set's order changes from one process
+    to the next (string hashing), and an assignor that reads the topics in the
+    order given must not (a simulator seed has to replay the same in any process).
     """
     grouped: dict[uuid.UUID, set[int]] = {}
-    for tip in partitions:
+    for tip in sorted(partitions):
         grouped.setdefault(tip.topic_id, set()).add(tip.partition)
     return {t: frozenset(ps) for t, ps in grouped.items()}

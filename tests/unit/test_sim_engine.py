@@ -447,3 +447,25 @@ def test_partitions_start_on_the_data_plane_only_once_their_offset_fetch_answers
     member = sim.member("m0")
     assert member is not None
     assert sim.assignment()["m0"] == member.assignment
+
+
+def test_a_seed_replays_the_same_in_any_process() -> None:
+    # `--replay SEED` runs in a new process, whose string hashing differs. Seed
+    # 239 used to take another path there: the coordinator handed a converted
+    # classic member's partitions to the assignor in a set's order, and the
+    # uniform assignor keeps a member's partitions topic by topic in the order
+    # given. Two processes with different PYTHONHASHSEED must agree.
+    script = (
+        "from kgroup.testing.sim import run_scenario\n"
+        "r = run_scenario(239, trace=True)\n"
+        "print(r.steps)\n"
+        "print('\\n'.join(r.trace))\n"
+    )
+    outputs = []
+    for hash_seed in ("0", "1"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        done = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+        )
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1]

@@ -425,6 +425,7 @@ class _Proc:
 
     __slots__ = (
         "alive",
+        "assigning",
         "assignors",
         "broken_outputs",
         "busy",
@@ -493,6 +494,8 @@ class _Proc:
         self.conn = 0
         self.link_last = 0.0
         self.callbacks: list[RunCallback] = []
+        # Token -> partitions of each assigned callback asked for and not completed.
+        self.assigning: dict[int, frozenset[TopicPartition]] = {}
         self.busy = False
         self.poll_gen = 0
         self.commits: list[_Commit] = []
@@ -1389,6 +1392,8 @@ class Simulation:
     def _feed(self, proc: _Proc, event: Any) -> None:
         if not proc.alive or self.violation is not None:
             return
+        if isinstance(event, CallbackCompleted):
+            proc.assigning.pop(event.token, None)
         now = self._q.now
         member = proc.member
         try:
@@ -1556,6 +1561,16 @@ class Simulation:
                         self._fetchers[tp].remove(proc)
 
     def _do_start(self, proc: _Proc, action: StartFetching) -> None:
+        for partitions in proc.assigning.values():
+            early = action.partitions & partitions
+            if early:
+                self._violate(
+                    Invariant.START_BEFORE_ASSIGNED,
+                    f"starts fetching {_parts(frozenset(early))} before its assigned "
+                    "callback completed",
+                    proc,
+                )
+                return
         if self._fetch_epoch(proc, action.partitions) is None:
             return
         # As the driver: committed offsets first (an OffsetFetch with the member
@@ -1831,7 +1846,9 @@ class Simulation:
         self._violate(Invariant.ILLEGAL_ASSIGNMENT, str(error), proc)
 
     def _do_callback(self, proc: _Proc, action: RunCallback) -> None:
-        if action.kind is not CallbackKind.ASSIGNED:
+        if action.kind is CallbackKind.ASSIGNED:
+            proc.assigning[action.token] = action.partitions
+        else:
             still = action.partitions & proc.fetching.keys()
             if still:
                 self._violate(

@@ -44,6 +44,10 @@ class Invariant(enum.Enum):
         "a revoke or lost callback names no partition the member still fetches (design.md: "
         "revoked partitions stop fetching before the revoke callback)"
     )
+    START_BEFORE_ASSIGNED = (
+        "a partition starts fetching only after the assigned callback naming it completed "
+        "(the application may seek or pause in it first)"
+    )
     SESSION_LOST_FETCH = (
         "a member that has had no successful heartbeat for a session timeout fetches nothing "
         "(design.md's reliability rule; SimulationConfig.check_session_loss=False turns it off)"
