@@ -443,7 +443,7 @@ class ClassicMember(
         # member awaiting a join. If the request or its answer was lost, the
         # coordinator expired the member a session timeout after the last
         # heartbeat and may have handed its partitions on, while the JoinGroup's
-        # own timeout (rebalance timeout + 5 s) is far away. The member cannot
+        # own timeout (rebalance timeout + request timeout) is far away. The member cannot
         # tell the two apart, so it stops fetching but keeps its partitions and
         # positions: the round's answer says whether they are still its own
         # (fetching resumes where it stopped) or lost (UNKNOWN_MEMBER_ID). Java
