@@ -17,12 +17,22 @@ from kgroup.testing.sim import (
     FaultKind,
     MemberPlan,
     NetworkConditions,
+    Result,
     Scenario,
     Simulation,
     SimulationConfig,
     run,
     run_scenario,
 )
+
+
+def _clean(seed: int) -> Result:
+    """Run ``seed``; on a violation fail with its traced report (scenario, trace tail, replay)."""
+    result = run_scenario(seed)
+    if result.violation is not None:
+        traced = run_scenario(seed, trace=True)
+        raise AssertionError(traced.report())
+    return result
 
 
 def _cut_off_member_sim() -> Simulation:
@@ -162,8 +172,7 @@ def test_a_revocation_commit_held_over_a_conversion_is_the_brokers_window_not_a_
     # at once, and still accepts m0's commit at generation 3 (the Java client
     # makes the same commit). The simulator counts such commits instead of
     # failing on them; any other commit of a partition not owned still fails.
-    result = run_scenario(27191)
-    assert result.violation is None, str(result.violation)
+    result = _clean(27191)
     assert dict(result.stats).get("commit_held_over_conversion", 0) > 0
 
 
@@ -171,8 +180,7 @@ def test_a_classic_member_subscribing_again_during_its_unsubscribe_stays_in_the_
     # Seed 12313 (soak range): m1 unsubscribed while its rejoin's JoinGroup was
     # out, then subscribed again before that round ended; the release waiting for
     # the round ran anyway, so m1 left and stayed UNJOINED with a subscription.
-    result = run_scenario(12313)
-    assert result.violation is None, str(result.violation)
+    _clean(12313)
 
 
 def test_a_classic_member_fetches_nothing_while_its_unanswered_sync_group_is_in_doubt() -> None:
@@ -182,8 +190,7 @@ def test_a_classic_member_fetches_nothing_while_its_unanswered_sync_group_is_in_
     # still fetched t0-6 from generation 1: DOUBLE_FETCH. After an unanswered
     # SyncGroup a classic member now stops fetching until the next one says
     # what it keeps.
-    result = run_scenario(20034)
-    assert result.violation is None, str(result.violation)
+    _clean(20034)
 
 
 def test_a_classic_member_closing_during_a_join_round_stops_fetching_at_once() -> None:
@@ -192,16 +199,14 @@ def test_a_classic_member_closing_during_a_join_round_stops_fetching_at_once() -
     # but it went on fetching t0-2, which generation 2 had moved away and the
     # group's conversion then gave to m1: DOUBLE_FETCH. The release now stops
     # fetching when it starts waiting.
-    result = run_scenario(36344)
-    assert result.violation is None, str(result.violation)
+    _clean(36344)
 
 
 def test_a_classic_leader_watches_every_topic_its_group_subscribes_to() -> None:
     # Seed 56395 (soak range), a simulator model bug: the simulated leader (on
     # t1) watched only its own topics, where the runtime's leader watches the
     # whole group's subscription, so t0's new partitions were never assigned.
-    result = run_scenario(56395)
-    assert result.violation is None, str(result.violation)
+    _clean(56395)
 
 
 def test_a_classic_member_whose_join_is_lost_stops_fetching_after_a_session_timeout() -> None:
@@ -212,6 +217,4 @@ def test_a_classic_member_whose_join_is_lost_stops_fetching_after_a_session_time
     # own timeout, went on fetching. It now stops fetching when the round has
     # not confirmed it for a session timeout.
     for seed in (22, 138, 148):
-        result = run_scenario(seed)
-        assert result.violation is None, (seed, str(result.violation))
-        assert result.ok
+        _clean(seed)
