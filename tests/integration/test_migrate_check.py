@@ -35,6 +35,7 @@ from helpers import (
 )
 from kio.schema.errors import ErrorCode
 
+from kgroup.admin import GroupDescription, describe_group
 from kgroup.membership import HeartbeatRequest, HeartbeatResponse
 from kgroup.protocol.requests import consumer_group_heartbeat
 from kgroup.testing import KafkaBroker
@@ -108,7 +109,19 @@ def classic_group(
     ]
     partitions = frozenset(TopicPartition(topic, p) for p in range(4))
     wait_until(lambda: converged(runners, partitions), 60, f"{group} converged")
+    # Converged on the members' side can still be inside the cooperative second
+    # round, where the broker describes the group PreparingRebalance with no
+    # protocol (assignor) yet; the checks read the group as it is described.
+    wait_until(lambda: _broker_says_stable(bootstrap, group), 60, f"{group} Stable")
     return runners
+
+
+def _broker_says_stable(bootstrap: str, group: str) -> bool:
+    async def describe() -> GroupDescription:
+        async with KafkaClient(bootstrap) as client:
+            return await describe_group(client, group)
+
+    return anyio.run(describe).state == "Stable"
 
 
 # ------------------------------------------------------------------ clean group
