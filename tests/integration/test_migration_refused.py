@@ -254,6 +254,18 @@ def test_downgrade_policy_converts_back_but_refuses_upgrades(policy_broker: Kafk
     # last consumer-protocol member leaves.
     conf = consumer_conf(bootstrap, "down-g", group_protocol="consumer")
     first = Runner(conf, ["orders"], log, "consumer")
+    # The consumer-protocol member creates the group first: a classic JoinGroup
+    # arriving before its first heartbeat would create a classic group, which
+    # this policy refuses to upgrade (a CI run lost that race).
+    try:
+        wait_until(
+            lambda: converged([first], partitions_of("orders", 4)),
+            30,
+            "the consumer-protocol member owns the topic",
+        )
+    except BaseException:
+        first.stop()
+        raise
     classic = Runner(classic_conf(bootstrap, "down-g", "cooperative-sticky"), ["orders"], log, "c")
     try:
         wait_until(
