@@ -287,6 +287,18 @@ def test_a_rebalancing_group_warns_that_the_facts_are_incomplete() -> None:
     assert _codes(facts, Severity.WARNING) == {"group-rebalancing"}
 
 
+def test_a_rebalancing_group_without_a_described_assignor_gets_no_assignor_finding() -> None:
+    # What Kafka describes mid-rebalance: no protocol name, no member assignments. The
+    # empty name is not a custom assignor (a first version reported "assignor ''").
+    members = (_member("a", subscribed_topics=frozenset()), _member("b"))
+    facts = _facts(group=_group(*members, state="CompletingRebalance", assignor=""))
+    report = check_migration(facts)
+    assert _codes(facts, Severity.WARNING) == {"group-rebalancing"}
+    assert not {"custom-classic-assignor", "assignment-movement", "eager-classic-members"} & set(
+        report.codes()
+    )
+
+
 def test_a_missing_group_warns() -> None:
     facts = _facts(group=None)
     report = check_migration(facts)
