@@ -176,6 +176,19 @@ def test_a_revocation_commit_held_over_a_conversion_is_the_brokers_window_not_a_
     assert dict(result.stats).get("commit_held_over_conversion", 0) > 0
 
 
+def test_a_sync_group_out_over_a_conversion_is_the_brokers_fetch_window() -> None:
+    # Seed 148290 (soak range): m8 (cooperative classic) sent its generation 2
+    # SyncGroup, which was lost; the leader's SyncGroup completed generation 2
+    # (moving t0-4 away from m8) and a consumer-protocol member then converted
+    # the group. Apache Kafka takes generation 2's assignment as all m8 owns and
+    # gives t0-4 to m6 at once, while m8 cannot know it lost t0-4 before its
+    # SyncGroup times out (then it stops fetching, as seed 20034 pinned). The
+    # simulator counts such fetches instead of failing on them, only until the
+    # member hears that generation's assignment.
+    result = _clean(148290)
+    assert dict(result.stats).get("double_fetch_held_over_conversion", 0) > 0
+
+
 def test_a_classic_member_subscribing_again_during_its_unsubscribe_stays_in_the_group() -> None:
     # Seed 12313 (soak range): m1 unsubscribed while its rejoin's JoinGroup was
     # out, then subscribed again before that round ended; the release waiting for

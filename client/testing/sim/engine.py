@@ -597,6 +597,10 @@ class Simulation:
         # Per classic member at the last upgrade: its epoch then, and the partitions
         # it still held beyond the assignment the conversion took (see _upgrade).
         self._held_over: dict[str, tuple[int, frozenset[TopicPartition]]] = {}
+        # The held-over partitions such a member was fetching at the upgrade, with the
+        # generation the conversion took its assignment from; an entry ends when the
+        # member stops fetching the partition (see _assign).
+        self._held_fetch: dict[tuple[str, TopicPartition], int] = {}
         self._ledger = EpochLedger()
         # When each topic becomes visible in the members' metadata (see metadata_lag).
         self._visible_at: dict[uuid.UUID, float] = {}
@@ -1214,6 +1218,7 @@ class Simulation:
         # may rewind: redelivery, no loss), not a member bug. Recorded to tell it
         # apart in _on_commit_accepted.
         self._held_over = {}
+        self._held_fetch = {}
         for m in members:
             proc = self._by_member_id.get(m.member_id)
             record = self.coordinator.members.get(m.member_id)
@@ -1222,6 +1227,8 @@ class Simulation:
             held = proc.member.assignment - m.assignment
             if held:
                 self._held_over[m.member_id] = (record.epoch, held)
+                for tp in held & proc.fetching.keys():
+                    self._held_fetch[(m.member_id, tp)] = generation
 
     def _ev_maybe_downgrade(self, _: object) -> None:
         """The last consumer-protocol member left a group that keeps classic members."""
@@ -1559,6 +1566,7 @@ class Simulation:
                     if span is not None:
                         EpochLedger.stop(span)
                         self._fetchers[tp].remove(proc)
+                        self._held_fetch.pop((proc.member_id, tp), None)
 
     def _do_start(self, proc: _Proc, action: StartFetching) -> None:
         for partitions in proc.assigning.values():
@@ -1576,6 +1584,28 @@ class Simulation:
         # As the driver: committed offsets first (an OffsetFetch with the member
         # epoch), then the partitions still wanted start on the data plane.
         self._offset_fetch((proc, _OffsetFetch(proc.fetch.start(action.partitions))))
+
+    def _held_over_fetch(self, other: _Proc, tp: TopicPartition) -> bool:
+        """Whether ``other`` fetching ``tp`` is the upgrade's broker-side window.
+
+        Apache Kafka converts a classic group with each member's last assignment as
+        all it owns (``ConsumerGroup.fromClassicGroup``) and hands what a cooperative
+        member was still giving up to other members at once. A member whose SyncGroup
+        of that generation it never heard (request or answer lost) cannot know it
+        gave ``tp`` up, so it fetches ``tp`` until it hears its assignment: tolerated
+        (and counted) until then, a violation from then on. The stricter
+        ``SESSION_LOST_FETCH`` still bounds the window.
+        """
+        generation = self._held_fetch.get((other.member_id, tp))
+        member = other.member
+        if generation is None or not isinstance(member, ClassicMember):
+            return False
+        if member.synced_generation >= generation:
+            return False
+        self._count("double_fetch_held_over_conversion")
+        if self._trace is not None:
+            self._log("coord", f"{other.label} still fetches {tp}, held over the conversion")
+        return True
 
     def _fetch_epoch(self, proc: _Proc, partitions: Iterable[TopicPartition]) -> int | None:
         """The epoch ``proc`` starts fetching ``partitions`` in; None, with a violation,
@@ -1651,8 +1681,9 @@ class Simulation:
             others = fetchers.setdefault(tp, [])
             for other in others:
                 # A process the coordinator fenced (no record) is a zombie that cannot
-                # know yet: tolerated here. Two members of the group must never overlap.
-                if in_group and other.member_id in members:
+                # know yet: tolerated here. Two members of the group must never overlap,
+                # but for the upgrade's broker-side window (_held_over_fetch).
+                if in_group and other.member_id in members and not self._held_over_fetch(other, tp):
                     self._violate(
                         Invariant.DOUBLE_FETCH,
                         f"{proc.label} starts fetching {tp} while {other.label}, also a member "
