@@ -1,0 +1,321 @@
+"""The driver's commit and close paths under races, through the fake broker (asyncio and trio).
+
+Each test holds, fails or loses one request at a chosen moment (the fake's
+interceptions) and sequences the rest on events the broker or the
+application sees, never on sleeps:
+
+- a commit in flight while the coordinator revokes its partition;
+- an auto-commit in flight while the member is fenced;
+- ``close()`` with a ``commit_async`` outstanding;
+- the coordinator moving in the middle of a revocation commit;
+- an OffsetFetch answered after its partition was revoked again;
+- a commit applied by the broker whose answer is lost;
+- ``seek()`` from ``on_partitions_assigned`` racing with the OffsetFetch;
+- a slow revoke callback while the coordinator sends another assignment.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any
+
+import anyio
+import pytest
+
+from kgroup import AsyncConsumer
+from kgroup.dataplane import Record
+from kgroup.errors import RequestTimeoutError
+from kgroup.protocol import ApiKey
+from kgroup.testing.fake import FakeBroker, SeenRequest, Verdict
+from kgroup.types import TopicPartition
+
+from .helpers import SharedLog, consumer_config, drive, produce_each, told, tps
+
+pytestmark = pytest.mark.anyio
+
+CLASSIC = {"group.protocol": "classic", "session.timeout.ms": 2_000, "heartbeat.interval.ms": 100}
+PROTOCOLS = pytest.mark.parametrize(
+    "protocol", [{"group.protocol": "consumer"}, CLASSIC], ids=["consumer", "classic"]
+)
+MANUAL = {"enable.auto.commit": False}
+
+Results = list[tuple[dict[TopicPartition, int], BaseException | None]]
+
+
+class Hold:
+    """An interception handler that holds each request until :meth:`release`, then passes it
+    to the model (which answers as it is *then*: the request reached the broker late)."""
+
+    def __init__(self) -> None:
+        self._released = anyio.Event()
+
+    def release(self) -> None:
+        self._released.set()
+
+    async def __call__(self, _seen: SeenRequest) -> Verdict:
+        await self._released.wait()
+        return Verdict.PASS
+
+
+def _from(member_id: str) -> Any:
+    def check(seen: SeenRequest) -> bool:
+        sender: str = seen.request.member_id
+        return sender == member_id
+
+    return check
+
+
+def _heartbeats_of(broker: FakeBroker, member_id: str) -> list[SeenRequest]:
+    return [
+        r
+        for r in broker.requests_of(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+        if r.request.member_id == member_id
+    ]
+
+
+def _committed_partitions(seen: SeenRequest, broker: FakeBroker) -> frozenset[TopicPartition]:
+    """The partitions an OffsetCommit request names (by name, or by id from v10)."""
+    names = {broker.topic(t).topic_id: t for t in ("orders",)}
+    return frozenset(
+        TopicPartition(
+            topic.name if seen.version < 10 else names[topic.topic_id], int(p.partition_index)
+        )
+        for topic in seen.request.topics
+        for p in topic.partitions
+    )
+
+
+def _offsets(records: list[Record], partition: int) -> list[int | None]:
+    return [r.offset() for r in records if r.partition() == partition]
+
+
+async def test_commit_async_in_flight_when_a_revocation_starts_lands_before_the_partition_moves(
+    broker: FakeBroker, group_id: str
+) -> None:
+    broker.create_topic("orders", 2)
+    produce_each(broker, "orders", 2, 5)
+    config = consumer_config(broker, group_id, **MANUAL)
+    got: dict[AsyncConsumer, list[Record]] = defaultdict(list)
+    results: Results = []
+    shared = SharedLog()
+    la, lb = shared.listener("a"), shared.listener("b")
+    async with (
+        AsyncConsumer(config, dataplane=broker.dataplane()) as a,
+        AsyncConsumer(config, dataplane=broker.dataplane()) as b,
+    ):
+        a.subscribe(["orders"], listener=la)
+        await drive(a, until=lambda: len(got[a]) == 10, sink=got)
+        hold = Hold()
+        held = broker.intercept(ApiKey.OFFSET_COMMIT, hold)
+        a.commit_async(callback=lambda offsets, error: results.append((dict(offsets), error)))
+        await broker.wait_until(lambda: bool(held.calls))
+
+        # b joins: the coordinator asks a to give one partition up.
+        b.subscribe(["orders"], listener=lb)
+        await drive(a, b, until=lambda: bool(la.of("revoked")))
+        [moved] = la.of("revoked")
+        beats = len(_heartbeats_of(broker, a.member_id))
+        # a keeps heartbeating (several intervals) but does not release the
+        # partition while the commit made before the revocation is in flight.
+        await drive(a, b, until=lambda: len(_heartbeats_of(broker, a.member_id)) >= beats + 3)
+        assert broker.assignment(group_id, b.member_id) == frozenset()
+        assert results == []
+
+        hold.release()
+        await drive(a, b, until=lambda: told(a, la, 1) and told(b, lb, 1) and bool(results))
+        assert results == [({tp: 5 for tp in tps("orders", 0, 1)}, None)]
+        assert b.assignment() == moved
+        # The commit landed before b owned the partition: b starts after a's records.
+        [partition] = moved
+        broker.produce("orders", partition.partition, b"after")
+        await drive(a, b, until=lambda: len(got[b]) == 1, sink=got)
+        assert _offsets(got[b], partition.partition) == [5]
+
+
+async def test_commit_reaching_the_broker_after_its_partition_was_released_is_not_applied_to_it(
+    broker: FakeBroker, group_id: str
+) -> None:
+    # An awaited commit() in another task of the application does not hold
+    # the revocation (unlike commit_async, whose callback the revoke callback
+    # may wait for): the member releases the partition, the coordinator moves
+    # it, and the commit that reaches the broker afterwards carries an epoch
+    # that moved on. It is retried with the new epoch for the partition the
+    # member still owns only.
+    broker.create_topic("orders", 2)
+    produce_each(broker, "orders", 2, 5)
+    config = consumer_config(broker, group_id, **MANUAL)
+    got: dict[AsyncConsumer, list[Record]] = defaultdict(list)
+    shared = SharedLog()
+    la, lb = shared.listener("a"), shared.listener("b")
+    committed: list[dict[TopicPartition, int]] = []
+    async with (
+        AsyncConsumer(config, dataplane=broker.dataplane()) as a,
+        AsyncConsumer(config, dataplane=broker.dataplane()) as b,
+    ):
+        a.subscribe(["orders"], listener=la)
+        await drive(a, until=lambda: len(got[a]) == 10, sink=got)
+        epoch = a.member_epoch
+        hold = Hold()
+        held = broker.intercept(ApiKey.OFFSET_COMMIT, hold)
+
+        async def commit_everything() -> None:
+            committed.append(await a.commit())
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(commit_everything)
+            await broker.wait_until(lambda: bool(held.calls))
+            b.subscribe(["orders"], listener=lb)
+            await drive(a, b, until=lambda: told(a, la, 1) and told(b, lb, 1))
+            [moved] = la.of("revoked")
+            assert b.assignment() == moved
+            assert a.member_epoch > epoch
+            hold.release()
+
+        [kept] = a.assignment()
+        assert committed == [{kept: 5}]
+        assert broker.committed(group_id) == {kept: 5}
+        [first, *retries] = broker.requests_of(ApiKey.OFFSET_COMMIT)
+        assert first.request.generation_id_or_member_epoch == epoch
+        assert retries
+        for retry in retries:
+            assert _committed_partitions(retry, broker) == frozenset({kept})
+            assert retry.request.generation_id_or_member_epoch == a.member_epoch
+
+
+class _ReleaseOnRevoke:
+    """A revoke callback that lets a held commit through (from the application's context)."""
+
+    def __init__(self, hold: Hold) -> None:
+        self.hold = hold
+        self.revoked: list[frozenset[TopicPartition]] = []
+
+    def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+        self.revoked.append(partitions)
+        self.hold.release()
+
+
+@PROTOCOLS
+async def test_close_waits_for_an_outstanding_commit_async_and_delivers_its_callback(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any]
+) -> None:
+    broker.create_topic("orders", 2)
+    produce_each(broker, "orders", 2, 5)
+    config = consumer_config(broker, group_id, **protocol, **MANUAL)
+    got: list[Record] = []
+    results: Results = []
+    hold = Hold()
+    listener = _ReleaseOnRevoke(hold)
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+        consumer.subscribe(["orders"], listener=listener)
+        await drive(consumer, until=lambda: len(got) == 10, sink={consumer: got})
+        held = broker.intercept(ApiKey.OFFSET_COMMIT, hold)
+        consumer.commit_async(
+            callback=lambda offsets, error: results.append((dict(offsets), error))
+        )
+        await broker.wait_until(lambda: bool(held.calls))
+        # The revoke callback close() runs releases the commit; the member
+        # leaves only after the commit ended, so the broker accepts it.
+        await consumer.close(timeout=5.0)
+
+    assert listener.revoked == [tps("orders", 0, 1)]
+    everything = {tp: 5 for tp in tps("orders", 0, 1)}
+    assert results == [(everything, None)]
+    assert broker.committed(group_id) == everything
+
+
+@PROTOCOLS
+async def test_close_with_an_unanswered_commit_async_gives_its_callback_the_timeout_then_leaves(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any]
+) -> None:
+    # Regression (both protocols): with no revoke callback, close() left at
+    # once, before the commit_async in flight ended (see the next test).
+    classic = protocol is CLASSIC
+    broker.create_topic("orders", 2)
+    produce_each(broker, "orders", 2, 5)
+    config = consumer_config(broker, group_id, **protocol, **MANUAL, **{"request.timeout.ms": 300})
+    got: list[Record] = []
+    results: Results = []
+    # No revoke callback: nothing in the application waits for the commit.
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+        consumer.subscribe(["orders"])
+        await drive(consumer, until=lambda: len(got) == 10, sink={consumer: got})
+        broker.intercept(ApiKey.OFFSET_COMMIT, lambda _seen: Verdict.NO_ANSWER, times=None)
+        consumer.commit_async(
+            callback=lambda offsets, error: results.append((dict(offsets), error))
+        )
+        await broker.wait_until(lambda: bool(broker.requests_of(ApiKey.OFFSET_COMMIT)))
+        started = time.monotonic()
+        await consumer.close(timeout=5.0)
+        took = time.monotonic() - started
+
+    # Bounded by the commit's own timeout (request.timeout.ms), far below close's.
+    assert took < 2.0
+    [(offsets, error)] = results
+    assert offsets == {tp: 5 for tp in tps("orders", 0, 1)}
+    assert isinstance(error, RequestTimeoutError)
+    assert broker.committed(group_id) == {}
+    # The member left only once the commit had timed out (300 ms after it was
+    # sent; a little less as the broker saw it, a moment after the client sent it).
+    [commit] = broker.requests_of(ApiKey.OFFSET_COMMIT)
+    if classic:
+        [leave] = broker.requests_of(ApiKey.LEAVE_GROUP)
+    else:
+        [leave] = [
+            r
+            for r in broker.requests_of(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+            if r.request.member_epoch == -1
+        ]
+    assert leave.at - commit.at >= 0.25
+
+
+async def test_close_without_a_revoke_callback_leaves_only_after_an_outstanding_commit_async(
+    broker: FakeBroker, group_id: str
+) -> None:
+    # Regression: with no on_partitions_revoked to wait in, close() released
+    # the partitions and left while a commit_async was still in flight; the
+    # commit then reached a coordinator that no longer knew the member
+    # (ILLEGAL_GENERATION / CommitFailedError) and the records since the last
+    # commit were delivered again. Java's close waits for pending async commits too.
+    # (The classic variant is the unanswered-commit test above: a closing
+    # classic member sends no heartbeats to sequence on.)
+    broker.create_topic("orders", 2)
+    produce_each(broker, "orders", 2, 5)
+    config = consumer_config(broker, group_id, **MANUAL)
+    got: list[Record] = []
+    results: Results = []
+    left_before_release: list[bool] = []
+    hold = Hold()
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+        consumer.subscribe(["orders"])
+        await drive(consumer, until=lambda: len(got) == 10, sink={consumer: got})
+        member_id = consumer.member_id
+
+        def beats() -> list[SeenRequest]:
+            return _heartbeats_of(broker, member_id)
+
+        def left() -> bool:
+            return any(r.request.member_epoch == -1 for r in beats())
+
+        held = broker.intercept(ApiKey.OFFSET_COMMIT, hold)
+        consumer.commit_async(
+            callback=lambda offsets, error: results.append((dict(offsets), error))
+        )
+        await broker.wait_until(lambda: bool(held.calls))
+
+        async def release_once_closing_waits(before: int) -> None:
+            # The closing member keeps heartbeating while it waits for the
+            # commit (several intervals); it must not have left by then.
+            await broker.wait_until(lambda: left() or len(beats()) >= before + 3)
+            left_before_release.append(left())
+            hold.release()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(release_once_closing_waits, len(beats()))
+            await consumer.close(timeout=5.0)
+
+    assert left_before_release == [False]
+    everything = {tp: 5 for tp in tps("orders", 0, 1)}
+    assert results == [(everything, None)]
+    assert broker.committed(group_id) == everything
+    assert left()
