@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio
 import pytest
+from kio.schema.errors import ErrorCode
 
 from kgroup import AsyncConsumer
 from kgroup.dataplane import Record
@@ -319,3 +320,247 @@ async def test_close_without_a_revoke_callback_leaves_only_after_an_outstanding_
     assert results == [(everything, None)]
     assert broker.committed(group_id) == everything
     assert left()
+
+
+@PROTOCOLS
+async def test_coordinator_moving_during_a_revocation_commit_is_followed_before_the_release(
+    anyio_backend: str, group_id: str, protocol: dict[str, Any]
+) -> None:
+    async with FakeBroker(nodes=2) as broker:
+        broker.create_topic("orders", 2)
+        produce_each(broker, "orders", 2, 5)
+        # Only the commits before a revocation: no interval auto-commit in the test.
+        config = consumer_config(
+            broker, group_id, **protocol, **{"auto.commit.interval.ms": 600_000}
+        )
+        got: dict[AsyncConsumer, list[Record]] = defaultdict(list)
+        shared = SharedLog()
+        la, lb = shared.listener("a"), shared.listener("b")
+        async with (
+            AsyncConsumer(config, dataplane=broker.dataplane()) as a,
+            AsyncConsumer(config, dataplane=broker.dataplane()) as b,
+        ):
+            a.subscribe(["orders"], listener=la)
+            await drive(a, until=lambda: len(got[a]) == 10, sink=got)
+            assert broker.committed(group_id) == {}
+
+            def move(_seen: SeenRequest) -> ErrorCode:
+                # The coordinator moves while the revocation commit is on its way.
+                broker.set_coordinator(group_id, 1)
+                return ErrorCode.not_coordinator
+
+            moved_away = broker.intercept(ApiKey.OFFSET_COMMIT, move, node=0)
+            b.subscribe(["orders"], listener=lb)
+            await drive(
+                a, b, until=lambda: told(a, la, 1) and told(b, lb, 1) and bool(b.assignment())
+            )
+
+            assert len(moved_away.calls) == 1
+            [refused] = moved_away.calls
+            [landed] = broker.requests_of(ApiKey.OFFSET_COMMIT, node=1)
+            # The same commit, retried on the new coordinator.
+            assert _committed_partitions(landed, broker) == _committed_partitions(refused, broker)
+            revoked = frozenset().union(*la.of("revoked"))
+            assert revoked >= b.assignment()
+            assert broker.committed(group_id) == {tp: 5 for tp in revoked}
+            # It landed before the release: the new owner starts after a's records.
+            [mine] = b.assignment()
+            broker.produce("orders", mine.partition, b"after")
+            await drive(a, b, until=lambda: len(got[b]) == 1, sink=got)
+            assert _offsets(got[b], mine.partition) == [5]
+
+
+@PROTOCOLS
+async def test_offset_fetch_answered_after_its_partition_was_revoked_does_not_start_it(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any]
+) -> None:
+    broker.create_topic("orders", 2)
+    produce_each(broker, "orders", 2, 5)
+    config = consumer_config(broker, group_id, **protocol, **MANUAL)
+    got: dict[AsyncConsumer, list[Record]] = defaultdict(list)
+    shared = SharedLog()
+    la, lb = shared.listener("a"), shared.listener("b")
+    a_plane, b_plane = broker.dataplane(), broker.dataplane()
+    hold = Hold()
+    async with (
+        AsyncConsumer(config, dataplane=a_plane) as a,
+        AsyncConsumer(config, dataplane=b_plane) as b,
+    ):
+        held = broker.intercept(ApiKey.OFFSET_FETCH, hold)
+        a.subscribe(["orders"], listener=la)
+        # a is told it owns both partitions; their committed offsets are still on the way.
+        await drive(a, until=lambda: told(a, la, 2) and bool(held.calls))
+        assert a_plane.calls == []
+
+        b.subscribe(["orders"], listener=lb)
+        await drive(
+            a,
+            b,
+            until=lambda: told(a, la, 1) and told(b, lb, 1) and bool(b.assignment()),
+            sink=got,
+        )
+        [moved] = b.assignment()
+        [kept] = a.assignment()
+        hold.release()
+        await drive(a, b, until=lambda: len(got[a]) == 5 and len(got[b]) == 5, sink=got)
+
+        # The late answer started only what a still owns; the moved partition
+        # was never fetched by a (its records went to b alone).
+        assigned = frozenset().union(*(c.partitions for c in a_plane.calls if c.method == "assign"))
+        assert assigned == frozenset({kept})
+        assert {r.partition() for r in got[a]} == {kept.partition}
+        assert _offsets(got[b], moved.partition) == [0, 1, 2, 3, 4]
+
+
+@PROTOCOLS
+async def test_commit_applied_whose_answer_is_lost_is_retried_once_and_returns(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any]
+) -> None:
+    broker.create_topic("orders", 2)
+    produce_each(broker, "orders", 2, 5)
+    config = consumer_config(broker, group_id, **protocol, **MANUAL)
+    got: list[Record] = []
+    everything = {tp: 5 for tp in tps("orders", 0, 1)}
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+        consumer.subscribe(["orders"])
+        await drive(consumer, until=lambda: len(got) == 10, sink={consumer: got})
+        lost = broker.intercept(ApiKey.OFFSET_COMMIT, lambda _seen: Verdict.LOSE_ANSWER)
+
+        with anyio.fail_after(2.0):  # request.timeout.ms: no hang on the lost answer
+            assert await consumer.commit() == everything
+
+        assert len(lost.calls) == 1
+        [first, retry] = broker.requests_of(ApiKey.OFFSET_COMMIT)
+        # The same offsets again, on a fresh connection, with the same epoch
+        # (generation): applying them twice is harmless.
+        assert retry.connection_id != first.connection_id
+        assert _committed_partitions(retry, broker) == _committed_partitions(first, broker)
+        assert (
+            retry.request.generation_id_or_member_epoch
+            == first.request.generation_id_or_member_epoch
+        )
+        assert broker.committed(group_id) == everything
+        # The member is undisturbed: no rebalance, and it goes on consuming.
+        broker.produce("orders", 0, b"after")
+        await drive(consumer, until=lambda: len(got) == 11, sink={consumer: got})
+        assert (got[-1].partition(), got[-1].offset()) == (0, 5)
+        assert consumer.assignment() == tps("orders", 0, 1)
+
+
+@PROTOCOLS
+async def test_seeks_before_the_offset_fetch_answer_win_over_the_committed_offsets(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any]
+) -> None:
+    broker.create_topic("orders", 3)
+    produce_each(broker, "orders", 3, 6)
+    config = consumer_config(broker, group_id, **protocol, **MANUAL)
+    p0, p1, p2 = (TopicPartition("orders", p) for p in range(3))
+    # An earlier member committed 1 for every partition.
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as earlier:
+        earlier.subscribe(["orders"])
+        await drive(earlier, until=lambda: len(earlier.assignment()) == 3)
+        assert await earlier.commit({p0: 1, p1: 1, p2: 1}) == {p0: 1, p1: 1, p2: 1}
+
+    got: list[Record] = []
+    hold = Hold()
+    held = broker.intercept(ApiKey.OFFSET_FETCH, hold)
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+
+        class SeekOnAssign:
+            def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
+                if p0 in partitions:
+                    consumer.seek(p0, 4)
+
+        consumer.subscribe(["orders"], listener=SeekOnAssign())
+        await drive(consumer, until=lambda: bool(held.calls))
+        # The application seeks another partition while the fetch is in flight.
+        consumer.seek(p1, 3)
+        hold.release()
+        await drive(consumer, until=lambda: len(got) == 2 + 3 + 5, sink={consumer: got})
+
+    # The seeks won; the partition not sought starts at its committed offset.
+    assert _offsets(got, 0) == [4, 5]
+    assert _offsets(got, 1) == [3, 4, 5]
+    assert _offsets(got, 2) == [1, 2, 3, 4, 5]
+
+
+async def test_slow_revoke_callback_while_the_target_changes_again_keeps_callbacks_ordered(
+    broker: FakeBroker, group_id: str
+) -> None:
+    broker.create_topic("orders", 6)
+    config = consumer_config(broker, group_id, **MANUAL)
+    shared = SharedLog()
+    la, lb, lc = shared.listener("a"), shared.listener("b"), shared.listener("c")
+    a_plane = broker.dataplane()
+    slow: list[int] = []
+    async with (
+        AsyncConsumer(config, dataplane=a_plane) as a,
+        AsyncConsumer(config, dataplane=broker.dataplane()) as b,
+        AsyncConsumer(config, dataplane=broker.dataplane()) as c,
+    ):
+
+        class SlowRevoke:
+            """a's listener: its first revoke callback outlasts several heartbeat
+            intervals, and a third member joins meanwhile (a new target for a)."""
+
+            def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
+                la.on_partitions_assigned(partitions)
+
+            async def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+                la.on_partitions_revoked(partitions)
+                if slow:
+                    return
+                slow.append(len(_heartbeats_of(broker, a.member_id)))
+                c.subscribe(["orders"], listener=lc)
+
+                def c_joined_and_a_heartbeated() -> bool:
+                    group = broker.consumer_group(group_id)
+                    assert group is not None
+                    return (
+                        c.member_id in group.members
+                        and len(_heartbeats_of(broker, a.member_id)) >= slow[0] + 3
+                    )
+
+                await broker.wait_until(c_joined_and_a_heartbeated)
+
+        a.subscribe(["orders"], listener=SlowRevoke())
+        await drive(a, until=lambda: told(a, la, 6))
+        b.subscribe(["orders"], listener=lb)
+
+        def settled() -> bool:
+            held = [la.owned(), lb.owned(), lc.owned()]
+            return (
+                all(len(h) == 2 for h in held)
+                and told(a, la)
+                and told(b, lb)
+                and told(c, lc)
+                and frozenset().union(*held) == tps("orders", *range(6))
+            )
+
+        try:
+            await drive(a, b, c, until=settled)
+        except TimeoutError:
+            raise AssertionError(f"timed out; callbacks so far: {shared.events}") from None
+
+        assert slow
+        # a's callbacks are deltas of what it held, in order.
+        held: set[TopicPartition] = set()
+        for kind, partitions in la.events:
+            if kind == "assigned":
+                assert not partitions & held, la.events
+                held |= partitions
+            else:
+                assert partitions <= held, la.events
+                held -= partitions
+        # Every partition a gave up reached its next owner only after a's revoke callback.
+        for who in ("b", "c"):
+            for tp in frozenset().union(*shared.of(who, "assigned")):
+                assert shared.index("a", "revoked", tp) < shared.index(who, "assigned", tp)
+        # a's data plane: a revoked partition was never fetched again after it stopped.
+        stopped: set[TopicPartition] = set()
+        for call in a_plane.calls:
+            if call.method == "unassign":
+                stopped |= call.partitions
+            elif call.method == "assign":
+                assert not call.partitions & stopped, a_plane.calls
+        assert a_plane.assigned == a.assignment() == la.owned()
