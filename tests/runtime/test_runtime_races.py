@@ -16,6 +16,7 @@ application sees, never on sleeps:
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import defaultdict
 from typing import Any
@@ -542,7 +543,9 @@ async def test_slow_revoke_callback_while_the_target_changes_again_keeps_callbac
         except TimeoutError:
             raise AssertionError(f"timed out; callbacks so far: {shared.events}") from None
 
+        # The target that changed during the slow callback was reconciled after it.
         assert slow
+        assert len(la.of("revoked")) >= 2, la.events
         # a's callbacks are deltas of what it held, in order.
         held: set[TopicPartition] = set()
         for kind, partitions in la.events:
@@ -564,3 +567,77 @@ async def test_slow_revoke_callback_while_the_target_changes_again_keeps_callbac
             elif call.method == "assign":
                 assert not call.partitions & stopped, a_plane.calls
         assert a_plane.assigned == a.assignment() == la.owned()
+
+
+async def test_auto_commit_in_flight_when_the_member_is_fenced_never_lands_for_the_lost_partitions(
+    broker: FakeBroker, group_id: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Kafka's rule: a commit carrying an epoch the member no longer has is
+    # refused (STALE_MEMBER_EPOCH, or UNKNOWN_MEMBER_ID once it is gone). The
+    # client's part: it must not retry such a commit with its new epoch for
+    # partitions it lost meanwhile, even those it owns again (another member
+    # may have committed past them in between).
+    caplog.set_level(logging.INFO, logger="kgroup.offsets")
+    broker.create_topic("orders", 2)
+    produce_each(broker, "orders", 2, 5)
+    # An interval auto-commit may take up to the interval: long enough for
+    # the whole scenario to run while it is held.
+    auto = consumer_config(
+        broker, group_id, **{"auto.commit.interval.ms": 1_000, "request.timeout.ms": 5_000}
+    )
+    manual = consumer_config(broker, group_id, **MANUAL)
+    got: dict[AsyncConsumer, list[Record]] = defaultdict(list)
+    shared = SharedLog()
+    la, lb = shared.listener("a"), shared.listener("b")
+    commit_hold, rejoin_hold = Hold(), Hold()
+    async with (
+        AsyncConsumer(auto, dataplane=broker.dataplane()) as a,
+        AsyncConsumer(manual, dataplane=broker.dataplane()) as b,
+    ):
+        a.subscribe(["orders"], listener=la)
+        await drive(a, until=lambda: len(got[a]) == 10, sink=got)
+        member_id, epoch = a.member_id, a.member_epoch
+        held = broker.intercept(ApiKey.OFFSET_COMMIT, commit_hold, when=_from(member_id))
+        await drive(a, until=lambda: bool(held.calls))
+        [stale] = held.calls
+        assert stale.request.generation_id_or_member_epoch == epoch
+
+        # The coordinator drops a (its session expired); a's rejoin waits.
+        rejoin = broker.intercept(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            rejoin_hold,
+            when=lambda seen: (
+                seen.request.member_id == member_id and seen.request.member_epoch == 0
+            ),
+        )
+        broker.remove_member(group_id, member_id)
+        await drive(a, until=lambda: bool(la.of("lost")) and bool(rejoin.calls))
+        assert la.of("lost") == [tps("orders", 0, 1)]
+
+        # b takes over, reads on and commits past what a had reached.
+        for p in (0, 1):
+            broker.produce("orders", p, b"more-5")
+            broker.produce("orders", p, b"more-6")
+        b.subscribe(["orders"], listener=lb)
+
+        def b_read_everything() -> bool:
+            return all(6 in _offsets(got[b], p) for p in (0, 1))
+
+        await drive(a, b, until=b_read_everything, sink=got)
+        passed = {tp: 7 for tp in tps("orders", 0, 1)}
+        assert await b.commit() == passed
+
+        # a rejoins (a new epoch) and gets one partition back from b.
+        rejoin_hold.release()
+        await drive(a, b, until=lambda: told(a, la, 1) and told(b, lb, 1), sink=got)
+        assert a.member_epoch > epoch
+
+        # Only now does the old commit reach the coordinator.
+        commit_hold.release()
+        await drive(a, b, until=lambda: "no longer owned" in caplog.text, sink=got)
+        assert broker.committed(group_id) == passed
+        later = [r for r in broker.requests_of(ApiKey.OFFSET_COMMIT) if r.at > stale.at]
+        for request in later:
+            if request.request.member_id == member_id:
+                assert request.request.generation_id_or_member_epoch == a.member_epoch
+                assert _committed_partitions(request, broker) <= a.assignment()
