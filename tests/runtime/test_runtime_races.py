@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
@@ -63,7 +63,7 @@ class Hold:
         return Verdict.PASS
 
 
-def _from(member_id: str) -> Any:
+def _from(member_id: str) -> Callable[[SeenRequest], bool]:
     def check(seen: SeenRequest) -> bool:
         sender: str = seen.request.member_id
         return sender == member_id
