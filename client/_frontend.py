@@ -605,6 +605,14 @@ class FrontEndCore:
             if driver.is_closed():
                 break
             yield WaitForWork(max(0.0, min(SERVICE_SLICE, end - self._clock())))
+        # The runtime waits for asynchronous commits in flight as it stops, so
+        # a result may be queued just before it ended, unseen by the loop:
+        # its callback is still the application's to hear (the rest of the
+        # work left is moot once the runtime ended).
+        while driver.is_closed() and driver.app_work:
+            item = driver.app_work.popleft()
+            if isinstance(item, CommitResultWork):
+                item.callback(item.offsets, item.error)
 
     def overdue(self) -> bool:
         """After :meth:`close`: the driver has not finished (logged); abort it."""

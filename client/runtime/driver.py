@@ -566,7 +566,11 @@ class Driver:
                 self._commit_for_member(action)
             case RunCallback():
                 if listener_method(self.listener, action.kind) is None:
-                    self.session.post(CallbackCompleted(action.kind, action.token))
+                    # No method to run, but a revocation still waits for the
+                    # application's commit_async in flight, as after a revoke
+                    # callback: released first, its commit would reach the
+                    # broker after the leave or the hand-over and be refused.
+                    self._callback_completed(CallbackCompleted(action.kind, action.token))
                 else:
                     self._queue(work.CallbackWork(action.kind, action.token, action.partitions))
             case RaiseCallbackError():
@@ -1026,11 +1030,14 @@ class Driver:
         """A callback returned (``error`` None) or raised; ``raised``: already raised to the app."""
         if error is not None and raised:
             self._raised.add(error)
-        completed = CallbackCompleted(item.kind, item.token, error)
-        if item.kind is CallbackKind.REVOKED and self._background_commits:
-            # A commit_async the revoke callback made must reach the broker
-            # while the member still owns the partitions (and, in close(),
-            # before the leave): the member releases them only after it ends.
+        self._callback_completed(CallbackCompleted(item.kind, item.token, error))
+
+    def _callback_completed(self, completed: CallbackCompleted) -> None:
+        if completed.kind is CallbackKind.REVOKED and self._background_commits:
+            # A commit_async made before or in the revoke callback must reach
+            # the broker while the member still owns the partitions (and, in
+            # close(), before the leave): the member releases them only after
+            # it ends.
             self.spawn(self._complete_after_background_commits, completed)
             return
         self.session.post(completed)

@@ -79,10 +79,13 @@ class Verdict(enum.Enum):
     """Close the connection without answering (the client sees a disconnect)."""
     NO_ANSWER = "no-answer"
     """Never answer; the connection stays open (the client times out)."""
+    LOSE_ANSWER = "lose-answer"
+    """The model handles the request (a commit is applied), then the connection
+    is closed before the answer: the client cannot tell it from DROP."""
 
 
 HandlerResult: TypeAlias = Verdict | ErrorCode | int | Any | None
-"""``None`` / PASS, DROP, NO_ANSWER, an error code (the broker builds an error
+"""``None`` / PASS, DROP, NO_ANSWER, LOSE_ANSWER, an error code (the broker builds an error
 response of the right shape), or a kio response to send as is."""
 
 Handler: TypeAlias = Callable[[SeenRequest], HandlerResult | Awaitable[HandlerResult]]
@@ -279,7 +282,7 @@ class FakeBroker(LoopServed):
         each call uses up one of ``times``, whatever the handler returns. The
         handler returns None / :attr:`Verdict.PASS` to let the next
         interception or the model answer, an error code, a kio response,
-        :attr:`Verdict.DROP` or :attr:`Verdict.NO_ANSWER`.
+        :attr:`Verdict.DROP`, :attr:`Verdict.NO_ANSWER` or :attr:`Verdict.LOSE_ANSWER`.
         """
         if times is not None and times < 1:
             raise KgroupError(f"times must be at least 1 (or None for always), got {times}")
@@ -489,6 +492,9 @@ class FakeBroker(LoopServed):
         outcome = await self._intercepted(seen)
         if outcome is Verdict.DROP or outcome is Verdict.NO_ANSWER:
             return outcome
+        if outcome is Verdict.LOSE_ANSWER:
+            await self._cluster.answer(seen)
+            return Verdict.DROP
         if outcome is None or outcome is Verdict.PASS:
             return await self._cluster.answer(seen)
         if isinstance(outcome, int):
