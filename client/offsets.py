@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 
 import anyio
 from kio.schema.errors import ErrorCode
@@ -97,6 +97,51 @@ class MemberView:
     """
 
 
+class EpochBook:
+    """The leader epoch of the record before an offset, per partition, where known.
+
+    KIP-320: an offset committed with that epoch lets whoever starts from it
+    check it against the partition leader's log (OffsetsForLeaderEpoch) and
+    detect a truncation (an unclean leader election) instead of falling back to
+    ``auto.offset.reset``, which skips records (latest) or replays the whole
+    partition (earliest). An epoch belongs to one offset: asked about another
+    offset of the partition, the book knows nothing (-1 goes on the wire).
+
+    Two sources: offsets :meth:`note` d with their epochs (committed offsets as
+    OffsetFetch returns them, positions captured when a partition stops), and
+    ``live``, which answers for the partitions being fetched (the data plane's
+    positions carry the epoch of the last record handed out).
+    """
+
+    __slots__ = ("_known", "live")
+
+    def __init__(
+        self,
+        live: Callable[[Mapping[TopicPartition, int]], Mapping[TopicPartition, int]] | None = None,
+    ) -> None:
+        self._known: dict[TopicPartition, tuple[int, int]] = {}
+        self.live = live
+
+    def note(
+        self, offsets: Mapping[TopicPartition, int], epochs: Mapping[TopicPartition, int]
+    ) -> None:
+        """Remember ``epochs[tp]`` as the epoch of ``offsets[tp]`` (one offset per partition)."""
+        for tp, epoch in epochs.items():
+            if tp in offsets and epoch >= 0:
+                self._known[tp] = (offsets[tp], epoch)
+
+    def of(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """The known epoch of each offset in ``offsets``; partitions not known are left out."""
+        result: dict[TopicPartition, int] = {}
+        for tp, offset in offsets.items():
+            known = self._known.get(tp)
+            if known is not None and known[0] == offset:
+                result[tp] = known[1]
+        if self.live is not None:
+            result.update(self.live(offsets))
+        return result
+
+
 @dataclass(eq=False, slots=True)
 class OffsetManager:
     """Fetches and commits a group's offsets for one member, through ``client``."""
@@ -107,6 +152,8 @@ class OffsetManager:
     _: KW_ONLY
     backoff: Backoff
     request_timeout: float
+    leader_epochs: EpochBook = field(default_factory=EpochBook)
+    """Where commits find the leader epoch of each offset, and fetches leave it."""
 
     # ------------------------------------------------------------------ commit
 
@@ -202,6 +249,7 @@ class OffsetManager:
                 instance_id=instance_id,
                 offsets=offsets,
                 topic_ids=ids,
+                leader_epochs=self.leader_epochs.of(offsets),
             ),
         )
         return offset_commit.parse(offset_commit.narrow(response), names)
@@ -267,7 +315,10 @@ class OffsetManager:
                 topic_ids=ids,
             ),
         )
-        result = offset_fetch.parse(offset_fetch.narrow(response), names)
+        narrowed = offset_fetch.narrow(response)
+        result = offset_fetch.parse(narrowed, names)
+        committed = {tp: o for tp, o in result.items() if o is not None}
+        self.leader_epochs.note(committed, offset_fetch.committed_leader_epochs(narrowed, names))
         for tp in partitions:
             result.setdefault(tp, None)
         return result

@@ -294,10 +294,14 @@ def socket_timeout_ms(config: ConsumerConfig) -> int:
     return max(config.request_timeout_ms, fetch_wait + 1000)
 
 
-def _to_ck(tp: TopicPartition, offset: int | None = None) -> confluent_kafka.TopicPartition:
+def _to_ck(
+    tp: TopicPartition, offset: int | None = None, leader_epoch: int | None = None
+) -> confluent_kafka.TopicPartition:
     if offset is None:
         return confluent_kafka.TopicPartition(tp.topic, tp.partition)
-    return confluent_kafka.TopicPartition(tp.topic, tp.partition, offset)
+    if leader_epoch is None:
+        return confluent_kafka.TopicPartition(tp.topic, tp.partition, offset)
+    return confluent_kafka.TopicPartition(tp.topic, tp.partition, offset, leader_epoch=leader_epoch)
 
 
 class DataPlane:
@@ -363,12 +367,20 @@ class DataPlane:
         """Partitions currently fetching (or paused)."""
         return frozenset(self._assigned)
 
-    def assign(self, offsets: Mapping[TopicPartition, int | None]) -> None:
+    def assign(
+        self,
+        offsets: Mapping[TopicPartition, int | None],
+        leader_epochs: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
         """Start fetching ``offsets``' partitions at the given offsets.
 
         ``None`` means no committed offset: start where ``auto.offset.reset`` says.
         With ``auto.offset.reset=error`` a partition without an offset is an error.
+        An offset with its leader epoch (``leader_epochs``) is validated by
+        librdkafka against the leader's log before it fetches (KIP-320): after a
+        truncation it starts at the end of that epoch instead of going out of range.
         """
+        epochs = leader_epochs or {}
         fresh = {tp: off for tp, off in offsets.items() if tp not in self._assigned}
         if not fresh:
             return
@@ -385,7 +397,7 @@ class DataPlane:
                     )
                 assignment.append(_to_ck(tp, _START[self._reset]))
             else:
-                assignment.append(_to_ck(tp, offset))
+                assignment.append(_to_ck(tp, offset, epochs.get(tp)))
         with self._gate.control():
             self._consumer.incremental_assign(assignment)
         self._assigned.update(fresh)
@@ -451,6 +463,25 @@ class DataPlane:
         for ck in located:
             if ck.offset >= 0:
                 result[TopicPartition(ck.topic, ck.partition)] = ck.offset
+        return result
+
+    def leader_epochs(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """The leader epoch of the record before each offset, where librdkafka knows it.
+
+        Only for fetching partitions whose position is that very offset: the
+        epoch of the last record handed out (librdkafka tracks it with the position).
+        """
+        wanted = [_to_ck(tp) for tp in offsets if tp in self._assigned]
+        if not wanted:
+            return {}
+        with self._gate.control():
+            located = self._consumer.position(wanted)
+        result: dict[TopicPartition, int] = {}
+        for ck in located:
+            tp = TopicPartition(ck.topic, ck.partition)
+            epoch = ck.leader_epoch
+            if epoch is not None and epoch >= 0 and ck.offset == offsets[tp]:
+                result[tp] = epoch
         return result
 
     # Cluster lookups the application asks for (confluent-kafka's calls of the

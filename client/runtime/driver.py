@@ -89,7 +89,7 @@ from kgroup.membership import (
     SubscriptionChanged,
     Unsubscribe,
 )
-from kgroup.offsets import MemberView, OffsetManager
+from kgroup.offsets import EpochBook, MemberView, OffsetManager
 from kgroup.protocol import broker_error
 from kgroup.runtime import choice, work
 from kgroup.runtime._log import log
@@ -244,6 +244,8 @@ class Driver:
         self._resume: SubscriptionChanged | None = None
         self._client: TransportInterface | None = None
         self._offsets: OffsetManager | None = None
+        # Leader epochs of offsets (KIP-320): commits carry them, partitions start with them.
+        self._leader_epochs = EpochBook(self.dataplane.leader_epochs)
         self._tg: anyio.abc.TaskGroup | None = None
         self._scope: anyio.CancelScope | None = None
         self._done: anyio.Event | None = None
@@ -358,6 +360,7 @@ class Driver:
                         ),
                         backoff=self.backoff,
                         request_timeout=self.request_timeout,
+                        leader_epochs=self._leader_epochs,
                     )
                     self._ready.set()
                     self.session.start()
@@ -636,13 +639,18 @@ class Driver:
         for op in ops:
             match op:
                 case CapturePositions():
-                    self.fetch.positions_captured(dataplane.positions(op.partitions))
+                    positions = dataplane.positions(op.partitions)
+                    self.fetch.positions_captured(positions)
+                    # The stopped positions are committed after the data plane let
+                    # go of the partitions: keep their epochs now.
+                    self._leader_epochs.note(positions, dataplane.leader_epochs(positions))
                 case Unassign():
                     dataplane.unassign(op.partitions)
                     self.telemetry.fetch_stopped(op.partitions)
                 case Assign():
+                    starts = {tp: o for tp, o in op.offsets.items() if o is not None and o >= 0}
                     try:
-                        dataplane.assign(op.offsets)
+                        dataplane.assign(op.offsets, leader_epochs=self._leader_epochs.of(starts))
                     except DataPlaneError as exc:
                         self.fetch.assign_failed(op)
                         self._queue(work.ErrorWork(exc))

@@ -58,8 +58,17 @@ class DataPlaneInterface(Protocol):
         """Partitions currently fetching (or paused)."""
         ...
 
-    def assign(self, offsets: Mapping[TopicPartition, int | None]) -> None:
-        """Start fetching at these offsets (None: where ``auto.offset.reset`` says)."""
+    def assign(
+        self,
+        offsets: Mapping[TopicPartition, int | None],
+        leader_epochs: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
+        """Start fetching at these offsets (None: where ``auto.offset.reset`` says).
+
+        ``leader_epochs``: the leader epoch of the record before an offset, where
+        known (KIP-320): the fetcher may validate the offset against the leader's
+        log before it fetches from it.
+        """
 
     def unassign(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop fetching ``partitions`` and drop their buffered records."""
@@ -75,6 +84,11 @@ class DataPlaneInterface(Protocol):
 
     def positions(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Offset of the next record to hand out, per fetching partition that has one."""
+        ...
+
+    def leader_epochs(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """The leader epoch of the record before each offset, for fetching partitions
+        whose position is that offset and whose epoch is known (else left out)."""
         ...
 
     def consume(self, max_records: int, timeout: float) -> list[Record]:

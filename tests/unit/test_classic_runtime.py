@@ -24,7 +24,11 @@ class _IdleDataPlane:
 
     assigned: frozenset[TopicPartition] = frozenset()
 
-    def assign(self, offsets: Mapping[TopicPartition, int | None]) -> None:
+    def assign(
+        self,
+        offsets: Mapping[TopicPartition, int | None],
+        leader_epochs: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
         raise AssertionError("nothing is assigned in these tests")
 
     def unassign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -40,6 +44,9 @@ class _IdleDataPlane:
         pass
 
     def positions(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return {}
+
+    def leader_epochs(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         return {}
 
     def consume(self, max_records: int, timeout: float) -> list[Record]:

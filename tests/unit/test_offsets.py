@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
@@ -12,7 +12,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kgroup.errors import FencedMemberEpochError, RequestTimeoutError
-from kgroup.offsets import MemberView, OffsetManager
+from kgroup.offsets import EpochBook, MemberView, OffsetManager
 from kgroup.protocol import SUPPORTED_VERSIONS, ApiKey, NegotiatedVersions, VersionRange, negotiate
 from kgroup.transport import Backoff, ClusterMetadata, TopicInfo
 from kgroup.types import TopicPartition
@@ -95,6 +95,7 @@ class ScriptedCoordinator:
                                 module.OffsetFetchResponsePartitions(
                                     partition_index=p,
                                     committed_offset=100 + p if p == 0 else -1,
+                                    committed_leader_epoch=7 if p == 0 else -1,
                                     metadata=None,
                                     error_code=ErrorCode(codes.get(p, 0)),
                                 )
@@ -252,3 +253,51 @@ async def test_retry_drops_a_partition_lost_and_reassigned_since_the_commit_bega
     first, second = coordinator.requests
     assert _sent_partitions(first) == {0, 1}
     assert (second.generation_id_or_member_epoch, _sent_partitions(second)) == (5, {0})
+
+
+def test_epoch_book_knows_an_epoch_only_for_the_offset_it_was_noted_with() -> None:
+    # KIP-320: an epoch is that of the record before one offset; asked about
+    # another offset of the partition (the application committed less than its
+    # position, or a seek moved it), the book knows nothing and -1 is sent.
+    book = EpochBook()
+    book.note({P0: 10, P1: 20}, {P0: 3, P1: -1})
+    assert book.of({P0: 10, P1: 20}) == {P0: 3}
+    assert book.of({P0: 9}) == {}
+    book.note({P0: 12}, {P0: 4})
+    assert book.of({P0: 12}) == {P0: 4}
+    assert book.of({P0: 10}) == {}
+
+
+def test_epoch_book_asks_the_live_source_for_fetching_partitions_first_hand() -> None:
+    asked: list[dict[TopicPartition, int]] = []
+
+    def live(offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        asked.append(dict(offsets))
+        return {P1: 6} if offsets.get(P1) == 21 else {}
+
+    book = EpochBook(live)
+    book.note({P0: 10}, {P0: 3})
+    assert book.of({P0: 10, P1: 21}) == {P0: 3, P1: 6}
+    assert asked == [{P0: 10, P1: 21}]
+
+
+@pytest.mark.parametrize("version", [9, 10])
+async def test_committed_offsets_keep_their_leader_epoch_when_committed_again(
+    anyio_backend: str, version: int
+) -> None:
+    # A member that commits the offset it started from (nothing consumed since)
+    # hands the committed leader epoch on instead of dropping it to -1.
+    coordinator = ScriptedCoordinator(_versions(version, version), [])
+    manager = _manager(coordinator, Member(epoch=3, owned={P0, P1}))
+    assert await manager.fetch([P0, P1], deadline=anyio.current_time() + 5) == {
+        P0: 100,
+        P1: None,
+    }
+    assert manager.leader_epochs.of({P0: 100, P1: 0}) == {P0: 7}
+    await manager.commit({P0: 100, P1: 5}, deadline=anyio.current_time() + 5)
+    await manager.commit({P0: 101}, deadline=anyio.current_time() + 5)
+    first, second = coordinator.requests[-2:]
+    assert {
+        p.partition_index: p.committed_leader_epoch for t in first.topics for p in t.partitions
+    } == {0: 7, 1: -1}
+    assert [p.committed_leader_epoch for t in second.topics for p in t.partitions] == [-1]

@@ -471,6 +471,31 @@ def test_offset_commit_names_topics_before_v10_and_by_id_from_v10() -> None:
     assert not hasattr(topic, "name")
 
 
+def test_offset_commit_carries_the_leader_epoch_of_each_offset_where_known() -> None:
+    # KIP-320: an offset committed with its record's leader epoch can be checked
+    # for a log truncation by whoever starts from it; unknown ones send -1.
+    for versions in (_lowest(ApiKey.OFFSET_COMMIT), _highest(ApiKey.OFFSET_COMMIT)):
+        request = _wire(
+            offset_commit.build(
+                versions,
+                group_id="g",
+                member_id="m",
+                member_epoch=7,
+                instance_id=None,
+                offsets={A0: 10, A1: 11},
+                topic_ids=IDS,
+                leader_epochs={A1: 4},
+            )
+        )
+        (topic,) = request.topics
+        assert [(p.partition_index, p.committed_leader_epoch) for p in topic.partitions] == [
+            (0, -1),
+            (1, 4),
+        ]
+    (topic,) = _commit(_highest(ApiKey.OFFSET_COMMIT)).topics
+    assert {p.committed_leader_epoch for p in topic.partitions} == {-1}
+
+
 def test_offset_commit_parse_types_the_failed_partitions() -> None:
     module = _responses(ApiKey.OFFSET_COMMIT, 10)
     response = module.OffsetCommitResponse(
@@ -547,6 +572,7 @@ def _fetched(group_code: ErrorCode, partition_code: ErrorCode) -> offset_fetch.R
                             module.OffsetFetchResponsePartitions(
                                 partition_index=0,
                                 committed_offset=42,
+                                committed_leader_epoch=3,
                                 metadata=None,
                                 error_code=ErrorCode.none,
                             ),
@@ -572,6 +598,10 @@ def test_offset_fetch_parse_reads_offsets_and_raises_errors() -> None:
     }
     with pytest.raises(BrokerError, match="UNSTABLE_OFFSET_COMMIT"):
         offset_fetch.parse(_fetched(ErrorCode.none, ErrorCode.unstable_offset_commit), NAMES)
+    # The leader epoch committed with an offset (KIP-320); none without an offset.
+    assert offset_fetch.committed_leader_epochs(
+        _fetched(ErrorCode.none, ErrorCode.none), NAMES
+    ) == {A0: 3}
     with pytest.raises(BrokerError, match="STALE_MEMBER_EPOCH"):
         offset_fetch.parse(_fetched(ErrorCode.stale_member_epoch, ErrorCode.none), NAMES)
 

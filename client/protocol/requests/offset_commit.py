@@ -47,12 +47,17 @@ def build(
     instance_id: str | None,
     offsets: Mapping[TopicPartition, int],
     topic_ids: Mapping[str, uuid.UUID],
+    leader_epochs: Mapping[TopicPartition, int] | None = None,
 ) -> RequestPayload:
     """The commit of ``offsets`` (next offset to read per partition) by ``member_id``.
 
     ``member_epoch`` is the member epoch (consumer protocol) or the generation
     (classic); ``topic_ids`` names every topic of ``offsets`` for v10.
+    ``leader_epochs``: the leader epoch of the record before each offset, where
+    known (KIP-320: whoever starts from the offset can then detect a log
+    truncation); -1 for the others.
     """
+    epochs = leader_epochs or {}
     module: Any = versions.request_module(API)
     by_id = versions.version(API) >= 10
     topics = []
@@ -61,6 +66,7 @@ def build(
             module.OffsetCommitRequestPartition(
                 partition_index=p,
                 committed_offset=offsets[TopicPartition(topic, p)],
+                committed_leader_epoch=epochs.get(TopicPartition(topic, p), -1),
                 committed_metadata=None,
             )
             for p in parts

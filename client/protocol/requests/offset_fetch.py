@@ -21,7 +21,7 @@ from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests._common import Narrow, by_topic, topic_name
 from kgroup.types import TopicPartition
 
-__all__ = ["Response", "build", "narrow", "parse"]
+__all__ = ["Response", "build", "committed_leader_epochs", "narrow", "parse"]
 
 API = ApiKey.OFFSET_FETCH
 
@@ -91,4 +91,25 @@ def parse(
                 result[TopicPartition(name, int(part.partition_index))] = (
                     offset if offset >= 0 else None
                 )
+    return result
+
+
+def committed_leader_epochs(
+    response: Response, topic_names: Mapping[uuid.UUID, str]
+) -> dict[TopicPartition, int]:
+    """The leader epoch committed with each partition's offset, where one was (KIP-320).
+
+    Partitions without a committed offset, or committed without an epoch (-1),
+    are left out. Errors are :func:`parse`'s to raise.
+    """
+    result: dict[TopicPartition, int] = {}
+    for group in response.groups:
+        for topic in group.topics:
+            name = topic_name(topic, topic_names)
+            if name is None:
+                continue
+            for part in topic.partitions:
+                epoch = int(part.committed_leader_epoch)
+                if int(part.committed_offset) >= 0 and epoch >= 0:
+                    result[TopicPartition(name, int(part.partition_index))] = epoch
     return result

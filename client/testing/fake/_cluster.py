@@ -81,6 +81,8 @@ class Cluster:
         self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.classic_groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[TopicPartition, int]] = {}
+        # The leader epoch committed with each offset (KIP-320; -1 if none), beside it.
+        self.offset_epochs: dict[str, dict[TopicPartition, int]] = {}
         self.coordinators: dict[str, int] = {}
         self.consumer_protocol = True
         self.hide_consumer_protocol = False
@@ -554,6 +556,7 @@ class Cluster:
                 int(request.generation_id_or_member_epoch),
             )
             stored = self.offsets.setdefault(request.group_id, {})
+            epochs = self.offset_epochs.setdefault(request.group_id, {})
             for topic in request.topics:
                 found = (
                     self.topics.by_id.get(topic.topic_id)
@@ -572,6 +575,7 @@ class Cluster:
                         )
                     if error is ErrorCode.none and found is not None:
                         stored[TopicPartition(found.name, index)] = int(part.committed_offset)
+                        epochs[TopicPartition(found.name, index)] = int(part.committed_leader_epoch)
                     partitions.append(
                         make(
                             m,
@@ -616,6 +620,7 @@ class Cluster:
                     )
                     continue
                 stored = self.offsets.get(group_id, {})
+                epochs = self.offset_epochs.get(group_id, {})
                 wanted: list[tuple[Any, FakeTopic | None, tuple[int, ...]]] = []
                 if asked.topics is None:
                     for tp in sorted(stored):
@@ -640,7 +645,9 @@ class Cluster:
                             committed_offset=-1
                             if found is None
                             else stored.get(TopicPartition(found.name, p), -1),
-                            committed_leader_epoch=-1,
+                            committed_leader_epoch=-1
+                            if found is None
+                            else epochs.get(TopicPartition(found.name, p), -1),
                             metadata="",
                             error_code=ErrorCode.unknown_topic_id
                             if found is None and by_id

@@ -371,6 +371,11 @@ class FakeBroker(LoopServed):
         with self._lock:
             return dict(self._cluster.offsets.get(group_id, {}))
 
+    def committed_leader_epochs(self, group_id: str) -> dict[TopicPartition, int]:
+        """The leader epoch committed with each offset of ``group_id`` (-1: none, KIP-320)."""
+        with self._lock:
+            return dict(self._cluster.offset_epochs.get(group_id, {}))
+
     def assignment(self, group_id: str, member_id: str) -> frozenset[TopicPartition]:
         """What the coordinator currently gives ``member_id`` (either protocol's group).
 

@@ -137,6 +137,11 @@ class FakeDataPlane(DataPlane):
         """assign / unassign / pause / resume / seek calls, oldest first."""
         self.consumed: list[Record] = []
         """Every record handed out, in order."""
+        self.leader_epoch: int | None = 0
+        """The leader epoch of every record (the fake's partitions keep their first
+        leader); None makes the data plane know no epochs."""
+        self.start_epochs: dict[TopicPartition, int] = {}
+        """The leader epoch each partition was last assigned with (KIP-320)."""
 
     def _note(self, method: str, partitions: Iterable[TopicPartition]) -> None:
         self.calls.append(DataPlaneCall(method, frozenset(partitions)))
@@ -157,9 +162,18 @@ class FakeDataPlane(DataPlane):
         with self._log.changed:
             return frozenset(self._paused_set)
 
-    def assign(self, offsets: Mapping[TopicPartition, int | None]) -> None:
-        """Start fetching at the given offsets (None or negative: ``auto.offset.reset``)."""
+    def assign(
+        self,
+        offsets: Mapping[TopicPartition, int | None],
+        leader_epochs: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
+        """Start fetching at the given offsets (None or negative: ``auto.offset.reset``).
+
+        The fake's partitions never change leader, so ``leader_epochs`` needs no
+        validation; the last one given per partition is kept in :attr:`start_epochs`.
+        """
         self._check_open()
+        self.start_epochs.update(leader_epochs or {})
         fresh = {tp: o for tp, o in offsets.items() if tp not in self._fetch}
         if not fresh:
             return
@@ -221,6 +235,17 @@ class FakeDataPlane(DataPlane):
         """The offset of the next record to hand out, for partitions something was handed from."""
         with self._log.changed:
             return {tp: self._position[tp] for tp in partitions if tp in self._position}
+
+    def leader_epochs(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Leader epochs of positions: :attr:`leader_epoch` for every partition with a position
+        at that offset (the fake's partitions keep one leader; None: no epochs, as a peer
+        without KIP-320)."""
+        if self.leader_epoch is None:
+            return {}
+        with self._log.changed:
+            return {
+                tp: self.leader_epoch for tp, o in offsets.items() if self._position.get(tp) == o
+            }
 
     def consume(self, max_records: int, timeout: float) -> list[Record]:
         """Up to ``max_records`` records, waiting at most ``timeout`` seconds for the first."""
