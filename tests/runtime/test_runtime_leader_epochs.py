@@ -87,14 +87,15 @@ async def test_a_data_plane_without_epochs_commits_none_and_starts_without_one(
     config = consumer_config(broker, group_id, **{"enable.auto.commit": False})
     got: dict[AsyncConsumer, list[Record]] = defaultdict(list)
     (tp,) = tps("orders", 0)
-    for round_ in range(2):
-        plane = broker.dataplane()
-        plane.leader_epoch = None
-        async with AsyncConsumer(config, dataplane=plane) as consumer:
-            consumer.subscribe(["orders"])
-            await drive(consumer, until=lambda: bool(plane.assigned), sink=got)
-            assert plane.start_epochs == {}
-            if round_ == 0:
-                await drive(consumer, until=lambda: len(got[consumer]) == 3, sink=got)
-                assert await consumer.commit() == {tp: 3}
+    first, second = broker.dataplane(), broker.dataplane()
+    first.leader_epoch = second.leader_epoch = None
+    async with AsyncConsumer(config, dataplane=first) as consumer:
+        consumer.subscribe(["orders"])
+        await drive(consumer, until=lambda: len(got[consumer]) == 3, sink=got)
+        assert await consumer.commit() == {tp: 3}
     assert broker.committed_leader_epochs(group_id) == {tp: -1}
+    async with AsyncConsumer(config, dataplane=second) as consumer:
+        consumer.subscribe(["orders"])
+        await drive(consumer, until=lambda: bool(second.assigned))
+        assert second.start_epochs == {}
+    assert first.start_epochs == {}
