@@ -377,8 +377,8 @@ class DataPlane:
         ``None`` means no committed offset: start where ``auto.offset.reset`` says.
         With ``auto.offset.reset=error`` a partition without an offset is an error.
         An offset with its leader epoch (``leader_epochs``) is validated by
-        librdkafka against the leader's log before it fetches (KIP-320): after a
-        truncation it starts at the end of that epoch instead of going out of range.
+        librdkafka against the leader's log before it fetches (KIP-320), so a
+        log truncation is detected instead of the offset going out of range.
         """
         epochs = leader_epochs or {}
         fresh = {tp: off for tp, off in offsets.items() if tp not in self._assigned}
