@@ -14,10 +14,10 @@ from typing import Any
 
 import confluent_kafka
 import pytest
-from helpers import classic_conf, consumer_conf, drain, produce
+from helpers import classic_conf, consumer_conf, drain, produce, produce_values
 
 from kgroup import Consumer
-from kgroup.testing import KafkaBroker
+from kgroup.testing import KafkaBroker, create_topic
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
 
 pytestmark = pytest.mark.integration
@@ -71,3 +71,51 @@ def test_commits_carry_the_leader_epoch_and_the_next_member_resumes_from_them(
         # Committing the new positions keeps the epoch too.
         consumer.commit()
     assert _committed(bootstrap, group, topic) == [(p, 20, 0) for p in range(PARTITIONS)]
+
+
+
+def _leader_epoch(bootstrap: str, topic: str) -> int:
+    """The partition's current leader epoch, as a fetched offset's epoch shows it."""
+    reader = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "epoch-reader", "enable.auto.commit": False}
+    )
+    try:
+        reader.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_END)])
+        offsets = reader.offsets_for_times(
+            [confluent_kafka.TopicPartition(topic, 0, -1)], timeout=30
+        )
+        epoch = offsets[0].leader_epoch
+    finally:
+        reader.close()
+    assert epoch is not None
+    return epoch
+
+
+def test_an_offset_truncated_by_a_leader_change_resumes_at_the_end_of_its_epoch() -> None:
+    # The state an unclean leader election leaves: the group committed offset 20
+    # at leader epoch 0, but the partition's log holds epoch 0 only up to offset
+    # 10 (the rest was truncated) and a new leader epoch wrote offsets 10-14.
+    # With the epoch, librdkafka asks the leader where epoch 0 ends and resumes
+    # there (10); without it, offset 20 is out of range, and
+    # auto.offset.reset=earliest replays offsets 0-9 (latest would skip 10-14).
+    with KafkaBroker() as broker:
+        bootstrap = broker.bootstrap_servers
+        create_topic(bootstrap, "t", partitions=1)
+        produce_values(bootstrap, "t", [(0, f"old-{i}") for i in range(10)])
+        broker.restart()  # the partition gets a new leader epoch
+        later = [f"new-{i}" for i in range(5)]
+        produce_values(bootstrap, "t", [(0, v) for v in later])
+        assert _leader_epoch(bootstrap, "t") > 0
+        committer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "g"})
+        try:
+            committer.commit(
+                offsets=[confluent_kafka.TopicPartition("t", 0, 20, leader_epoch=0)],
+                asynchronous=False,
+            )
+        finally:
+            committer.close()
+
+        with Consumer(consumer_conf(bootstrap, "g")) as consumer:
+            consumer.subscribe(["t"])
+            values = drain(consumer, len(later), 30)
+        assert values == later
