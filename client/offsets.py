@@ -16,6 +16,10 @@ retries what can succeed later and filters what must never be sent:
 
 v10 of both APIs names topics by id; the version negotiated with the
 coordinator decides which naming is sent.
+
+Offsets carry leader epochs (KIP-320, :class:`EpochBook`), and
+:func:`check_truncation` asks partition leaders whether a committed offset
+still stands in their log before a member resumes from it.
 """
 
 from __future__ import annotations
@@ -39,12 +43,21 @@ from kgroup.errors import (
     StaleMemberEpochError,
     TransportError,
 )
+from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.negotiation import NegotiatedVersions
-from kgroup.protocol.requests import offset_commit, offset_fetch
+from kgroup.protocol.requests import offset_commit, offset_fetch, offset_for_leader_epoch
+from kgroup.protocol.requests.offset_for_leader_epoch import EpochEnd, EpochQuery
 from kgroup.transport.interface import ClusterClient
 from kgroup.types import Backoff, TopicPartition
 
-__all__ = ["MemberView", "OffsetManager"]
+__all__ = [
+    "EpochBook",
+    "MemberView",
+    "OffsetManager",
+    "Truncation",
+    "check_truncation",
+    "truncations",
+]
 
 log = logging.getLogger("kgroup.offsets")
 
@@ -140,6 +153,88 @@ class EpochBook:
         if self.live is not None:
             result.update(self.live(offsets))
         return result
+
+
+@dataclass(frozen=True, slots=True)
+class Truncation:
+    """A committed offset past the end of its leader epoch in the leader's log.
+
+    The records the offset counted were truncated (an unclean leader election
+    made a replica without them leader), and the log goes on with other records
+    from ``resume_at``: resuming there reads every record the log holds now;
+    resuming at ``committed`` would skip the new ones up to it, or fall out of range.
+    """
+
+    partition: TopicPartition
+    committed: int
+    committed_epoch: int
+    resume_at: int
+    resume_epoch: int
+
+
+def truncations(
+    starts: Mapping[TopicPartition, int],
+    epochs: Mapping[TopicPartition, int],
+    answers: Mapping[TopicPartition, EpochEnd],
+) -> list[Truncation]:
+    """The partitions whose start offset lies past the end of its epoch on the leader.
+
+    An answer with an error or an undefined epoch or offset decides nothing (the
+    partition starts where it would have; the data plane's own range checks apply).
+    """
+    found: list[Truncation] = []
+    for tp in sorted(answers):
+        answer = answers[tp]
+        if tp not in starts or tp not in epochs or answer.error_code != 0:
+            continue
+        if answer.end_offset < 0 or answer.leader_epoch < 0:
+            continue
+        if answer.end_offset < starts[tp]:
+            found.append(
+                Truncation(tp, starts[tp], epochs[tp], answer.end_offset, answer.leader_epoch)
+            )
+    return found
+
+
+async def check_truncation(
+    client: ClusterClient,
+    starts: Mapping[TopicPartition, int],
+    leader_epochs: EpochBook,
+    *,
+    timeout: float,
+) -> list[Truncation]:
+    """Ask the partitions' leaders whether ``starts`` still stand (KIP-320).
+
+    Only offsets whose leader epoch is known and older than the partition's
+    current leader epoch are asked about (as the Java client: a log is truncated
+    only by a leader change), so a member of a calm cluster sends nothing. A
+    leader that cannot answer within ``timeout`` (or does not speak
+    OffsetForLeaderEpoch) leaves its partitions unchecked.
+    """
+    epochs = leader_epochs.of(starts)
+    by_leader: dict[int, dict[TopicPartition, EpochQuery]] = {}
+    for tp, epoch in epochs.items():
+        topic = client.cluster.topics.get(tp.topic)
+        info = None if topic is None else topic.partitions.get(tp.partition)
+        if info is None or info.leader < 0 or info.leader_epoch <= epoch:
+            continue
+        by_leader.setdefault(info.leader, {})[tp] = EpochQuery(epoch, info.leader_epoch)
+    answers: dict[TopicPartition, EpochEnd] = {}
+    for leader, queries in sorted(by_leader.items()):
+        with anyio.move_on_after(timeout):
+            try:
+                connection = await client.connection(leader)
+                if ApiKey.OFFSET_FOR_LEADER_EPOCH not in connection.versions.chosen:
+                    continue
+                response = await connection.request(
+                    offset_for_leader_epoch.build(connection.versions, queries), timeout=timeout
+                )
+                answers.update(
+                    offset_for_leader_epoch.parse(offset_for_leader_epoch.narrow(response))
+                )
+            except KgroupError as exc:
+                log.info("could not check %s for truncation: %s", sorted(queries), exc)
+    return truncations(starts, epochs, answers)
 
 
 @dataclass(eq=False, slots=True)

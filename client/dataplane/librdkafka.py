@@ -376,9 +376,10 @@ class DataPlane:
 
         ``None`` means no committed offset: start where ``auto.offset.reset`` says.
         With ``auto.offset.reset=error`` a partition without an offset is an error.
-        An offset with its leader epoch (``leader_epochs``) is validated by
-        librdkafka against the leader's log before it fetches (KIP-320), so a
-        log truncation is detected instead of the offset going out of range.
+        ``leader_epochs``: the leader epoch of each offset, where known (KIP-320),
+        handed to librdkafka with it (librdkafka 2.16 does not validate an
+        assigned offset; the runtime checks for truncation before, see
+        :func:`kgroup.offsets.check_truncation`).
         """
         epochs = leader_epochs or {}
         fresh = {tp: off for tp, off in offsets.items() if tp not in self._assigned}

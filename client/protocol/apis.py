@@ -48,6 +48,7 @@ class ApiKey(enum.IntEnum):
     LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
+    OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
@@ -104,6 +105,8 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, VersionRange]] = MappingProxyType(
         ApiKey.OFFSET_FETCH: VersionRange(8, 10),
         # v6 is the first flexible version.
         ApiKey.LIST_OFFSETS: VersionRange(6, 11),
+        # v3 carries the replica id (-1: a consumer); Kafka 4 serves v2-v4.
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: VersionRange(3, 4),
         # v4 reports group.instance.id of members.
         ApiKey.DESCRIBE_GROUPS: VersionRange(4, 6),
         # v4 filters by state.

@@ -89,7 +89,7 @@ from kgroup.membership import (
     SubscriptionChanged,
     Unsubscribe,
 )
-from kgroup.offsets import EpochBook, MemberView, OffsetManager
+from kgroup.offsets import EpochBook, MemberView, OffsetManager, check_truncation
 from kgroup.protocol import broker_error
 from kgroup.runtime import choice, work
 from kgroup.runtime._log import log
@@ -681,6 +681,7 @@ class Driver:
             except BrokerError as exc:
                 self.set_fatal(exc)
                 return
+        await self._check_truncation(committed)
         ops = fetch.offsets_fetched(ticket, committed, self.owned())
         if not ops or not self._apply(ops):
             return
@@ -691,6 +692,36 @@ class Driver:
             self.session.member_id,
             ", ".join(f"{tp}@{'reset' if o is None else o}" for tp, o in sorted(start.items())),
         )
+
+    async def _check_truncation(self, committed: dict[TopicPartition, int | None]) -> None:
+        """Move committed offsets the leaders' logs no longer hold to where they diverge.
+
+        librdkafka (2.16) fetches an assigned offset without validating its leader
+        epoch: one past the end of a truncated log is out of range, and
+        ``auto.offset.reset`` then replays the partition (earliest) or skips the
+        records written since the truncation (latest). The Java client checks
+        (KIP-320) and resumes at the divergence point; so does kgroup.
+        """
+        starts = {tp: o for tp, o in committed.items() if o is not None}
+        cuts = await check_truncation(
+            self.client, starts, self._leader_epochs, timeout=self.request_timeout
+        )
+        for cut in cuts:
+            log.warning(
+                "group %s: %s was committed at offset %d (leader epoch %d), but the "
+                "leader's log ends that epoch at %d: the log was truncated (unclean "
+                "leader election); resuming at %d",
+                self.group_id,
+                cut.partition,
+                cut.committed,
+                cut.committed_epoch,
+                cut.resume_at,
+                cut.resume_at,
+            )
+            committed[cut.partition] = cut.resume_at
+            self._leader_epochs.note(
+                {cut.partition: cut.resume_at}, {cut.partition: cut.resume_epoch}
+            )
 
     # --------------------------------------------------------------- commits
 

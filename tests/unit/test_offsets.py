@@ -12,8 +12,17 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kgroup.errors import FencedMemberEpochError, RequestTimeoutError
-from kgroup.offsets import EpochBook, MemberView, OffsetManager
+from kgroup.offsets import (
+    EpochBook,
+    MemberView,
+    OffsetManager,
+    Truncation,
+    check_truncation,
+    truncations,
+)
 from kgroup.protocol import SUPPORTED_VERSIONS, ApiKey, NegotiatedVersions, VersionRange, negotiate
+from kgroup.protocol.cluster import PartitionInfo
+from kgroup.protocol.requests.offset_for_leader_epoch import EpochEnd
 from kgroup.transport import Backoff, ClusterMetadata, TopicInfo
 from kgroup.types import TopicPartition
 
@@ -301,3 +310,95 @@ async def test_committed_offsets_keep_their_leader_epoch_when_committed_again(
         p.partition_index: p.committed_leader_epoch for t in first.topics for p in t.partitions
     } == {0: 7, 1: -1}
     assert [p.committed_leader_epoch for t in second.topics for p in t.partitions] == [-1]
+
+
+def _end(epoch: int, end: int, code: int = 0) -> EpochEnd:
+    return EpochEnd(leader_epoch=epoch, end_offset=end, error_code=code)
+
+
+def test_truncations_are_starts_past_the_end_of_their_epoch_on_the_leader() -> None:
+    starts = {P0: 20, P1: 8}
+    epochs = {P0: 0, P1: 0}
+    # P0: epoch 0 ends at 10 on the leader, below 20: truncated. P1: ends at 10,
+    # above 8: the offset stands.
+    assert truncations(starts, epochs, {P0: _end(0, 10), P1: _end(0, 10)}) == [
+        Truncation(P0, committed=20, committed_epoch=0, resume_at=10, resume_epoch=0)
+    ]
+    # An error or an undefined answer decides nothing; nor does a partition
+    # whose epoch is not known.
+    assert truncations(starts, epochs, {P0: _end(0, 10, code=74)}) == []
+    assert truncations(starts, epochs, {P0: _end(-1, -1)}) == []
+    assert truncations(starts, {P1: 0}, {P0: _end(0, 10)}) == []
+
+
+class _EpochLeader:
+    """A cluster client whose one broker leads ``orders`` at ``leader_epoch`` and
+    answers OffsetForLeaderEpoch with ``end`` for every partition."""
+
+    def __init__(self, leader_epoch: int, end: int) -> None:
+        self.versions = negotiate({int(api): rng for api, rng in SUPPORTED_VERSIONS.items()})
+        self.cluster = ClusterMetadata(
+            topics={
+                TOPIC: TopicInfo(
+                    name=TOPIC,
+                    topic_id=TOPIC_ID,
+                    partitions={
+                        p: PartitionInfo(
+                            p, leader=1, leader_epoch=leader_epoch, replicas=(1,), isr=(1,)
+                        )
+                        for p in (0, 1)
+                    },
+                )
+            }
+        )
+        self.end = end
+        self.sent: list[Any] = []
+
+    async def connection(self, node_id: int) -> _EpochLeader:
+        assert node_id == 1
+        return self
+
+    async def request(self, request: Any, *, timeout: float | None = None) -> Any:
+        self.sent.append(request)
+        module: Any = self.versions.response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+        return module.OffsetForLeaderEpochResponse(
+            throttle_time=datetime.timedelta(0),
+            topics=tuple(
+                module.OffsetForLeaderTopicResult(
+                    topic=t.topic,
+                    partitions=tuple(
+                        module.EpochEndOffset(
+                            error_code=ErrorCode.none,
+                            partition=p.partition,
+                            leader_epoch=p.leader_epoch,
+                            end_offset=self.end,
+                        )
+                        for p in t.partitions
+                    ),
+                )
+                for t in request.topics
+            ),
+        )
+
+
+async def test_check_truncation_asks_only_about_offsets_from_an_older_leader_epoch(
+    anyio_backend: str,
+) -> None:
+    book = EpochBook()
+    book.note({P0: 20, P1: 20}, {P0: 2, P1: 3})
+    calm = _EpochLeader(leader_epoch=3, end=10)
+    # P1's epoch is the leader's current one: nothing can have truncated it, and
+    # nothing is asked; P0's epoch 2 is older: asked, and found truncated at 10.
+    cuts = await check_truncation(calm, {P0: 20, P1: 20}, book, timeout=1.0)  # type: ignore[arg-type]
+    assert cuts == [Truncation(P0, 20, 2, 10, 2)]
+    (request,) = calm.sent
+    ((partition,),) = [t.partitions for t in request.topics]
+    assert (partition.partition, partition.leader_epoch, partition.current_leader_epoch) == (
+        0,
+        2,
+        3,
+    )
+    # No known epoch, or a current one: no request at all.
+    quiet = _EpochLeader(leader_epoch=3, end=10)
+    assert await check_truncation(quiet, {P0: 5, P1: 20}, book, timeout=1.0) == []  # type: ignore[arg-type]
+    assert quiet.sent == []

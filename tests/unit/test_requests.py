@@ -58,8 +58,10 @@ from kgroup.protocol.requests import (
     metadata,
     offset_commit,
     offset_fetch,
+    offset_for_leader_epoch,
     sync_group,
 )
+from kgroup.protocol.requests.offset_for_leader_epoch import EpochEnd, EpochQuery
 from kgroup.types import TopicPartition
 
 TOPIC_ID = uuid.UUID("3f1e7d0a-0000-4000-8000-000000000003")
@@ -629,3 +631,45 @@ def test_each_module_accepts_exactly_the_versions_kgroup_negotiates(module: Any)
     assert sorted(int(c.__version__) for c in classes) == list(
         range(supported.min, supported.max + 1)
     )
+
+
+# ---------------------------------------------------------- offset for leader epoch
+
+
+def test_offset_for_leader_epoch_asks_as_a_consumer_and_reads_each_partitions_end() -> None:
+    queries = {A1: EpochQuery(leader_epoch=2, current_leader_epoch=5), A0: EpochQuery(0, 5)}
+    for versions in (
+        _lowest(ApiKey.OFFSET_FOR_LEADER_EPOCH),
+        _highest(ApiKey.OFFSET_FOR_LEADER_EPOCH),
+    ):
+        request = _wire(offset_for_leader_epoch.build(versions, queries))
+        assert request.replica_id == -1
+        (topic,) = request.topics
+        assert topic.topic == "a"
+        assert [
+            (p.partition, p.leader_epoch, p.current_leader_epoch) for p in topic.partitions
+        ] == [(0, 0, 5), (1, 2, 5)]
+    module = _responses(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4)
+    response = module.OffsetForLeaderEpochResponse(
+        throttle_time=NO_TIME,
+        topics=(
+            module.OffsetForLeaderTopicResult(
+                topic="a",
+                partitions=(
+                    module.EpochEndOffset(
+                        error_code=ErrorCode.none, partition=0, leader_epoch=0, end_offset=10
+                    ),
+                    module.EpochEndOffset(
+                        error_code=ErrorCode.fenced_leader_epoch,
+                        partition=1,
+                        leader_epoch=-1,
+                        end_offset=-1,
+                    ),
+                ),
+            ),
+        ),
+    )
+    assert offset_for_leader_epoch.parse(offset_for_leader_epoch.narrow(response)) == {
+        A0: EpochEnd(leader_epoch=0, end_offset=10, error_code=0),
+        A1: EpochEnd(leader_epoch=-1, end_offset=-1, error_code=int(ErrorCode.fenced_leader_epoch)),
+    }
