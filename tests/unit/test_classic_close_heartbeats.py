@@ -46,13 +46,17 @@ from kgroup.membership import (
 from kgroup.membership.common.events import CallbackKind
 
 
-def _closing(*, auto_commit: bool, session_timeout_ms: int = 10_000, **config: object) -> Harness:
+def _closing(
+    *, auto_commit: bool, session_timeout_ms: int = 10_000, instance_id: str | None = None
+) -> Harness:
     """A member owning a-0 and a-1 in generation 1, closed at 0.5 s (heartbeat interval 1 s).
 
     With ``auto_commit`` the revocation commit is out (unanswered); without it
     the revoke callback is.
     """
-    h = Harness(auto_commit=auto_commit, session_timeout_ms=session_timeout_ms, **config)
+    h = Harness(
+        auto_commit=auto_commit, session_timeout_ms=session_timeout_ms, instance_id=instance_id
+    )
     h.stable("a-0", "a-1")
     acts = h.do(CloseRequested(deadline=60.0), at=0.5)
     assert of(StopFetching, acts) == [StopFetching(tps("a-0", "a-1"))]
@@ -145,7 +149,7 @@ def test_illegal_generation_during_the_commit_loses_the_partitions_and_still_sen
     assert h.do(LeaveGroupResponseReceived(leave.seq)) == [Closed(False)]
 
 
-def test_unknown_member_id_during_the_revoke_callback_lets_it_finish_then_closes_without_leave() -> (
+def test_unknown_member_id_in_the_revoke_callback_lets_it_finish_then_closes_without_leave() -> (
     None
 ):
     h = _closing(auto_commit=False)
