@@ -217,6 +217,9 @@ class ClassicMember(
     - a lost assignment (generation reset, poll timeout, fatal) is never
       committed, and commits parked across a rebalance are retried only for
       partitions the member owns after it;
+    - a member releasing its partitions to leave heartbeats until its
+      LeaveGroup; if the coordinator drops it meanwhile, nothing more of them
+      is committed;
     - every state change follows
       :data:`~kgroup.membership.classic.states.CLASSIC_TRANSITIONS`.
 
