@@ -98,9 +98,12 @@ _E = ErrorCode
 _Action = ClassicMemberAction
 # States that heartbeat (given a generation and a member id): the Java client's
 # COMPLETING_REBALANCE and STABLE, plus the preparation of a rejoin, which in
-# Java runs while the heartbeat thread still sees STABLE.
+# Java runs while the heartbeat thread still sees STABLE, and the release before
+# a leave (Java's heartbeat thread runs while close() runs onPartitionsRevoked;
+# the member stays STABLE until its LeaveGroup). LEAVING holds a generation only
+# while it releases: the LeaveGroup (or the close timeout) resets it.
 _HEARTBEATING = frozenset(
-    {_S.PREPARING, _S.AWAITING_ASSIGNOR, _S.SYNCING, _S.RECONCILING, _S.STABLE}
+    {_S.PREPARING, _S.AWAITING_ASSIGNOR, _S.SYNCING, _S.RECONCILING, _S.STABLE, _S.LEAVING}
 )
 
 
@@ -214,6 +217,9 @@ class ClassicMember(
     - a lost assignment (generation reset, poll timeout, fatal) is never
       committed, and commits parked across a rebalance are retried only for
       partitions the member owns after it;
+    - a member releasing its partitions to leave heartbeats until its
+      LeaveGroup; if the coordinator drops it meanwhile, nothing more of them
+      is committed;
     - every state change follows
       :data:`~kgroup.membership.classic.states.CLASSIC_TRANSITIONS`.
 
@@ -286,6 +292,8 @@ class ClassicMember(
         # Partitions that release must not commit (left out of an assignment
         # heard only after an unanswered SyncGroup, see _on_synced).
         self._release_uncommitted: frozenset[TopicPartition] = frozenset()
+        # A fatal error was heard while releasing: the leave ends in FATAL.
+        self._leave_fatal = False
 
     # ------------------------------------------------------------------ views
 
@@ -467,6 +475,16 @@ class ClassicMember(
         # Stop fetching and report them lost (never committed) at once, look
         # the coordinator up again, and rejoin with the same member id (and
         # instance id) once the lost callback ran and the coordinator answers.
+        reason = "no successful heartbeat within session.timeout.ms"
+        self._last_heartbeat_ok = None
+        self._mark_coordinator_unknown(acts)
+        if self._state is _S.LEAVING:
+            # The coordinator has expired the member by now: a LeaveGroup would
+            # only be refused, so the member id goes too.
+            self._release_lost(
+                f"{reason} ({self._cfg.session_timeout_ms} ms)", reset_member_id=True, acts=acts
+            )
+            return
         log.warning(
             "group %s member %s: no successful heartbeat within session.timeout.ms "
             "(%d ms); treating the assignment as lost, looking the coordinator up "
@@ -475,10 +493,7 @@ class ClassicMember(
             self._member_id,
             self._cfg.session_timeout_ms,
         )
-        self._last_heartbeat_ok = None
-        self._mark_coordinator_unknown(acts)
         self._reset_generation(reset_member_id=False)
-        reason = "no successful heartbeat within session.timeout.ms"
         if self._state is _S.PREPARING:
             # Start the preparation over: with no generation it gives up
             # everything still owned as lost, not only what it was revoking.
@@ -977,6 +992,20 @@ class ClassicMember(
 
     def _on_commit_failed(self, event: CommitFailed, now: float, acts: list[_Action]) -> None:
         code = event.error_code
+        if (
+            self._state is _S.LEAVING
+            and self._has_generation()
+            and event.generation_id == self._generation
+            and code in (_E.ILLEGAL_GENERATION, _E.UNKNOWN_MEMBER_ID, _E.FENCED_INSTANCE_ID)
+        ):
+            # A commit of the generation being released was refused: the member
+            # is out of it, as when a heartbeat says so (the revocation commit's
+            # own failure turns the revoke callback into the lost one).
+            if code == _E.FENCED_INSTANCE_ID:
+                self._fatal(code, "offset commit: the group instance id was fenced", acts)
+            else:
+                self._reset(classic_reaction_for(code), now, acts)
+            return
         parks = code in (
             _E.REBALANCE_IN_PROGRESS,
             _E.ILLEGAL_GENERATION,
@@ -1244,6 +1273,18 @@ class ClassicMember(
 
     def _reset(self, reaction: ClassicReaction, now: float, acts: list[_Action]) -> None:
         """ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID: reset, and rejoin (losing the assignment)."""
+        if self._state is _S.LEAVING:
+            # Leaving: no rejoin, the release goes on as a loss. After
+            # ILLEGAL_GENERATION the coordinator still knows the member id, and
+            # LeaveGroup (which carries no generation) removes the member at
+            # once rather than a session timeout later; after UNKNOWN_MEMBER_ID
+            # the member is gone and a LeaveGroup would be refused.
+            self._release_lost(
+                f"the coordinator answered {reaction.name}",
+                reset_member_id=reaction is ClassicReaction.RESET_MEMBER,
+                acts=acts,
+            )
+            return
         self._reset_generation(reset_member_id=reaction is ClassicReaction.RESET_MEMBER)
         if self._state is _S.PREPARING:
             # The preparation under way finishes as it began; the join then
@@ -1271,6 +1312,15 @@ class ClassicMember(
             name,
             message,
         )
+        if self._state is _S.LEAVING:
+            # Heard while releasing (FENCED_INSTANCE_ID: another instance took
+            # the instance id): the partitions are lost as after UNKNOWN_MEMBER_ID,
+            # and the leave ends in FATAL (or Closed) once the callback under way
+            # returned, so that a close does not end before the application heard.
+            self._release_lost(f"fatal error {name}", reset_member_id=True, acts=acts)
+            self._leave_fatal = True
+            acts.append(ReportFatalError(code, name, message))
+            return
         was_closing = self._life.closing
         self._enter_fatal(acts)
         acts.append(ReportFatalError(code, name, message))
@@ -1335,6 +1385,39 @@ class ClassicMember(
         kind = CallbackKind.REVOKED if self._has_generation() else CallbackKind.LOST
         acts.append(self._callback(op, kind, op.revoked))
 
+    def _release_lost(self, why: str, *, reset_member_id: bool, acts: list[_Action]) -> None:
+        """The coordinator no longer counts this leaving member in its generation.
+
+        The partitions being released may be another member's already, so
+        nothing more of them is committed: with the generation reset the
+        member stops heartbeating, and with nothing owned the runtime drops the
+        application's commits of them (a commit already on its way carries the
+        old generation, which the coordinator refuses). Where the release
+        stands decides what the application hears:
+
+        - the revocation commit is under way: its outcome is ignored, and the
+          lost callback runs instead of the revoke callback;
+        - the revoke (or lost) callback is under way: it finishes as it began
+          (the application was told, and its commits in it are dropped from
+          now on); no second callback.
+
+        The leave follows that callback, as after any release, with a
+        LeaveGroup only if the member id was kept.
+        """
+        op = self._op
+        log.warning(
+            "group %s member %s: %s while releasing %s to leave; they are lost: "
+            "nothing more of them is committed",
+            self._cfg.group_id,
+            self._member_id or "-",
+            why,
+            sorted(op.revoked) if op is not None else [],
+        )
+        self._reset_generation(reset_member_id=reset_member_id)
+        self._owned = frozenset()
+        if op is not None and op.step is Step.COMMIT:
+            self._release_callback(op, acts)
+
     def _round_completing(self) -> bool:
         """Whether a join round is under way that the coordinator completes without us.
 
@@ -1396,6 +1479,11 @@ class ClassicMember(
         reason = self._life.take_leave_reason()
         if self._life.closing:
             self._finish_close(timed_out, acts)
+            return
+        if self._leave_fatal:
+            # The fatal error was reported when heard: no rejoin after it.
+            self._leave_fatal = False
+            self._go(_T.FATAL_ERROR)
             return
         self._go(_T.LEFT)
         if reason is LeaveReason.UNSUBSCRIBE:

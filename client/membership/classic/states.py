@@ -94,6 +94,8 @@ CLASSIC_MACHINE: TransitionTable[ClassicState, ClassicTrigger] = TransitionTable
         (_S.STALE, _T.LEAVE): _S.LEAVING,
         (_S.LEAVING, _T.LEFT): _S.UNJOINED,
         (_S.LEAVING, _T.CLOSE): _S.CLOSED,
+        # A fatal error heard while releasing ends an unsubscribe's leave there.
+        (_S.LEAVING, _T.FATAL_ERROR): _S.FATAL,
         (_S.UNJOINED, _T.CLOSE): _S.CLOSED,
         (_S.FATAL, _T.CLOSE): _S.CLOSED,
         # ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID: the assignment is lost. A
