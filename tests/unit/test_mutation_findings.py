@@ -164,3 +164,30 @@ async def test_a_commit_waits_for_a_member_epoch_before_it_is_sent(anyio_backend
     }
     [request] = coordinator.requests
     assert request.generation_id_or_member_epoch == 5
+
+
+@pytest.mark.parametrize("error", [0, classic.E["REBALANCE_IN_PROGRESS"]])
+def test_classic_session_timeout_counts_from_when_the_last_answered_heartbeat_was_sent(
+    error: int,
+) -> None:
+    # Bug found by the audit (the classic twin of the consumer-protocol rule
+    # above): the classic member counted its session from when a heartbeat's
+    # answer arrived. The coordinator restarted the session when it handled the
+    # heartbeat, possibly right after it was sent, so an answer that took 3 s
+    # let the member fetch 3 s past the coordinator's expiry, when its
+    # partitions may be another member's.
+    h = classic.Harness(classic.COOP_STICKY)
+    h.stable("a-0", protocol="cooperative-sticky")  # session until t=10
+    h.tick(1.0)
+    sent = h.heartbeat
+    assert sent is not None
+    # Answered 3 s later: all is well, or the group rebalances (a cooperative
+    # member keeps fetching while its JoinGroup is out, and sends no heartbeat).
+    h.do(ClassicHeartbeatResponseReceived(sent.seq, error), at=4.0)
+    # Nothing more is ever answered.
+    assert h.m.next_deadline() == pytest.approx(11.0)
+    assert StopFetching(classic.tps("a-0")) not in h.tick(10.9)
+    acts = h.tick(11.0)
+    assert StopFetching(classic.tps("a-0")) in acts
+    if error == 0:
+        assert RunCallback(CallbackKind.LOST, h.callbacks[-1].token, classic.tps("a-0")) in acts
