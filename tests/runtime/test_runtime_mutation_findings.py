@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import anyio
 import pytest
 
-from kgroup import AsyncConsumer
+from kgroup import AsyncConsumer, Consumer
 from kgroup.protocol import ApiKey
 from kgroup.testing.fake import FakeBroker, SeenRequest
 from kgroup.types import TopicPartition
@@ -101,3 +103,47 @@ async def test_interval_auto_commit_never_covers_the_records_consume_is_handing_
         processed = received  # the close commits what was handed out
     assert commits
     assert all(offset <= done for offset, done in commits), commits
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_blocking_interval_auto_commit_never_covers_the_records_consume_is_handing_out(
+    backend: str,
+) -> None:
+    # As above, for the blocking Consumer (its own consume loop).
+    with FakeBroker().running_in_thread(backend) as broker:
+        broker.create_topic("orders", 1)
+        for n in range(4):
+            broker.produce("orders", 0, f"r{n}".encode())
+        config = consumer_config(broker, "blocking-auto", **{"auto.commit.interval.ms": 1})
+        processed = 0
+        commits: list[tuple[int, int]] = []
+
+        def record(seen: SeenRequest) -> None:
+            for topic in seen.request.topics:
+                for partition in topic.partitions:
+                    commits.append((partition.committed_offset, processed))
+
+        broker.intercept(ApiKey.OFFSET_COMMIT, record, times=None)
+        received = 0
+        with Consumer(config, backend=backend, dataplane=broker.dataplane()) as consumer:
+            consumer.subscribe(["orders"])
+            deadline = time.monotonic() + DEADLINE
+            while received < 4:
+                assert time.monotonic() < deadline, "records not consumed in time"
+                processed = received
+                got = len(consumer.consume(1, 0.05))
+                received += got
+                if got:
+                    # Requests to the coordinator share one connection, in
+                    # order: once a heartbeat sent after this call returned has
+                    # arrived, so has any commit the call started.
+                    beats = len(broker.requests_of(ApiKey.CONSUMER_GROUP_HEARTBEAT))
+
+                    def later_heartbeat(before: int = beats) -> bool:
+                        heartbeats = broker.requests_of(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+                        return len(heartbeats) >= before + 2
+
+                    broker.wait_for(later_heartbeat, DEADLINE)
+            processed = received
+        assert commits
+        assert all(offset <= done for offset, done in commits), commits
