@@ -163,6 +163,7 @@ class _InFlight:
     seq: int
     round: int
     generation: int
+    sent_at: float
 
 
 class _Flow(enum.Enum):
@@ -1125,7 +1126,11 @@ class ClassicMember(
         code = event.error_code
         if code == 0:
             self._retry.reset()
-            self._last_heartbeat_ok = now
+            # From when it was sent, as the consumer-protocol member: the
+            # coordinator restarted the session when it handled the heartbeat,
+            # no later. Counted from the answer, a slow answer would stretch
+            # the member's idea of its session past the coordinator's.
+            self._last_heartbeat_ok = sent.sent_at
             return
         reaction = classic_reaction_for(code)
         if sent.generation != self._generation and reaction in (
@@ -1144,7 +1149,7 @@ class ClassicMember(
         if reaction is ClassicReaction.REBALANCING:
             # Heartbeats during a rebalance keep the member alive; only a
             # member that thinks it is done has to rejoin (as Java).
-            self._last_heartbeat_ok = now
+            self._last_heartbeat_ok = sent.sent_at
             if self._state is _S.STABLE:
                 self._rejoin(_T.REJOIN, "heartbeat: the group is rebalancing", now, acts)
             elif self._state is _S.RECONCILING:
@@ -1223,14 +1228,14 @@ class ClassicMember(
         if self._retry.holds(now):
             return
         if self._state is _S.JOINING and _Kind.JOIN not in self._in_flight:
-            seq = self._send(_Kind.JOIN)
+            seq = self._send(_Kind.JOIN, now)
             acts.append(SendJoinGroup(seq, self._join_request()))
         if (
             self._state is _S.SYNCING
             and self._sync_request is not None
             and _Kind.SYNC not in self._in_flight
         ):
-            seq = self._send(_Kind.SYNC)
+            seq = self._send(_Kind.SYNC, now)
             acts.append(SendSyncGroup(seq, self._sync_request))
             self._sync_request = None
         if (
@@ -1239,7 +1244,7 @@ class ClassicMember(
             and self._next_heartbeat_at is not None
             and now >= self._next_heartbeat_at
         ):
-            seq = self._send(_Kind.HEARTBEAT)
+            seq = self._send(_Kind.HEARTBEAT, now)
             self._next_heartbeat_at = now + self._cfg.heartbeat_interval_ms / 1000.0
             acts.append(
                 SendClassicHeartbeat(
@@ -1251,9 +1256,9 @@ class ClassicMember(
                 )
             )
 
-    def _send(self, kind: _Kind) -> int:
+    def _send(self, kind: _Kind, now: float) -> int:
         seq = self._next_seq()
-        self._in_flight[kind] = _InFlight(seq, self._round, self._generation)
+        self._in_flight[kind] = _InFlight(seq, self._round, self._generation, now)
         return seq
 
     # ------------------------------------------------------- reset and fatal
