@@ -1358,6 +1358,10 @@ _CHANGES: dict[tuple[S, str], S] = {
     (S.STABLE, "CloseRequested"): S.LEAVING,
     (S.PREPARING, "Unsubscribe"): S.LEAVING,
     (S.PREPARING, "CommitCompleted"): S.PREPARING,
+    # ILLEGAL_GENERATION refusing the revocation commit: the preparation starts
+    # again as a loss; the revoke callback already handed out still runs, and
+    # nothing else is owned, so the join goes out (seed 248656).
+    (S.PREPARING, "CommitFailed"): S.JOINING,
     (S.PREPARING, "CloseRequested"): S.LEAVING,
     # The LeaveGroup sent on the poll timeout is still in flight: wait for it.
     (S.STALE, "Unsubscribe"): S.LEAVING,
@@ -1423,3 +1427,34 @@ def test_config_is_validated() -> None:
         ClassicMember(ClassicMemberConfig(group_id="g"), {})
     with pytest.raises(ValueError, match="no rebalance protocol"):
         ClassicMember(ClassicMemberConfig(group_id="g"), {"x": set()})
+
+
+def test_a_generation_reset_while_preparing_stops_fetching_what_is_still_owned_at_once() -> None:
+    # Seed 248656 (soak range): m4 (cooperative) dropped a topic, so it was
+    # PREPARING: t0-4 stopped and its revocation commit was being retried
+    # (coordinator loading), while it kept fetching its t1 partitions. A
+    # heartbeat answered ILLEGAL_GENERATION, and the member reset its generation
+    # but let the preparation finish as it began: with the commit still retrying
+    # it fetched t1-1 and t1-6 for over a session without a generation, while
+    # the group went on without it. Now the preparation starts again as a loss.
+    h = Harness(COOP_STICKY)
+    h.subscribe("a", "b")
+    h.stable("a-0", "b-0", protocol="cooperative-sticky")
+    acts = h.subscribe("a")
+    assert h.state() is S.PREPARING
+    assert of(StopFetching, acts) == [StopFetching(tps("b-0"))]
+    one(CommitOffsets, acts)  # the revocation commit of b-0, not answered yet
+    h.tick(h.now + 3.0)
+    acts = h.beat(E["ILLEGAL_GENERATION"])
+    assert of(StopFetching, acts) == [StopFetching(tps("a-0"))]
+    (lost,) = of(RunCallback, acts)
+    assert (lost.kind, lost.partitions) == (CallbackKind.LOST, tps("a-0", "b-0"))
+    assert h.m.generation_id == -1
+    assert h.state() is S.PREPARING
+    h.answered.add(h.commits[-1].token)
+    # The abandoned commit's late answer changes nothing; the lost callback's end
+    # lets the join go out, owning nothing.
+    assert not of(RunCallback, h.do(CommitCompleted(h.commits[-1].token)))
+    acts = h.callback_done()
+    one(SendJoinGroup, acts)
+    assert h.m.assignment == frozenset()

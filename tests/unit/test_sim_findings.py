@@ -189,6 +189,14 @@ def test_a_sync_group_out_over_a_conversion_is_the_brokers_fetch_window() -> Non
     assert dict(result.stats).get("double_fetch_held_over_conversion", 0) > 0
 
 
+def test_a_classic_member_whose_generation_is_reset_while_preparing_stops_fetching() -> None:
+    # Seed 248656 (soak range): m4's heartbeat was answered ILLEGAL_GENERATION
+    # while it was PREPARING (a revocation commit of a dropped topic retrying
+    # through a coordinator load); it kept fetching its other partitions without
+    # a generation, and without heartbeats, past its session: SESSION_LOST_FETCH.
+    _clean(248656)
+
+
 def test_a_classic_member_subscribing_again_during_its_unsubscribe_stays_in_the_group() -> None:
     # Seed 12313 (soak range): m1 unsubscribed while its rejoin's JoinGroup was
     # out, then subscribed again before that round ended; the release waiting for

@@ -1292,8 +1292,13 @@ class ClassicMember(
             return
         self._reset_generation(reset_member_id=reaction is ClassicReaction.RESET_MEMBER)
         if self._state is _S.PREPARING:
-            # The preparation under way finishes as it began; the join then
-            # goes out with the reset identity.
+            # The preparation starts again as a loss: the coordinator moved on
+            # without this generation, so what the member still owns may be
+            # another member's already. It stops fetching now, not once a
+            # revocation commit (which the coordinator refuses at this
+            # generation anyway) gives up; a callback already handed out still
+            # runs. The join then goes out with the reset identity.
+            self._prepare(now, acts)
             return
         self._rejoin(_T.RESET, f"generation reset ({reaction.name})", now, acts)
 
