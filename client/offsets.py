@@ -28,6 +28,7 @@ import logging
 import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import KW_ONLY, dataclass, field
+from typing import Final
 
 import anyio
 from kio.schema.errors import ErrorCode
@@ -51,6 +52,7 @@ from kgroup.transport.interface import ClusterClient
 from kgroup.types import Backoff, TopicPartition
 
 __all__ = [
+    "TRUNCATION_CHECK_TIMEOUT",
     "EpochBook",
     "MemberView",
     "OffsetManager",
@@ -196,6 +198,12 @@ def truncations(
     return found
 
 
+TRUNCATION_CHECK_TIMEOUT: Final = 5.0
+"""Seconds :func:`check_truncation` waits for the leaders at most (``request.timeout.ms``
+if shorter): the partitions of one rebalance start together, so a leader that cannot
+answer must not hold up the others for long."""
+
+
 async def check_truncation(
     client: ClusterClient,
     starts: Mapping[TopicPartition, int],
@@ -207,9 +215,11 @@ async def check_truncation(
 
     Only offsets whose leader epoch is known and older than the partition's
     current leader epoch are asked about (as the Java client: a log is truncated
-    only by a leader change), so a member of a calm cluster sends nothing. A
-    leader that cannot answer within ``timeout`` (or does not speak
-    OffsetForLeaderEpoch) leaves its partitions unchecked.
+    only by a leader change), so a member of a calm cluster sends nothing. The
+    leaders are asked at once; one that has not answered within ``timeout`` (at
+    most :data:`TRUNCATION_CHECK_TIMEOUT`), fails, or does not speak
+    OffsetForLeaderEpoch leaves its partitions unchecked: they start at their
+    committed offsets, as without the check.
     """
     epochs = leader_epochs.of(starts)
     by_leader: dict[int, dict[TopicPartition, EpochQuery]] = {}
@@ -219,21 +229,30 @@ async def check_truncation(
         if info is None or info.leader < 0 or info.leader_epoch <= epoch:
             continue
         by_leader.setdefault(info.leader, {})[tp] = EpochQuery(epoch, info.leader_epoch)
+    if not by_leader:
+        return []
     answers: dict[TopicPartition, EpochEnd] = {}
-    for leader, queries in sorted(by_leader.items()):
-        with anyio.move_on_after(timeout):
-            try:
-                connection = await client.connection(leader)
-                if ApiKey.OFFSET_FOR_LEADER_EPOCH not in connection.versions.chosen:
-                    continue
-                response = await connection.request(
-                    offset_for_leader_epoch.build(connection.versions, queries), timeout=timeout
-                )
-                answers.update(
-                    offset_for_leader_epoch.parse(offset_for_leader_epoch.narrow(response))
-                )
-            except KgroupError as exc:
-                log.info("could not check %s for truncation: %s", sorted(queries), exc)
+    wait = min(timeout, TRUNCATION_CHECK_TIMEOUT)
+
+    async def ask(leader: int, queries: dict[TopicPartition, EpochQuery]) -> None:
+        try:
+            connection = await client.connection(leader)
+            if ApiKey.OFFSET_FOR_LEADER_EPOCH not in connection.versions.chosen:
+                return
+            response = await connection.request(
+                offset_for_leader_epoch.build(connection.versions, queries), timeout=wait
+            )
+            answers.update(offset_for_leader_epoch.parse(offset_for_leader_epoch.narrow(response)))
+        except KgroupError as exc:
+            log.info("could not check %s for truncation: %s", sorted(queries), exc)
+
+    with anyio.move_on_after(wait) as scope:
+        async with anyio.create_task_group() as tasks:
+            for leader, queries in sorted(by_leader.items()):
+                tasks.start_soon(ask, leader, queries)
+    if scope.cancelled_caught:
+        unanswered = sorted(tp for q in by_leader.values() for tp in q if tp not in answers)
+        log.info("no truncation check for %s: no answer within %.1f s", unanswered, wait)
     return truncations(starts, epochs, answers)
 
 

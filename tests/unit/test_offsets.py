@@ -332,10 +332,11 @@ def test_truncations_are_starts_past_the_end_of_their_epoch_on_the_leader() -> N
 
 
 class _EpochLeader:
-    """A cluster client whose one broker leads ``orders`` at ``leader_epoch`` and
-    answers OffsetForLeaderEpoch with ``end`` for every partition."""
+    """A cluster client whose broker 1 leads ``orders`` at ``leader_epoch`` and
+    answers OffsetForLeaderEpoch with ``end`` for every partition (with
+    ``silent_p1``, partition 1 is led by broker 2, which never answers)."""
 
-    def __init__(self, leader_epoch: int, end: int) -> None:
+    def __init__(self, leader_epoch: int, end: int, *, silent_p1: bool = False) -> None:
         self.versions = negotiate({int(api): rng for api, rng in SUPPORTED_VERSIONS.items()})
         self.cluster = ClusterMetadata(
             topics={
@@ -344,7 +345,11 @@ class _EpochLeader:
                     topic_id=TOPIC_ID,
                     partitions={
                         p: PartitionInfo(
-                            p, leader=1, leader_epoch=leader_epoch, replicas=(1,), isr=(1,)
+                            p,
+                            leader=2 if silent_p1 and p == 1 else 1,
+                            leader_epoch=leader_epoch,
+                            replicas=(1,),
+                            isr=(1,),
                         )
                         for p in (0, 1)
                     },
@@ -355,6 +360,8 @@ class _EpochLeader:
         self.sent: list[Any] = []
 
     async def connection(self, node_id: int) -> _EpochLeader:
+        if node_id == 2:
+            await anyio.sleep_forever()  # a broker that cannot be reached
         assert node_id == 1
         return self
 
@@ -402,3 +409,17 @@ async def test_check_truncation_asks_only_about_offsets_from_an_older_leader_epo
     quiet = _EpochLeader(leader_epoch=3, end=10)
     assert await check_truncation(quiet, {P0: 5, P1: 20}, book, timeout=1.0) == []  # type: ignore[arg-type]
     assert quiet.sent == []
+
+
+async def test_a_leader_that_does_not_answer_leaves_only_its_partitions_unchecked(
+    anyio_backend: str,
+) -> None:
+    # Partition 1's leader cannot be reached: the check gives up on it after its
+    # wait (here request.timeout.ms, shorter than TRUNCATION_CHECK_TIMEOUT) and
+    # still reports partition 0, whose leader answered at once.
+    book = EpochBook()
+    book.note({P0: 20, P1: 20}, {P0: 2, P1: 2})
+    client = _EpochLeader(leader_epoch=3, end=10, silent_p1=True)
+    with anyio.fail_after(5):
+        cuts = await check_truncation(client, {P0: 20, P1: 20}, book, timeout=0.2)  # type: ignore[arg-type]
+    assert cuts == [Truncation(P0, 20, 2, 10, 2)]
