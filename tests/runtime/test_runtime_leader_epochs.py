@@ -28,13 +28,20 @@ PROTOCOLS = pytest.mark.parametrize(
 )
 
 
+def _orders(
+    broker: FakeBroker, group_id: str, partitions: int, count: int, **extra: Any
+) -> dict[str, Any]:
+    """Topic ``orders`` with ``count`` records in each partition; a consumer config for it."""
+    broker.create_topic("orders", partitions)
+    produce_each(broker, "orders", partitions, count)
+    return consumer_config(broker, group_id, **extra)
+
+
 @PROTOCOLS
 async def test_the_revocation_commit_carries_the_leader_epoch_and_the_next_owner_starts_with_it(
     broker: FakeBroker, group_id: str, protocol: dict[str, Any]
 ) -> None:
-    broker.create_topic("orders", 2)
-    produce_each(broker, "orders", 2, 5)
-    config = consumer_config(broker, group_id, **protocol)
+    config = _orders(broker, group_id, 2, 5, **protocol)
     got: dict[AsyncConsumer, list[Record]] = defaultdict(list)
     first_plane, second_plane = broker.dataplane(), broker.dataplane()
     first_plane.leader_epoch = 3
@@ -61,9 +68,7 @@ async def test_the_revocation_commit_carries_the_leader_epoch_and_the_next_owner
 async def test_an_application_commit_below_the_position_carries_no_epoch(
     broker: FakeBroker, group_id: str
 ) -> None:
-    broker.create_topic("orders", 1)
-    produce_each(broker, "orders", 1, 5)
-    config = consumer_config(broker, group_id, **{"enable.auto.commit": False})
+    config = _orders(broker, group_id, 1, 5, **{"enable.auto.commit": False})
     got: dict[AsyncConsumer, list[Record]] = defaultdict(list)
     plane = broker.dataplane()
     plane.leader_epoch = 2
@@ -82,9 +87,7 @@ async def test_an_application_commit_below_the_position_carries_no_epoch(
 async def test_a_data_plane_without_epochs_commits_none_and_starts_without_one(
     broker: FakeBroker, group_id: str
 ) -> None:
-    broker.create_topic("orders", 1)
-    produce_each(broker, "orders", 1, 3)
-    config = consumer_config(broker, group_id, **{"enable.auto.commit": False})
+    config = _orders(broker, group_id, 1, 3, **{"enable.auto.commit": False})
     got: dict[AsyncConsumer, list[Record]] = defaultdict(list)
     (tp,) = tps("orders", 0)
     first, second = broker.dataplane(), broker.dataplane()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import anyio
 import pytest
@@ -71,6 +72,20 @@ async def test_a_revoke_callback_that_raised_is_run_again_before_the_partitions_
         assert one.of("revoked") == [moved]
 
 
+def _record_commits(broker: FakeBroker, processed: Callable[[], int]) -> list[tuple[int, int]]:
+    """Every offset committed from now on, with ``processed()`` (the records the
+    application had finished) when the commit reached the broker."""
+    commits: list[tuple[int, int]] = []
+
+    def record(seen: SeenRequest) -> None:
+        for topic in seen.request.topics:
+            for partition in topic.partitions:
+                commits.append((partition.committed_offset, processed()))
+
+    broker.intercept(ApiKey.OFFSET_COMMIT, record, times=None)
+    return commits
+
+
 async def test_interval_auto_commit_never_covers_the_records_consume_is_handing_out(
     broker: FakeBroker, group_id: str
 ) -> None:
@@ -82,14 +97,7 @@ async def test_interval_auto_commit_never_covers_the_records_consume_is_handing_
         broker.produce("orders", 0, f"r{n}".encode())
     config = consumer_config(broker, group_id, **{"auto.commit.interval.ms": 1})
     processed = 0  # records the application finished: all it had when it called consume
-    commits: list[tuple[int, int]] = []  # (offset committed, records processed by then)
-
-    def record(seen: SeenRequest) -> None:
-        for topic in seen.request.topics:
-            for partition in topic.partitions:
-                commits.append((partition.committed_offset, processed))
-
-    broker.intercept(ApiKey.OFFSET_COMMIT, record, times=None)
+    commits = _record_commits(broker, lambda: processed)
     received = 0
     async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
         consumer.subscribe(["orders"])
@@ -116,14 +124,7 @@ def test_blocking_interval_auto_commit_never_covers_the_records_consume_is_handi
             broker.produce("orders", 0, f"r{n}".encode())
         config = consumer_config(broker, "blocking-auto", **{"auto.commit.interval.ms": 1})
         processed = 0
-        commits: list[tuple[int, int]] = []
-
-        def record(seen: SeenRequest) -> None:
-            for topic in seen.request.topics:
-                for partition in topic.partitions:
-                    commits.append((partition.committed_offset, processed))
-
-        broker.intercept(ApiKey.OFFSET_COMMIT, record, times=None)
+        commits = _record_commits(broker, lambda: processed)
         received = 0
         with Consumer(config, backend=backend, dataplane=broker.dataplane()) as consumer:
             consumer.subscribe(["orders"])

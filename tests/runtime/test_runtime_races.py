@@ -63,6 +63,13 @@ class Hold:
         return Verdict.PASS
 
 
+def _orders(broker: FakeBroker, group_id: str, **extra: Any) -> dict[str, Any]:
+    """Topic ``orders``: 2 partitions of 5 records each; a manual-commit config for them."""
+    broker.create_topic("orders", 2)
+    produce_each(broker, "orders", 2, 5)
+    return consumer_config(broker, group_id, **MANUAL, **extra)
+
+
 def _from(member_id: str) -> Callable[[SeenRequest], bool]:
     def check(seen: SeenRequest) -> bool:
         sender: str = seen.request.member_id
@@ -101,9 +108,7 @@ async def test_commit_async_in_flight_when_a_revocation_starts_lands_before_the_
 ) -> None:
     # Without a listener there is no revoke callback to wait in; the member
     # waits for the commit all the same (the fix of the close regression below).
-    broker.create_topic("orders", 2)
-    produce_each(broker, "orders", 2, 5)
-    config = consumer_config(broker, group_id, **MANUAL)
+    config = _orders(broker, group_id)
     got: dict[AsyncConsumer, list[Record]] = defaultdict(list)
     results: Results = []
     shared = SharedLog()
@@ -164,9 +169,7 @@ async def test_commit_reaching_the_broker_after_its_partition_was_released_is_no
     # it, and the commit that reaches the broker afterwards carries an epoch
     # that moved on. It is retried with the new epoch for the partition the
     # member still owns only.
-    broker.create_topic("orders", 2)
-    produce_each(broker, "orders", 2, 5)
-    config = consumer_config(broker, group_id, **MANUAL)
+    config = _orders(broker, group_id)
     got: dict[AsyncConsumer, list[Record]] = defaultdict(list)
     shared = SharedLog()
     la, lb = shared.listener("a"), shared.listener("b")
@@ -221,9 +224,7 @@ class _ReleaseOnRevoke:
 async def test_commit_async_outstanding_at_close_lands_once_the_revoke_callback_lets_it_through(
     broker: FakeBroker, group_id: str, protocol: dict[str, Any]
 ) -> None:
-    broker.create_topic("orders", 2)
-    produce_each(broker, "orders", 2, 5)
-    config = consumer_config(broker, group_id, **protocol, **MANUAL)
+    config = _orders(broker, group_id, **protocol)
     got: list[Record] = []
     results: Results = []
     hold = Hold()
@@ -254,9 +255,7 @@ async def test_close_with_an_unanswered_commit_async_gives_its_callback_the_time
     # Regression (both protocols): with no revoke callback, close() left at
     # once, before the commit_async in flight ended (see the next test).
     classic = protocol is CLASSIC
-    broker.create_topic("orders", 2)
-    produce_each(broker, "orders", 2, 5)
-    config = consumer_config(broker, group_id, **protocol, **MANUAL, **{"request.timeout.ms": 300})
+    config = _orders(broker, group_id, **protocol, **{"request.timeout.ms": 300})
     got: list[Record] = []
     results: Results = []
     # No revoke callback: nothing in the application waits for the commit.
@@ -302,9 +301,7 @@ async def test_close_without_a_revoke_callback_leaves_only_after_an_outstanding_
     # commit were delivered again. Java's close waits for pending async commits too.
     # (The classic variant is the unanswered-commit test above: a closing
     # classic member sends no heartbeats to sequence on.)
-    broker.create_topic("orders", 2)
-    produce_each(broker, "orders", 2, 5)
-    config = consumer_config(broker, group_id, **MANUAL)
+    config = _orders(broker, group_id)
     got: list[Record] = []
     results: Results = []
     left_before_release: list[bool] = []
@@ -396,9 +393,7 @@ async def test_coordinator_moving_during_a_revocation_commit_is_followed_before_
 async def test_offset_fetch_answered_after_its_partition_was_revoked_does_not_start_it(
     broker: FakeBroker, group_id: str, protocol: dict[str, Any]
 ) -> None:
-    broker.create_topic("orders", 2)
-    produce_each(broker, "orders", 2, 5)
-    config = consumer_config(broker, group_id, **protocol, **MANUAL)
+    config = _orders(broker, group_id, **protocol)
     got: dict[AsyncConsumer, list[Record]] = defaultdict(list)
     shared = SharedLog()
     la, lb = shared.listener("a"), shared.listener("b")
@@ -438,9 +433,7 @@ async def test_offset_fetch_answered_after_its_partition_was_revoked_does_not_st
 async def test_commit_applied_whose_answer_is_lost_is_retried_once_and_returns(
     broker: FakeBroker, group_id: str, protocol: dict[str, Any]
 ) -> None:
-    broker.create_topic("orders", 2)
-    produce_each(broker, "orders", 2, 5)
-    config = consumer_config(broker, group_id, **protocol, **MANUAL)
+    config = _orders(broker, group_id, **protocol)
     got: list[Record] = []
     everything = {tp: 5 for tp in tps("orders", 0, 1)}
     async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:

@@ -24,8 +24,7 @@ from kgroup.membership import (
     StopFetching,
     SubscriptionChanged,
 )
-from kgroup.offsets import MemberView, OffsetManager
-from kgroup.transport import Backoff
+from kgroup.offsets import MemberView
 
 # ------------------------------------------------------- consumer-protocol member
 
@@ -152,13 +151,7 @@ async def test_a_commit_waits_for_a_member_epoch_before_it_is_sent(anyio_backend
         member_id=lambda: "m", member_epoch=lambda: next(epochs, 5), owned=lambda: {offsets.P0}
     )
     coordinator = offsets.ScriptedCoordinator(offsets._versions(10, 10), [])
-    manager = OffsetManager(
-        coordinator,  # type: ignore[arg-type]
-        "g",
-        view,
-        backoff=Backoff(initial=0.001, maximum=0.002),
-        request_timeout=1.0,
-    )
+    manager = offsets.manager_for(coordinator, view)
     assert await manager.commit({offsets.P0: 7}, deadline=anyio.current_time() + 5) == {
         offsets.P0: 7
     }

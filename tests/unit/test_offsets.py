@@ -130,10 +130,15 @@ class Member:
 
 
 def _manager(coordinator: ScriptedCoordinator, member: Member) -> OffsetManager:
+    return manager_for(coordinator, member.view())
+
+
+def manager_for(coordinator: ScriptedCoordinator, view: MemberView) -> OffsetManager:
+    """An offset manager of group ``g`` talking to ``coordinator``, with fast retries."""
     return OffsetManager(
         coordinator,  # type: ignore[arg-type]
         "g",
-        member.view(),
+        view,
         backoff=Backoff(initial=0.001, maximum=0.002),
         request_timeout=1.0,
     )
@@ -240,13 +245,7 @@ async def test_retry_drops_a_partition_lost_and_reassigned_since_the_commit_bega
     )
     stale = int(ErrorCode.stale_member_epoch)
     coordinator = ScriptedCoordinator(_versions(10, 10), [{0: stale, 1: stale}])
-    manager = OffsetManager(
-        coordinator,  # type: ignore[arg-type]
-        "g",
-        view,
-        backoff=Backoff(initial=0.001, maximum=0.002),
-        request_timeout=1.0,
-    )
+    manager = manager_for(coordinator, view)
     original = coordinator.coordinator_request
 
     async def lose_and_regain_p1(group_id: str, build: Any, *, timeout: float) -> Any:
