@@ -99,7 +99,13 @@ _NO_PARTITIONS: Mapping[uuid.UUID, frozenset[int]] = MappingProxyType({})
 
 
 class ErrorCode(enum.IntEnum):
-    """The Kafka error codes the simulated coordinator answers with (Kafka's numbers)."""
+    """The Kafka error codes the simulated coordinator answers with (Kafka's numbers).
+
+    Not the members' :class:`kgroup.membership.common.errors.ErrorCode`: this is
+    what a coordinator sends (no transport-flavoured codes) plus one code no
+    Kafka release has, which must not enter the members' table. Both tables are
+    pinned to Kafka's numbers by ``tests/unit/test_error_code_tables.py``.
+    """
 
     NONE = 0
     UNKNOWN_SERVER_ERROR = -1
