@@ -43,6 +43,9 @@ __all__ = ["Cluster", "Node", "now"]
 
 _HOST = "127.0.0.1"
 _CONSUMER_PROTOCOL_APIS = (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)
+# OffsetCommit and OffsetFetch name their topics by id from this version on
+# (KIP-848), by name before it.
+_OFFSETS_BY_TOPIC_ID = 10
 
 
 def now() -> float:
@@ -546,7 +549,7 @@ class Cluster:
     def _offset_commit(self, seen: SeenRequest) -> Any:
         m = self._module(seen)
         request = seen.request
-        by_id = seen.version >= 10
+        by_id = seen.version >= _OFFSETS_BY_TOPIC_ID
         topics = []
         with self.lock:
             code = self._commit_error(
@@ -558,11 +561,7 @@ class Cluster:
             stored = self.offsets.setdefault(request.group_id, {})
             epochs = self.offset_epochs.setdefault(request.group_id, {})
             for topic in request.topics:
-                found = (
-                    self.topics.by_id.get(topic.topic_id)
-                    if by_id
-                    else self.topics.by_name.get(topic.name)
-                )
+                found = self._offsets_topic(topic, by_id)
                 partitions = []
                 for part in topic.partitions:
                     index = int(part.partition_index)
@@ -596,9 +595,15 @@ class Cluster:
         self.on_change()
         return respond(m, "OffsetCommitResponse", topics=tuple(topics))
 
+    def _offsets_topic(self, entry: Any, by_id: bool) -> FakeTopic | None:
+        """The topic an OffsetCommit or OffsetFetch topic entry names (None: unknown)."""
+        return (
+            self.topics.by_id.get(entry.topic_id) if by_id else self.topics.by_name.get(entry.name)
+        )
+
     def _offset_fetch(self, seen: SeenRequest) -> Any:
         m = self._module(seen)
-        by_id = seen.version >= 10
+        by_id = seen.version >= _OFFSETS_BY_TOPIC_ID
         groups = []
         with self.lock:
             for asked in seen.request.groups:
@@ -629,11 +634,7 @@ class Cluster:
                         )
                 else:
                     for t in asked.topics:
-                        found = (
-                            self.topics.by_id.get(t.topic_id)
-                            if by_id
-                            else self.topics.by_name.get(t.name)
-                        )
+                        found = self._offsets_topic(t, by_id)
                         wanted.append((t, found, tuple(int(p) for p in t.partition_indexes)))
                 topics = []
                 for asked_topic, found, indexes in wanted:
