@@ -2599,17 +2599,19 @@ def _parts(partitions: frozenset[TopicPartition]) -> str:
     return "{" + ",".join(str(tp) for tp in sorted(partitions)) + "}"
 
 
+def _assignment_note(response: HeartbeatResponse) -> str:
+    """`` assignment <n>p`` when a heartbeat response carries an assignment, else ``""``."""
+    if response.assignment is None:
+        return ""
+    return f" assignment {sum(len(p) for p in response.assignment.values())}p"
+
+
 def _describe_event(event: object) -> str:
     match event:
         case HeartbeatResponseReceived(seq=seq, response=r):
             if r.error_code:
                 return f"hb#{seq} error {_error_name(r.error_code)}"
-            a = (
-                ""
-                if r.assignment is None
-                else f" assignment {sum(len(p) for p in r.assignment.values())}p"
-            )
-            return f"hb#{seq} ok epoch {r.member_epoch}{a}"
+            return f"hb#{seq} ok epoch {r.member_epoch}{_assignment_note(r)}"
         case HeartbeatFailed(seq=seq, kind=kind):
             return f"request#{seq} failed ({kind.value})"
         case CallbackCompleted(kind=kind, token=token, error=error):
@@ -2695,14 +2697,10 @@ def _describe_result(kind: int, result: Any) -> str:
         return f"sync assignment {_parts(result.assignment.partitions)}"
     if kind in (_CHB, _CLEAVE):
         return f"{'heartbeat' if kind == _CHB else 'leave'} {_error_name(result)}"
+    what = "leave" if kind == _LEAVE else "hb"
     if result.error_code:
-        return f"{'leave' if kind == _LEAVE else 'hb'} {_error_name(result.error_code)}"
-    a = (
-        ""
-        if result.assignment is None
-        else f" assignment {sum(len(p) for p in result.assignment.values())}p"
-    )
-    return f"{'leave' if kind == _LEAVE else 'hb'} epoch {result.member_epoch}{a}"
+        return f"{what} {_error_name(result.error_code)}"
+    return f"{what} epoch {result.member_epoch}{_assignment_note(result)}"
 
 
 def _error_name(code: int) -> str:
