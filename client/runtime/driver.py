@@ -38,9 +38,9 @@ heartbeat is refused, by switching to a classic session.
 
 Threads: every method must be called on the driver's event loop; from other
 threads only :attr:`Driver.app_work` (a thread-safe deque), :attr:`Driver.fatal`,
-:attr:`Driver.truncation`, :meth:`Driver.is_closed` and the session's ``group_protocol``, ``member_id`` and
-``generation_or_epoch`` may be read. :class:`~kgroup.Consumer` reaches
-the loop through an anyio blocking portal.
+:attr:`Driver.truncation`, :meth:`Driver.is_closed` and the session's
+``group_protocol``, ``member_id`` and ``generation_or_epoch`` may be read.
+:class:`~kgroup.Consumer` reaches the loop through an anyio blocking portal.
 """
 
 from __future__ import annotations
