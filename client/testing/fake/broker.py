@@ -265,7 +265,8 @@ class FakeBroker(LoopServed):
 
         The new epoch starts at the log end. With ``truncate_to`` the election
         is unclean (KIP-320's case): the new leader's log ends at that offset,
-        so the records from it on are gone from the record log, and the next
+        so the records from it on are gone from the record log, as are the
+        epochs that began there or later from its epoch history, and the next
         record produced gets that offset again, in the new epoch. Metadata
         reports the new epoch; OffsetForLeaderEpoch answers from the history.
 
@@ -276,10 +277,12 @@ class FakeBroker(LoopServed):
         if not self.records.exists(tp):
             raise KgroupError(f"the fake cluster has no partition {tp}; create its topic first")
         with self._lock:
+            history = self._cluster.epoch_history.setdefault(tp, [(0, 0)])
+            epoch = history[-1][0] + 1  # the controller's epochs only grow
             if truncate_to is not None:
                 self.records.truncate(tp, truncate_to)
-            history = self._cluster.epoch_history.setdefault(tp, [(0, 0)])
-            epoch = history[-1][0] + 1
+                # The new leader never saw the epochs that began past its log end.
+                history[:] = [(e, start) for e, start in history if start < truncate_to]
             history.append((epoch, self.records.end_offset(tp)))
         self._changed()
         return epoch
