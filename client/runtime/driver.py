@@ -719,11 +719,12 @@ class Driver:
         Partitions starting elsewhere (a seek, a stopped position) are not checked.
         """
         fetch = self.fetch
+        wanted = fetch.wanted(ticket)
         starts = {
             tp: o
             for tp, o in committed.items()
             if o is not None
-            and tp in fetch.wanted(ticket)
+            and tp in wanted
             and fetch.seek_override(tp) is None
             and not fetch.stopped_positions((tp,))
         }
