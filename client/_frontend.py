@@ -14,8 +14,8 @@
   fatal error or the log truncation waiting for a seek) and the close loop —
   as generators that yield the :data:`Step` s only a shell can take (call on
   the loop, run a listener method in the application's context and await it
-  if it is async, wait for work). A shell runs a generator by taking each step in its own colour and
-  sending back the listener's exception (or None).
+  if it is async, wait for work). A shell runs a generator by taking each step
+  in its own colour and sending back the listener's exception (or None).
 """
 
 from __future__ import annotations
