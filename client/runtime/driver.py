@@ -649,7 +649,10 @@ class Driver:
                     positions = dataplane.positions(op.partitions)
                     self.fetch.positions_captured(positions)
                     # The stopped positions are committed after the data plane let
-                    # go of the partitions: keep their epochs now.
+                    # go of the partitions: keep their epochs now. (librdkafka's local
+                    # position lookup runs twice, once per stop: a call returning both
+                    # would add a third, overlapping method to the DataPlaneInterface
+                    # seam that applications implement too.)
                     self._leader_epochs.note(positions, dataplane.leader_epochs(positions))
                 case Unassign():
                     dataplane.unassign(op.partitions)
