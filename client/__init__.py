@@ -17,6 +17,7 @@ from kgroup.errors import (
     KafkaConnectionError,
     KafkaProtocolError,
     KgroupError,
+    LogTruncationError,
     RequestTimeoutError,
     TransportError,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "KafkaConnectionError",
     "KafkaProtocolError",
     "KgroupError",
+    "LogTruncationError",
     "MixedAssignmentError",
     "NotAssignedError",
     "RebalanceListener",

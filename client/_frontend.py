@@ -11,11 +11,11 @@
 - :class:`FrontEndCore`: the code that enforces the listener contract — the
   service step at the start of every poll slice (tell the member the
   application polled, auto-commit, run the queued application work, raise the
-  fatal error) and the close loop — as generators that yield the
-  :data:`Step` s only a shell can take (call on the loop, run a listener
-  method in the application's context and await it if it is async, wait for
-  work). A shell runs a generator by taking each step in its own colour and
-  sending back the listener's exception (or None).
+  fatal error or the log truncation waiting for a seek) and the close loop —
+  as generators that yield the :data:`Step` s only a shell can take (call on
+  the loop, run a listener method in the application's context and await it
+  if it is async, wait for work). A shell runs a generator by taking each step
+  in its own colour and sending back the listener's exception (or None).
 """
 
 from __future__ import annotations
@@ -544,6 +544,11 @@ class FrontEndCore:
             yield from self.drain(closing=False)
         if driver.fatal is not None:
             raise driver.fatal
+        truncation = driver.truncation
+        if truncation is not None:
+            # Until the application seeks them (Java's LogTruncationException, raised
+            # again while the partitions wait): they must not start unnoticed.
+            raise truncation
 
     def drain(self, *, closing: bool) -> Steps[None]:
         """Carry out the queued application work, oldest first.

@@ -31,6 +31,7 @@ from kgroup._frontend import (
     Partitions,
 )
 from kgroup.dataplane import Record
+from kgroup.errors import KgroupError
 from kgroup.runtime import DataPlaneInterface
 from kgroup.runtime.driver import open_kafka_client
 from kgroup.runtime.interfaces import TransportFactory
@@ -190,7 +191,15 @@ class AsyncConsumer(ConsumerBase):
         while True:
             # Checked every slice: a wakeup() ends a blocked call within ~100 ms.
             self._core.check_wakeup()
-            await self._take(self._core.service())
+            try:
+                await self._take(self._core.service())
+            except KgroupError:
+                # Some errors come from every poll until the application acts (a
+                # truncation waiting for a seek, a fatal error): one that catches
+                # it and polls again must still let the loop run (heartbeats, the
+                # runtime carrying out its seek), or it spins on the loop forever.
+                await anyio.lowlevel.checkpoint()
+                raise
             batch = consume(num_messages, 0)
             if batch:
                 self._telemetry.records_handed_out(len(batch))

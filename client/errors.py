@@ -36,6 +36,8 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
     │   │   TopicAlreadyExistsError, UnknownServerError
     │   └── BrokerUnsupportedVersionError   error 35; also an UnsupportedVersionError
     ├── CommitFailedError            a classic commit refused because the group rebalanced
+    ├── LogTruncationError           committed offsets the leaders' logs no longer hold, with
+    │                                auto.offset.reset=error (KIP-320): seek those partitions
     ├── SecurityError                a secured connection failed; fatal, never retried
     │   ├── TlsError                 the TLS handshake failed (untrusted, mismatched, expired)
     │   ├── AuthenticationError      SASL authentication failed (wrong credentials, refused token)
@@ -63,7 +65,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    # Annotations only: kgroup.types imports this module.
+    from kgroup.types import TopicPartition, Truncation
 
 __all__ = [
     "AssignmentViolation",
@@ -97,6 +103,7 @@ __all__ = [
     "KafkaProtocolError",
     "KgroupError",
     "LeaderNotAvailableError",
+    "LogTruncationError",
     "MalformedResponseConnectionError",
     "MalformedResponseError",
     "MemberIdRequiredError",
@@ -364,6 +371,56 @@ class CommitFailedError(KgroupError):
     successful commit may be delivered again. The broker's error is the
     ``__cause__``.
     """
+
+
+@dataclasses.dataclass(eq=False, repr=False)
+class LogTruncationError(KgroupError):
+    """Committed offsets point past the end of their leader epoch: the logs were truncated.
+
+    KIP-320, with ``auto.offset.reset=error``: an unclean leader election cut
+    the records some committed offsets counted, and the log goes on with other
+    records from the divergence point. An application that chose ``error``
+    asked to decide any start offset itself, so kgroup does not move these
+    partitions (as the Java client's ``LogTruncationException``): they stay
+    assigned without fetching, and every ``poll()`` / ``consume()`` raises this
+    until the application ``seek()`` s each of them (or they leave the
+    assignment). Seeking to :attr:`divergent_offsets` reads every record the
+    log holds after the truncation; ``auto.offset.reset=earliest`` or
+    ``latest`` makes kgroup resume there by itself (with a warning).
+
+    Attributes:
+        truncations: per partition, the committed offset and its epoch, and the
+            divergence point (offset and epoch), in partition order.
+    """
+
+    truncations: tuple[Truncation, ...]
+
+    def __post_init__(self) -> None:
+        cuts = "; ".join(
+            f"{t.partition} was committed at offset {t.committed} (leader epoch "
+            f"{t.committed_epoch}), but the leader's log diverges from it at offset "
+            f"{t.resume_at} (the end of leader epoch {t.resume_epoch})"
+            for t in self.truncations
+        )
+        seeks = ", ".join(f"seek({t.partition}, {t.resume_at})" for t in self.truncations)
+        super().__init__(
+            f"log truncation detected (an unclean leader election) and auto.offset.reset="
+            f"error, so these partitions were not started: {cuts}. Choose where each starts "
+            f"with seek() (the divergence point reads every record the log holds now: "
+            f"{seeks}), or set auto.offset.reset to earliest or latest to resume at the "
+            "divergence point automatically"
+        )
+
+    @property
+    def divergent_offsets(self) -> dict[TopicPartition, int]:
+        """The divergence point of each partition: the first offset the committed one may
+        not count (Java's ``LogTruncationException.divergentOffsets()``)."""
+        return {t.partition: t.resume_at for t in self.truncations}
+
+    @property
+    def partitions(self) -> frozenset[TopicPartition]:
+        """The truncated partitions, waiting for a ``seek()``."""
+        return frozenset(t.partition for t in self.truncations)
 
 
 class SecurityError(KgroupError):

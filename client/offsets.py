@@ -49,7 +49,7 @@ from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests import offset_commit, offset_fetch, offset_for_leader_epoch
 from kgroup.protocol.requests.offset_for_leader_epoch import EpochEnd, EpochQuery
 from kgroup.transport.interface import ClusterClient
-from kgroup.types import Backoff, TopicPartition
+from kgroup.types import Backoff, TopicPartition, Truncation
 
 __all__ = [
     "TRUNCATION_CHECK_TIMEOUT",
@@ -155,23 +155,6 @@ class EpochBook:
         if self.live is not None:
             result.update(self.live(offsets))
         return result
-
-
-@dataclass(frozen=True, slots=True)
-class Truncation:
-    """A committed offset past the end of its leader epoch in the leader's log.
-
-    The records the offset counted were truncated (an unclean leader election
-    made a replica without them leader), and the log goes on with other records
-    from ``resume_at``: resuming there reads every record the log holds now;
-    resuming at ``committed`` would skip the new ones up to it, or fall out of range.
-    """
-
-    partition: TopicPartition
-    committed: int
-    committed_epoch: int
-    resume_at: int
-    resume_epoch: int
 
 
 def truncations(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kgroup.errors import ConfigError
 
-__all__ = ["Backoff", "RebalanceProtocol", "TopicIdPartition", "TopicPartition"]
+__all__ = ["Backoff", "RebalanceProtocol", "TopicIdPartition", "TopicPartition", "Truncation"]
 
 
 class RebalanceProtocol(enum.Enum):
@@ -51,6 +51,31 @@ class TopicIdPartition:
 
     def __str__(self) -> str:
         return f"{self.topic_id}:{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class Truncation:
+    """A committed offset past the end of its leader epoch in the leader's log (KIP-320).
+
+    The records the offset counted were truncated (an unclean leader election
+    made a replica without them leader), and the log goes on with other records
+    from ``resume_at``: resuming there reads every record the log holds now;
+    resuming at ``committed`` would skip the new ones up to it, or fall out of range.
+
+    Attributes:
+        partition: the partition.
+        committed: the committed offset (the next record to read, as committed).
+        committed_epoch: the leader epoch committed with it (of the record before it).
+        resume_at: the divergence point: where the committed epoch ends in the
+            leader's log, the first offset the committed one may not count.
+        resume_epoch: the leader epoch the leader answered for ``resume_at``.
+    """
+
+    partition: TopicPartition
+    committed: int
+    committed_epoch: int
+    resume_at: int
+    resume_epoch: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,9 +38,9 @@ heartbeat is refused, by switching to a classic session.
 
 Threads: every method must be called on the driver's event loop; from other
 threads only :attr:`Driver.app_work` (a thread-safe deque), :attr:`Driver.fatal`,
-:meth:`Driver.is_closed` and the session's ``group_protocol``, ``member_id`` and
-``generation_or_epoch`` may be read. :class:`~kgroup.Consumer` reaches
-the loop through an anyio blocking portal.
+:attr:`Driver.truncation`, :meth:`Driver.is_closed` and the session's
+``group_protocol``, ``member_id`` and ``generation_or_epoch`` may be read.
+:class:`~kgroup.Consumer` reaches the loop through an anyio blocking portal.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from dataclasses import dataclass
 import anyio
 import anyio.abc
 
-from kgroup.config import ConsumerConfig, GroupProtocol
+from kgroup.config import AutoOffsetReset, ConsumerConfig, GroupProtocol
 from kgroup.dataplane.librdkafka import DataPlaneError, commit_reporter
 from kgroup.errors import (
     AuthorizationError,
@@ -62,6 +62,7 @@ from kgroup.errors import (
     CommitFailedError,
     IllegalGenerationError,
     KgroupError,
+    LogTruncationError,
     RebalanceInProgressError,
     RequestTimeoutError,
     TopicAuthorizationFailedError,
@@ -117,7 +118,7 @@ from kgroup.runtime.session import FinishedCommit
 from kgroup.telemetry.recorder import ConsumerTelemetry
 from kgroup.transport import KafkaClient
 from kgroup.transport.security import explain_denial
-from kgroup.types import Backoff, TopicPartition
+from kgroup.types import Backoff, TopicPartition, Truncation
 
 __all__ = [
     "MISSING_TOPIC_WARNINGS",
@@ -225,6 +226,11 @@ class Driver:
         """Work for the application's context; appended on the loop, drained by the app."""
         self.fatal: BaseException | None = None
         """Set once the consumer failed for good; raised from every poll after."""
+        self.truncation: LogTruncationError | None = None
+        """Owned partitions whose logs were truncated below their committed offsets
+        (``auto.offset.reset=error``), waiting for the application's ``seek()``:
+        raised from every poll until none is left (replaced, never changed)."""
+        self._truncations: dict[TopicPartition, Truncation] = {}
         self._topics: frozenset[str] = frozenset()  # subscribed names, for denial messages
         self.backoff = Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms)
         self.request_timeout = config.request_timeout_ms / 1000
@@ -428,6 +434,7 @@ class Driver:
         epoch, assignment = session.generation_or_epoch, session.assignment
         self.fetch.assignment_changed(self.owned())
         self._forget_stored()
+        self._refresh_truncation()
         if epoch != self._last_epoch or assignment != self._last_assignment:
             log.info(
                 "group %s member %s: epoch %d, state %s, assignment (%d) %s",
@@ -642,7 +649,10 @@ class Driver:
                     positions = dataplane.positions(op.partitions)
                     self.fetch.positions_captured(positions)
                     # The stopped positions are committed after the data plane let
-                    # go of the partitions: keep their epochs now.
+                    # go of the partitions: keep their epochs now. (librdkafka's local
+                    # position lookup runs twice, once per stop: a call returning both
+                    # would add a third, overlapping method to the DataPlaneInterface
+                    # seam that applications implement too.)
                     self._leader_epochs.note(positions, dataplane.leader_epochs(positions))
                 case Unassign():
                     dataplane.unassign(op.partitions)
@@ -654,6 +664,7 @@ class Driver:
                     except DataPlaneError as exc:
                         self.fetch.assign_failed(op)
                         self._queue(work.ErrorWork(exc))
+                        self._refresh_truncation()
                         return False
                     self.telemetry.fetch_started(op.offsets)
                 case Pause():
@@ -662,6 +673,7 @@ class Driver:
                     dataplane.resume(op.partitions)
                 case Seek():
                     dataplane.seek(op.partition, op.offset)
+        self._refresh_truncation()
         return True
 
     async def _fetch_and_assign(self, ticket: FetchTicket) -> None:
@@ -681,8 +693,9 @@ class Driver:
             except BrokerError as exc:
                 self.set_fatal(exc)
                 return
-        await self._check_truncation(committed)
-        ops = fetch.offsets_fetched(ticket, committed, self.owned())
+        diverged = await self._check_truncation(ticket, committed)
+        ops = fetch.offsets_fetched(ticket, committed, self.owned(), diverged)
+        self._await_seek({tp: cut for tp, cut in diverged.items() if tp in fetch.awaiting_seek})
         if not ops or not self._apply(ops):
             return
         start = next(op.offsets for op in ops if isinstance(op, Assign))
@@ -693,20 +706,42 @@ class Driver:
             ", ".join(f"{tp}@{'reset' if o is None else o}" for tp, o in sorted(start.items())),
         )
 
-    async def _check_truncation(self, committed: dict[TopicPartition, int | None]) -> None:
-        """Move committed offsets the leaders' logs no longer hold to where they diverge.
+    async def _check_truncation(
+        self, ticket: FetchTicket, committed: dict[TopicPartition, int | None]
+    ) -> dict[TopicPartition, Truncation]:
+        """Check the committed offsets the partitions would start at against the leaders' logs.
 
         librdkafka (2.16) fetches an assigned offset without validating its leader
         epoch: one past the end of a truncated log is out of range, and
         ``auto.offset.reset`` then replays the partition (earliest) or skips the
         records written since the truncation (latest). The Java client checks
-        (KIP-320) and resumes at the divergence point; so does kgroup.
+        (KIP-320) and, as it does, kgroup moves a truncated offset to where the
+        log diverges (with a warning) under ``earliest`` / ``latest``; under
+        ``error`` it leaves the offset and returns the truncations: those
+        partitions wait for the application's ``seek()`` (:meth:`_await_seek`).
+        Partitions starting elsewhere (a seek, a stopped position) are not checked.
         """
-        starts = {tp: o for tp, o in committed.items() if o is not None}
+        fetch = self.fetch
+        wanted = fetch.wanted(ticket)
+        starts = {
+            tp: o
+            for tp, o in committed.items()
+            if o is not None
+            and tp in wanted
+            and fetch.seek_override(tp) is None
+            and not fetch.stopped_positions((tp,))
+        }
         cuts = await check_truncation(
             self.client, starts, self._leader_epochs, timeout=self.request_timeout
         )
+        refuse = self.config.auto_offset_reset is AutoOffsetReset.ERROR
         for cut in cuts:
+            # The epoch of the divergence point, for a start (or seek) there.
+            self._leader_epochs.note(
+                {cut.partition: cut.resume_at}, {cut.partition: cut.resume_epoch}
+            )
+            if refuse:
+                continue
             log.warning(
                 "group %s: %s was committed at offset %d (leader epoch %d), but the "
                 "leader's log ends that epoch at %d: the log was truncated (unclean "
@@ -719,9 +754,40 @@ class Driver:
                 cut.resume_at,
             )
             committed[cut.partition] = cut.resume_at
-            self._leader_epochs.note(
-                {cut.partition: cut.resume_at}, {cut.partition: cut.resume_epoch}
+        return {cut.partition: cut for cut in cuts} if refuse else {}
+
+    def _await_seek(self, cuts: Mapping[TopicPartition, Truncation]) -> None:
+        """These truncated partitions wait for a ``seek()``: poll raises until they have one."""
+        if not cuts:
+            return
+        for cut in cuts.values():
+            log.warning(
+                "group %s: %s was committed at offset %d (leader epoch %d), but the "
+                "leader's log diverges from it at %d: the log was truncated (unclean "
+                "leader election); auto.offset.reset=error, so it waits for the "
+                "application to seek it",
+                self.group_id,
+                cut.partition,
+                cut.committed,
+                cut.committed_epoch,
+                cut.resume_at,
             )
+        self._truncations.update(cuts)
+        self._refresh_truncation()
+
+    def _refresh_truncation(self) -> None:
+        """Make :attr:`truncation` name exactly the partitions still awaiting a seek."""
+        if not self._truncations and self.truncation is None:
+            return  # the usual case, on every step: nothing to look at
+        waiting = self.fetch.awaiting_seek
+        for tp in [tp for tp in self._truncations if tp not in waiting]:
+            del self._truncations[tp]
+        current = tuple(self._truncations[tp] for tp in sorted(self._truncations))
+        if not current:
+            self.truncation = None
+        elif self.truncation is None or self.truncation.truncations != current:
+            self.truncation = LogTruncationError(current)
+            self._wakeup()
 
     # --------------------------------------------------------------- commits
 
@@ -1091,6 +1157,14 @@ class Driver:
         Raises:
             NotAssignedError: ``partition`` is not assigned to this consumer.
         """
+        if partition in self.fetch.awaiting_seek:
+            log.info(
+                "group %s: %s starts at offset %d, where the application seeked it after "
+                "a log truncation",
+                self.group_id,
+                partition,
+                offset,
+            )
         self._apply(self.fetch.seek(partition, offset, self.owned()))
 
     def pause(self, partitions: Collection[TopicPartition]) -> None:

@@ -14,6 +14,9 @@ that, per partition:
   starts again without having left the assignment;
 - **seek override**: a ``seek()`` before it started fetching: it starts there
   instead of at the committed offset;
+- **awaiting a seek**: owned, but its committed offset may not be used (the
+  leader's log was truncated below it and ``auto.offset.reset=error``, KIP-320):
+  it does not fetch until the application's ``seek()`` starts it there;
 - **fetch generation**: bumped on every start and stop, so that an offset fetch
   started before a later stop cannot start the partition again;
 - **tenure**: how many times it left the member's assignment, so that a commit
@@ -118,6 +121,7 @@ class FetchState:
         self._held: set[TopicPartition] = set()
         self._stopped_at: dict[TopicPartition, int] = {}
         self._seek_overrides: dict[TopicPartition, int] = {}
+        self._awaiting_seek: set[TopicPartition] = set()
         self._tenure: dict[TopicPartition, int] = {}
         self._last_assignment: frozenset[TopicPartition] = frozenset()
 
@@ -137,6 +141,11 @@ class FetchState:
     def held(self) -> frozenset[TopicPartition]:
         """Partitions paused before they started fetching; paused as they start."""
         return frozenset(self._held)
+
+    @property
+    def awaiting_seek(self) -> frozenset[TopicPartition]:
+        """Owned partitions that start only where the application seeks them."""
+        return frozenset(self._awaiting_seek)
 
     def seek_override(self, partition: TopicPartition) -> int | None:
         """Where ``partition`` starts instead of its committed offset, if seeked early."""
@@ -158,6 +167,7 @@ class FetchState:
             self._generation[tp] += 1
             self._stopped_at.pop(tp, None)
             self._seek_overrides.pop(tp, None)
+        self._awaiting_seek.difference_update(partitions)
         self._held.difference_update(partitions)
         self._paused.difference_update(partitions)
         gone = frozenset(self._fetching.intersection(partitions))
@@ -181,6 +191,8 @@ class FetchState:
         for tp in partitions:
             self._generation[tp] += 1
             generations[tp] = self._generation[tp]
+        # A new start decides again (from a fresh committed offset) whether it waits.
+        self._awaiting_seek.difference_update(partitions)
         return FetchTicket(generations)
 
     def wanted(self, ticket: FetchTicket) -> frozenset[TopicPartition]:
@@ -192,6 +204,7 @@ class FetchState:
         ticket: FetchTicket,
         committed: Mapping[TopicPartition, int | None],
         owned: Collection[TopicPartition],
+        diverged: Collection[TopicPartition] = frozenset(),
     ) -> list[FetchOp]:
         """The committed offsets of ``ticket``'s partitions arrived: start those still wanted.
 
@@ -199,13 +212,24 @@ class FetchState:
         never left the assignment since, else at its committed offset. Held
         partitions are paused right after the assignment, before the
         application's next ``consume()`` can hand out any of their records.
+
+        A partition of ``diverged`` (its committed offset must not be used) that
+        would start at its committed offset does not start: it awaits the
+        application's ``seek()`` (:attr:`awaiting_seek`).
         """
         start: dict[TopicPartition, int | None] = {}
         for tp in sorted(self.wanted(ticket)):
             if tp in owned:
                 stopped = self._stopped_at.pop(tp, None)
-                resume = committed.get(tp) if stopped is None else stopped
-                start[tp] = self._seek_overrides.pop(tp, resume)
+                override = self._seek_overrides.pop(tp, None)
+                if override is not None:
+                    start[tp] = override
+                elif stopped is not None:
+                    start[tp] = stopped
+                elif tp in diverged:
+                    self._awaiting_seek.add(tp)
+                else:
+                    start[tp] = committed.get(tp)
         if not start:
             return []
         self._fetching.update(start)
@@ -230,6 +254,7 @@ class FetchState:
         """The member's installed assignment is now ``assignment`` (counts tenure)."""
         for gone in self._last_assignment - assignment:
             self._tenure[gone] = self._tenure.get(gone, 0) + 1
+            self._awaiting_seek.discard(gone)
             # The position captured when it stopped served the revocation's
             # commit. Kept, it would be committed again if the partition came
             # back and a commit ran before its fetch started, rewinding the
@@ -245,11 +270,22 @@ class FetchState:
     ) -> list[FetchOp]:
         """``seek()``: at once when fetching, else where the owned partition will start.
 
+        A partition awaiting a seek starts fetching there now (paused if held).
+
         Raises:
             NotAssignedError: ``partition`` is not owned by this consumer.
         """
         if partition in self._fetching:
             return [Seek(partition, offset)]
+        if partition in self._awaiting_seek and partition in owned:
+            self._awaiting_seek.discard(partition)
+            self._fetching.add(partition)
+            ops: list[FetchOp] = [Assign({partition: offset})]
+            if partition in self._held:
+                self._held.discard(partition)
+                self._paused.add(partition)
+                ops.append(Pause(frozenset({partition})))
+            return ops
         if partition in owned:
             self._seek_overrides[partition] = offset
             return []

@@ -11,15 +11,18 @@ which skips records (latest) or replays the partition (earliest), KAFKA-20507.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import confluent_kafka
 import pytest
 from helpers import classic_conf, consumer_conf, drain, produce, produce_values
 
-from kgroup import Consumer
+from kgroup import Consumer, LogTruncationError
 from kgroup.testing import KafkaBroker, create_topic
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
+from kgroup.types import TopicPartition, Truncation
 
 pytestmark = pytest.mark.integration
 
@@ -91,8 +94,42 @@ def _leader_epoch(bootstrap: str, topic: str) -> int:
     return epoch
 
 
+LATER = [f"new-{i}" for i in range(5)]
+"""The records written at offsets 10-14 of ``t``-0 after the truncation."""
+
+
+@pytest.fixture(scope="module")
+def truncated() -> Iterator[str]:
+    """A broker (its bootstrap servers) holding the log an unclean leader election leaves.
+
+    Topic ``t`` holds offsets 0-9 of leader epoch 0 and, after a leader change,
+    offsets 10-14 (:data:`LATER`) of a later epoch. A group that committed
+    offset 20 at epoch 0 (:func:`_commit_past_the_truncation`) counted records
+    the log no longer holds. One broker for the module: each test uses its own group.
+    """
+    with KafkaBroker() as broker:
+        bootstrap = broker.bootstrap_servers
+        create_topic(bootstrap, "t", partitions=1)
+        produce_values(bootstrap, "t", [(0, f"old-{i}") for i in range(10)])
+        broker.restart()  # the partition gets a new leader epoch
+        produce_values(bootstrap, "t", [(0, v) for v in LATER])
+        assert _leader_epoch(bootstrap, "t") > 0
+        yield bootstrap
+
+
+def _commit_past_the_truncation(bootstrap: str, group: str) -> None:
+    committer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        committer.commit(
+            offsets=[confluent_kafka.TopicPartition("t", 0, 20, leader_epoch=0)],
+            asynchronous=False,
+        )
+    finally:
+        committer.close()
+
+
 def test_an_offset_truncated_by_a_leader_change_resumes_at_the_end_of_its_epoch(
-    caplog: pytest.LogCaptureFixture,
+    truncated: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     # The state an unclean leader election leaves: the group committed offset 20
     # at leader epoch 0, but the partition's log holds epoch 0 only up to offset
@@ -101,28 +138,40 @@ def test_an_offset_truncated_by_a_leader_change_resumes_at_the_end_of_its_epoch(
     # resumes there (10). Unchecked (librdkafka 2.16 does not check an assigned
     # offset), offset 20 is out of range, and auto.offset.reset=earliest
     # replays offsets 0-9 (latest would skip 10-14).
-    with KafkaBroker() as broker:
-        bootstrap = broker.bootstrap_servers
-        create_topic(bootstrap, "t", partitions=1)
-        produce_values(bootstrap, "t", [(0, f"old-{i}") for i in range(10)])
-        broker.restart()  # the partition gets a new leader epoch
-        later = [f"new-{i}" for i in range(5)]
-        produce_values(bootstrap, "t", [(0, v) for v in later])
-        assert _leader_epoch(bootstrap, "t") > 0
-        committer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "g"})
-        try:
-            committer.commit(
-                offsets=[confluent_kafka.TopicPartition("t", 0, 20, leader_epoch=0)],
-                asynchronous=False,
-            )
-        finally:
-            committer.close()
+    _commit_past_the_truncation(truncated, "g")
+    with (
+        caplog.at_level(logging.WARNING, logger="kgroup.runtime"),
+        Consumer(consumer_conf(truncated, "g")) as consumer,
+    ):
+        consumer.subscribe(["t"])
+        values = drain(consumer, len(LATER), 30)
+    assert values == LATER
+    assert "the log was truncated" in caplog.text
 
-        with (
-            caplog.at_level(logging.WARNING, logger="kgroup.runtime"),
-            Consumer(consumer_conf(bootstrap, "g")) as consumer,
-        ):
-            consumer.subscribe(["t"])
-            values = drain(consumer, len(later), 30)
-        assert values == later
-        assert "the log was truncated" in caplog.text
+
+def _consume_until(consumer: Consumer, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        consumer.consume(500, 0.2)
+
+
+def test_with_auto_offset_reset_error_a_truncated_offset_raises_until_the_application_seeks(
+    truncated: str,
+) -> None:
+    # The same log, but the application chose auto.offset.reset=error: kgroup
+    # must not pick the start itself. poll raises LogTruncationError naming the
+    # divergence point (10); the application's seek starts the partition there.
+    _commit_past_the_truncation(truncated, "g-error")
+    tp = TopicPartition("t", 0)
+    conf = consumer_conf(truncated, "g-error", auto_offset_reset="error")
+    with Consumer(conf) as consumer:
+        consumer.subscribe(["t"])
+        with pytest.raises(LogTruncationError) as caught:
+            _consume_until(consumer, time.monotonic() + 30)
+        assert caught.value.truncations == (
+            Truncation(tp, committed=20, committed_epoch=0, resume_at=10, resume_epoch=0),
+        )
+        with pytest.raises(LogTruncationError):
+            consumer.poll(1.0)  # again: nothing starts until the application seeks
+        consumer.seek(tp, caught.value.divergent_offsets[tp])
+        values = drain(consumer, len(LATER), 30)
+    assert values == LATER

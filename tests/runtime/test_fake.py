@@ -12,6 +12,8 @@ from kio.schema.errors import ErrorCode
 from kgroup.dataplane.librdkafka import DataPlaneError
 from kgroup.errors import KafkaConnectionError, RequestTimeoutError
 from kgroup.protocol import ApiKey
+from kgroup.protocol.requests import offset_for_leader_epoch
+from kgroup.protocol.requests.offset_for_leader_epoch import EpochEnd, EpochQuery
 from kgroup.testing.fake import FakeBroker, RecordLog, SeenRequest, Verdict
 from kgroup.testing.fake.dataplane import FakeDataPlane
 from kgroup.transport import BrokerConnection, connect
@@ -182,3 +184,36 @@ async def test_describe_names_the_topics_a_heartbeat_gives_by_id(anyio_backend: 
                     "t",
                     {0, 1},
                 )
+
+
+@pytest.mark.anyio
+async def test_an_unclean_election_truncates_the_log_and_leader_epochs_answer_from_history(
+    anyio_backend: str,
+) -> None:
+    async with FakeBroker() as broker:
+        broker.create_topic("t", 1)
+        for n in range(20):
+            broker.produce("t", 0, f"old-{n}".encode())
+        # Epoch 1 begins at the log end (20); the unclean election of epoch 2
+        # makes a replica leader that holds offsets 0-11 of epoch 0 only, and
+        # the next record gets offset 12 again.
+        assert broker.elect_leader("t", 0) == 1
+        assert broker.elect_leader("t", 0, truncate_to=12) == 2
+        assert broker.records.end_offset(T0) == 12
+        assert broker.produce("t", 0, b"new-0") == 12
+        async with connect("127.0.0.1", int(broker.address().split(":")[1])) as conn:
+
+            async def ask(epoch: int, current: int) -> EpochEnd:
+                request = offset_for_leader_epoch.build(
+                    conn.versions, {T0: EpochQuery(epoch, current)}
+                )
+                response = await conn.request(request)
+                return offset_for_leader_epoch.parse(offset_for_leader_epoch.narrow(response))[T0]
+
+            # For the new leader epoch 0 ends where epoch 2 begins (12); it never
+            # saw epoch 1, so the largest epoch not above 1 is 0.
+            assert await ask(0, 2) == EpochEnd(0, 12, 0)
+            assert await ask(1, 2) == EpochEnd(0, 12, 0)
+            assert await ask(2, 2) == EpochEnd(2, 13, 0)  # the current epoch: the log end
+            assert await ask(0, 1) == EpochEnd(-1, -1, int(ErrorCode.fenced_leader_epoch))
+            assert await ask(0, 3) == EpochEnd(-1, -1, int(ErrorCode.unknown_leader_epoch))

@@ -208,3 +208,75 @@ def test_tenure_counts_how_often_a_partition_left_the_assignment() -> None:
     state.assignment_changed(frozenset({A0, A1}))  # no change: no count
     state.assignment_changed(frozenset())
     assert (state.tenure(A0), state.tenure(A1)) == (2, 1)
+
+
+# ----------------------------------------------- awaiting a seek (KIP-320, error)
+
+
+def test_a_diverged_partition_does_not_start_and_awaits_a_seek() -> None:
+    # auto.offset.reset=error and A0's log was truncated below its committed
+    # offset: A0 is owned but does not fetch; A1 starts as usual.
+    state = FetchState()
+    ticket = state.start(frozenset({A0, A1}))
+    ops = state.offsets_fetched(ticket, {A0: 20, A1: 3}, owned={A0, A1}, diverged={A0})
+    assert ops == [Assign({A1: 3})]
+    assert state.fetching == {A1}
+    assert state.awaiting_seek == {A0}
+    # The application's seek starts it exactly there.
+    assert state.seek(A0, 10, owned={A0, A1}) == [Assign({A0: 10})]
+    assert state.fetching == {A0, A1}
+    assert state.awaiting_seek == frozenset()
+    # From then on a seek moves the fetching partition.
+    assert state.seek(A0, 12, owned={A0, A1}) == [Seek(A0, 12)]
+
+
+def test_a_diverged_partition_all_alone_starts_nothing() -> None:
+    state = FetchState()
+    ticket = state.start(frozenset({A0}))
+    assert state.offsets_fetched(ticket, {A0: 20}, owned={A0}, diverged={A0}) == []
+    assert state.awaiting_seek == {A0}
+
+
+def test_a_seek_before_the_offsets_arrive_wins_over_the_divergence() -> None:
+    # The application chose where A0 starts before the check ended: no wait.
+    state = FetchState()
+    ticket = state.start(frozenset({A0}))
+    state.seek(A0, 4, owned={A0})
+    ops = state.offsets_fetched(ticket, {A0: 20}, owned={A0}, diverged={A0})
+    assert ops == [Assign({A0: 4})]
+    assert state.awaiting_seek == frozenset()
+
+
+def test_a_partition_paused_while_it_awaits_a_seek_starts_paused() -> None:
+    state = FetchState()
+    ticket = state.start(frozenset({A0}))
+    state.offsets_fetched(ticket, {A0: 20}, owned={A0}, diverged={A0})
+    assert state.pause({A0}, owned={A0}) == []
+    assert state.seek(A0, 10, owned={A0}) == [Assign({A0: 10}), Pause(frozenset({A0}))]
+    assert state.paused == {A0}
+    assert state.held == frozenset()
+
+
+def test_a_partition_awaiting_a_seek_stops_waiting_when_stopped_or_started_again() -> None:
+    state = FetchState()
+    ticket = state.start(frozenset({A0, A1}))
+    state.offsets_fetched(ticket, {A0: 20, A1: 20}, owned={A0, A1}, diverged={A0, A1})
+    assert state.awaiting_seek == {A0, A1}
+    # Revoked or lost: nothing to unassign (it never fetched), nothing to commit.
+    assert state.stop(frozenset({A0})) == []
+    assert state.stopped_positions([A0]) == {}
+    # Started again (a new committed offset decides again).
+    state.start(frozenset({A1}))
+    assert state.awaiting_seek == frozenset()
+    # A partition left behind is no longer seekable.
+    with pytest.raises(NotAssignedError):
+        state.seek(A0, 10, owned={A1})
+
+
+def test_a_partition_awaiting_a_seek_that_leaves_the_assignment_stops_waiting() -> None:
+    state = FetchState()
+    state.assignment_changed(frozenset({A0}))
+    ticket = state.start(frozenset({A0}))
+    state.offsets_fetched(ticket, {A0: 20}, owned={A0}, diverged={A0})
+    state.assignment_changed(frozenset())
+    assert state.awaiting_seek == frozenset()

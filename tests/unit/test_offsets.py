@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import pickle
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -11,7 +12,12 @@ import anyio
 import pytest
 from kio.schema.errors import ErrorCode
 
-from kgroup.errors import FencedMemberEpochError, RequestTimeoutError
+from kgroup.errors import (
+    FencedMemberEpochError,
+    KgroupError,
+    LogTruncationError,
+    RequestTimeoutError,
+)
 from kgroup.offsets import (
     EpochBook,
     MemberView,
@@ -422,3 +428,19 @@ async def test_a_leader_that_does_not_answer_leaves_only_its_partitions_unchecke
     with anyio.fail_after(5):
         cuts = await check_truncation(client, {P0: 20, P1: 20}, book, timeout=0.2)  # type: ignore[arg-type]
     assert cuts == [Truncation(P0, 20, 2, 10, 2)]
+
+
+def test_a_log_truncation_error_names_each_divergence_and_what_to_do() -> None:
+    error = LogTruncationError((Truncation(P0, 20, 0, 10, 0), Truncation(P1, 8, 3, 5, 2)))
+    assert isinstance(error, KgroupError)
+    assert error.divergent_offsets == {P0: 10, P1: 5}
+    assert error.partitions == {P0, P1}
+    text = str(error)
+    assert "auto.offset.reset=error" in text
+    assert "orders-1 was committed at offset 8 (leader epoch 3)" in text
+    assert "diverges from it at offset 5 (the end of leader epoch 2)" in text
+    assert "seek(orders-0, 10), seek(orders-1, 5)" in text
+    assert "earliest or latest" in text
+    # Raised across threads and processes with its fields.
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.truncations, str(copy)) == (error.truncations, text)

@@ -73,12 +73,15 @@ class Cluster:
         heartbeat_interval_ms: int,
         session_timeout_ms: int,
         on_change: Callable[[], None],
+        log_end: Callable[[TopicPartition], int] = lambda _tp: 0,
     ) -> None:
         self.nodes = [Node(n) for n in range(nodes)]
         self.versions = dict(versions)
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.session_timeout_ms = session_timeout_ms
         self.on_change = on_change
+        self.log_end = log_end
+        """The offset the next record of a partition gets (the record log's)."""
         self.lock = threading.RLock()
         self.topics = Topics()
         self.consumer_groups: dict[str, ConsumerGroup] = {}
@@ -87,6 +90,9 @@ class Cluster:
         # The leader epoch committed with each offset (KIP-320; -1 if none), beside it.
         self.offset_epochs: dict[str, dict[TopicPartition, int]] = {}
         self.coordinators: dict[str, int] = {}
+        # Each partition's leader epochs and the offset each began at, oldest
+        # first (the leader's epoch cache); a partition not here is at epoch 0 from 0.
+        self.epoch_history: dict[TopicPartition, list[tuple[int, int]]] = {}
         self.consumer_protocol = True
         self.hide_consumer_protocol = False
         # Which method answers each API: any node answers the first table; the
@@ -98,6 +104,7 @@ class Cluster:
             ApiKey.FIND_COORDINATOR: self._find_coordinator,
             ApiKey.CONSUMER_GROUP_DESCRIBE: self._consumer_group_describe,
             ApiKey.OFFSET_FETCH: self._offset_fetch,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
         }
         self._at_coordinator: Mapping[int, Callable[[SeenRequest], Any]] = {
             ApiKey.CONSUMER_GROUP_HEARTBEAT: self._consumer_group_heartbeat,
@@ -115,6 +122,15 @@ class Cluster:
         if not 0 <= node < len(self.nodes):
             raise KgroupError(f"the fake cluster has nodes 0..{len(self.nodes) - 1}, not {node}")
         return self.nodes[node]
+
+    def leader_epoch(self, partition: TopicPartition) -> int:
+        """``partition``'s current leader epoch. Caller holds the lock."""
+        history = self.epoch_history.get(partition)
+        return history[-1][0] if history else 0
+
+    def leader(self, partition: int) -> int:
+        """The node leading partition number ``partition`` of every topic."""
+        return partition % len(self.nodes)
 
     def coordinator(self, group_id: str) -> int:
         """The node coordinating ``group_id`` (node 0 unless moved)."""
@@ -206,14 +222,19 @@ class Cluster:
                     )
                 )
                 continue
+            with self.lock:
+                epochs = [
+                    self.leader_epoch(TopicPartition(topic.name, p))
+                    for p in range(topic.partitions)
+                ]
             partitions = tuple(
                 make(
                     m,
                     "MetadataResponsePartition",
                     error_code=ErrorCode.none,
                     partition_index=p,
-                    leader_id=p % count,
-                    leader_epoch=0,
+                    leader_id=self.leader(p),
+                    leader_epoch=epochs[p],
                     replica_nodes=(p % count,),
                     isr_nodes=(p % count,),
                     offline_replicas=(),
@@ -677,6 +698,59 @@ class Cluster:
                     )
                 )
         return respond(m, "OffsetFetchResponse", groups=tuple(groups))
+
+    def _offset_for_leader_epoch(self, seen: SeenRequest) -> Any:
+        m = self._module(seen)
+        topics = []
+        with self.lock:
+            for asked in seen.request.topics:
+                known = self.topics.by_name.get(str(asked.topic))
+                partitions = []
+                for part in asked.partitions:
+                    index = int(part.partition)
+                    tp = TopicPartition(str(asked.topic), index)
+                    code, epoch, end = self._epoch_end(
+                        known,
+                        tp,
+                        seen.node_id,
+                        int(part.leader_epoch),
+                        int(part.current_leader_epoch),
+                    )
+                    partitions.append(
+                        m.EpochEndOffset(
+                            error_code=code,
+                            partition=part.partition,
+                            leader_epoch=epoch,
+                            end_offset=end,
+                        )
+                    )
+                topics.append(
+                    m.OffsetForLeaderTopicResult(topic=asked.topic, partitions=tuple(partitions))
+                )
+        return respond(m, "OffsetForLeaderEpochResponse", topics=tuple(topics))
+
+    def _epoch_end(
+        self, known: FakeTopic | None, tp: TopicPartition, node: int, asked: int, current: int
+    ) -> tuple[ErrorCode, int, int]:
+        """(error, epoch, end offset): the largest epoch not above ``asked`` and where it
+        ends (the next epoch's start, or the log end for the current one), as a leader's
+        epoch cache answers. Caller holds the lock."""
+        if known is None or tp.partition >= known.partitions:
+            return ErrorCode.unknown_topic_or_partition, -1, -1
+        if self.leader(tp.partition) != node:
+            return ErrorCode.not_leader_or_follower, -1, -1
+        latest = self.leader_epoch(tp)
+        if current >= 0 and current < latest:
+            return ErrorCode.fenced_leader_epoch, -1, -1
+        if current > latest:
+            return ErrorCode.unknown_leader_epoch, -1, -1
+        history = self.epoch_history.get(tp) or [(0, 0)]
+        older = [i for i, (epoch, _start) in enumerate(history) if epoch <= asked]
+        if not older:
+            return ErrorCode.none, -1, -1  # the log begins after that epoch
+        i = older[-1]
+        end = history[i + 1][1] if i + 1 < len(history) else self.log_end(tp)
+        return ErrorCode.none, history[i][0], end
 
     def _fetch_member_error(self, group_id: str, member_id: str, epoch: int) -> ErrorCode:
         consumer_group = self.consumer_groups.get(group_id)

@@ -136,6 +136,21 @@ def error_response(seen: SeenRequest, code: ErrorCode, message: str | None = Non
                 for g in request.groups
             ),
         )
+    if api == ApiKey.OFFSET_FOR_LEADER_EPOCH:
+        return respond(
+            m,
+            "OffsetForLeaderEpochResponse",
+            topics=tuple(
+                m.OffsetForLeaderTopicResult(
+                    topic=t.topic,
+                    partitions=tuple(
+                        m.EpochEndOffset(error_code=code, partition=p.partition)
+                        for p in t.partitions
+                    ),
+                )
+                for t in request.topics
+            ),
+        )
     raise KafkaProtocolError(f"the fake broker cannot answer API key {api}")
 
 

@@ -66,6 +66,7 @@ _IMPLEMENTED = (
     ApiKey.LEAVE_GROUP,
     ApiKey.OFFSET_COMMIT,
     ApiKey.OFFSET_FETCH,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH,
 )
 _HOST = "127.0.0.1"
 
@@ -174,6 +175,7 @@ class FakeBroker(LoopServed):
             heartbeat_interval_ms=heartbeat_interval_ms,
             session_timeout_ms=session_timeout_ms,
             on_change=self._changed,
+            log_end=self.records.end_offset,
         )
         self._sweep_interval = sweep_interval
         self._lock = self._cluster.lock
@@ -257,6 +259,33 @@ class FakeBroker(LoopServed):
     ) -> int:
         """Append a record to ``topic``-``partition``; returns its offset."""
         return self.records.append(topic, partition, value, key=key)
+
+    def elect_leader(self, topic: str, partition: int, *, truncate_to: int | None = None) -> int:
+        """A leader change of ``topic``-``partition``: a new leader epoch begins; returns it.
+
+        The new epoch starts at the log end. With ``truncate_to`` the election
+        is unclean (KIP-320's case): the new leader's log ends at that offset,
+        so the records from it on are gone from the record log, as are the
+        epochs that began there or later from its epoch history, and the next
+        record produced gets that offset again, in the new epoch. Metadata
+        reports the new epoch; OffsetForLeaderEpoch answers from the history.
+
+        Raises:
+            KgroupError: no such partition, or ``truncate_to`` beyond the log end.
+        """
+        tp = TopicPartition(topic, partition)
+        if not self.records.exists(tp):
+            raise KgroupError(f"the fake cluster has no partition {tp}; create its topic first")
+        with self._lock:
+            history = self._cluster.epoch_history.setdefault(tp, [(0, 0)])
+            epoch = history[-1][0] + 1  # the controller's epochs only grow
+            if truncate_to is not None:
+                self.records.truncate(tp, truncate_to)
+                # The new leader never saw the epochs that began past its log end.
+                history[:] = [(e, start) for e, start in history if start < truncate_to]
+            history.append((epoch, self.records.end_offset(tp)))
+        self._changed()
+        return epoch
 
     def dataplane(
         self, auto_offset_reset: AutoOffsetReset | str = AutoOffsetReset.EARLIEST

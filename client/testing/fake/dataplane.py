@@ -86,6 +86,21 @@ class RecordLog:
             self.changed.notify_all()
         return offset
 
+    def truncate(self, partition: TopicPartition, offset: int) -> None:
+        """Drop the records of ``partition`` from ``offset`` on (an unclean leader election).
+
+        Raises:
+            KgroupError: ``offset`` is negative or beyond the end of the partition.
+        """
+        with self._lock:
+            records = self._records.get(partition)
+            if records is None or not 0 <= offset <= len(records):
+                end = 0 if records is None else len(records)
+                raise KgroupError(
+                    f"cannot truncate {partition} at {offset}: its log holds offsets 0-{end - 1}"
+                )
+            del records[offset:]
+
     def end_offset(self, partition: TopicPartition) -> int:
         """The offset the next appended record of ``partition`` gets."""
         with self._lock:

@@ -1,0 +1,250 @@
+"""KIP-320 truncation through the runtime, with ``auto.offset.reset=error``.
+
+The scene every test starts from (:func:`_truncated`): the group committed
+offset 20 of ``orders-0`` at leader epoch 0; then an unclean leader election
+made a replica holding offsets 0-9 of epoch 0 leader (epoch 1), and offsets
+10-14 were written again, other records. ``orders-1`` is untouched (committed
+at 3, records 3-4 new). A member starting from offset 20 asks the leader where
+epoch 0 ends (10): the log was truncated below the committed offset.
+
+With ``error`` kgroup must not choose where ``orders-0`` starts: poll raises
+:class:`~kgroup.LogTruncationError` (again on every poll) until the application
+seeks it; ``orders-1`` starts as usual. With ``earliest`` / ``latest`` the
+member resumes at the divergence point (10) with a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from typing import Any
+
+import anyio
+import pytest
+
+from kgroup import AsyncConsumer, Consumer, LogTruncationError
+from kgroup.dataplane import Record
+from kgroup.testing.fake import FakeBroker, FakeDataPlane
+from kgroup.types import TopicPartition, Truncation
+
+from .helpers import DEADLINE, Recorder, consumer_config, drive
+
+pytestmark = pytest.mark.anyio
+
+P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+CLASSIC = {"group.protocol": "classic", "session.timeout.ms": 2_000, "heartbeat.interval.ms": 100}
+PROTOCOLS = pytest.mark.parametrize(
+    "protocol", [{"group.protocol": "consumer"}, CLASSIC], ids=["consumer", "classic"]
+)
+CUT = Truncation(P0, committed=20, committed_epoch=0, resume_at=10, resume_epoch=0)
+NEW = [f"new-{n}".encode() for n in range(5)]
+"""The records written at offsets 10-14 of orders-0 after the truncation."""
+
+
+async def _truncated(broker: FakeBroker, group_id: str, protocol: dict[str, Any]) -> None:
+    """The scene of the module docs: committed {P0: 20, P1: 3} at epoch 0, P0 truncated at 10."""
+    broker.create_topic("orders", 2)
+    for n in range(20):
+        broker.produce("orders", 0, f"old-{n}".encode())
+    for n in range(3):
+        broker.produce("orders", 1, f"1-{n}".encode())
+    config = consumer_config(broker, group_id, **protocol, **{"enable.auto.commit": False})
+    got: dict[AsyncConsumer, list[Record]] = defaultdict(list)
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as first:
+        first.subscribe(["orders"])
+        await drive(first, until=lambda: len(got[first]) == 23, sink=got)
+        assert await first.commit() == {P0: 20, P1: 3}
+    assert broker.committed_leader_epochs(group_id) == {P0: 0, P1: 0}
+    assert broker.elect_leader("orders", 0, truncate_to=10) == 1
+    for value in NEW:
+        broker.produce("orders", 0, value)
+    for n in range(3, 5):
+        broker.produce("orders", 1, f"1-{n}".encode())
+
+
+def _error_config(broker: FakeBroker, group_id: str, protocol: dict[str, Any]) -> dict[str, Any]:
+    return consumer_config(broker, group_id, **protocol, **{"auto.offset.reset": "error"})
+
+
+async def _poll_until_truncation(consumer: AsyncConsumer) -> LogTruncationError:
+    with pytest.raises(LogTruncationError) as caught:
+        await drive(consumer, until=lambda: False)
+    return caught.value
+
+
+def _handed_out(plane: FakeDataPlane, partition: TopicPartition) -> list[tuple[int, bytes]]:
+    """(offset, value) of every record of ``partition`` handed to the application."""
+    found = []
+    for r in plane.consumed:
+        if r.partition() == partition.partition:
+            offset, value = r.offset(), r.value()
+            assert offset is not None
+            assert isinstance(value, bytes)
+            found.append((offset, value))
+    return found
+
+
+def _assigned_ever(plane: FakeDataPlane) -> frozenset[TopicPartition]:
+    return frozenset(tp for c in plane.calls if c.method == "assign" for tp in c.partitions)
+
+
+@PROTOCOLS
+async def test_error_policy_raises_the_truncation_from_every_poll_and_starts_the_others(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any]
+) -> None:
+    await _truncated(broker, group_id, protocol)
+    plane = broker.dataplane("error")
+    async with AsyncConsumer(_error_config(broker, group_id, protocol), dataplane=plane) as c:
+        c.subscribe(["orders"])
+        error = await _poll_until_truncation(c)
+        assert error.truncations == (CUT,)
+        assert error.divergent_offsets == {P0: 10}
+        assert error.partitions == {P0}
+        assert "orders-0 was committed at offset 20 (leader epoch 0)" in str(error)
+        assert "seek(orders-0, 10)" in str(error)
+        # P0 is still owned but does not fetch; P1 started normally.
+        assert c.assignment() == {P0, P1}
+        assert plane.assigned == {P1}
+        # The next poll raises again: P0 still waits for the application.
+        with pytest.raises(LogTruncationError) as again:
+            await c.consume(100, 0.01)
+        assert again.value.truncations == (CUT,)
+        assert plane.assigned == {P1}
+        assert _handed_out(plane, P0) == []
+    # It never fetched, so the close committed nothing for it.
+    assert broker.committed(group_id)[P0] == 20
+    assert P0 not in _assigned_ever(plane)
+
+
+@PROTOCOLS
+async def test_a_seek_to_the_divergence_point_reads_exactly_the_records_after_the_truncation(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any]
+) -> None:
+    await _truncated(broker, group_id, protocol)
+    plane = broker.dataplane("error")
+    async with AsyncConsumer(_error_config(broker, group_id, protocol), dataplane=plane) as c:
+        c.subscribe(["orders"])
+        error = await _poll_until_truncation(c)
+        for tp, offset in error.divergent_offsets.items():
+            c.seek(tp, offset)
+        await drive(
+            c, until=lambda: len(_handed_out(plane, P0)) == 5 and len(_handed_out(plane, P1)) == 2
+        )
+        # Every record the log holds after the truncation, once; P1 from its commit.
+        assert _handed_out(plane, P0) == list(zip(range(10, 15), NEW, strict=True))
+        assert _handed_out(plane, P1) == [(3, b"1-3"), (4, b"1-4")]
+        assert await c.consume(100, 0.01) == []  # no error any more
+        assert await c.commit() == {P0: 15, P1: 5}
+
+
+@PROTOCOLS
+async def test_a_seek_in_the_assigned_callback_starts_there_without_an_error(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any]
+) -> None:
+    await _truncated(broker, group_id, protocol)
+    plane = broker.dataplane("error")
+    async with AsyncConsumer(_error_config(broker, group_id, protocol), dataplane=plane) as c:
+
+        class SeekOnAssign(Recorder):
+            def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
+                super().on_partitions_assigned(partitions)
+                if P0 in partitions:
+                    c.seek(P0, 12)  # the application chose: no offset kgroup did not
+
+        c.subscribe(["orders"], listener=SeekOnAssign())
+        await drive(c, until=lambda: len(_handed_out(plane, P0)) == 3)
+        assert _handed_out(plane, P0) == list(zip(range(12, 15), NEW[2:], strict=True))
+
+
+@PROTOCOLS
+async def test_a_partition_waiting_for_a_seek_is_revoked_without_a_commit(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any]
+) -> None:
+    await _truncated(broker, group_id, protocol)
+    plane = broker.dataplane("error")
+    listener = Recorder()
+    config = _error_config(broker, group_id, protocol)
+    async with AsyncConsumer(config, dataplane=plane) as c:
+        c.subscribe(["orders"], listener=listener)
+        await _poll_until_truncation(c)
+        c.unsubscribe()
+        # Polls raise until the member has stopped P0 (the unsubscribe reaches it
+        # on the loop); polling on after the error must let the loop run.
+        with anyio.fail_after(DEADLINE):
+            while not listener.of("revoked"):
+                with contextlib.suppress(LogTruncationError):
+                    await c.consume(100, 0.01)
+        assert listener.of("revoked") == [frozenset({P0, P1})]
+        assert await c.consume(100, 0.01) == []
+        assert c.assignment() == frozenset()
+    # P0 never fetched: its committed offset stays; P1's position was committed.
+    assert broker.committed(group_id) == {P0: 20, P1: 5}
+    assert P0 not in _assigned_ever(plane)
+    # The next owner, with earliest, resumes P0 at the divergence point.
+    other = broker.dataplane()
+    earliest = consumer_config(broker, group_id, **protocol)
+    async with AsyncConsumer(earliest, dataplane=other) as next_owner:
+        next_owner.subscribe(["orders"])
+        await drive(next_owner, until=lambda: len(_handed_out(other, P0)) == 5)
+        assert _handed_out(other, P0) == list(zip(range(10, 15), NEW, strict=True))
+        assert _handed_out(other, P1) == []
+
+
+async def test_close_while_a_partition_waits_for_a_seek(broker: FakeBroker, group_id: str) -> None:
+    protocol = {"group.protocol": "consumer"}
+    await _truncated(broker, group_id, protocol)
+    plane = broker.dataplane("error")
+    listener = Recorder()
+    async with AsyncConsumer(_error_config(broker, group_id, protocol), dataplane=plane) as c:
+        c.subscribe(["orders"], listener=listener)
+        await _poll_until_truncation(c)
+        # The context exit closes it: no error from the waiting partition.
+    assert listener.of("revoked") == [frozenset({P0, P1})]
+    assert broker.committed(group_id)[P0] == 20
+    assert P0 not in _assigned_ever(plane)
+
+
+@PROTOCOLS
+async def test_earliest_resumes_at_the_divergence_point_with_a_warning(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    await _truncated(broker, group_id, protocol)
+    plane = broker.dataplane()
+    config = consumer_config(broker, group_id, **protocol, **{"auto.offset.reset": "earliest"})
+    with caplog.at_level(logging.WARNING, logger="kgroup.runtime"):
+        async with AsyncConsumer(config, dataplane=plane) as c:
+            c.subscribe(["orders"])
+            await drive(c, until=lambda: len(_handed_out(plane, P0)) == 5)
+    assert _handed_out(plane, P0) == list(zip(range(10, 15), NEW, strict=True))
+    assert "the log was truncated" in caplog.text
+    assert "resuming at 10" in caplog.text
+
+
+def _consume_until(consumer: Consumer, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        consumer.consume(100, 0.01)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_blocking_consumer_raises_the_truncation_and_starts_where_seeked(
+    backend: str,
+) -> None:
+    with FakeBroker().running_in_thread(backend) as broker:
+        protocol = {"group.protocol": "consumer"}
+        anyio.run(_truncated, broker, "blocking-truncation", protocol, backend=backend)
+        plane = broker.dataplane("error")
+        config = _error_config(broker, "blocking-truncation", protocol)
+        with Consumer(config, backend=backend, dataplane=plane) as c:
+            c.subscribe(["orders"])
+            deadline = time.monotonic() + DEADLINE
+            with pytest.raises(LogTruncationError) as caught:
+                _consume_until(c, deadline)
+            assert caught.value.truncations == (CUT,)
+            with pytest.raises(LogTruncationError):
+                c.poll(0.01)  # again, until the seek
+            c.seek(P0, 12)
+            while len(_handed_out(plane, P0)) < 3 and time.monotonic() < deadline:
+                c.consume(100, 0.01)
+            assert _handed_out(plane, P0) == list(zip(range(12, 15), NEW[2:], strict=True))
