@@ -371,12 +371,15 @@ class ConsumerConfig:
             passthrough[key] = value if isinstance(value, str) else str(value)
         if validate_passthrough is not None and passthrough:
             # librdkafka checks the security settings as a whole (PLAIN needs its
-            # password ...), so it sees them in its own form, secrets included.
+            # password ...), so it sees them exactly as the data plane will get them:
+            # rendered from the SecurityConfig, secrets included. The user's own
+            # security keys stay out: they would bring back the token source the
+            # probe config leaves out (sasl.oauthbearer.method=oidc without its
+            # client secret, which librdkafka refuses).
             probe = dict(passthrough)
             if security.sasl is not None or security.tls is not None:
-                for key, value in security.librdkafka_probe_config().items():
-                    if key in sec.SECRET_KEYS or key not in probe:
-                        probe[key] = value
+                probe = {k: v for k, v in passthrough.items() if not sec.is_security_key(k)}
+                probe.update(security.librdkafka_probe_config())
             validate_passthrough(MappingProxyType(probe))
 
         return cls(

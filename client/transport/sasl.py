@@ -127,8 +127,11 @@ class CallbackTokenSource(TokenSource):
         super().__init__()
         assert settings.callback is not None
         self._callback = settings.callback
+        # sasl.oauthbearer.extensions is not read here: librdkafka uses it only
+        # with method=oidc, and confluent-kafka hands librdkafka exactly what the
+        # callback returns, so the data plane would send the callback's extensions
+        # alone; kgroup's connections send the same.
         self._config = settings.config
-        self._extensions = settings.extensions
 
     def _fetch(self, broker: str) -> OAuthToken:
         try:
@@ -155,15 +158,17 @@ class CallbackTokenSource(TokenSource):
             raise AuthenticationError(
                 "OAUTHBEARER", broker, "oauth_cb returned a non-numeric expiry"
             )
-        merged = dict(self._extensions)
-        if isinstance(extensions, Mapping):
-            merged.update({str(k): str(v) for k, v in extensions.items()})
+        returned = (
+            {str(k): str(v) for k, v in extensions.items()}
+            if isinstance(extensions, Mapping)
+            else {}
+        )
         return OAuthToken(
             Secret(token),
             float(expiry),
             time.time(),
             principal if isinstance(principal, str) else None,
-            MappingProxyType(merged),
+            MappingProxyType(returned),
         )
 
 

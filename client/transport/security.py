@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import hmac
+import logging
 import os
 import ssl
 import tempfile
@@ -99,6 +100,8 @@ class Secret:
     def __hash__(self) -> int:
         return hash((Secret, len(self._value)))
 
+
+_log = logging.getLogger("kgroup.transport.security")
 
 _E = TypeVar("_E", bound=enum.Enum)
 
@@ -639,6 +642,16 @@ def _oauth_settings(config: Mapping[str, object]) -> OAuthBearerSettings:
         extensions=MappingProxyType(extensions),
     )
     if method is OAuthBearerMethod.DEFAULT:
+        if extensions:
+            # Accepted (confluent-kafka configs carry it) but, as in librdkafka,
+            # used only by the OIDC source: a callback's token carries the
+            # extensions the callback returns, on kgroup's connections and the
+            # data plane's alike. librdkafka ignores it silently; kgroup says so.
+            _log.warning(
+                "sasl.oauthbearer.extensions is used only with sasl.oauthbearer.method=oidc "
+                "(as in librdkafka); with oauth_cb, return the extensions from the callback: "
+                "(token, expiry, principal, {name: value})"
+            )
         if callback is None:
             raise ConfigError(
                 "sasl.mechanism=OAUTHBEARER needs a token source: set oauth_cb (a callable "
