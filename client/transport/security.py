@@ -279,6 +279,8 @@ class OAuthBearerSettings:
     client_secret: Secret | None = None
     scope: str | None = None
     extensions: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """``sasl.oauthbearer.extensions``: sent with OIDC tokens only, as librdkafka does
+    (a callback's token carries the extensions the callback returns)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
