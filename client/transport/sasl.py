@@ -192,6 +192,8 @@ class OidcTokenSource(TokenSource):
         self._scope = settings.scope
         self._extensions = settings.extensions
         self._timeout = timeout
+        # https.ca.* as librdkafka's OIDC fetch uses them: both trust the same CA.
+        self._https_context = settings.create_https_context()
 
     def _fetch(self, broker: str) -> OAuthToken:
         form = {"grant_type": "client_credentials"}
@@ -213,7 +215,9 @@ class OidcTokenSource(TokenSource):
         )
         where = f"token endpoint {self._url}"
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as reply:
+            with urllib.request.urlopen(
+                request, timeout=self._timeout, context=self._https_context
+            ) as reply:
                 body = reply.read()
         except urllib.error.HTTPError as exc:
             raise AuthenticationError(

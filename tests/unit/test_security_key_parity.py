@@ -10,12 +10,16 @@ receive; a key without a row fails the first test.
 
 from __future__ import annotations
 
+import json
 import logging
+import ssl
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import confluent_kafka
 import pytest
@@ -26,7 +30,8 @@ from hypothesis import strategies as st
 
 from kgroup import ConsumerConfig
 from kgroup.dataplane.librdkafka import validate_passthrough
-from kgroup.transport.sasl import CallbackTokenSource
+from kgroup.errors import AuthenticationError, ConfigError
+from kgroup.transport.sasl import CallbackTokenSource, OidcTokenSource
 from kgroup.transport.security import SECRET_KEYS, SECURITY_KEYS, SecurityConfig
 
 PASSWORD = " pa55 word "  # secrets keep their spaces
@@ -224,6 +229,13 @@ CASES: Final[Mapping[str, Case]] = {
         _same("tenant=t1,pool=p2"),
     ),
     "oauth_cb": Case(_same(oauth_cb), lambda _f: CALLBACK, "oauth_cb", _same(oauth_cb)),
+    # The CA librdkafka's OIDC fetch trusts for the token endpoint (kgroup's too).
+    "https.ca.location": Case(
+        lambda f: str(f.ca), lambda _f: OIDC, "https.ca.location", lambda f: str(f.ca)
+    ),
+    "https.ca.pem": Case(
+        lambda f: f.ca_pem, lambda _f: OIDC, "https.ca.pem", lambda f: f.ca_pem.strip()
+    ),
 }
 
 # What librdkafka_probe_config documents it leaves out: the token sources,
@@ -376,6 +388,9 @@ def valid_configs(draw: st.DrawFn, f: Files) -> dict[str, object]:
                 ):
                     if draw(st.booleans()):
                         conf[key] = value
+                https_ca = draw(st.sampled_from(["none", "https.ca.location", "https.ca.pem"]))
+                if https_ca != "none":
+                    conf[https_ca] = str(f.ca) if https_ca == "https.ca.location" else f.ca_pem
         else:
             conf.update({spelling: family, "sasl.username": "alice", "sasl.password": PASSWORD})
     return conf
@@ -498,3 +513,97 @@ def test_values_used_here_are_all_text_for_librdkafka(files: Files) -> None:
     for key in CASES:
         rendered = SecurityConfig.from_config(case_config(key, files)).librdkafka_config()
         assert all(isinstance(v, str) for k, v in rendered.items() if k != "oauth_cb"), key
+
+
+class _TokenEndpoint(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = json.dumps({"access_token": "opaque-token", "expires_in": 60}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def private_ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture
+def https_token_endpoint(private_ca: trustme.CA) -> Iterator[str]:
+    """An OIDC token endpoint served over TLS with a certificate of ``private_ca``."""
+    server = HTTPServer(("127.0.0.1", 0), _TokenEndpoint)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    private_ca.issue_cert("127.0.0.1").configure_cert(context)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}/token"
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+
+
+def _oidc_source(url: str, **https: object) -> OidcTokenSource:
+    security = SecurityConfig.from_config(
+        {**OIDC, "sasl.oauthbearer.token.endpoint.url": url, **https}
+    )
+    assert security.sasl is not None
+    assert security.sasl.oauthbearer is not None
+    return OidcTokenSource(security.sasl.oauthbearer, timeout=5)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("key", ["https.ca.location", "https.ca.pem"])
+async def test_the_oidc_source_trusts_the_https_ca_librdkafka_trusts(
+    key: str, https_token_endpoint: str, private_ca: trustme.CA, tmp_path: Path
+) -> None:
+    # https.ca.* once reached only librdkafka (kgroup did not know the keys):
+    # the data plane trusted a private CA for the token endpoint, kgroup's
+    # connections did not, and failed to authenticate.
+    ca_file = tmp_path / "idp-ca.pem"
+    private_ca.cert_pem.write_to_path(str(ca_file))
+    value = str(ca_file) if key == "https.ca.location" else private_ca.cert_pem.bytes().decode()
+    token = await _oidc_source(https_token_endpoint, **{key: value}).token("b:1")
+    assert token.value.reveal() == "opaque-token"
+
+
+@pytest.mark.anyio
+async def test_without_the_https_ca_a_private_ca_endpoint_is_refused(
+    https_token_endpoint: str,
+) -> None:
+    with pytest.raises(AuthenticationError, match="token endpoint"):
+        await _oidc_source(https_token_endpoint).token("b:1")
+
+
+@pytest.mark.parametrize(
+    ("https", "message"),
+    [
+        ({"https.ca.location": "/nonexistent/ca.pem"}, r"https\.ca\.location=.* does not exist"),
+        ({"https.ca.pem": "not a certificate"}, r"https\.ca\.pem could not be loaded"),
+        (
+            {"https.ca.location": "probe", "https.ca.pem": "x"},
+            r"https\.ca\.location or https\.ca\.pem, not both",
+        ),
+    ],
+)
+def test_bad_https_ca_settings_name_the_key(https: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        SecurityConfig.from_config({**OIDC, **https})
+
+
+def test_probe_means_the_system_trust_store_as_in_librdkafka() -> None:
+    security = SecurityConfig.from_config({**OIDC, "https.ca.location": "probe"})
+    assert security.librdkafka_config()["https.ca.location"] == "probe"
+    assert security.sasl is not None
+    assert security.sasl.oauthbearer is not None
+    context = security.sasl.oauthbearer.create_https_context()
+    assert context.verify_mode is ssl.CERT_REQUIRED
+    assert context.check_hostname
