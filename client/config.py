@@ -28,7 +28,7 @@ import enum
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -357,7 +357,7 @@ class ConsumerConfig:
         security = sec.SecurityConfig.from_config(conf)
         callbacks = _callbacks(conf)
         passthrough: dict[str, str] = {}
-        telemetry = _telemetry(conf)
+        telemetry = _telemetry(conf, security, sec.is_security_key)
         for key, value in conf.items():
             if (
                 key in _OWNED_KEYS
@@ -426,14 +426,39 @@ TELEMETRY_DIR_ENV = "KGROUP_TELEMETRY_DIR"
 JSON Lines telemetry to (a test suite's switch; an explicit ``telemetry.sink`` wins)."""
 
 
-def _telemetry(conf: Mapping[str, Any]) -> TelemetryConfig | None:
+def _telemetry(
+    conf: Mapping[str, Any], security: SecurityConfig, is_security_key: Callable[[str], bool]
+) -> TelemetryConfig | None:
     if not any(is_telemetry_key(key) for key in conf):
         directory = os.environ.get(TELEMETRY_DIR_ENV, "").strip()
         if directory:
             # Whole test suites (and their member processes) turn telemetry on
             # without touching each consumer's config.
             return parse_telemetry_config({"telemetry.sink": f"jsonl:{directory.rstrip('/')}/"})
-    return parse_telemetry_config(conf)
+    telemetry = parse_telemetry_config(conf)
+    if telemetry is None or not telemetry.producer_config:
+        return telemetry
+    # The Kafka sink's producer connects as the consumer does: its security
+    # settings are the validated SecurityConfig's, rendered as for the data
+    # plane (every accepted key, oauth_cb included), not the raw keys with a
+    # few prefixes. telemetry.kafka.* settings still win, for another cluster.
+    overrides = {
+        key.removeprefix("telemetry.kafka.") for key in conf if key.startswith("telemetry.kafka.")
+    }
+    producer = {
+        key: value
+        for key, value in telemetry.producer_config.items()
+        if key in overrides or not is_security_key(key)
+    }
+    rendered = security.librdkafka_config()
+    oauth_cb = rendered.pop("oauth_cb", None)
+    for key, value in rendered.items():
+        producer.setdefault(key, str(value))
+    return replace(
+        telemetry,
+        producer_config=MappingProxyType(producer),
+        oauth_cb=oauth_cb if callable(oauth_cb) else None,
+    )
 
 
 def _security_module() -> ModuleType:

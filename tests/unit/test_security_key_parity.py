@@ -607,3 +607,66 @@ def test_probe_means_the_system_trust_store_as_in_librdkafka() -> None:
     context = security.sasl.oauthbearer.create_https_context()
     assert context.verify_mode is ssl.CERT_REQUIRED
     assert context.check_hostname
+
+
+# --- the telemetry sink's producer connects as the consumer does ---------------------
+
+
+def _telemetry_config(conf: Mapping[str, object]) -> Any:
+    config = ConsumerConfig.from_dict(
+        {"bootstrap.servers": NOWHERE, "group.id": "g", "telemetry.sink": "kafka:t", **conf}
+    )
+    assert config.telemetry is not None
+    return config
+
+
+@pytest.mark.parametrize("key", sorted(SECURITY_KEYS))
+def test_the_telemetry_producer_gets_every_security_key(key: str, files: Files) -> None:
+    # The Kafka sink's producer once copied only the raw security.*, sasl.* and
+    # ssl.* keys: enable.ssl.certificate.verification, https.ca.* and oauth_cb
+    # never reached it, so it connected differently from the consumer.
+    config = _telemetry_config(case_config(key, files))
+    rendered = config.security.librdkafka_config()
+    producer = dict(config.telemetry.producer_config)
+    if config.telemetry.oauth_cb is not None:
+        producer["oauth_cb"] = config.telemetry.oauth_cb
+    assert {k: v for k, v in producer.items() if k != "bootstrap.servers"} == {
+        k: v if k == "oauth_cb" else str(v) for k, v in rendered.items()
+    }
+
+
+def test_the_telemetry_producer_keeps_its_own_overrides(files: Files) -> None:
+    config = _telemetry_config(
+        {
+            **{k: v for k, v in PLAIN.items() if k != "sasl.mechanism"},
+            "sasl.mechanisms": "plain",
+            "telemetry.kafka.sasl.username": "telemetry",
+        }
+    )
+    producer = config.telemetry.producer_config
+    assert producer["sasl.username"] == "telemetry"
+    assert producer["sasl.mechanism"] == "PLAIN"
+    assert "sasl.mechanisms" not in producer
+
+
+def test_the_consumer_config_repr_shows_no_telemetry_producer_secret(files: Files) -> None:
+    # The producer settings hold the password; the telemetry config's repr once
+    # printed them, and with it the consumer config's repr and str.
+    config = _telemetry_config(
+        {
+            **PLAIN,
+            **_client_cert(files),
+            "ssl.key.location": str(files.encrypted_key),
+            "ssl.key.password": KEY_PASSWORD,
+        }
+    )
+    for shown in (repr(config), str(config), repr(config.telemetry)):
+        assert PASSWORD not in shown
+        assert KEY_PASSWORD not in shown
+
+
+def test_the_telemetry_producer_takes_the_consumers_oauth_cb() -> None:
+    config = _telemetry_config(CALLBACK)
+    assert config.telemetry.oauth_cb is oauth_cb
+    sink = config.telemetry.open_sink()  # librdkafka accepts the whole producer config
+    sink.close(timeout=0)
