@@ -32,7 +32,12 @@ from kgroup import ConsumerConfig
 from kgroup.dataplane.librdkafka import validate_passthrough
 from kgroup.errors import AuthenticationError, ConfigError
 from kgroup.transport.sasl import CallbackTokenSource, OidcTokenSource
-from kgroup.transport.security import SECRET_KEYS, SECURITY_KEYS, SecurityConfig
+from kgroup.transport.security import (
+    SECRET_KEYS,
+    SECURITY_KEYS,
+    SaslMechanism,
+    SecurityConfig,
+)
 
 PASSWORD = " pa55 word "  # secrets keep their spaces
 CLIENT_SECRET = "client-secret"
@@ -314,7 +319,7 @@ def test_every_companion_reaches_librdkafka_too(key: str, files: Files) -> None:
 
 def _expected_probe(security: SecurityConfig) -> dict[str, str]:
     omitted = set(PROBE_OMITS_ALWAYS)
-    if security.sasl is not None and security.sasl.mechanism.value == "OAUTHBEARER":
+    if security.sasl is not None and security.sasl.mechanism is SaslMechanism.OAUTHBEARER:
         omitted |= PROBE_OMITS_FOR_OAUTHBEARER
     return {k: str(v) for k, v in security.librdkafka_config().items() if k not in omitted}
 
@@ -497,7 +502,7 @@ async def test_callback_tokens_carry_only_the_callbacks_extensions(
     assert dict(plain_token.extensions) == {}
 
 
-def test_no_warning_without_configured_extensions(caplog: pytest.LogCaptureFixture) -> None:
+def test_no_warning_when_extensions_are_used_or_absent(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="kgroup.transport.security"):
         SecurityConfig.from_config({**OIDC, "sasl.oauthbearer.extensions": "tenant=t1"})
         SecurityConfig.from_config(CALLBACK)
@@ -508,11 +513,14 @@ def test_secret_keys_are_accepted_keys() -> None:
     assert SECRET_KEYS <= SECURITY_KEYS
 
 
-def test_values_used_here_are_all_text_for_librdkafka(files: Files) -> None:
+def test_every_rendered_value_but_oauth_cb_is_text(files: Files) -> None:
     # librdkafka takes every property as text; only oauth_cb is an object.
     for key in CASES:
         rendered = SecurityConfig.from_config(case_config(key, files)).librdkafka_config()
         assert all(isinstance(v, str) for k, v in rendered.items() if k != "oauth_cb"), key
+
+
+# --- the OIDC token endpoint's CA (https.ca.*) ------------------------------------------
 
 
 class _TokenEndpoint(BaseHTTPRequestHandler):
