@@ -28,7 +28,7 @@ import enum
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -357,7 +357,7 @@ class ConsumerConfig:
         security = sec.SecurityConfig.from_config(conf)
         callbacks = _callbacks(conf)
         passthrough: dict[str, str] = {}
-        telemetry = _telemetry(conf)
+        telemetry = _telemetry(conf, security, sec.is_security_key)
         for key, value in conf.items():
             if (
                 key in _OWNED_KEYS
@@ -371,12 +371,15 @@ class ConsumerConfig:
             passthrough[key] = value if isinstance(value, str) else str(value)
         if validate_passthrough is not None and passthrough:
             # librdkafka checks the security settings as a whole (PLAIN needs its
-            # password ...), so it sees them in its own form, secrets included.
+            # password ...), so it sees them exactly as the data plane will get them:
+            # rendered from the SecurityConfig, secrets included. The user's own
+            # security keys stay out: they would bring back the token source the
+            # probe config leaves out (sasl.oauthbearer.method=oidc without its
+            # client secret, which librdkafka refuses).
             probe = dict(passthrough)
             if security.sasl is not None or security.tls is not None:
-                for key, value in security.librdkafka_probe_config().items():
-                    if key in sec.SECRET_KEYS or key not in probe:
-                        probe[key] = value
+                probe = {k: v for k, v in passthrough.items() if not sec.is_security_key(k)}
+                probe.update(security.librdkafka_probe_config())
             validate_passthrough(MappingProxyType(probe))
 
         return cls(
@@ -423,14 +426,39 @@ TELEMETRY_DIR_ENV = "KGROUP_TELEMETRY_DIR"
 JSON Lines telemetry to (a test suite's switch; an explicit ``telemetry.sink`` wins)."""
 
 
-def _telemetry(conf: Mapping[str, Any]) -> TelemetryConfig | None:
+def _telemetry(
+    conf: Mapping[str, Any], security: SecurityConfig, is_security_key: Callable[[str], bool]
+) -> TelemetryConfig | None:
     if not any(is_telemetry_key(key) for key in conf):
         directory = os.environ.get(TELEMETRY_DIR_ENV, "").strip()
         if directory:
             # Whole test suites (and their member processes) turn telemetry on
             # without touching each consumer's config.
             return parse_telemetry_config({"telemetry.sink": f"jsonl:{directory.rstrip('/')}/"})
-    return parse_telemetry_config(conf)
+    telemetry = parse_telemetry_config(conf)
+    if telemetry is None or not telemetry.producer_config:
+        return telemetry
+    # The Kafka sink's producer connects as the consumer does: its security
+    # settings are the validated SecurityConfig's, rendered as for the data
+    # plane (every accepted key, oauth_cb included), not the raw keys with a
+    # few prefixes. telemetry.kafka.* settings still win, for another cluster.
+    overrides = {
+        key.removeprefix("telemetry.kafka.") for key in conf if key.startswith("telemetry.kafka.")
+    }
+    producer = {
+        key: value
+        for key, value in telemetry.producer_config.items()
+        if key in overrides or not is_security_key(key)
+    }
+    rendered = security.librdkafka_config()
+    oauth_cb = rendered.pop("oauth_cb", None)
+    for key, value in rendered.items():
+        producer.setdefault(key, str(value))
+    return replace(
+        telemetry,
+        producer_config=MappingProxyType(producer),
+        oauth_cb=oauth_cb if callable(oauth_cb) else None,
+    )
 
 
 def _security_module() -> ModuleType:

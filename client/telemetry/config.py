@@ -20,7 +20,8 @@ typo or a forgotten ``telemetry.sink`` is caught):
 ``telemetry.kafka.<producer key>``
     any confluent-kafka producer setting for the Kafka sink. Unless given,
     ``bootstrap.servers`` and the ``security.*``, ``sasl.*`` and ``ssl.*``
-    keys are the consumer's own.
+    keys are the consumer's own (a consumer config renders every security
+    setting, ``oauth_cb`` included, from its validated SecurityConfig).
 
 :func:`parse_telemetry_config` validates the keys of a consumer config dict;
 :func:`is_telemetry_key` tells the consumer's config which keys are not for
@@ -91,8 +92,14 @@ class TelemetryConfig:
     queue_size: int = DEFAULT_QUEUE_SIZE
     jsonl_max_bytes: int = _DEFAULT_MAX_BYTES
     jsonl_keep_files: int = _DEFAULT_KEEP_FILES
-    producer_config: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # Out of the repr: the producer settings hold the security keys, secrets
+    # included (a consumer config's repr must never show a password).
+    producer_config: Mapping[str, str] = field(
+        default_factory=lambda: MappingProxyType({}), repr=False
+    )
     """The Kafka sink's producer settings (``SinkType.KAFKA``)."""
+    oauth_cb: Callable[[str | None], Any] | None = field(default=None, repr=False)
+    """The consumer's ``oauth_cb``, for a Kafka sink that authenticates with OAUTHBEARER."""
 
     def open_sink(self) -> TelemetrySink:
         """Create the configured sink (the Kafka one imports confluent-kafka only now).
@@ -114,7 +121,10 @@ class TelemetryConfig:
         from kgroup.telemetry.kafka import KafkaTopicSink  # noqa: PLC0415 - loads librdkafka
 
         assert self.topic is not None
-        return KafkaTopicSink(self.topic, self.producer_config, queue_size=self.queue_size)
+        producer: dict[str, object] = dict(self.producer_config)
+        if self.oauth_cb is not None:
+            producer["oauth_cb"] = self.oauth_cb
+        return KafkaTopicSink(self.topic, producer, queue_size=self.queue_size)
 
 
 def _int(conf: Mapping[str, Any], key: str, default: int, minimum: int) -> int:

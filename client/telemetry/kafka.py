@@ -51,7 +51,7 @@ class KafkaTopicSink(QueuedSink):
     def __init__(
         self,
         topic: str,
-        producer_config: Mapping[str, str],
+        producer_config: Mapping[str, object],
         *,
         queue_size: int = DEFAULT_QUEUE_SIZE,
     ) -> None:

@@ -127,8 +127,11 @@ class CallbackTokenSource(TokenSource):
         super().__init__()
         assert settings.callback is not None
         self._callback = settings.callback
+        # sasl.oauthbearer.extensions is not read here: librdkafka uses it only
+        # with method=oidc, and confluent-kafka hands librdkafka exactly what the
+        # callback returns, so the data plane would send the callback's extensions
+        # alone; kgroup's connections send the same.
         self._config = settings.config
-        self._extensions = settings.extensions
 
     def _fetch(self, broker: str) -> OAuthToken:
         try:
@@ -155,15 +158,17 @@ class CallbackTokenSource(TokenSource):
             raise AuthenticationError(
                 "OAUTHBEARER", broker, "oauth_cb returned a non-numeric expiry"
             )
-        merged = dict(self._extensions)
-        if isinstance(extensions, Mapping):
-            merged.update({str(k): str(v) for k, v in extensions.items()})
+        returned = (
+            {str(k): str(v) for k, v in extensions.items()}
+            if isinstance(extensions, Mapping)
+            else {}
+        )
         return OAuthToken(
             Secret(token),
             float(expiry),
             time.time(),
             principal if isinstance(principal, str) else None,
-            MappingProxyType(merged),
+            MappingProxyType(returned),
         )
 
 
@@ -187,6 +192,8 @@ class OidcTokenSource(TokenSource):
         self._scope = settings.scope
         self._extensions = settings.extensions
         self._timeout = timeout
+        # https.ca.* as librdkafka's OIDC fetch uses them: both trust the same CA.
+        self._https_context = settings.create_https_context()
 
     def _fetch(self, broker: str) -> OAuthToken:
         form = {"grant_type": "client_credentials"}
@@ -208,7 +215,9 @@ class OidcTokenSource(TokenSource):
         )
         where = f"token endpoint {self._url}"
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as reply:
+            with urllib.request.urlopen(
+                request, timeout=self._timeout, context=self._https_context
+            ) as reply:
                 body = reply.read()
         except urllib.error.HTTPError as exc:
             raise AuthenticationError(

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import hmac
+import logging
 import os
 import ssl
 import tempfile
@@ -99,6 +100,8 @@ class Secret:
     def __hash__(self) -> int:
         return hash((Secret, len(self._value)))
 
+
+_log = logging.getLogger("kgroup.transport.security")
 
 _E = TypeVar("_E", bound=enum.Enum)
 
@@ -276,6 +279,39 @@ class OAuthBearerSettings:
     client_secret: Secret | None = None
     scope: str | None = None
     extensions: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    """``sasl.oauthbearer.extensions``: sent with OIDC tokens only, as librdkafka does
+    (a callback's token carries the extensions the callback returns)."""
+    https_ca_location: str | None = None
+    """``https.ca.location``: the CA (file or directory) that signs the token endpoint's
+    certificate; ``probe`` (librdkafka's word) or unset: the system trust store."""
+    https_ca_pem: str | None = None
+    """``https.ca.pem``: the same CA as PEM text."""
+
+    def create_https_context(self) -> ssl.SSLContext:
+        """The TLS context for the OIDC token endpoint (``https.ca.*``).
+
+        Raises:
+            ConfigError: the CA does not load; the message names the key.
+        """
+        location = self.https_ca_location if self.https_ca_location != "probe" else None
+        if location is None and self.https_ca_pem is None:
+            return ssl.create_default_context()
+        # Only the configured CA is trusted, as librdkafka (curl) does with it.
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        key = "https.ca.location" if location is not None else "https.ca.pem"
+        try:
+            if location is not None and Path(location).is_dir():
+                context.load_verify_locations(capath=location)
+            elif location is not None:
+                context.load_verify_locations(cafile=location)
+            else:
+                context.load_verify_locations(cadata=self.https_ca_pem)
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            raise ConfigError(
+                f"{key} could not be loaded ({_reason(exc)}); give PEM certificate(s)"
+            ) from None
+        return context
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -394,6 +430,10 @@ class SecurityConfig:
                     conf["sasl.oauthbearer.extensions"] = ",".join(
                         f"{k}={v}" for k, v in oauth.extensions.items()
                     )
+                put(
+                    ("https.ca.location", oauth.https_ca_location),
+                    ("https.ca.pem", oauth.https_ca_pem),
+                )
         return conf
 
     def librdkafka_probe_config(self) -> dict[str, str]:
@@ -455,7 +495,11 @@ _SASL_KEYS: Final = (
     "sasl.oauthbearer.extensions",
     "oauth_cb",
 )
-SECURITY_KEYS: Final[frozenset[str]] = frozenset(("security.protocol", *_TLS_KEYS, *_SASL_KEYS))
+# librdkafka verifies the OIDC token endpoint with these; kgroup's OIDC source must too.
+_HTTPS_KEYS: Final = ("https.ca.location", "https.ca.pem")
+SECURITY_KEYS: Final[frozenset[str]] = frozenset(
+    ("security.protocol", *_TLS_KEYS, *_SASL_KEYS, *_HTTPS_KEYS)
+)
 """Every security key kgroup implements (for its connections and the data plane's)."""
 
 SECRET_KEYS: Final[frozenset[str]] = frozenset(
@@ -463,7 +507,15 @@ SECRET_KEYS: Final[frozenset[str]] = frozenset(
 )
 """Keys whose values are secrets: never echoed, logged or kept outside a :class:`Secret`."""
 
-_SECURITY_PREFIXES: Final = ("security.", "ssl.", "sasl.", "ssl_", "enable.ssl.", "enable.sasl.")
+_SECURITY_PREFIXES: Final = (
+    "security.",
+    "ssl.",
+    "sasl.",
+    "ssl_",
+    "https.",
+    "enable.ssl.",
+    "enable.sasl.",
+)
 
 # Java client keys people carry over; librdkafka (and so kgroup) spells them differently.
 _JAVA_HINTS: Final[Mapping[str, str]] = MappingProxyType(
@@ -637,8 +689,25 @@ def _oauth_settings(config: Mapping[str, object]) -> OAuthBearerSettings:
         client_secret=_optional_secret(config, "sasl.oauthbearer.client.secret"),
         scope=_optional_text(config, "sasl.oauthbearer.scope"),
         extensions=MappingProxyType(extensions),
+        https_ca_location=_optional_text(config, "https.ca.location"),
+        https_ca_pem=_optional_text(config, "https.ca.pem"),
     )
+    if settings.https_ca_location is not None and settings.https_ca_pem is not None:
+        raise ConfigError("set https.ca.location or https.ca.pem, not both")
+    location = settings.https_ca_location
+    if location is not None and location != "probe" and not os.path.exists(location):
+        raise ConfigError(f"https.ca.location={location!r} does not exist")
     if method is OAuthBearerMethod.DEFAULT:
+        if extensions:
+            # Accepted (confluent-kafka configs carry it) but, as in librdkafka,
+            # used only by the OIDC source: a callback's token carries the
+            # extensions the callback returns, on kgroup's connections and the
+            # data plane's alike. librdkafka ignores it silently; kgroup says so.
+            _log.warning(
+                "sasl.oauthbearer.extensions is used only with sasl.oauthbearer.method=oidc "
+                "(as in librdkafka); with oauth_cb, return the extensions from the callback: "
+                "(token, expiry, principal, {name: value})"
+            )
         if callback is None:
             raise ConfigError(
                 "sasl.mechanism=OAUTHBEARER needs a token source: set oauth_cb (a callable "
@@ -666,6 +735,8 @@ def _oauth_settings(config: Mapping[str, object]) -> OAuthBearerSettings:
             raise ConfigError(
                 "sasl.oauthbearer.token.endpoint.url must be an http:// or https:// URL"
             )
+        # Load the CA now, so a bad one fails at construction naming its key.
+        settings.create_https_context()
     return settings
 
 
