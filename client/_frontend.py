@@ -558,8 +558,19 @@ class FrontEndCore:
         """
         driver = self.driver
         work = driver.app_work
+        app_code_ran = False
         while work:
             item = work.popleft()
+            if app_code_ran and not closing and isinstance(item, CallbackWork | CommitResultWork):
+                # The application is still inside poll(): work queued while its
+                # previous callback ran (a new target during a slow revoke) runs now,
+                # but the poll timer restarts first, as Java's poll loop sends a
+                # PollEvent before each batch of callbacks. Without it a chain of
+                # callbacks, each well within max.poll.interval.ms, added up past it:
+                # the member left, rejoined into the same chain and never settled.
+                self._last_poll_event = self._clock()
+                yield OnLoop(driver.poll_called)
+            app_code_ran = isinstance(item, CallbackWork | CommitResultWork)
             if isinstance(item, CallbackWork):
                 method = listener_method(driver.listener, item.kind)
                 started = self._clock()

@@ -239,3 +239,13 @@ def test_a_classic_member_whose_join_is_lost_stops_fetching_after_a_session_time
     # not confirmed it for a session timeout.
     for seed in (22, 138, 148):
         _clean(seed)
+
+
+def test_a_chain_of_callbacks_in_one_poll_restarts_the_poll_timer_between_them() -> None:
+    # Soak 520000..719999: a consumer-protocol member with 1.5 s callbacks and a
+    # 6 s max.poll.interval.ms heard new targets while its callbacks ran; the
+    # next callback ran in the same poll, four in a row outlasted the poll
+    # timeout, the member left as stale, rejoined into the same chain and the
+    # group never converged (every ~12 s a new group epoch). The poll timer now
+    # restarts before each callback that follows another in the same poll.
+    _clean(696409)

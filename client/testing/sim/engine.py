@@ -2398,6 +2398,12 @@ class Simulation:
         if _gone(proc):
             return
         if proc.callbacks:
+            # Still inside the same poll(): the next callback runs at once, after
+            # the poll timer restarts (kgroup's front end, as Java's poll loop).
+            self._feed(proc, PollCalled())
+            if _gone(proc):
+                return
+        if proc.callbacks:
             self._run_callback(proc)
         else:
             proc.poll_gen += 1
