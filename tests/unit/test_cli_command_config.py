@@ -178,7 +178,7 @@ def test_topics_without_a_command_config_connect_in_plaintext(recorder: _Recorde
 
 @pytest.mark.parametrize("command", ["create", "produce"])
 @pytest.mark.parametrize(
-    ("text", "complaint"),
+    "case",
     [
         ("security.protocol=SSL\ngroup.id=orders\n", "line 2: 'group.id' is not a setting"),
         ("sasl.password hunter2-is-the-password\n", "line 1: expected key=value"),
@@ -194,9 +194,9 @@ def test_topics_refuse_a_bad_command_config_with_exit_2_naming_what_is_wrong(
     recorder: _Recorder,
     capsys: pytest.CaptureFixture[str],
     command: str,
-    text: str,
-    complaint: str,
+    case: tuple[str, str],
 ) -> None:
+    text, complaint = case
     path = _file(tmp_path, text)
     assert (
         main(["topics", command, "t", "--bootstrap-servers", "b:1", "--command-config", path]) == 2
