@@ -692,9 +692,9 @@ def unused_key_warnings(
     instead. The classic case: credentials set and ``security.protocol``
     forgotten, so the connection is plaintext and unauthenticated. librdkafka
     warns for two of these (``sasl.mechanism`` without a SASL protocol,
-    ``sasl.username`` with a mechanism that takes no username) and the Java
-    client lists such keys at INFO as "supplied but not used"; neither refuses
-    them, so neither does kgroup.
+    ``sasl.username`` with a mechanism that takes no username); the Java
+    client's only notice is its log line of configurations "supplied but not
+    used". Neither refuses them, so kgroup does not either.
     """
     found: list[str] = []
     if not protocol.uses_sasl:
