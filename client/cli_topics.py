@@ -32,9 +32,12 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from kgroup.errors import (
+    AuthenticationError,
     ConfigError,
     KgroupError,
     NoBrokersAvailableError,
+    SecurityError,
+    TlsError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -68,6 +71,9 @@ _log = logging.getLogger("kgroup.cli.topics")
 # librdkafka reports every refused connection; that is what the error message
 # sums up, so its own lines are shown with --verbose only.
 _librdkafka_log = logging.getLogger("kgroup.cli.librdkafka")
+
+_ATTEMPT = 1.0
+"""Seconds of one metadata attempt while connecting (see ``_connect``)."""
 
 # librdkafka's codes for "nobody answered" (its own, negative, not the broker's).
 _UNREACHABLE = frozenset(
@@ -211,15 +217,59 @@ def _target(args: argparse.Namespace) -> _Target:
     return _Target(bootstrap, args.timeout, settings)
 
 
+class _SecurityFailures:
+    """librdkafka's reports (``error_cb``) of a refused TLS handshake or SASL login.
+
+    librdkafka retries those as if the broker were down, and ``list_topics``
+    then fails with a bare "transport failure"; the report says what happened.
+    """
+
+    def __init__(self, target: _Target) -> None:
+        self._target = target
+        self.error: SecurityError | None = None
+
+    def report(self, error: KafkaError) -> None:
+        if self.error is not None:
+            return
+        # "sasl_ssl://host:port/bootstrap: SASL authentication error: ..."
+        where, _, reason = error.str().partition(": ")
+        if "://" not in where or not reason:
+            where, reason = "", error.str()
+        broker = where.partition("://")[2].partition("/")[0] or self._target.bootstrap
+        if error.code() == KafkaError._AUTHENTICATION:
+            mechanism = str(self._target.settings.get("sasl.mechanism", "?"))
+            self.error = AuthenticationError(mechanism, broker, reason)
+        elif error.code() == KafkaError._SSL:
+            self.error = TlsError(broker, reason)
+
+
 def _connect(target: _Target) -> tuple[AdminClient, set[str]]:
-    """An AdminClient that reached the broker, and the topics the broker has."""
+    """An AdminClient that reached the broker, and the topics the broker has.
+
+    Raises:
+        SecurityError: the broker refused the TLS handshake or the SASL login
+            (as soon as librdkafka reports it, not after ``--timeout``).
+        NoBrokersAvailableError: no broker answered within ``--timeout``.
+    """
     bootstrap, timeout = target.bootstrap, target.timeout
-    admin = AdminClient(target.client_config(), logger=_librdkafka_log)
-    try:
-        metadata = admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise _unreachable(bootstrap, timeout, _error_text(exc)) from None
-    return admin, {name for name, topic in metadata.topics.items() if topic.error is None}
+    failures = _SecurityFailures(target)
+    admin = AdminClient(target.client_config(), logger=_librdkafka_log, error_cb=failures.report)
+    deadline = time.monotonic() + timeout
+    while True:
+        # Short attempts: between them the error reports are served (poll), and
+        # a refused login ends the wait at once, as the same credentials would
+        # be refused again.
+        attempt = max(0.0, min(_ATTEMPT, deadline - time.monotonic()))
+        try:
+            metadata = admin.list_topics(timeout=attempt)
+        except KafkaException as exc:
+            admin.poll(0)
+            if failures.error is not None:
+                raise failures.error from None
+            if time.monotonic() >= deadline:
+                raise _unreachable(bootstrap, timeout, _error_text(exc)) from None
+        else:
+            return admin, {name for name, topic in metadata.topics.items() if topic.error is None}
 
 
 def _await_leaders(admin: AdminClient, name: str, partitions: int, timeout: float) -> None:

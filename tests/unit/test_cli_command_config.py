@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 import kgroup.cli_topics
 import kgroup.transport
@@ -216,3 +217,49 @@ def test_topics_with_a_missing_command_config_exit_2_naming_it(
     assert main(argv) == 2
     assert f"--command-config {missing}: cannot read it" in capsys.readouterr().err
     assert recorder.configs == {}
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (
+            KafkaError._AUTHENTICATION,
+            "sasl_ssl://broker-1:9093/bootstrap: SASL authentication error: Authentication "
+            "failed due to invalid credentials with SASL mechanism SCRAM-SHA-512",
+            "SASL SCRAM-SHA-512 authentication with broker-1:9093 failed: SASL authentication "
+            "error: Authentication failed due to invalid credentials",
+        ),
+        (
+            KafkaError._SSL,
+            "ssl://broker-1:9093/bootstrap: SSL handshake failed: certificate verify failed",
+            "TLS handshake with broker-1:9093 failed: SSL handshake failed: certificate verify",
+        ),
+    ],
+)
+def test_topics_report_a_refused_login_at_once_not_as_an_unreachable_broker(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    case: tuple[int, str, str],
+) -> None:
+    code, report, expected = case
+    # librdkafka's list_topics fails with a bare transport failure; what happened
+    # arrives through error_cb when the client is polled.
+    attempts: list[float] = []
+
+    def admin(config: dict[str, Any], *, error_cb: Any, **_kwargs: Any) -> Any:
+        def list_topics(*, timeout: float) -> Any:
+            attempts.append(timeout)
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Broker transport failure"))
+
+        return SimpleNamespace(
+            list_topics=list_topics, poll=lambda _t: error_cb(KafkaError(code, report))
+        )
+
+    monkeypatch.setattr(kgroup.cli_topics, "AdminClient", admin)
+    path = _file(tmp_path, SASL_SSL_FILE)
+    assert main(["topics", "create", "t", "--command-config", path, "--timeout", "60"]) == 2
+    err = capsys.readouterr().err
+    assert expected in err
+    assert "s3cret" not in err
+    assert len(attempts) == 1, "a refused login is not retried until --timeout"
