@@ -112,6 +112,17 @@ def test_topics_create_and_produce_through_a_command_config(
     values = consume(secured.bootstrap_servers, topic, make_group_id(), 20)
     assert sorted(values) == sorted(f"record {i} ".ljust(64, ".") for i in range(20))
 
+    # A wrong password is refused by the broker, and said so at once.
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(properties.read_text().replace(password, "not-the-password"), encoding="utf-8")
+    started = time.monotonic()
+    code, out, err = _cli("topics", "produce", topic, "--command-config", str(wrong))
+    assert code == 2
+    assert "SASL SCRAM-SHA-512 authentication with" in err
+    assert "invalid credentials" in err
+    assert "not-the-password" not in err
+    assert time.monotonic() - started < 10, "waited for --timeout instead"
+
     # The same command without the file cannot talk to the SASL_SSL listener.
     servers = str(conf["bootstrap.servers"])
     code, out, err = _cli(
