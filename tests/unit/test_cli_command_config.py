@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -263,3 +264,17 @@ def test_topics_report_a_refused_login_at_once_not_as_an_unreachable_broker(
     assert expected in err
     assert "s3cret" not in err
     assert len(attempts) == 1, "a refused login is not retried until --timeout"
+
+
+def test_topics_warn_about_credentials_in_a_file_without_a_sasl_protocol(
+    tmp_path: Path, recorder: _Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The classic mistake in a command config: the file's credentials would go
+    # nowhere and the commands would connect in plaintext.
+    path = _file(tmp_path, "sasl.username=ops\nsasl.password=s3cret\n")
+    with caplog.at_level(logging.WARNING, logger="kgroup.transport.security"):
+        argv = ["topics", "create", "known", "--if-not-exists", "--bootstrap-servers", "b:1"]
+        assert main([*argv, "--command-config", path]) == 0
+    assert "security.protocol is PLAINTEXT" in caplog.text
+    assert "set security.protocol=SASL_SSL or SASL_PLAINTEXT" in caplog.text
+    assert "s3cret" not in caplog.text
