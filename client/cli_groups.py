@@ -115,7 +115,11 @@ def load_command_config(path: str) -> dict[str, str]:
             not one of those; the message names the file (and the line or key),
             never a value (it may be a password).
     """
-    from kgroup.transport.security import SECURITY_KEYS  # noqa: PLC0415
+    from kgroup.transport.security import (  # noqa: PLC0415
+        SECURITY_KEYS,
+        is_security_key,
+        unsupported_key_message,
+    )
 
     try:
         with open(path, encoding="utf-8") as file:
@@ -134,6 +138,11 @@ def load_command_config(path: str) -> dict[str, str]:
                 f"got a line without '=' (starting {line[:20]!r})"
             )
         key, value = line[:cut].strip(), line[cut + 1 :].strip()
+        if is_security_key(key) and key not in SECURITY_KEYS:
+            # A Java client's file (truststore, JAAS) gets the hint a consumer config gets.
+            raise ConfigError(
+                f"--command-config {path} line {number}: {unsupported_key_message(key)}"
+            )
         if key not in SECURITY_KEYS and key not in _COMMAND_CONFIG_KEYS:
             raise ConfigError(
                 f"--command-config {path} line {number}: {key!r} is not a setting these "

@@ -6,10 +6,12 @@
     kgroup topics produce NAME [--count N] [--size B] [--key-prefix P] [--rate R]
 
 Both find the broker in this order: ``--bootstrap-servers``, the broker
-``kgroup broker up --name NAME`` started (``--broker-name NAME``),
-``$KAFKA_BOOTSTRAP_SERVERS``, the broker ``kgroup broker up`` started in this
-working directory. They talk to it through confluent-kafka's AdminClient and
-Producer. Exit codes: 0 done; 1 the topic exists (``create``) or does not
+``kgroup broker up --name NAME`` started (``--broker-name NAME``), the
+``bootstrap.servers`` of ``--command-config FILE``, ``$KAFKA_BOOTSTRAP_SERVERS``,
+the broker ``kgroup broker up`` started in this working directory. They talk to
+it through confluent-kafka's AdminClient and Producer, secured as
+``--command-config FILE`` says (the properties file ``kgroup groups`` takes).
+Exit codes: 0 done; 1 the topic exists (``create``) or does not
 (``produce``); 2 any other failure or bad usage; 3 no broker answered within
 ``--timeout``.
 """
@@ -30,9 +32,12 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from kgroup.errors import (
+    AuthenticationError,
     ConfigError,
     KgroupError,
     NoBrokersAvailableError,
+    SecurityError,
+    TlsError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -61,9 +66,14 @@ RecordedBootstrap = Callable[[str | None], str | None]
 """The bootstrap servers of the broker ``kgroup broker up`` started for this
 directory (argument ``None``) or under a name, if it runs."""
 
+_log = logging.getLogger("kgroup.cli.topics")
+
 # librdkafka reports every refused connection; that is what the error message
 # sums up, so its own lines are shown with --verbose only.
 _librdkafka_log = logging.getLogger("kgroup.cli.librdkafka")
+
+_ATTEMPT = 1.0
+"""Seconds of one metadata attempt while connecting (see ``_connect``)."""
 
 # librdkafka's codes for "nobody answered" (its own, negative, not the broker's).
 _UNREACHABLE = frozenset(
@@ -80,8 +90,11 @@ def choose_bootstrap_servers(
     broker_name: str | None,
     recorded: RecordedBootstrap,
     environ: Mapping[str, str] | None = None,
+    *,
+    from_file: str | None = None,
 ) -> str:
-    """The broker to talk to: the flag, the named broker, the environment, this directory's.
+    """The broker to talk to: the flag, the named broker, the command config's
+    ``bootstrap.servers`` (``from_file``), the environment, this directory's.
 
     Raises:
         ConfigError: none of them names a broker, or the named broker is not running.
@@ -96,6 +109,8 @@ def choose_bootstrap_servers(
                 f"`kgroup broker up --name {broker_name}`"
             )
         return named
+    if from_file:
+        return from_file
     env = os.environ if environ is None else environ
     from_env = env.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
     if from_env:
@@ -149,21 +164,112 @@ def _typed(exc: KafkaException, bootstrap: str, timeout: float) -> KgroupError:
     return KgroupError(f"{error.name()}: {error.str()}")
 
 
-def _client_config(bootstrap: str, timeout: float) -> dict[str, str | int | float | bool]:
-    return {
-        "bootstrap.servers": bootstrap,
-        "socket.connection.setup.timeout.ms": max(1, int(timeout * 1000)),
-    }
+@dataclass(frozen=True)
+class _Target:
+    """Where and how to connect: the servers and the librdkafka settings for them."""
+
+    bootstrap: str
+    timeout: float
+    settings: Mapping[str, str | int | float | bool] = field(repr=False)
+    """Security settings rendered for librdkafka (secrets revealed: never log them),
+    and ``client.id`` when the command config sets it."""
+
+    def client_config(self) -> dict[str, str | int | float | bool]:
+        return {
+            **self.settings,
+            "bootstrap.servers": self.bootstrap,
+            "socket.connection.setup.timeout.ms": max(1, int(self.timeout * 1000)),
+        }
 
 
-def _connect(bootstrap: str, timeout: float) -> tuple[AdminClient, set[str]]:
-    """An AdminClient that reached the broker, and the topics the broker has."""
-    admin = AdminClient(_client_config(bootstrap, timeout), logger=_librdkafka_log)
-    try:
-        metadata = admin.list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise _unreachable(bootstrap, timeout, _error_text(exc)) from None
-    return admin, {name for name, topic in metadata.topics.items() if topic.error is None}
+def _target(args: argparse.Namespace) -> _Target:
+    """The servers and connection settings of a ``topics`` command.
+
+    Raises:
+        ConfigError: no broker is known, or ``--command-config`` is unreadable or
+            holds a bad key or value (named; never a value).
+    """
+    # Imported here: reading a command config is the groups commands' job, and
+    # the security module (ssl, anyio) is not needed for `kgroup --help`.
+    from kgroup.cli_groups import load_command_config  # noqa: PLC0415
+    from kgroup.transport.security import SecurityConfig  # noqa: PLC0415
+
+    file: dict[str, str] = {}
+    if args.command_config is not None:
+        file = load_command_config(args.command_config)
+    recorded: RecordedBootstrap = args.recorded_bootstrap
+    bootstrap = choose_bootstrap_servers(
+        args.bootstrap_servers, args.broker_name, recorded, from_file=file.get("bootstrap.servers")
+    )
+    # The same validation and rendering a consumer's data plane gets, so a file
+    # that works for `kgroup groups` works here and means the same.
+    security = SecurityConfig.from_config(file)
+    settings: dict[str, str | int | float | bool] = {}
+    for key, value in security.librdkafka_config().items():
+        # All text: a properties file holds text, and oauth_cb (the one setting
+        # that is not) must be a callable, which from_config checked.
+        assert isinstance(value, str), key
+        settings[key] = value
+    if "client.id" in file:
+        settings["client.id"] = file["client.id"]
+    # describe() names the protocol, mechanism and user, never a secret (shown with -v).
+    _log.debug("connecting to %s with %s", bootstrap, security.describe())
+    return _Target(bootstrap, args.timeout, settings)
+
+
+class _SecurityFailures:
+    """librdkafka's reports (``error_cb``) of a refused TLS handshake or SASL login.
+
+    librdkafka retries those as if the broker were down, and ``list_topics``
+    then fails with a bare "transport failure"; the report says what happened.
+    """
+
+    def __init__(self, target: _Target) -> None:
+        self._target = target
+        self.error: SecurityError | None = None
+
+    def report(self, error: KafkaError) -> None:
+        if self.error is not None:
+            return
+        # "sasl_ssl://host:port/bootstrap: SASL authentication error: ..."
+        where, _, reason = error.str().partition(": ")
+        if "://" not in where or not reason:
+            where, reason = "", error.str()
+        broker = where.partition("://")[2].partition("/")[0] or self._target.bootstrap
+        if error.code() == KafkaError._AUTHENTICATION:
+            mechanism = str(self._target.settings.get("sasl.mechanism", "?"))
+            self.error = AuthenticationError(mechanism, broker, reason)
+        elif error.code() == KafkaError._SSL:
+            self.error = TlsError(broker, reason)
+
+
+def _connect(target: _Target) -> tuple[AdminClient, set[str]]:
+    """An AdminClient that reached the broker, and the topics the broker has.
+
+    Raises:
+        SecurityError: the broker refused the TLS handshake or the SASL login
+            (as soon as librdkafka reports it, not after ``--timeout``).
+        NoBrokersAvailableError: no broker answered within ``--timeout``.
+    """
+    bootstrap, timeout = target.bootstrap, target.timeout
+    failures = _SecurityFailures(target)
+    admin = AdminClient(target.client_config(), logger=_librdkafka_log, error_cb=failures.report)
+    deadline = time.monotonic() + timeout
+    while True:
+        # Short attempts: between them the error reports are served (poll), and
+        # a refused login ends the wait at once, as the same credentials would
+        # be refused again.
+        attempt = max(0.0, min(_ATTEMPT, deadline - time.monotonic()))
+        try:
+            metadata = admin.list_topics(timeout=attempt)
+        except KafkaException as exc:
+            admin.poll(0)
+            if failures.error is not None:
+                raise failures.error from None
+            if time.monotonic() >= deadline:
+                raise _unreachable(bootstrap, timeout, _error_text(exc)) from None
+        else:
+            return admin, {name for name, topic in metadata.topics.items() if topic.error is None}
 
 
 def _await_leaders(admin: AdminClient, name: str, partitions: int, timeout: float) -> None:
@@ -192,9 +298,10 @@ def _await_leaders(admin: AdminClient, name: str, partitions: int, timeout: floa
 
 
 def _create(args: argparse.Namespace) -> int:
-    bootstrap = _bootstrap(args)
+    target = _target(args)
+    bootstrap = target.bootstrap
     name: str = args.name
-    admin, topics = _connect(bootstrap, args.timeout)
+    admin, topics = _connect(target)
     if name in topics:
         return _exists(name, bootstrap, args.if_not_exists)
     new = NewTopic(
@@ -254,9 +361,10 @@ class _Deliveries:
 
 
 def _produce(args: argparse.Namespace) -> int:
-    bootstrap = _bootstrap(args)
+    target = _target(args)
+    bootstrap = target.bootstrap
     name: str = args.name
-    _, topics = _connect(bootstrap, args.timeout)
+    _, topics = _connect(target)
     if name not in topics:
         # Producing would let a broker with auto.create.topics.enable make a
         # one-partition topic silently; say what to do instead.
@@ -270,7 +378,7 @@ def _produce(args: argparse.Namespace) -> int:
     deliveries = _Deliveries()
     producer = Producer(
         {
-            **_client_config(bootstrap, args.timeout),
+            **target.client_config(),
             "logger": _librdkafka_log,
             "linger.ms": 5,
             # A record the broker has not taken within the timeout is reported
@@ -312,11 +420,6 @@ def _produce(args: argparse.Namespace) -> int:
         f"({rate:.0f} records/s)"
     )
     return EXIT_OK
-
-
-def _bootstrap(args: argparse.Namespace) -> str:
-    recorded: RecordedBootstrap = args.recorded_bootstrap
-    return choose_bootstrap_servers(args.bootstrap_servers, args.broker_name, recorded)
 
 
 def _run(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -387,9 +490,11 @@ def add_topics_commands(
         "topics",
         help="create a topic, produce test records",
         description="Create a topic and produce records to try a consumer on. The broker is "
-        "--bootstrap-servers, else --broker-name's, else $KAFKA_BOOTSTRAP_SERVERS, else the "
-        "one `kgroup broker up` started in this directory. Exit codes: 0 done, 1 the topic "
-        "exists (create) or does not (produce), 2 other failures, 3 no broker answered.",
+        "--bootstrap-servers, else --broker-name's, else the --command-config file's "
+        "bootstrap.servers, else $KAFKA_BOOTSTRAP_SERVERS, else the one `kgroup broker up` "
+        "started in this directory; --command-config FILE secures the connection. Exit codes: "
+        "0 done, 1 the topic exists (create) or does not (produce), 2 other failures, "
+        "3 no broker answered.",
     )
     commands = topics.add_subparsers(dest="topics_command", metavar="COMMAND", required=True)
 
@@ -402,6 +507,12 @@ def add_topics_commands(
             type=broker_name,
             metavar="NAME",
             help="the broker `kgroup broker up --name NAME` started",
+        )
+        parser.add_argument(
+            "--command-config",
+            metavar="FILE",
+            help="properties file with security.protocol, ssl.*, sasl.* (and optionally "
+            "bootstrap.servers, client.id), as `kgroup groups` and kafka-topics.sh take",
         )
         parser.add_argument(
             "--timeout",

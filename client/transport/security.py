@@ -65,6 +65,8 @@ __all__ = [
     "explain_denial",
     "is_security_key",
     "open_stream",
+    "unsupported_key_message",
+    "unused_key_warnings",
 ]
 
 
@@ -356,7 +358,7 @@ class SecurityConfig:
         """
         for key in config:
             if is_security_key(key) and key not in SECURITY_KEYS:
-                raise ConfigError(_unsupported_key_message(key))
+                raise ConfigError(unsupported_key_message(key))
         protocol = _choice(
             SecurityProtocol, config.get("security.protocol", "PLAINTEXT"), "security.protocol"
         )
@@ -367,6 +369,8 @@ class SecurityConfig:
             # Load every file now, so a bad path fails at construction naming
             # its key rather than on the first connection.
             built.create_ssl_context()
+        for warning in unused_key_warnings(config, protocol, sasl):
+            _log.warning("%s", warning)
         return built
 
     # --- using ------------------------------------------------------------------
@@ -540,7 +544,8 @@ def is_security_key(key: str) -> bool:
     return key == "oauth_cb" or key.startswith(_SECURITY_PREFIXES)
 
 
-def _unsupported_key_message(key: str) -> str:
+def unsupported_key_message(key: str) -> str:
+    """Why ``key`` (a security key kgroup does not implement) is refused, and what to set."""
     hint = _JAVA_HINTS.get(key)
     if hint is not None:
         return f"{key} is a Java client key that kgroup does not take: {hint}"
@@ -659,6 +664,110 @@ def _sasl_settings(config: Mapping[str, object], protocol: SecurityProtocol) -> 
     return SaslSettings(
         mechanism=mechanism, username=username, password=password, oauthbearer=oauth
     )
+
+
+# Used only by OAUTHBEARER.
+_OAUTH_KEYS: Final = (
+    "oauth_cb",
+    *(key for key in _SASL_KEYS if key.startswith("sasl.oauthbearer.")),
+    *_HTTPS_KEYS,
+)
+# Read by the OIDC token source only; a callback (method=default) makes its own
+# token. (sasl.oauthbearer.extensions has a warning of its own in _oauth_settings.)
+_OIDC_ONLY_KEYS: Final = (
+    "sasl.oauthbearer.token.endpoint.url",
+    "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.scope",
+    *_HTTPS_KEYS,
+)
+
+
+def unused_key_warnings(
+    config: Mapping[str, object], protocol: SecurityProtocol, sasl: SaslSettings | None
+) -> list[str]:
+    """Why security keys set in ``config`` are used by neither kgroup nor librdkafka.
+
+    One message per finding, naming the keys (never a value) and what to set
+    instead. The classic case: credentials set and ``security.protocol``
+    forgotten, so the connection is plaintext and unauthenticated. librdkafka
+    warns for two of these (``sasl.mechanism`` without a SASL protocol,
+    ``sasl.username`` with a mechanism that takes no username); the Java
+    client's only notice is its log line of configurations "supplied but not
+    used". Neither refuses them, so kgroup does not either.
+    """
+    found: list[str] = []
+    if not protocol.uses_sasl:
+        keys = _set_keys(config, (*_SASL_KEYS, *_HTTPS_KEYS))
+        if keys:
+            wanted = "SASL_SSL" if protocol.uses_tls else "SASL_SSL or SASL_PLAINTEXT"
+            found.append(
+                f"{_names(keys)} set but security.protocol is {protocol.value}: "
+                f"{_pronoun(keys)} not used and connections are not authenticated; "
+                f"set security.protocol={wanted}, or remove {_object(keys)}"
+            )
+    if not protocol.uses_tls:
+        keys = _set_keys(config, _TLS_KEYS)
+        if keys:
+            wanted = "SASL_SSL" if protocol.uses_sasl else "SSL or SASL_SSL"
+            found.append(
+                f"{_names(keys)} set but security.protocol is {protocol.value}: "
+                f"{_pronoun(keys)} not used and connections are not encrypted; "
+                f"set security.protocol={wanted}, or remove {_object(keys)}"
+            )
+    if not protocol.uses_sasl or sasl is None:
+        return found
+    mechanism = sasl.mechanism.value
+    if sasl.mechanism is not SaslMechanism.OAUTHBEARER:
+        keys = _set_keys(config, _OAUTH_KEYS)
+        if keys:
+            found.append(
+                f"{_names(keys)} set but sasl.mechanism is {mechanism}: {_pronoun(keys)} used "
+                f"only with OAUTHBEARER, and {mechanism} authenticates with sasl.username and "
+                f"sasl.password; remove {_object(keys)}, or set sasl.mechanism=OAUTHBEARER"
+            )
+        return found
+    keys = _set_keys(config, ("sasl.username", "sasl.password"))
+    if keys:
+        found.append(
+            f"{_names(keys)} set but sasl.mechanism is OAUTHBEARER: {_pronoun(keys)} used only "
+            "by PLAIN and SCRAM (as in librdkafka); OAUTHBEARER tokens come from oauth_cb or "
+            f"sasl.oauthbearer.method=oidc; remove {_object(keys)}"
+        )
+    oauth = sasl.oauthbearer
+    if oauth is not None and oauth.method is OAuthBearerMethod.OIDC:
+        keys = _set_keys(config, ("sasl.oauthbearer.config",))
+        if keys:
+            found.append(
+                "sasl.oauthbearer.config is set but sasl.oauthbearer.method is oidc: it is "
+                "handed only to oauth_cb, and the OIDC token request is made from "
+                "sasl.oauthbearer.client.id, .client.secret, .scope and .extensions; remove it"
+            )
+    elif oauth is not None:
+        keys = _set_keys(config, _OIDC_ONLY_KEYS)
+        if keys:
+            found.append(
+                f"{_names(keys)} set but sasl.oauthbearer.method is default (tokens from "
+                f"oauth_cb): {_pronoun(keys)} used only with sasl.oauthbearer.method=oidc; "
+                f"remove {_object(keys)}, or set sasl.oauthbearer.method=oidc without oauth_cb"
+            )
+    return found
+
+
+def _set_keys(config: Mapping[str, object], keys: Iterable[str]) -> list[str]:
+    return [key for key in keys if config.get(key) is not None]
+
+
+def _names(keys: list[str]) -> str:
+    return f"{keys[0]} is" if len(keys) == 1 else f"{', '.join(keys)} are"
+
+
+def _pronoun(keys: list[str]) -> str:
+    return "it is" if len(keys) == 1 else "they are"
+
+
+def _object(keys: list[str]) -> str:
+    return "it" if len(keys) == 1 else "them"
 
 
 def _oauth_settings(config: Mapping[str, object]) -> OAuthBearerSettings:
