@@ -19,6 +19,7 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -68,6 +69,17 @@ def _error_config(broker: FakeBroker, group_id: str, protocol: dict[str, Any]) -
     return consumer_config(broker, group_id, **protocol, **{"auto.offset.reset": "error"})
 
 
+@contextlib.asynccontextmanager
+async def _error_consumer(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any]
+) -> AsyncIterator[tuple[AsyncConsumer, FakeDataPlane]]:
+    """The truncated scene, and a consumer with ``auto.offset.reset=error`` (not subscribed)."""
+    await _truncated(broker, group_id, protocol)
+    plane = broker.dataplane("error")
+    async with AsyncConsumer(_error_config(broker, group_id, protocol), dataplane=plane) as c:
+        yield c, plane
+
+
 async def _poll_until_truncation(consumer: AsyncConsumer) -> LogTruncationError:
     with pytest.raises(LogTruncationError) as caught:
         await drive(consumer, until=lambda: False)
@@ -94,9 +106,7 @@ def _assigned_ever(plane: FakeDataPlane) -> frozenset[TopicPartition]:
 async def test_error_policy_raises_the_truncation_from_every_poll_and_starts_the_others(
     broker: FakeBroker, group_id: str, protocol: dict[str, Any]
 ) -> None:
-    await _truncated(broker, group_id, protocol)
-    plane = broker.dataplane("error")
-    async with AsyncConsumer(_error_config(broker, group_id, protocol), dataplane=plane) as c:
+    async with _error_consumer(broker, group_id, protocol) as (c, plane):
         c.subscribe(["orders"])
         error = await _poll_until_truncation(c)
         assert error.truncations == (CUT,)
@@ -122,9 +132,7 @@ async def test_error_policy_raises_the_truncation_from_every_poll_and_starts_the
 async def test_a_seek_to_the_divergence_point_reads_exactly_the_records_after_the_truncation(
     broker: FakeBroker, group_id: str, protocol: dict[str, Any]
 ) -> None:
-    await _truncated(broker, group_id, protocol)
-    plane = broker.dataplane("error")
-    async with AsyncConsumer(_error_config(broker, group_id, protocol), dataplane=plane) as c:
+    async with _error_consumer(broker, group_id, protocol) as (c, plane):
         c.subscribe(["orders"])
         error = await _poll_until_truncation(c)
         for tp, offset in error.divergent_offsets.items():
@@ -143,9 +151,7 @@ async def test_a_seek_to_the_divergence_point_reads_exactly_the_records_after_th
 async def test_a_seek_in_the_assigned_callback_starts_there_without_an_error(
     broker: FakeBroker, group_id: str, protocol: dict[str, Any]
 ) -> None:
-    await _truncated(broker, group_id, protocol)
-    plane = broker.dataplane("error")
-    async with AsyncConsumer(_error_config(broker, group_id, protocol), dataplane=plane) as c:
+    async with _error_consumer(broker, group_id, protocol) as (c, plane):
 
         class SeekOnAssign(Recorder):
             def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
@@ -162,11 +168,8 @@ async def test_a_seek_in_the_assigned_callback_starts_there_without_an_error(
 async def test_a_partition_waiting_for_a_seek_is_revoked_without_a_commit(
     broker: FakeBroker, group_id: str, protocol: dict[str, Any]
 ) -> None:
-    await _truncated(broker, group_id, protocol)
-    plane = broker.dataplane("error")
     listener = Recorder()
-    config = _error_config(broker, group_id, protocol)
-    async with AsyncConsumer(config, dataplane=plane) as c:
+    async with _error_consumer(broker, group_id, protocol) as (c, plane):
         c.subscribe(["orders"], listener=listener)
         await _poll_until_truncation(c)
         c.unsubscribe()
@@ -194,10 +197,8 @@ async def test_a_partition_waiting_for_a_seek_is_revoked_without_a_commit(
 
 async def test_close_while_a_partition_waits_for_a_seek(broker: FakeBroker, group_id: str) -> None:
     protocol = {"group.protocol": "consumer"}
-    await _truncated(broker, group_id, protocol)
-    plane = broker.dataplane("error")
     listener = Recorder()
-    async with AsyncConsumer(_error_config(broker, group_id, protocol), dataplane=plane) as c:
+    async with _error_consumer(broker, group_id, protocol) as (c, plane):
         c.subscribe(["orders"], listener=listener)
         await _poll_until_truncation(c)
         # The context exit closes it: no error from the waiting partition.
