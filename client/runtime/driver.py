@@ -693,18 +693,34 @@ class Driver:
             except BrokerError as exc:
                 self.set_fatal(exc)
                 return
-        diverged = await self._check_truncation(ticket, committed)
-        ops = fetch.offsets_fetched(ticket, committed, self.owned(), diverged)
-        self._await_seek({tp: cut for tp, cut in diverged.items() if tp in fetch.awaiting_seek})
-        if not ops or not self._apply(ops):
+        start = await self._start_from_committed(ticket, committed)
+        if start is None:
             return
-        start = next(op.offsets for op in ops if isinstance(op, Assign))
         log.info(
             "group %s member %s: fetching %s",
             self.group_id,
             self.session.member_id,
             ", ".join(f"{tp}@{'reset' if o is None else o}" for tp, o in sorted(start.items())),
         )
+
+    async def _start_from_committed(
+        self, ticket: FetchTicket, committed: dict[TopicPartition, int | None]
+    ) -> Mapping[TopicPartition, int | None] | None:
+        """Start ``ticket``'s partitions still wanted, from ``committed`` once checked.
+
+        The one way both a member's assignment and a manual ``assign()`` start
+        from committed offsets, so that both get the KIP-320 truncation check
+        (:meth:`_check_truncation`), as the Java client validates the positions
+        of subscribed and manually assigned partitions alike. Returns where the
+        partitions started, or None if none did (or the data plane refused).
+        """
+        fetch = self.fetch
+        diverged = await self._check_truncation(ticket, committed)
+        ops = fetch.offsets_fetched(ticket, committed, self.owned(), diverged)
+        self._await_seek({tp: cut for tp, cut in diverged.items() if tp in fetch.awaiting_seek})
+        if not ops or not self._apply(ops):
+            return None
+        return next(op.offsets for op in ops if isinstance(op, Assign))
 
     async def _check_truncation(
         self, ticket: FetchTicket, committed: dict[TopicPartition, int | None]
@@ -1226,6 +1242,12 @@ class Driver:
         need = sorted(tp for tp in fetch.wanted(ticket) if fetch.seek_override(tp) is None)
         committed: dict[TopicPartition, int | None] = {}
         if need:
+            # The truncation check asks only about offsets whose leader epoch is
+            # older than the leader's current one in the metadata; metadata this
+            # consumer learned before an unclean election (an earlier assign())
+            # would hide the truncation. One Metadata request per assign(); the
+            # offset fetch then finds the topics known.
+            await self._refresh_topics({tp.topic for tp in need})
             try:
                 # A plain read: a manual consumer is no member of the group.
                 committed = await self._offsets.fetch(
@@ -1237,9 +1259,14 @@ class Driver:
             except KgroupError as exc:
                 self._queue(work.ErrorWork(exc))
                 return
-        ops = fetch.offsets_fetched(ticket, committed, self.owned())
-        if ops:
-            self._apply(ops)
+        await self._start_from_committed(ticket, committed)
+
+    async def _refresh_topics(self, topics: Collection[str]) -> None:
+        """Refresh the metadata of ``topics``; on failure the check uses what is known."""
+        try:
+            await self.client.metadata(sorted(topics), timeout=self.request_timeout)
+        except KgroupError as exc:
+            log.info("group %s: metadata for %s failed: %s", self.group_id, sorted(topics), exc)
 
     def unassign(self, partitions: Collection[TopicPartition] | None) -> None:
         """Stop fetching manually assigned ``partitions`` (None: all of them).

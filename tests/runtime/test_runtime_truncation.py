@@ -11,6 +11,9 @@ With ``error`` kgroup must not choose where ``orders-0`` starts: poll raises
 :class:`~kgroup.LogTruncationError` (again on every poll) until the application
 seeks it; ``orders-1`` starts as usual. With ``earliest`` / ``latest`` the
 member resumes at the divergence point (10) with a warning.
+
+A consumer with ``assign()`` (no group membership) starting from the committed
+offsets gets the same check and the same outcomes (the second half).
 """
 
 from __future__ import annotations
@@ -46,6 +49,12 @@ NEW = [f"new-{n}".encode() for n in range(5)]
 
 async def _truncated(broker: FakeBroker, group_id: str, protocol: dict[str, Any]) -> None:
     """The scene of the module docs: committed {P0: 20, P1: 3} at epoch 0, P0 truncated at 10."""
+    await _committed(broker, group_id, protocol)
+    _truncate(broker)
+
+
+async def _committed(broker: FakeBroker, group_id: str, protocol: dict[str, Any]) -> None:
+    """The scene before the election: {P0: 20, P1: 3} committed at leader epoch 0."""
     broker.create_topic("orders", 2)
     for n in range(20):
         broker.produce("orders", 0, f"old-{n}".encode())
@@ -58,6 +67,10 @@ async def _truncated(broker: FakeBroker, group_id: str, protocol: dict[str, Any]
         await drive(first, until=lambda: len(got[first]) == 23, sink=got)
         assert await first.commit() == {P0: 20, P1: 3}
     assert broker.committed_leader_epochs(group_id) == {P0: 0, P1: 0}
+
+
+def _truncate(broker: FakeBroker) -> None:
+    """The unclean election of the module docs, and the records written after it."""
     assert broker.elect_leader("orders", 0, truncate_to=10) == 1
     for value in NEW:
         broker.produce("orders", 0, value)
@@ -239,6 +252,162 @@ def test_the_blocking_consumer_raises_the_truncation_and_starts_where_seeked(
         config = _error_config(broker, "blocking-truncation", protocol)
         with Consumer(config, backend=backend, dataplane=plane) as c:
             c.subscribe(["orders"])
+            deadline = time.monotonic() + DEADLINE
+            with pytest.raises(LogTruncationError) as caught:
+                _consume_until(c, deadline)
+            assert caught.value.truncations == (CUT,)
+            with pytest.raises(LogTruncationError):
+                c.poll(0.01)  # again, until the seek
+            c.seek(P0, 12)
+            while len(_handed_out(plane, P0)) < 3 and time.monotonic() < deadline:
+                c.consume(100, 0.01)
+            assert _handed_out(plane, P0) == list(zip(range(12, 15), NEW[2:], strict=True))
+
+
+# ----------------------------------------------------------- manual assign()
+#
+# A consumer with assign() starts from the group's committed offsets too (no
+# membership, a plain OffsetFetch): the same check applies, as the Java client
+# validates manually assigned positions like subscribed ones. Offsets the
+# application gives assign() are its choice, as a seek, and are not checked.
+
+CONSUMER = {"group.protocol": "consumer"}
+
+
+@pytest.mark.parametrize("reset", ["earliest", "latest"])
+async def test_manual_assign_resumes_at_the_divergence_point_with_a_warning(
+    broker: FakeBroker, group_id: str, reset: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    await _truncated(broker, group_id, CONSUMER)
+    plane = broker.dataplane(reset)
+    config = consumer_config(broker, group_id, **{"auto.offset.reset": reset})
+    with caplog.at_level(logging.WARNING, logger="kgroup.runtime"):
+        async with AsyncConsumer(config, dataplane=plane) as c:
+            c.assign([P0, P1])
+            await drive(
+                c,
+                until=lambda: len(_handed_out(plane, P0)) == 5 and len(_handed_out(plane, P1)) == 2,
+            )
+            assert await c.consume(100, 0.01) == []
+            assert await c.commit() == {P0: 15, P1: 5}
+    # Neither replayed (earliest) nor skipped (latest): the records after the cut, once.
+    assert _handed_out(plane, P0) == list(zip(range(10, 15), NEW, strict=True))
+    assert _handed_out(plane, P1) == [(3, b"1-3"), (4, b"1-4")]
+    assert "orders-0 was committed at offset 20 (leader epoch 0)" in caplog.text
+    assert "resuming at 10" in caplog.text
+
+
+async def test_manual_assign_with_error_raises_until_a_seek_starts_it_there(
+    broker: FakeBroker, group_id: str
+) -> None:
+    async with _error_consumer(broker, group_id, CONSUMER) as (c, plane):
+        c.assign([P0, P1])
+        error = await _poll_until_truncation(c)
+        assert error.truncations == (CUT,)
+        assert error.divergent_offsets == {P0: 10}
+        assert "orders-0 was committed at offset 20 (leader epoch 0)" in str(error)
+        assert "seek(orders-0, 10)" in str(error)
+        # P0 stays assigned without fetching; P1 started from its committed offset.
+        assert c.assignment() == {P0, P1}
+        assert plane.assigned == {P1}
+        with pytest.raises(LogTruncationError) as again:
+            await c.consume(100, 0.01)
+        assert again.value.truncations == (CUT,)
+        assert _handed_out(plane, P0) == []
+        c.seek(P0, 10)
+        await drive(
+            c, until=lambda: len(_handed_out(plane, P0)) == 5 and len(_handed_out(plane, P1)) == 2
+        )
+        assert _handed_out(plane, P0) == list(zip(range(10, 15), NEW, strict=True))
+        assert _handed_out(plane, P1) == [(3, b"1-3"), (4, b"1-4")]
+        assert await c.consume(100, 0.01) == []  # no error any more
+        assert await c.commit() == {P0: 15, P1: 5}
+
+
+async def test_an_offset_given_to_assign_is_not_checked(broker: FakeBroker, group_id: str) -> None:
+    async with _error_consumer(broker, group_id, CONSUMER) as (c, plane):
+        # P1 is truncated too now (committed 3, its log cut at 1): its committed
+        # offset is checked, P0's truncated one is not used at all.
+        broker.elect_leader("orders", 1, truncate_to=1)
+        c.assign({P0: 12, P1: None})
+        error = await _poll_until_truncation(c)
+        assert error.truncations == (
+            Truncation(P1, committed=3, committed_epoch=0, resume_at=1, resume_epoch=0),
+        )
+        assert plane.assigned == {P0}
+        c.seek(P1, 1)
+        await drive(c, until=lambda: len(_handed_out(plane, P0)) == 3)
+        # P0 started where the application said, though its committed offset is cut.
+        assert _handed_out(plane, P0) == list(zip(range(12, 15), NEW[2:], strict=True))
+        assert _handed_out(plane, P1) == []
+
+
+@pytest.mark.parametrize("call", ["unassign", "incremental_unassign", "assign"])
+async def test_unassigning_a_partition_waiting_for_a_seek_ends_the_error(
+    broker: FakeBroker, group_id: str, call: str
+) -> None:
+    async with _error_consumer(broker, group_id, CONSUMER) as (c, plane):
+        c.assign([P0, P1])
+        await _poll_until_truncation(c)
+        left: frozenset[TopicPartition] = frozenset({P1})
+        if call == "unassign":
+            c.unassign()
+            left = frozenset()
+        elif call == "incremental_unassign":
+            c.incremental_unassign([P0])
+        else:
+            c.assign([P1])  # replaces the assignment
+        # The unassignment reaches the loop before the call returns: no error any more.
+        assert await c.consume(100, 0.01) == []
+        assert c.assignment() == left
+        await drive(c, until=lambda: plane.assigned == left)
+        c.incremental_assign([P0])  # assigned again: checked again
+        again = await _poll_until_truncation(c)
+        assert again.truncations == (CUT,)
+    assert P0 not in _assigned_ever(plane)
+    assert broker.committed(group_id)[P0] == 20
+
+
+async def test_close_while_a_manual_partition_waits_for_a_seek(
+    broker: FakeBroker, group_id: str
+) -> None:
+    async with _error_consumer(broker, group_id, CONSUMER) as (c, plane):
+        c.assign([P0, P1])
+        await _poll_until_truncation(c)
+        with anyio.fail_after(DEADLINE):
+            await c.close()
+    # The close committed P1's progress (enable.auto.commit; what the polls before
+    # the error handed out, if any), nothing for P0.
+    assert broker.committed(group_id) == {P0: 20, P1: 3 + len(_handed_out(plane, P1))}
+    assert P0 not in _assigned_ever(plane)
+
+
+async def test_a_manual_consumer_checks_against_the_leaders_of_now(
+    broker: FakeBroker, group_id: str
+) -> None:
+    """Metadata learned before the election must not hide the truncation."""
+    await _committed(broker, group_id, CONSUMER)
+    plane = broker.dataplane("error")
+    async with AsyncConsumer(_error_config(broker, group_id, CONSUMER), dataplane=plane) as c:
+        c.assign([P1])  # learns the metadata of "orders" (leader epoch 0)
+        await drive(c, until=lambda: plane.assigned == {P1})
+        _truncate(broker)
+        c.incremental_assign([P0])
+        error = await _poll_until_truncation(c)
+        assert error.truncations == (CUT,)
+        assert plane.assigned == {P1}
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_the_blocking_consumer_raises_a_manual_truncation_and_starts_where_seeked(
+    backend: str,
+) -> None:
+    with FakeBroker().running_in_thread(backend) as broker:
+        anyio.run(_truncated, broker, "blocking-manual-truncation", CONSUMER, backend=backend)
+        plane = broker.dataplane("error")
+        config = _error_config(broker, "blocking-manual-truncation", CONSUMER)
+        with Consumer(config, backend=backend, dataplane=plane) as c:
+            c.assign([P0, P1])
             deadline = time.monotonic() + DEADLINE
             with pytest.raises(LogTruncationError) as caught:
                 _consume_until(c, deadline)
