@@ -175,3 +175,28 @@ def test_with_auto_offset_reset_error_a_truncated_offset_raises_until_the_applic
         consumer.seek(tp, caught.value.divergent_offsets[tp])
         values = drain(consumer, len(LATER), 30)
     assert values == LATER
+
+
+@pytest.mark.parametrize("reset", ["earliest", "error"])
+def test_a_manually_assigned_partition_is_checked_for_the_truncation_too(
+    truncated: str, reset: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # assign() without an offset starts from the group's committed offset, as a
+    # member does: the same check, the same outcomes (no member, a plain fetch).
+    group = f"g-manual-{reset}"
+    _commit_past_the_truncation(truncated, group)
+    tp = TopicPartition("t", 0)
+    conf = consumer_conf(truncated, group, auto_offset_reset=reset)
+    with (
+        caplog.at_level(logging.WARNING, logger="kgroup.runtime"),
+        Consumer(conf) as consumer,
+    ):
+        consumer.assign([tp])
+        if reset == "error":
+            with pytest.raises(LogTruncationError) as caught:
+                _consume_until(consumer, time.monotonic() + 30)
+            assert caught.value.divergent_offsets == {tp: 10}
+            consumer.seek(tp, 10)
+        values = drain(consumer, len(LATER), 30)
+    assert values == LATER
+    assert "the log was truncated" in caplog.text
