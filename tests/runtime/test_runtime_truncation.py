@@ -30,7 +30,8 @@ import pytest
 
 from kgroup import AsyncConsumer, Consumer, LogTruncationError
 from kgroup.dataplane import Record
-from kgroup.testing.fake import FakeBroker, FakeDataPlane
+from kgroup.protocol import ApiKey
+from kgroup.testing.fake import FakeBroker, FakeDataPlane, SeenRequest, Verdict
 from kgroup.types import TopicPartition, Truncation
 
 from .helpers import DEADLINE, Recorder, consumer_config, drive
@@ -380,6 +381,27 @@ async def test_close_while_a_manual_partition_waits_for_a_seek(
     # the error handed out, if any), nothing for P0.
     assert broker.committed(group_id) == {P0: 20, P1: 3 + len(_handed_out(plane, P1))}
     assert P0 not in _assigned_ever(plane)
+
+
+async def test_close_while_the_leader_is_asked_does_not_wait_for_its_answer(
+    broker: FakeBroker, group_id: str
+) -> None:
+    await _truncated(broker, group_id, CONSUMER)
+
+    def silent(_seen: SeenRequest) -> Verdict:
+        return Verdict.NO_ANSWER
+
+    broker.intercept(ApiKey.OFFSET_FOR_LEADER_EPOCH, silent, times=None)
+    plane = broker.dataplane("error")
+    config = {**_error_config(broker, group_id, CONSUMER), "request.timeout.ms": 30_000}
+    async with AsyncConsumer(config, dataplane=plane) as c:
+        c.assign([P0, P1])
+        await broker.wait_until(lambda: bool(broker.requests_of(ApiKey.OFFSET_FOR_LEADER_EPOCH)))
+        # Well within the check's own limit (5 s) for a silent leader.
+        with anyio.fail_after(2.0):
+            await c.close()
+    assert _assigned_ever(plane) == frozenset()
+    assert broker.committed(group_id) == {P0: 20, P1: 3}
 
 
 async def test_a_manual_consumer_checks_against_the_leaders_of_now(
