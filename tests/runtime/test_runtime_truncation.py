@@ -298,10 +298,11 @@ async def test_manual_assign_resumes_at_the_divergence_point_with_a_warning(
     assert "resuming at 10" in caplog.text
 
 
+@PROTOCOLS
 async def test_manual_assign_with_error_raises_until_a_seek_starts_it_there(
-    broker: FakeBroker, group_id: str
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any]
 ) -> None:
-    async with _error_consumer(broker, group_id, CONSUMER) as (c, plane):
+    async with _error_consumer(broker, group_id, protocol) as (c, plane):
         c.assign([P0, P1])
         error = await _poll_until_truncation(c)
         assert error.truncations == (CUT,)
