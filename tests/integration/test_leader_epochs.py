@@ -1,7 +1,8 @@
 """KIP-320 against a real broker: kgroup commits each offset with the leader epoch of
-the record before it, as the Java client and librdkafka do, and a member that
-starts from such an offset hands the epoch to librdkafka, which validates the
-offset against the leader's log before fetching.
+the record before it, as the Java client and librdkafka do, and a consumer that
+starts from such an offset checks it against the leader's log first
+(OffsetForLeaderEpoch) — librdkafka 2.16, handed the epoch with an assigned
+offset, does not — and hands the epoch on to librdkafka for its own fetches.
 
 Without the epoch a committed offset cannot be checked after a log truncation
 (an unclean leader election): the next owner falls back to auto.offset.reset,
