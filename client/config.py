@@ -108,6 +108,8 @@ _CONSUMER_ONLY_KEYS = {
 # group.local.assignors). No Apache Kafka broker offers the mode, so outside the
 # simulator both names are refused at construction with what to use instead.
 CLIENT_ASSIGNORS_KEY = "group.client.assignors"
+DEFAULT_METADATA_MAX_AGE_MS = 300_000
+"""``metadata.max.age.ms`` when not set (the Java client's default)."""
 _CLIENT_ASSIGNOR_KEYS = (CLIENT_ASSIGNORS_KEY, "group.local.assignors")
 _CLIENT_SIDE_MODE_UNAVAILABLE = (
     "Apache Kafka brokers do not offer the client-side assignor mode of the KIP-848 draft "
@@ -409,6 +411,18 @@ class ConsumerConfig:
             callbacks=callbacks,
             telemetry=telemetry,
         )
+
+    @property
+    def metadata_max_age(self) -> float:
+        """``metadata.max.age.ms`` in seconds (Java's key and default, 5 minutes).
+
+        A data-plane key that kgroup reads too: the classic leader's metadata
+        watch, and how old the metadata a truncation check relies on may be.
+        """
+        age = self.passthrough.get("metadata.max.age.ms")
+        return (
+            int(age) if age is not None and age.isdigit() else DEFAULT_METADATA_MAX_AGE_MS
+        ) / 1000
 
     @property
     def security_protocol(self) -> str:

@@ -193,6 +193,7 @@ async def check_truncation(
     leader_epochs: EpochBook,
     *,
     timeout: float,
+    max_age: float | None = None,
 ) -> list[Truncation]:
     """Ask the partitions' leaders whether ``starts`` still stand (KIP-320).
 
@@ -203,8 +204,18 @@ async def check_truncation(
     most :data:`TRUNCATION_CHECK_TIMEOUT`), fails, or does not speak
     OffsetForLeaderEpoch leaves its partitions unchecked: they start at their
     committed offsets, as without the check.
+
+    "Current" is what ``client.cluster`` says. With ``max_age``, the topics of
+    those offsets whose metadata is older than that many seconds are described
+    again first (within the same time limit): metadata learned before an
+    unclean election shows the old leader epoch and would hide the truncation
+    (the Java client's view is at most ``metadata.max.age.ms`` old too).
     """
     epochs = leader_epochs.of(starts)
+    wait = min(timeout, TRUNCATION_CHECK_TIMEOUT)
+    deadline = anyio.current_time() + wait
+    if max_age is not None and epochs:
+        await _describe_if_older(client, {tp.topic for tp in epochs}, max_age, wait)
     by_leader: dict[int, dict[TopicPartition, EpochQuery]] = {}
     for tp, epoch in epochs.items():
         topic = client.cluster.topics.get(tp.topic)
@@ -215,7 +226,7 @@ async def check_truncation(
     if not by_leader:
         return []
     answers: dict[TopicPartition, EpochEnd] = {}
-    wait = min(timeout, TRUNCATION_CHECK_TIMEOUT)
+    wait = max(0.0, deadline - anyio.current_time())
 
     async def ask(leader: int, queries: dict[TopicPartition, EpochQuery]) -> None:
         try:
@@ -229,7 +240,7 @@ async def check_truncation(
         except KgroupError as exc:
             log.info("could not check %s for truncation: %s", sorted(queries), exc)
 
-    with anyio.move_on_after(wait) as scope:
+    with anyio.move_on_at(deadline) as scope:
         async with anyio.create_task_group() as tasks:
             for leader, queries in sorted(by_leader.items()):
                 tasks.start_soon(ask, leader, queries)
@@ -237,6 +248,22 @@ async def check_truncation(
         unanswered = sorted(tp for q in by_leader.values() for tp in q if tp not in answers)
         log.info("no truncation check for %s: no answer within %.1f s", unanswered, wait)
     return truncations(starts, epochs, answers)
+
+
+async def _describe_if_older(
+    client: ClusterClient, topics: set[str], max_age: float, timeout: float
+) -> None:
+    """Describe those of ``topics`` whose metadata is older than ``max_age`` seconds."""
+    now = anyio.current_time()
+    stale = sorted(
+        t for t in topics if (at := client.described_at(t)) is None or now - at > max_age
+    )
+    if not stale:
+        return
+    try:
+        await client.metadata(stale, timeout=timeout)
+    except KgroupError as exc:
+        log.info("metadata for %s failed (%s): checking truncation with what is known", stale, exc)
 
 
 @dataclass(eq=False, slots=True)

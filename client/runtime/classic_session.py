@@ -133,7 +133,6 @@ class _RebalanceApi(Protocol[_Q_contra, R, _P_co]):
 DEFAULT_ASSIGNMENT_STRATEGY = "range,cooperative-sticky"
 """``partition.assignment.strategy`` when not set: the Java client's default since 3.0."""
 
-_DEFAULT_METADATA_MAX_AGE_MS = 300_000  # the Java client's metadata.max.age.ms
 
 # Which kgroup.membership protocol each assignor protocol is.
 _PROTOCOLS = {
@@ -187,10 +186,7 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
         self._watched_counts: dict[str, int] | None = None
         self._pattern: re.Pattern[str] | None = None
         self._pattern_topics: frozenset[str] = frozenset()
-        age = config.passthrough.get("metadata.max.age.ms")
-        self._metadata_interval = (
-            int(age) if age is not None and age.isdigit() else _DEFAULT_METADATA_MAX_AGE_MS
-        ) / 1000
+        self._metadata_interval = config.metadata_max_age
 
     @property
     def generation_or_epoch(self) -> int:

@@ -748,7 +748,11 @@ class Driver:
             and not fetch.stopped_positions((tp,))
         }
         cuts = await check_truncation(
-            self.client, starts, self._leader_epochs, timeout=self.request_timeout
+            self.client,
+            starts,
+            self._leader_epochs,
+            timeout=self.request_timeout,
+            max_age=self.config.metadata_max_age,
         )
         refuse = self.config.auto_offset_reset is AutoOffsetReset.ERROR
         for cut in cuts:

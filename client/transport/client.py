@@ -125,6 +125,9 @@ class KafkaClient(TaskGroupOwner["KafkaClient"]):
         self._connect_locks: dict[int, anyio.Lock] = {}
         self._addresses: dict[int, BrokerAddress] = {}
         self._metadata = ClusterMetadata()
+        # When each topic was last described (anyio clock): how old the
+        # snapshot's view of it is (see described_at).
+        self._described_at: dict[str, float] = {}
         self._coordinators: dict[str, BrokerAddress] = {}
         # The node a group's coordinator was on when marked stale, until found again.
         self._stale_coordinators: dict[str, int] = {}
@@ -336,7 +339,13 @@ class KafkaClient(TaskGroupOwner["KafkaClient"]):
         fresh = metadata.parse(metadata.narrow(response))
         self._metadata = self._metadata.merge(fresh, all_topics=names is None)
         self._addresses.update(fresh.brokers)
+        now = anyio.current_time()
+        self._described_at.update((name, now) for name in fresh.topics)
         return self._metadata
+
+    def described_at(self, topic: str) -> float | None:
+        """When ``topic`` was last described by a broker (``anyio.current_time()``), or None."""
+        return self._described_at.get(topic)
 
     # --- coordinators -------------------------------------------------------------
 

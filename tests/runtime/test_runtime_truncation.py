@@ -237,6 +237,56 @@ async def test_earliest_resumes_at_the_divergence_point_with_a_warning(
     assert "resuming at 10" in caplog.text
 
 
+MAX_AGE_MS = 50
+
+
+def _truncate_before_the_offset_fetch(broker: FakeBroker) -> None:
+    """The election happens after the member described ``orders``, before it reads offsets.
+
+    The OffsetFetch answer comes ``2 * MAX_AGE_MS`` later: the member's metadata is
+    then older than a ``metadata.max.age.ms`` of ``MAX_AGE_MS``.
+    """
+
+    async def elect(_seen: SeenRequest) -> Verdict:
+        _truncate(broker)
+        await anyio.sleep(2 * MAX_AGE_MS / 1000)
+        return Verdict.PASS
+
+    broker.intercept(ApiKey.OFFSET_FETCH, elect)
+
+
+@PROTOCOLS
+async def test_a_member_whose_metadata_is_older_than_its_max_age_describes_the_topic_again(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any]
+) -> None:
+    """Metadata older than ``metadata.max.age.ms`` must not hide a truncation."""
+    await _committed(broker, group_id, protocol)
+    _truncate_before_the_offset_fetch(broker)
+    config = _error_config(broker, group_id, protocol) | {"metadata.max.age.ms": MAX_AGE_MS}
+    plane = broker.dataplane("error")
+    async with AsyncConsumer(config, dataplane=plane) as c:
+        c.subscribe(["orders"])
+        error = await _poll_until_truncation(c)
+        assert error.truncations == (CUT,)
+        assert plane.assigned == {P1}
+
+
+@PROTOCOLS
+async def test_a_member_whose_metadata_is_fresh_asks_for_none_before_starting(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any]
+) -> None:
+    """The check relies on metadata younger than ``metadata.max.age.ms`` (Java's bound too)."""
+    await _committed(broker, group_id, protocol)
+    config = _error_config(broker, group_id, protocol)
+    plane = broker.dataplane("error")
+    async with AsyncConsumer(config, dataplane=plane) as c:
+        c.subscribe(["orders"])
+        await drive(c, until=lambda: plane.assigned == {P0, P1})
+        fetched = broker.requests_of(ApiKey.OFFSET_FETCH)[-1].at
+        assert [r for r in broker.requests_of(ApiKey.METADATA) if r.at > fetched] == []
+        assert broker.requests_of(ApiKey.OFFSET_FOR_LEADER_EPOCH) == []
+
+
 def _consume_until(consumer: Consumer, deadline: float) -> None:
     while time.monotonic() < deadline:
         consumer.consume(100, 0.01)
