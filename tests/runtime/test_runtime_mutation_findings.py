@@ -86,6 +86,17 @@ def _record_commits(broker: FakeBroker, processed: Callable[[], int]) -> list[tu
     return commits
 
 
+def _heartbeats_after(broker: FakeBroker) -> Callable[[], bool]:
+    """Whether a heartbeat sent after now has arrived: the second one from now (the
+    first may have been in flight already; a member has one in flight at a time)."""
+    before = len(broker.requests_of(ApiKey.CONSUMER_GROUP_HEARTBEAT))
+
+    def later_heartbeat() -> bool:
+        return len(broker.requests_of(ApiKey.CONSUMER_GROUP_HEARTBEAT)) >= before + 2
+
+    return later_heartbeat
+
+
 async def test_interval_auto_commit_never_covers_the_records_consume_is_handing_out(
     broker: FakeBroker, group_id: str
 ) -> None:
@@ -104,10 +115,18 @@ async def test_interval_auto_commit_never_covers_the_records_consume_is_handing_
         with anyio.fail_after(DEADLINE):
             while received < 6:
                 processed = received
-                received += len(await consumer.consume(1, 0.05))
-                # A commit this call started reaches the broker before the
-                # application counts the record as processed (its next call).
-                await anyio.wait_all_tasks_blocked()
+                got = len(await consumer.consume(1, 0.05))
+                received += got
+                if got:
+                    # A commit this call started reaches the broker before the
+                    # application counts the record as processed (its next
+                    # call). Requests to the coordinator share one connection,
+                    # in order: once a heartbeat sent after this call returned
+                    # has arrived, so has any commit the call started. (Not
+                    # anyio.wait_all_tasks_blocked(): on asyncio it polls every
+                    # 0.1 s for a moment with no task runnable, and the 0.1 s
+                    # heartbeat timer could keep it from ever seeing one.)
+                    await broker.wait_until(_heartbeats_after(broker))
         processed = received  # the close commits what was handed out
     assert commits
     assert all(offset <= done for offset, done in commits), commits
@@ -135,16 +154,9 @@ def test_blocking_interval_auto_commit_never_covers_the_records_consume_is_handi
                 got = len(consumer.consume(1, 0.05))
                 received += got
                 if got:
-                    # Requests to the coordinator share one connection, in
-                    # order: once a heartbeat sent after this call returned has
-                    # arrived, so has any commit the call started.
-                    beats = len(broker.requests_of(ApiKey.CONSUMER_GROUP_HEARTBEAT))
-
-                    def later_heartbeat(before: int = beats) -> bool:
-                        heartbeats = broker.requests_of(ApiKey.CONSUMER_GROUP_HEARTBEAT)
-                        return len(heartbeats) >= before + 2
-
-                    broker.wait_for(later_heartbeat, DEADLINE)
+                    # As above: once a heartbeat sent after this call returned
+                    # has arrived, so has any commit the call started.
+                    broker.wait_for(_heartbeats_after(broker), DEADLINE)
             processed = received
         assert commits
         assert all(offset <= done for offset, done in commits), commits
