@@ -474,7 +474,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         if not self._accept(event.seq, now, acts) or not self._current_session():
             return
         if self._state is _S.LEAVING_TO_REJOIN and resp.error_code == 0:
-            self._retry.reset()
+            # The backoff is not reset: a refusal of the rejoin that follows waits longer.
             self._held_member_left(now)
         elif resp.error_code == 0:
             self._on_success(resp, now, acts)
@@ -1097,7 +1097,6 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         """The leave of LEAVING_TO_REJOIN answered ``code``; False: react as to any heartbeat."""
         if reaction_for(code) is Reaction.FENCED:
             # UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH: the broker no longer holds it.
-            self._retry.reset()
             self._held_member_left(now)
             return True
         refusal = self._refusal
