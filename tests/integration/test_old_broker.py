@@ -3,9 +3,10 @@
 Such a broker checks the epoch 0 of a rejoin against the member it still holds
 like any other epoch: unless 0 is that member's previous epoch it answers
 FENCED_MEMBER_EPOCH, every time, until the held member's session times out.
-kgroup then leaves with epoch -1 (the broker removes the held member and
-releases its partitions) and rejoins. See docs/new-protocol.md ("Rejoin
-refused").
+Every broker version refuses a static member's rejoin the same way, with
+UNRELEASED_INSTANCE_ID naming the member itself. kgroup then leaves with epoch
+-1 (the broker removes the held member and releases its partitions) and
+rejoins. See docs/new-protocol.md ("Rejoin refused").
 
 One broker (4.0.2, the last 4.0 release) for the module. Its consumer session
 timeout is raised to 20 s so that "back at once" and "back after the session
@@ -93,9 +94,12 @@ class _Recorder:
             self.back_at = time.monotonic()
 
 
+@pytest.mark.parametrize("static", [False, True], ids=["dynamic", "static"])
 def test_a_member_fenced_on_a_pre_kafka_19233_broker_gets_partitions_back_at_once(
-    old_broker: KafkaBroker,
+    old_broker: KafkaBroker, static: bool
 ) -> None:
+    # static: the rejoin is refused UNRELEASED_INSTANCE_ID (for its own member id,
+    # on every broker version), which was fatal before; dynamic: FENCED_MEMBER_EPOCH.
     topic = f"old-broker-{uuid.uuid4().hex[:8]}"
     group = f"g-{topic}"
     create_topic(old_broker.bootstrap_servers, topic, partitions=PARTITIONS)
@@ -103,7 +107,8 @@ def test_a_member_fenced_on_a_pre_kafka_19233_broker_gets_partitions_back_at_onc
     session = {"group_consumer_session_timeout_ms": SESSION_MS}
     recorder = _Recorder()
     with FaultProxy(old_broker.bootstrap_servers).running_in_thread() as proxy:
-        a = Consumer(consumer_conf(proxy.bootstrap_servers, group, **session))
+        extra = {"group_instance_id": "static-a"} if static else {}
+        a = Consumer(consumer_conf(proxy.bootstrap_servers, group, **session, **extra))
         b = Consumer(consumer_conf(old_broker.bootstrap_servers, group, **session))
         both = (a, b)
         try:
