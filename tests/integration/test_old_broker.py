@@ -8,7 +8,9 @@ UNRELEASED_INSTANCE_ID naming the member itself. kgroup then leaves with epoch
 -1 (the broker removes the held member and releases its partitions) and
 rejoins. See docs/new-protocol.md ("Rejoin refused").
 
-One broker (4.0.2, the last 4.0 release) for the module. Its consumer session
+The wire-level test pins those broker answers with kgroup's own requests; the
+consumer test shows a kgroup member getting its partitions back at once. One
+broker (4.0.2, the last 4.0 release) for the module. Its consumer session
 timeout is raised to 20 s so that "back at once" and "back after the session
 timeout" are far apart.
 """
@@ -20,14 +22,18 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 
+import anyio
 import pytest
 from helpers import consumer_conf
 
 from kgroup import Consumer, TopicPartition
+from kgroup.membership import HeartbeatRequest, HeartbeatResponse
 from kgroup.protocol.apis import ApiKey
+from kgroup.protocol.requests import consumer_group_heartbeat
 from kgroup.testing import KafkaBroker
 from kgroup.testing.proxy import FaultProxy
 from kgroup.testing.topics import create_topic
+from kgroup.transport import KafkaClient
 
 pytestmark = pytest.mark.integration
 
@@ -36,6 +42,9 @@ SESSION_MS = 20_000
 PARTITIONS = 4
 HEARTBEAT = int(ApiKey.CONSUMER_GROUP_HEARTBEAT)
 FENCED_MEMBER_EPOCH = 110
+UNRELEASED_INSTANCE_ID = 111
+# The coordinator may still be loading right after the broker started.
+_LOADING = frozenset({14, 15, 16})
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +55,78 @@ def old_broker() -> Iterator[KafkaBroker]:
     }
     with KafkaBroker(overrides, version=PRE_FIX_VERSION) as broker:
         yield broker
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # one wire-level run is enough; the consumers above are blocking
+
+
+async def _heartbeat(client: KafkaClient, request: HeartbeatRequest) -> HeartbeatResponse:
+    for _ in range(100):
+        raw = await client.coordinator_request(
+            request.group_id,
+            lambda versions: consumer_group_heartbeat.build(versions, request),
+        )
+        response = consumer_group_heartbeat.parse(consumer_group_heartbeat.narrow(raw))
+        if response.error_code not in _LOADING:
+            return response
+        await anyio.sleep(0.1)
+    raise AssertionError(f"the coordinator never answered {request}")
+
+
+def _join(
+    group: str, member_id: str, topics: tuple[str, ...], instance: str | None
+) -> HeartbeatRequest:
+    return HeartbeatRequest(
+        group_id=group,
+        member_id=member_id,
+        member_epoch=0,
+        instance_id=instance,
+        rebalance_timeout_ms=30_000,
+        subscribed_topic_names=topics,
+        topic_partitions=frozenset(),
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("instance", [None, "i-1"], ids=["dynamic", "static"])
+async def test_the_broker_refuses_an_epoch_zero_rejoin_it_holds_and_accepts_a_leave(
+    old_broker: KafkaBroker, instance: str | None
+) -> None:
+    """The facts the member's LEAVING_TO_REJOIN rests on, with kgroup's own requests."""
+    topics = tuple(f"wire-{uuid.uuid4().hex[:8]}-{i}" for i in range(3))
+    for topic in topics:
+        create_topic(old_broker.bootstrap_servers, topic, partitions=2)
+    group = f"g-{topics[0]}"
+    member_id = str(uuid.uuid4())
+    async with KafkaClient(old_broker.bootstrap_servers) as client:
+        joined = await _heartbeat(client, _join(group, member_id, topics[:1], instance))
+        epoch = joined.member_epoch
+        # Two subscription changes that only add partitions: epoch + 2, previous epoch + 1.
+        for n in (2, 3):
+            grown = HeartbeatRequest(
+                group_id=group,
+                member_id=member_id,
+                member_epoch=epoch,
+                instance_id=instance,
+                subscribed_topic_names=topics[:n],
+            )
+            epoch = (await _heartbeat(client, grown)).member_epoch
+        assert epoch == joined.member_epoch + 2
+        wrong = HeartbeatRequest(group, member_id, epoch + 5, instance_id=instance)
+        assert (await _heartbeat(client, wrong)).error_code == FENCED_MEMBER_EPOCH
+        refusal = FENCED_MEMBER_EPOCH if instance is None else UNRELEASED_INSTANCE_ID
+        for _ in range(2):  # again and again: the member is held until its session ends
+            rejoin = await _heartbeat(client, _join(group, member_id, topics, instance))
+            assert rejoin.error_code == refusal
+        leave = HeartbeatRequest(group, member_id, -1, instance_id=instance)
+        assert (await _heartbeat(client, leave)).error_code == 0
+        back = await _heartbeat(client, _join(group, member_id, topics, instance))
+    assert back.error_code == 0
+    assert back.member_epoch > epoch
+    assert back.assignment is not None
+    assert sum(len(parts) for parts in back.assignment.values()) == 6
 
 
 def _as_fenced(payload: bytes) -> bytes:
