@@ -1100,7 +1100,11 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             self._held_member_left(now)
             return True
         refusal = self._refusal
-        if code == ErrorCode.FENCED_INSTANCE_ID and refusal is not None:
+        if (
+            code == ErrorCode.FENCED_INSTANCE_ID
+            and refusal is not None
+            and refusal[0] == ErrorCode.UNRELEASED_INSTANCE_ID
+        ):
             # Another member owns the instance id: the join's refusal was the real one.
             self._fatal(refusal[0], refusal[1], refusal[2], False, acts)
             return True
