@@ -1035,6 +1035,12 @@ def reach(state: MemberState) -> Harness:
         h.stable({A: [0]})
         h.tick(3.0)
         h.respond(error=ERROR_CODES["FENCED_MEMBER_EPOCH"])
+    elif state is S.LEAVING_TO_REJOIN:
+        h.stable({A: [0]})
+        h.tick(3.0)
+        h.respond(error=ERROR_CODES["FENCED_MEMBER_EPOCH"])
+        h.callback(CallbackKind.LOST)
+        h.respond(error=ERROR_CODES["FENCED_MEMBER_EPOCH"])  # the rejoin, on a 4.0 broker
     elif state is S.PREPARE_LEAVING:
         h.stable({A: [0]})
         h.do(Unsubscribe())

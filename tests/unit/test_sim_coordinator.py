@@ -232,6 +232,28 @@ def test_a_fenced_member_rejoins_with_epoch_zero_and_the_same_member_id() -> Non
     assert parts(again) == everything
 
 
+def test_a_pre_kafka_19233_coordinator_refuses_the_rejoin_until_the_member_left() -> None:
+    # Measured on Apache Kafka 4.0.2 and 4.1.2: epoch 0 is checked like any epoch.
+    config = CoordinatorConfig(
+        heartbeat_interval_ms=1000, session_timeout_ms=6000, pre_kafka_19233=True
+    )
+    coord, _, _ = make(config=config)
+    join(coord, "a")
+    assert join(coord, "a").error_code == 0  # 0 is a's previous epoch: accepted
+    join(coord, "b")
+    kept = parts(beat(coord, "a", 1))
+    beat(coord, "a", 1, kept)  # a released what b gets: epoch 2, previous 1
+    assert coord.members["a"].epoch == 2
+    for _ in range(2):
+        refused = join(coord, "a")
+        assert refused.error_code == ErrorCode.FENCED_MEMBER_EPOCH
+    left = coord.heartbeat(HeartbeatRequest(GROUP, "a", -1), 0.0)
+    assert left.error_code == 0
+    back = join(coord, "a")
+    assert back.error_code == 0
+    assert back.member_epoch > 2
+
+
 def test_leaving_frees_partitions_and_bumps_the_group_epoch() -> None:
     coord, rec, _ = make()
     everything = parts(join(coord, "a"))

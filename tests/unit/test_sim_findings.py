@@ -249,3 +249,14 @@ def test_a_chain_of_callbacks_in_one_poll_restarts_the_poll_timer_between_them()
     # group never converged (every ~12 s a new group epoch). The poll timer now
     # restarts before each callback that follows another in the same poll.
     _clean(696409)
+
+
+def test_a_member_refused_its_rejoin_by_a_pre_kafka_19233_broker_leaves_and_rejoins() -> None:
+    # Seed 1974 (a broker before KAFKA-19233, lossy network): m0's answer with
+    # epoch 3 got lost, its client-side session timer fenced it at epoch 2, and
+    # the coordinator, still holding it at epoch 3 (previous 2), refused every
+    # rejoin at epoch 0 with FENCED_MEMBER_EPOCH: the member rejoined at once
+    # each time, a tight loop until the coordinator's session timeout
+    # (FENCE_LOOP). It now leaves with epoch -1 and rejoins, backing off if
+    # refused again.
+    _clean(1974)

@@ -92,8 +92,11 @@ LEAVE_EPOCH = -1
 LEAVE_EPOCH_STATIC = -2
 
 _S = MemberState
-# States that heartbeat on their own schedule (LEAVING sends its one leave inline).
-_HEARTBEATING = IN_GROUP | {_S.PREPARE_LEAVING}
+# States that heartbeat on their own schedule (LEAVING sends its one leave inline;
+# LEAVING_TO_REJOIN's leave is its regular heartbeat, retried like one).
+_HEARTBEATING = IN_GROUP | {_S.PREPARE_LEAVING, _S.LEAVING_TO_REJOIN}
+# States whose unsubscribe or close sends a leave heartbeat: the broker holds the member.
+_HELD = IN_GROUP | {_S.LEAVING_TO_REJOIN}
 _Action = ConsumerMemberAction
 
 
@@ -229,6 +232,17 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         self._session = 0  # bumped on fence / leave: older responses are ignored
         self._in_flight: int | None = None
         self._in_flight_session = 0
+        self._in_flight_epoch = JOIN_EPOCH
+        # Heartbeats sent before the one in flight: a join refused UNRELEASED_INSTANCE_ID
+        # can be about this member's own earlier incarnation only if one went out.
+        self._sent_before_in_flight = 0
+        self._heartbeats_sent = 0
+        # A rejoin the broker refused because it still holds the member id (see
+        # _on_rejoin_refused): the refusal (code, name, message), and whether a
+        # leave heartbeat already removed the held member for this rejoin.
+        self._refusal: tuple[int, str, str | None] | None = None
+        self._held_left = False
+        self._warned_refusals: set[int] = set()
         self._leave_seq: int | None = None
         self._sent: SentFields | None = None
         self._interval = config.heartbeat_interval_ms / 1000.0
@@ -349,7 +363,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
 
     def _unsubscribe(self, now: float, acts: list[_Action]) -> None:
         self._subscription = None
-        if self._state in IN_GROUP:
+        if self._state in _HELD:
             self._start_leave(LeaveReason.UNSUBSCRIBE, now, acts)
         elif self._state in (_S.FENCED, _S.STALE):
             # Not in the group any more: nothing to release, no leave heartbeat.
@@ -459,7 +473,10 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             )
         if not self._accept(event.seq, now, acts) or not self._current_session():
             return
-        if resp.error_code == 0:
+        if self._state is _S.LEAVING_TO_REJOIN and resp.error_code == 0:
+            # The backoff is not reset: a refusal of the rejoin that follows waits longer.
+            self._held_member_left(now)
+        elif resp.error_code == 0:
             self._on_success(resp, now, acts)
         else:
             self._on_error(resp.error_code, resp.error_message, now, acts)
@@ -480,6 +497,9 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             return
         if resp.member_id:
             self._member_id = resp.member_id
+        # The rejoin is accepted: a later refusal is a new one.
+        self._held_left = False
+        self._refusal = None
         # From when it was sent: the broker's session restarted no earlier.
         self._last_heartbeat_ok = sent_at
         if resp.member_epoch != self._epoch:
@@ -538,6 +558,11 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         )
         self._sent = None  # after any error the next heartbeat is a full one
         self._next_heartbeat_at = now
+        if self._state is _S.LEAVING_TO_REJOIN and self._held_leave_settled(code, now, acts):
+            return
+        if self._rejoin_refused(code):
+            self._on_rejoin_refused(code, name, message, now, acts)
+            return
         if reaction is Reaction.REDISCOVER:
             self._retry.reset()
             self._awaiting_coordinator = True
@@ -578,7 +603,9 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         self._retry.failed(now)
 
     def _needs_immediate_heartbeat(self) -> bool:
-        if self._state is _S.ACKNOWLEDGING or self._heartbeat_asap or self._sent is None:
+        if self._state in (_S.ACKNOWLEDGING, _S.LEAVING_TO_REJOIN):
+            return True
+        if self._heartbeat_asap or self._sent is None:
             return True
         return self._state is _S.JOINING and self._epoch == JOIN_EPOCH and not self._join_answered
 
@@ -615,6 +642,9 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         request = self._build_request()
         self._in_flight = self._next_seq()
         self._in_flight_session = self._session
+        self._in_flight_epoch = request.member_epoch
+        self._sent_before_in_flight = self._heartbeats_sent
+        self._heartbeats_sent += 1
         self._last_sent_at = now
         self._next_heartbeat_at = now + self._interval
         self._heartbeat_asap = False
@@ -628,6 +658,15 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
                 self._maybe_reconcile(now, acts)
 
     def _build_request(self) -> HeartbeatRequest:
+        if self._state is _S.LEAVING_TO_REJOIN:
+            # Always -1, for a static member too: -2 would keep the held member
+            # (and its partitions) in the group, and the rejoin refused again.
+            return HeartbeatRequest(
+                group_id=self._cfg.group_id,
+                member_id=self._member_id,
+                member_epoch=LEAVE_EPOCH,
+                instance_id=self._cfg.instance_id,
+            )
         # The broker requires every epoch-0 heartbeat to carry the join fields,
         # whatever the member's state (INVALID_REQUEST, fatal, otherwise).
         joining = self._epoch == JOIN_EPOCH
@@ -993,6 +1032,93 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             acts.append(StopFetching(self._names(self._owned)))
         self._fetching = frozenset()
 
+    # ------------------------------------------------------- refused rejoin
+
+    def _rejoin_refused(self, code: int) -> bool:
+        """Whether ``code`` refuses a join because the broker still holds this member id.
+
+        A broker before KAFKA-19233 (Apache Kafka 4.0 / 4.1) checks a join's
+        epoch 0 against the member it holds like any other epoch: it accepts it
+        only when 0 is that member's previous epoch, and answers
+        FENCED_MEMBER_EPOCH otherwise, again and again until the member's
+        session times out. Every broker (through 4.4 at least) answers a static
+        member's join UNRELEASED_INSTANCE_ID while it holds the instance id,
+        even for the same member id; that refusal is about this member's own
+        earlier incarnation only if a heartbeat went out before this one (else
+        another process holds the instance id: fatal, as before).
+        """
+        if self._state is not _S.JOINING or self._in_flight_epoch != JOIN_EPOCH:
+            return False
+        if code == ErrorCode.FENCED_MEMBER_EPOCH:
+            return True
+        return (
+            code == ErrorCode.UNRELEASED_INSTANCE_ID
+            and self._cfg.instance_id is not None
+            and self._sent_before_in_flight > 0
+        )
+
+    def _on_rejoin_refused(
+        self, code: int, name: str, message: str | None, now: float, acts: list[_Action]
+    ) -> None:
+        if self._held_left:
+            if code == ErrorCode.UNRELEASED_INSTANCE_ID:
+                # Our leave removed our own member: another process took the instance id.
+                self._fatal(code, name, message, False, acts)
+                return
+            # Refused again after the held member left (its leave answered
+            # without removing it, or a stale request overtook): never a tight
+            # loop, the next leave waits for the growing backoff.
+            self._retry.failed(now)
+        else:
+            self._retry.reset()
+        if code not in self._warned_refusals:
+            self._warned_refusals.add(code)
+            why = (
+                "the broker predates KAFKA-19233 (Apache Kafka 4.0 / 4.1) and still holds "
+                "this member at a later epoch"
+                if code == ErrorCode.FENCED_MEMBER_EPOCH
+                else "the broker still holds this static member's instance id for it"
+            )
+            log.warning(
+                "group %s member %s: rejoin at epoch 0 refused with %s: %s; leaving with "
+                "epoch -1 so that its partitions are released at once, then rejoining",
+                self._cfg.group_id,
+                self._member_id,
+                name,
+                why,
+            )
+        self._refusal = (code, name, message)
+        # A member asked to compute at epoch 0 (client-side mode) is out of the group now.
+        self._abandon_duty("rejoin refused")
+        self._session += 1
+        self._go(Trigger.REJOIN_REFUSED)
+
+    def _held_leave_settled(self, code: int, now: float, acts: list[_Action]) -> bool:
+        """The leave of LEAVING_TO_REJOIN answered ``code``; False: react as to any heartbeat."""
+        if reaction_for(code) is Reaction.FENCED:
+            # UNKNOWN_MEMBER_ID / FENCED_MEMBER_EPOCH: the broker no longer holds it.
+            self._held_member_left(now)
+            return True
+        refusal = self._refusal
+        if (
+            code == ErrorCode.FENCED_INSTANCE_ID
+            and refusal is not None
+            and refusal[0] == ErrorCode.UNRELEASED_INSTANCE_ID
+        ):
+            # Another member owns the instance id: the join's refusal was the real one.
+            self._fatal(refusal[0], refusal[1], refusal[2], False, acts)
+            return True
+        return False
+
+    def _held_member_left(self, now: float) -> None:
+        log.info(
+            "group %s member %s: the held member left; rejoining",
+            self._cfg.group_id,
+            self._member_id,
+        )
+        self._held_left = True
+        self._join(now, Trigger.HELD_LEFT)
+
     # ------------------------------------------------------- fence and fatal
 
     def _fence(self, now: float, acts: list[_Action]) -> None:
@@ -1154,7 +1280,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
     # ---------------------------------------------------------------- closing
 
     def _close(self, now: float, acts: list[_Action]) -> None:
-        if self._state in IN_GROUP:
+        if self._state in _HELD:
             self._start_leave(LeaveReason.CLOSE, now, acts)
         elif self._state in (_S.FENCED, _S.STALE):
             self._lost_token = None

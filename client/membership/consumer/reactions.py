@@ -30,6 +30,8 @@ _C = ErrorCode
 REACTIONS: Mapping[int, Reaction] = MappingProxyType(
     {
         **coordinator_reactions(rediscover=Reaction.REDISCOVER, retry=Reaction.RETRY_WITH_BACKOFF),
+        # Both, when they refuse a join (epoch 0) of a member id the broker still
+        # holds, are a refused rejoin instead: ConsumerMember._rejoin_refused.
         _C.FENCED_MEMBER_EPOCH: Reaction.FENCED,
         _C.UNKNOWN_MEMBER_ID: Reaction.FENCED,
         _C.TOPIC_AUTHORIZATION_FAILED: Reaction.REPORT_AND_RETRY,
@@ -38,7 +40,7 @@ REACTIONS: Mapping[int, Reaction] = MappingProxyType(
         _C.GROUP_MAX_SIZE_REACHED: Reaction.FATAL,
         _C.UNSUPPORTED_ASSIGNOR: Reaction.FATAL,
         _C.INVALID_REGULAR_EXPRESSION: Reaction.FATAL,
-        _C.UNRELEASED_INSTANCE_ID: Reaction.FATAL,
+        _C.UNRELEASED_INSTANCE_ID: Reaction.FATAL,  # see FENCED_MEMBER_EPOCH
         _C.FENCED_INSTANCE_ID: Reaction.FATAL,
         _C.GROUP_ID_NOT_FOUND: Reaction.FATAL,
         _C.UNSUPPORTED_VERSION: Reaction.FATAL_UNSUPPORTED_VERSION,

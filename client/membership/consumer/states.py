@@ -37,6 +37,7 @@ class MemberState(enum.Enum):
     ACKNOWLEDGING = "reconciled; the next heartbeat (sent at once) acknowledges"
     STABLE = "current == target; heartbeats on the interval"
     FENCED = "fenced by the broker; lost callback, then rejoin with epoch 0"
+    LEAVING_TO_REJOIN = "rejoin refused while the broker holds the member id: leave (-1), rejoin"
     PREPARE_LEAVING = "releasing the assignment before the leave heartbeat"
     LEAVING = "leave heartbeat (-1 / -2) being sent, once"
     STALE = "left because poll was not called in time; rejoins on the next poll"
@@ -62,6 +63,8 @@ class Trigger(enum.Enum):
     STALE_LEAVE_SENT = "leave sent (stale)"
     REJOIN = "poll after stale"
     CLOSE_TIMEOUT = "close deadline"
+    REJOIN_REFUSED = "rejoin refused, member id still held"
+    HELD_LEFT = "held member left"
 
 
 _S = MemberState
@@ -85,6 +88,15 @@ MACHINE: TransitionTable[MemberState, Trigger] = TransitionTable(
         (_S.ACKNOWLEDGING, _T.ACK_SENT): _S.STABLE,
         (_S.ACKNOWLEDGING, _T.ACK_SENT_MORE_PENDING): _S.RECONCILING,
         (_S.FENCED, _T.LOST_RELEASED): _S.JOINING,
+        # A broker before KAFKA-19233 (Apache Kafka 4.0 / 4.1) refuses a rejoin at
+        # epoch 0 with FENCED_MEMBER_EPOCH while it still holds the member id at a
+        # later epoch, and every broker refuses a static member's with
+        # UNRELEASED_INSTANCE_ID: a leave heartbeat (-1) removes the held member,
+        # then the member rejoins (docs/new-protocol.md, "Rejoin refused").
+        (_S.JOINING, _T.REJOIN_REFUSED): _S.LEAVING_TO_REJOIN,
+        (_S.LEAVING_TO_REJOIN, _T.HELD_LEFT): _S.JOINING,
+        (_S.LEAVING_TO_REJOIN, _T.LEAVE): _S.PREPARE_LEAVING,
+        (_S.LEAVING_TO_REJOIN, _T.FATAL_ERROR): _S.FATAL,
         # A fence while releasing for a leave: the broker already dropped the
         # member, so no leave heartbeat is sent (as in the Java client).
         (_S.PREPARE_LEAVING, _T.FENCED): _S.UNSUBSCRIBED,

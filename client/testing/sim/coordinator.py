@@ -149,6 +149,10 @@ class CoordinatorConfig:
             (``group.consumer.assignors``). A member naming another one in
             ServerAssignor gets UNSUPPORTED_ASSIGNOR.
         max_group_size: ``group.consumer.max.size`` (None: unbounded).
+        pre_kafka_19233: behave as Apache Kafka 4.0 / 4.1 (before KAFKA-19233,
+            fixed in 4.2.0): an epoch-0 rejoin of a member id the group still
+            holds is checked like any other epoch, so it is refused
+            FENCED_MEMBER_EPOCH unless 0 is the held member's previous epoch.
     """
 
     heartbeat_interval_ms: int = 1000
@@ -157,6 +161,7 @@ class CoordinatorConfig:
         default_factory=lambda: (UniformAssignor(), RangeServerAssignor())
     )
     max_group_size: int | None = None
+    pre_kafka_19233: bool = False
 
     def __post_init__(self) -> None:
         if self.heartbeat_interval_ms <= 0 or self.session_timeout_ms <= 0:
@@ -668,7 +673,7 @@ class ConsumerGroupCoordinator:
     def _check_epoch(
         self, rec: MemberRecord, epoch: int, owned: frozenset[TopicIdPartition] | None
     ) -> None:
-        if epoch == 0:
+        if epoch == 0 and not self.config.pre_kafka_19233:
             return  # rejoining with the same member id (KAFKA-19233)
         if member_epoch_fenced(
             epoch,

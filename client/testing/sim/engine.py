@@ -353,6 +353,9 @@ _RETRY_CLASSIC_COMMIT = frozenset(
 _METADATA_WATCH = 2.0
 # How often a member may ask to be woken at the same instant before it counts as a busy loop.
 _SAME_INSTANT_LIMIT = 200
+# Fencing answers a member may get within one session timeout (FENCE_LOOP).
+_FENCE_LIMIT = 8
+_FENCING = frozenset({ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID})
 
 
 class _Commit:
@@ -434,6 +437,7 @@ class _Proc:
         "commits",
         "conn",
         "epoch",
+        "fences",
         "fetch",
         "fetching",
         "hb_in_flight",
@@ -502,6 +506,8 @@ class _Proc:
         self.same_instant = 0
         self.last_wake = -1.0
         self.last_ok = 0.0  # when the last successful heartbeat response arrived
+        # When heartbeats were answered FENCED_MEMBER_EPOCH / UNKNOWN_MEMBER_ID (FENCE_LOOP).
+        self.fences: list[float] = []
         # Broken client-assignor outputs the faults produced (the member must refuse them).
         self.broken_outputs = 0
 
@@ -2264,7 +2270,25 @@ class Simulation:
         proc.hb_in_flight.discard(ident)
         if not result.error_code:
             proc.last_ok = self._q.now
+        elif result.error_code in _FENCING and self._fence_loop(proc):
+            return
         self._feed(proc, HeartbeatResponseReceived(ident, result))
+
+    def _fence_loop(self, proc: _Proc) -> bool:
+        """One more fencing answer for ``proc``: True if that makes a loop (FENCE_LOOP)."""
+        now = self._q.now
+        window = self.config.coordinator.session_timeout_ms / 1000.0
+        proc.fences = [t for t in proc.fences if t > now - window]
+        proc.fences.append(now)
+        if len(proc.fences) <= _FENCE_LIMIT:
+            return False
+        self._violate(
+            Invariant.FENCE_LOOP,
+            f"{len(proc.fences)} heartbeats answered with a fencing error within "
+            f"{window:.1f}s (since {proc.fences[0]:.3f}s)",
+            proc,
+        )
+        return True
 
     def _driver_result(self, proc: _Proc, kind: int, ident: Any, result: Any) -> bool:
         """Settle a request the driver makes itself (a commit, an offset fetch), with its

@@ -31,6 +31,11 @@ class Invariant(enum.Enum):
     INVALID_REQUEST = "a member never sends a heartbeat the coordinator rejects as malformed"
     FETCH_AFTER_CLOSE = "a member that reported Closed fetches nothing"
     BUSY_LOOP = "a member never asks to be woken again and again at the same instant"
+    FENCE_LOOP = (
+        "a member is not fenced again and again: at most 8 heartbeats answered "
+        "FENCED_MEMBER_EPOCH or UNKNOWN_MEMBER_ID within one session timeout (a broker before "
+        "KAFKA-19233 refuses a rejoin at epoch 0 until the held member times out)"
+    )
     UNEXPECTED_FATAL = "a member never fails with a fatal error the injected faults do not explain"
     ILLEGAL_ASSIGNMENT = (
         "the server assignor gives every subscribed partition to exactly one member subscribed "

@@ -413,6 +413,10 @@ def generate(seed: int) -> Scenario:
         if pick("crash while computing", 0.5):
             for _ in range(rng.randint(1, 3)):
                 faults.append(Fault(FaultKind.CRASH_COMPUTING, when(), restart_after=restart()))
+    # After every other draw, so that the seeds before it keep their scenarios.
+    if pick("broker before KAFKA-19233", 0.25):
+        coordinator = replace(config.coordinator, pre_kafka_19233=True)
+        config = replace(config, coordinator=coordinator)
     faults.sort(key=lambda f: f.at)
     ends = [
         f.at + f.duration + f.loading + (f.count if f.kind is FaultKind.FAILOVER else 0)
