@@ -92,6 +92,10 @@ def _settled(runners: Iterable[TimedRunner], log: EventLog, expected: set[TopicP
     return len(seen) == len(set(seen)) and set(seen) == expected
 
 
+def _one_epoch(runners: Iterable[TimedRunner]) -> bool:
+    return len({r.consumer.member_epoch for r in runners}) == 1
+
+
 def _consuming(runner: TimedRunner, partitions: frozenset[TopicPartition], within: float) -> bool:
     """``runner`` got records of each of ``partitions`` in the last ``within`` seconds."""
     since = time.monotonic() - within
@@ -119,13 +123,16 @@ def test_fourth_member_moves_only_what_it_takes_and_a_closing_member_hands_over_
     runners: list[TimedRunner] = []
     try:
         runners = [TimedRunner(conf, topic, log, name) for name in ("a", "b", "c")]
-        wait_until(lambda: _settled(runners, log, everything), 30, "three members converge")
-        # Members at the same epoch once stable (the ones whose share did not
-        # change learn the new group epoch on their next heartbeat).
+        # Settled and at one epoch at the same moment: a member reaches the new
+        # epoch while partitions it is assigned are still being released by
+        # another (it gets them on a later heartbeat), and shares settled at an
+        # older epoch (before the last revocation) are not the final ones. The
+        # members whose share did not change learn the new epoch on their next
+        # heartbeat.
         wait_until(
-            lambda: len({r.consumer.member_epoch for r in runners}) == 1,
-            5,
-            f"one epoch: {[r.consumer.member_epoch for r in runners]}",
+            lambda: _settled(runners, log, everything) and _one_epoch(runners),
+            30,
+            "three members converge at one epoch",
         )
         assert runners[0].consumer.member_epoch > 0
         assert all(len(r.assignment()) == 4 for r in runners)
@@ -141,8 +148,11 @@ def test_fourth_member_moves_only_what_it_takes_and_a_closing_member_hands_over_
         join_started = time.monotonic()
         fourth = TimedRunner(conf, topic, log, "d")
         runners.append(fourth)
-        wait_until(lambda: _settled(runners, log, everything), 30, "four members converge")
-        wait_until(lambda: len({r.consumer.member_epoch for r in runners}) == 1, 5, "one epoch")
+        wait_until(
+            lambda: _settled(runners, log, everything) and _one_epoch(runners),
+            30,
+            "four members converge at one epoch",
+        )
         after = {r.name: r.assignment() for r in runners}
         first_assigned = min(e.at / 1e9 for e in log.of("d", "assigned"))
         wait_until(lambda: _consuming(fourth, after["d"], 0.3), 15, "the fourth member consuming")
