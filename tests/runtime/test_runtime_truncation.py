@@ -39,6 +39,7 @@ from .helpers import DEADLINE, Recorder, consumer_config, drive
 pytestmark = pytest.mark.anyio
 
 P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
+CONSUMER = {"group.protocol": "consumer"}
 CLASSIC = {"group.protocol": "classic", "session.timeout.ms": 2_000, "heartbeat.interval.ms": 100}
 PROTOCOLS = pytest.mark.parametrize(
     "protocol", [{"group.protocol": "consumer"}, CLASSIC], ids=["consumer", "classic"]
@@ -100,6 +101,39 @@ async def _poll_until_truncation(consumer: AsyncConsumer) -> LogTruncationError:
     return caught.value
 
 
+async def _p0_waits_for_a_seek(c: AsyncConsumer, plane: FakeDataPlane) -> None:
+    """Poll raises the truncation of P0, again on the next poll; P0 waits, P1 fetches."""
+    error = await _poll_until_truncation(c)
+    assert error.truncations == (CUT,)
+    assert error.divergent_offsets == {P0: 10}
+    assert error.partitions == {P0}
+    assert "orders-0 was committed at offset 20 (leader epoch 0)" in str(error)
+    assert "seek(orders-0, 10)" in str(error)
+    # P0 is still owned (assigned) but does not fetch; P1 started normally.
+    assert c.assignment() == {P0, P1}
+    assert plane.assigned == {P1}
+    # The next poll raises again: P0 still waits for the application.
+    with pytest.raises(LogTruncationError) as again:
+        await c.consume(100, 0.01)
+    assert again.value.truncations == (CUT,)
+    assert plane.assigned == {P1}
+    assert _handed_out(plane, P0) == []
+
+
+async def _reads_exactly_what_follows_the_truncation(
+    c: AsyncConsumer, plane: FakeDataPlane
+) -> None:
+    """After a seek of P0 to 10: every record the log holds after the truncation, once."""
+    await drive(
+        c, until=lambda: len(_handed_out(plane, P0)) == 5 and len(_handed_out(plane, P1)) == 2
+    )
+    assert _handed_out(plane, P0) == list(zip(range(10, 15), NEW, strict=True))
+    # P1 from its committed offset.
+    assert _handed_out(plane, P1) == [(3, b"1-3"), (4, b"1-4")]
+    assert await c.consume(100, 0.01) == []  # no error any more
+    assert await c.commit() == {P0: 15, P1: 5}
+
+
 def _handed_out(plane: FakeDataPlane, partition: TopicPartition) -> list[tuple[int, bytes]]:
     """(offset, value) of every record of ``partition`` handed to the application."""
     found = []
@@ -122,21 +156,7 @@ async def test_error_policy_raises_the_truncation_from_every_poll_and_starts_the
 ) -> None:
     async with _error_consumer(broker, group_id, protocol) as (c, plane):
         c.subscribe(["orders"])
-        error = await _poll_until_truncation(c)
-        assert error.truncations == (CUT,)
-        assert error.divergent_offsets == {P0: 10}
-        assert error.partitions == {P0}
-        assert "orders-0 was committed at offset 20 (leader epoch 0)" in str(error)
-        assert "seek(orders-0, 10)" in str(error)
-        # P0 is still owned but does not fetch; P1 started normally.
-        assert c.assignment() == {P0, P1}
-        assert plane.assigned == {P1}
-        # The next poll raises again: P0 still waits for the application.
-        with pytest.raises(LogTruncationError) as again:
-            await c.consume(100, 0.01)
-        assert again.value.truncations == (CUT,)
-        assert plane.assigned == {P1}
-        assert _handed_out(plane, P0) == []
+        await _p0_waits_for_a_seek(c, plane)
     # It never fetched, so the close committed nothing for it.
     assert broker.committed(group_id)[P0] == 20
     assert P0 not in _assigned_ever(plane)
@@ -151,14 +171,7 @@ async def test_a_seek_to_the_divergence_point_reads_exactly_the_records_after_th
         error = await _poll_until_truncation(c)
         for tp, offset in error.divergent_offsets.items():
             c.seek(tp, offset)
-        await drive(
-            c, until=lambda: len(_handed_out(plane, P0)) == 5 and len(_handed_out(plane, P1)) == 2
-        )
-        # Every record the log holds after the truncation, once; P1 from its commit.
-        assert _handed_out(plane, P0) == list(zip(range(10, 15), NEW, strict=True))
-        assert _handed_out(plane, P1) == [(3, b"1-3"), (4, b"1-4")]
-        assert await c.consume(100, 0.01) == []  # no error any more
-        assert await c.commit() == {P0: 15, P1: 5}
+        await _reads_exactly_what_follows_the_truncation(c, plane)
 
 
 @PROTOCOLS
@@ -292,17 +305,22 @@ def _consume_until(consumer: Consumer, deadline: float) -> None:
         consumer.consume(100, 0.01)
 
 
+@pytest.mark.parametrize("start", ["subscribe", "assign"])
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_the_blocking_consumer_raises_the_truncation_and_starts_where_seeked(
-    backend: str,
+    backend: str, start: str
 ) -> None:
+    """A member (subscribe) and a manual consumer (assign) alike."""
+    group = f"blocking-truncation-{start}"
     with FakeBroker().running_in_thread(backend) as broker:
-        protocol = {"group.protocol": "consumer"}
-        anyio.run(_truncated, broker, "blocking-truncation", protocol, backend=backend)
+        anyio.run(_truncated, broker, group, CONSUMER, backend=backend)
         plane = broker.dataplane("error")
-        config = _error_config(broker, "blocking-truncation", protocol)
+        config = _error_config(broker, group, CONSUMER)
         with Consumer(config, backend=backend, dataplane=plane) as c:
-            c.subscribe(["orders"])
+            if start == "subscribe":
+                c.subscribe(["orders"])
+            else:
+                c.assign([P0, P1])
             deadline = time.monotonic() + DEADLINE
             with pytest.raises(LogTruncationError) as caught:
                 _consume_until(c, deadline)
@@ -321,8 +339,6 @@ def test_the_blocking_consumer_raises_the_truncation_and_starts_where_seeked(
 # membership, a plain OffsetFetch): the same check applies, as the Java client
 # validates manually assigned positions like subscribed ones. Offsets the
 # application gives assign() are its choice, as a seek, and are not checked.
-
-CONSUMER = {"group.protocol": "consumer"}
 
 
 @pytest.mark.parametrize("reset", ["earliest", "latest"])
@@ -354,26 +370,9 @@ async def test_manual_assign_with_error_raises_until_a_seek_starts_it_there(
 ) -> None:
     async with _error_consumer(broker, group_id, protocol) as (c, plane):
         c.assign([P0, P1])
-        error = await _poll_until_truncation(c)
-        assert error.truncations == (CUT,)
-        assert error.divergent_offsets == {P0: 10}
-        assert "orders-0 was committed at offset 20 (leader epoch 0)" in str(error)
-        assert "seek(orders-0, 10)" in str(error)
-        # P0 stays assigned without fetching; P1 started from its committed offset.
-        assert c.assignment() == {P0, P1}
-        assert plane.assigned == {P1}
-        with pytest.raises(LogTruncationError) as again:
-            await c.consume(100, 0.01)
-        assert again.value.truncations == (CUT,)
-        assert _handed_out(plane, P0) == []
+        await _p0_waits_for_a_seek(c, plane)
         c.seek(P0, 10)
-        await drive(
-            c, until=lambda: len(_handed_out(plane, P0)) == 5 and len(_handed_out(plane, P1)) == 2
-        )
-        assert _handed_out(plane, P0) == list(zip(range(10, 15), NEW, strict=True))
-        assert _handed_out(plane, P1) == [(3, b"1-3"), (4, b"1-4")]
-        assert await c.consume(100, 0.01) == []  # no error any more
-        assert await c.commit() == {P0: 15, P1: 5}
+        await _reads_exactly_what_follows_the_truncation(c, plane)
 
 
 async def test_an_offset_given_to_assign_is_not_checked(broker: FakeBroker, group_id: str) -> None:
@@ -469,25 +468,3 @@ async def test_a_manual_consumer_checks_against_the_leaders_of_now(
         error = await _poll_until_truncation(c)
         assert error.truncations == (CUT,)
         assert plane.assigned == {P1}
-
-
-@pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_the_blocking_consumer_raises_a_manual_truncation_and_starts_where_seeked(
-    backend: str,
-) -> None:
-    with FakeBroker().running_in_thread(backend) as broker:
-        anyio.run(_truncated, broker, "blocking-manual-truncation", CONSUMER, backend=backend)
-        plane = broker.dataplane("error")
-        config = _error_config(broker, "blocking-manual-truncation", CONSUMER)
-        with Consumer(config, backend=backend, dataplane=plane) as c:
-            c.assign([P0, P1])
-            deadline = time.monotonic() + DEADLINE
-            with pytest.raises(LogTruncationError) as caught:
-                _consume_until(c, deadline)
-            assert caught.value.truncations == (CUT,)
-            with pytest.raises(LogTruncationError):
-                c.poll(0.01)  # again, until the seek
-            c.seek(P0, 12)
-            while len(_handed_out(plane, P0)) < 3 and time.monotonic() < deadline:
-                c.consume(100, 0.01)
-            assert _handed_out(plane, P0) == list(zip(range(12, 15), NEW[2:], strict=True))
