@@ -214,11 +214,36 @@ def test_a_static_members_own_unreleased_instance_id_is_left_with_minus_one() ->
     assert h.state() is S.RECONCILING
 
 
-def test_unreleased_instance_id_again_after_the_leave_is_fatal() -> None:
-    h = static_fenced_then_rejoining()
+def _refused_again_after_the_leave() -> Harness:
+    """A static member's rejoin after its leave refused UNRELEASED_INSTANCE_ID: it waits, leaves."""
+    h = fenced_then_rejoining(instance_id="i-1", retry_backoff_ms=100)
     h.respond(error=UNRELEASED)
     h.respond(epoch=-1)
-    acts = h.respond(error=UNRELEASED)  # another process took the instance id meanwhile
+    acts = h.respond(error=UNRELEASED)
+    assert h.state() is S.LEAVING_TO_REJOIN
+    assert not any(isinstance(a, ReportFatalError) for a in acts)
+    assert heartbeats(acts) == []
+    [leave] = heartbeats(h.tick(h.now + 0.1))
+    assert (leave.member_epoch, leave.instance_id) == (-1, "i-1")
+    return h
+
+
+def test_unreleased_instance_id_again_after_the_leave_is_its_own_lost_rejoin_left_again() -> None:
+    # Simulator seed 869: the rejoin after the leave was accepted (the broker
+    # holds this member again) but its answer was lost; the retried join was
+    # refused UNRELEASED_INSTANCE_ID for the member's own id, which was fatal.
+    h = _refused_again_after_the_leave()
+    [join] = heartbeats(h.respond(epoch=-1))
+    assert (join.member_epoch, join.instance_id) == (0, "i-1")
+    h.respond(6, {A: [0]})
+    assert h.state() is S.RECONCILING
+
+
+def test_unreleased_instance_id_again_after_the_leave_is_fatal_once_another_owner_fences_it() -> (
+    None
+):
+    h = _refused_again_after_the_leave()
+    acts = h.respond(error=FENCED_INSTANCE)  # another process took the instance id meanwhile
     assert h.state() is S.FATAL
     [fatal] = [a for a in acts if isinstance(a, ReportFatalError)]
     assert fatal.name == "UNRELEASED_INSTANCE_ID"

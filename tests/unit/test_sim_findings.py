@@ -260,3 +260,15 @@ def test_a_member_refused_its_rejoin_by_a_pre_kafka_19233_broker_leaves_and_rejo
     # (FENCE_LOOP). It now leaves with epoch -1 and rejoins, backing off if
     # refused again.
     _clean(1974)
+
+
+def test_a_static_members_rejoin_accepted_but_unanswered_after_its_leave_is_no_fatal() -> None:
+    # Seed 869: a static member fenced by its own session timer was refused its
+    # rejoin for its own held instance id, left with -1 and rejoined; the
+    # coordinator accepted that join but the answer timed out, and the retried
+    # join was refused UNRELEASED_INSTANCE_ID again, for the member's own new
+    # incarnation. It took that as another process holding the instance id and
+    # failed fatally (hidden until UNEXPECTED_FATAL stopped excusing a static
+    # member's UNRELEASED_INSTANCE_ID for its own id). It now leaves again after
+    # the backoff; only a leave answered FENCED_INSTANCE_ID is fatal.
+    _clean(869)

@@ -1061,13 +1061,13 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         self, code: int, name: str, message: str | None, now: float, acts: list[_Action]
     ) -> None:
         if self._held_left:
-            if code == ErrorCode.UNRELEASED_INSTANCE_ID:
-                # Our leave removed our own member: another process took the instance id.
-                self._fatal(code, name, message, False, acts)
-                return
-            # Refused again after the held member left (its leave answered
-            # without removing it, or a stale request overtook): never a tight
-            # loop, the next leave waits for the growing backoff.
+            # Refused again after the held member left: the broker holds this
+            # member again (its rejoin was accepted but the answer lost — the
+            # simulator's seed 869), or its leave was answered without removing
+            # it, or (static) another process took the instance id meanwhile.
+            # The next leave tells them apart (FENCED_INSTANCE_ID for another
+            # process: fatal, in _held_leave_settled); never a tight loop, it
+            # waits for the growing backoff.
             self._retry.failed(now)
         else:
             self._retry.reset()

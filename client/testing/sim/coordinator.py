@@ -416,6 +416,10 @@ class ConsumerGroupCoordinator:
         """The member's target assignment (empty if none)."""
         return self._targets.get(member_id, _EMPTY)
 
+    def instance_holder(self, instance_id: str) -> str | None:
+        """The member id holding static ``instance_id`` (None if no member holds it)."""
+        return self._static.get(instance_id)
+
     def owner_of(self, tip: TopicIdPartition) -> str | None:
         """The member id owning ``tip`` (assigned or pending revocation), or None."""
         return self._owner.get(tip)

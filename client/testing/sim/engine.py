@@ -1938,6 +1938,19 @@ class Simulation:
                 Invariant.UNEXPECTED_FATAL, f"fatal error {action.name}: {action.message}", proc
             )
             return
+        if (
+            code == ErrorCode.UNRELEASED_INSTANCE_ID
+            and isinstance(proc.member, ConsumerMember)
+            and self.coordinator.instance_holder(proc.slot.plan.instance_id) == proc.member_id
+        ):
+            # Held for this very member (its earlier epoch, after a fence): it must
+            # leave and rejoin, never give up (docs/new-protocol.md, "Rejoin refused").
+            self._violate(
+                Invariant.UNEXPECTED_FATAL,
+                f"fatal error {action.name} for its own held instance id: {action.message}",
+                proc,
+            )
+            return
         # The application gives up on this consumer: closes it and starts a new one.
         proc.slot.wanted = True
         self._q.after(0.0, self._ev_close_failed, proc)
