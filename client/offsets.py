@@ -15,7 +15,11 @@ retries what can succeed later and filters what must never be sent:
   the answer.
 
 v10 of both APIs names topics by id; the version negotiated with the
-coordinator decides which naming is sent.
+coordinator decides which naming is sent. An answer of UNKNOWN_TOPIC_ID (the
+topic was deleted, perhaps created again with a new id, since the client
+last described it) has the topic described again before the next attempt: a
+topic that no longer exists is left out of a commit (logged) and has no
+committed offset.
 
 Offsets carry leader epochs (KIP-320, :class:`EpochBook`), and
 :func:`check_truncation` asks partition leaders whether a committed offset
@@ -43,6 +47,7 @@ from kgroup.errors import (
     RetriableBrokerError,
     StaleMemberEpochError,
     TransportError,
+    UnknownTopicIdError,
 )
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.negotiation import NegotiatedVersions
@@ -77,6 +82,10 @@ _RETRY_CODES = frozenset(
         ErrorCode.coordinator_load_in_progress,
         ErrorCode.request_timed_out,
         ErrorCode.rebalance_in_progress,
+        # A topic deleted and created again under the same name has a new id,
+        # while the client's metadata may still hold the old one: the topic is
+        # described again before the next attempt (see ``_describe_again``).
+        ErrorCode.unknown_topic_id,
     }
 )
 
@@ -103,6 +112,18 @@ class MemberView:
     assigned again in between is owned again, but its offsets date from before
     the loss, and another member may have committed past them meanwhile.
     """
+    fetched_topic_id: Callable[[TopicPartition], uuid.UUID | None] = lambda _partition: None
+    """The id the partition's topic had when the member started fetching it (None: unknown).
+
+    A topic deleted and created again under the same name has a new id, and a
+    position read since comes from the old topic or is wrong for the new one:
+    librdkafka's batched consume never moves a position back, so after its
+    offset reset into the new, shorter log the position stays past the records
+    it hands out (committed, a restart would skip them). A commit leaves such
+    partitions out and reports them through :attr:`topic_recreated`.
+    """
+    topic_recreated: Callable[[frozenset[TopicPartition]], None] = lambda _partitions: None
+    """Told of the partitions a commit left out because their topic was created again."""
     simple: Callable[[], bool] = lambda: False
     """True while the consumer is no group member (manual assignment).
 
@@ -291,8 +312,9 @@ class OffsetManager:
         """Commit ``offsets`` (next offset to read, per partition) with the member epoch.
 
         Returns the offsets committed: those of partitions still owned when
-        they were sent. Partitions not owned (never, or no longer) are left out
-        and logged, never committed.
+        they were sent. Partitions not owned (never, or no longer) and those of
+        topics that no longer exist (deleted) are left out and logged, never
+        committed.
 
         Raises:
             BrokerError: a partition failed with an error that retrying cannot fix
@@ -307,7 +329,27 @@ class OffsetManager:
         tenure = {tp: self.member.tenure(tp) for tp in remaining}
         done: dict[TopicPartition, int] = {}
         retry = self._retry(deadline)
+        # Topics a v10 answer did not know by the id sent (UNKNOWN_TOPIC_ID):
+        # described again before the next attempt.
+        unknown_ids: set[str] = set()
         while True:
+            if unknown_ids:
+                try:
+                    gone = await self._describe_again(unknown_ids, deadline)
+                except (TransportError, RetriableBrokerError) as exc:
+                    retry.failed(exc)
+                    await retry.wait(f"commit of {sorted(remaining)}")
+                    continue
+                unknown_ids.clear()
+                deleted = sorted(tp for tp in remaining if tp.topic in gone)
+                if deleted:
+                    log.warning(
+                        "group %s: not committing %s: the topic no longer exists (deleted)",
+                        self.group_id,
+                        deleted,
+                    )
+                    for tp in deleted:
+                        del remaining[tp]
             owned = set(self.member.owned())
             simple = self.member.simple()
             epoch = -1 if simple else self.member.member_epoch()
@@ -322,6 +364,18 @@ class OffsetManager:
                 )
                 for tp in dropped:
                     del remaining[tp]
+            recreated = self._recreated(remaining)
+            if recreated:
+                log.warning(
+                    "group %s: not committing %s: the topic was deleted and created again "
+                    "since this consumer started fetching it; fetching it again from where "
+                    "auto.offset.reset says",
+                    self.group_id,
+                    sorted(recreated),
+                )
+                for tp in recreated:
+                    del remaining[tp]
+                self.member.topic_recreated(recreated)
             if not remaining:
                 return done
             if epoch > 0 or simple:
@@ -347,6 +401,9 @@ class OffsetManager:
                     if fatal:
                         raise fatal[0]
                     retry.failed(*errors.values())
+                    unknown_ids.update(
+                        tp.topic for tp, e in errors.items() if e.code == ErrorCode.unknown_topic_id
+                    )
                     if any(isinstance(e, StaleMemberEpochError) for e in errors.values()):
                         log.info(
                             "group %s: commit with epoch %d was stale; retrying with the "
@@ -394,7 +451,9 @@ class OffsetManager:
         broker then answers STALE_MEMBER_EPOCH to an outdated epoch, retried
         with the newest one); without, it is a plain read. Retries
         STALE_MEMBER_EPOCH, UNSTABLE_OFFSET_COMMIT, coordinator and transport
-        errors with backoff while ``wanted()`` and until ``deadline``.
+        errors with backoff while ``wanted()`` and until ``deadline``. A topic
+        the broker does not know by the id sent is described again; one that no
+        longer exists has no committed offset (None).
 
         Raises:
             BrokerError: an error retrying cannot fix (authorization ...).
@@ -402,11 +461,26 @@ class OffsetManager:
             anyio.get_cancelled_exc_class(): never; an unwanted fetch returns {}.
         """
         retry = self._retry(deadline)
+        asked = partitions
+        describe_again = False
         while wanted():
             epoch = self.member.member_epoch() if as_member else -1
             if not as_member or epoch > 0:
                 try:
-                    return await self._fetch_once(partitions, epoch, as_member, deadline)
+                    if describe_again:
+                        # A v10 answer did not know a topic by the id sent: its id
+                        # changed (deleted and created again) or it is gone, and a
+                        # deleted topic's offsets are deleted with it.
+                        gone = await self._describe_again({tp.topic for tp in asked}, deadline)
+                        describe_again = False
+                        asked = [tp for tp in asked if tp.topic not in gone]
+                        if not asked:
+                            return dict.fromkeys(partitions)
+                    result = await self._fetch_once(asked, epoch, as_member, deadline)
+                    return {tp: result.get(tp) for tp in partitions}
+                except UnknownTopicIdError as exc:
+                    describe_again = True
+                    retry.failed(exc)
                 except BrokerError as exc:
                     # A fenced member's fetch fails until it rejoins; by then the
                     # caller no longer wants it (``wanted``) or the new epoch works.
@@ -448,6 +522,34 @@ class OffsetManager:
         return result
 
     # ----------------------------------------------------------------- helpers
+
+    def _recreated(self, partitions: Collection[TopicPartition]) -> frozenset[TopicPartition]:
+        """Those of ``partitions`` whose topic's id is no longer the one they were fetched from."""
+        topics = self.client.cluster.topics
+        recreated = set()
+        for tp in partitions:
+            fetched = self.member.fetched_topic_id(tp)
+            info = topics.get(tp.topic)
+            # A nil id is no id (metadata from a broker that sends none).
+            if (
+                fetched is not None
+                and fetched.int
+                and info is not None
+                and info.topic_id.int
+                and info.topic_id != fetched
+            ):
+                recreated.add(tp)
+        return frozenset(recreated)
+
+    async def _describe_again(self, topics: Collection[str], deadline: float) -> set[str]:
+        """Describe ``topics`` anew (their ids may have changed); those that no longer exist."""
+        if not topics:
+            return set()
+        cluster = await self.client.metadata(sorted(topics), timeout=self._budget(deadline))
+        gone = {t for t in topics if t not in cluster.topics}
+        if gone:
+            log.info("group %s: topics %s no longer exist", self.group_id, sorted(gone))
+        return gone
 
     async def _coordinator_call(
         self,

@@ -47,7 +47,8 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
+import uuid
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
@@ -272,6 +273,8 @@ class Driver:
         self._on_commit = None if on_commit is None else commit_reporter(on_commit)
         self._manual: set[TopicPartition] | None = None
         """Partitions assigned with ``assign()`` (no group membership); None: not in that mode."""
+        self._fetched_ids: dict[TopicPartition, uuid.UUID] = {}
+        """The topic id each partition had when it last started fetching, where known."""
         self._stored: dict[TopicPartition, int] | None = None if auto_offset_store else {}
         """``store_offsets()``'s offsets (``enable.auto.offset.store=false``); None: positions."""
 
@@ -363,6 +366,8 @@ class Driver:
                             owned=self.owned,
                             instance_id=self.config.group_instance_id,
                             tenure=self.fetch.tenure,
+                            fetched_topic_id=self._fetched_ids.get,
+                            topic_recreated=self._topic_recreated,
                         ),
                         backoff=self.backoff,
                         request_timeout=self.request_timeout,
@@ -667,6 +672,7 @@ class Driver:
                         self._refresh_truncation()
                         return False
                     self.telemetry.fetch_started(op.offsets)
+                    self._note_topic_ids(op.offsets.keys())
                 case Pause():
                     dataplane.pause(op.partitions)
                 case Resume():
@@ -675,6 +681,24 @@ class Driver:
                     dataplane.seek(op.partition, op.offset)
         self._refresh_truncation()
         return True
+
+    def _note_topic_ids(self, partitions: Iterable[TopicPartition]) -> None:
+        # The offset fetch before a start described the topics (it names them by
+        # id), so the ids are those of the topics the data plane now fetches.
+        if self._client is None:
+            return
+        topics = self._client.cluster.topics
+        for tp in partitions:
+            info = topics.get(tp.topic)
+            if info is not None and info.topic_id.int:
+                self._fetched_ids[tp] = info.topic_id
+            else:
+                self._fetched_ids.pop(tp, None)
+
+    def _topic_recreated(self, partitions: frozenset[TopicPartition]) -> None:
+        """A commit found these partitions' topic deleted and created again."""
+        owned = self.owned()
+        self._apply(self.fetch.topic_recreated(partitions & owned))
 
     async def _fetch_and_assign(self, ticket: FetchTicket) -> None:
         assert self._offsets is not None

@@ -19,8 +19,9 @@ that, per partition:
   it does not fetch until the application's ``seek()`` starts it there;
 - **fetch generation**: bumped on every start and stop, so that an offset fetch
   started before a later stop cannot start the partition again;
-- **tenure**: how many times it left the member's assignment, so that a commit
-  can drop partitions lost and assigned again while it waited.
+- **tenure**: how many times it left the member's assignment (or its topic
+  was deleted and created again), so that a commit can drop partitions lost
+  and assigned again while it waited.
 
 Its methods change the record and return the data-plane operations to perform
 (:data:`FetchOp`); the driver performs them in order. No I/O, no clock: the
@@ -262,6 +263,28 @@ class FetchState:
             # switch under load: the group re-read ~100 records per partition).
             self._stopped_at.pop(gone, None)
         self._last_assignment = assignment
+
+    def topic_recreated(self, partitions: Collection[TopicPartition]) -> list[FetchOp]:
+        """These owned partitions' topic was deleted and created again: fetch them anew.
+
+        Their positions are not to be trusted (the data plane's may point past
+        the new log's records) and their stopped positions belong to the old
+        topic: both are forgotten, and their tenure counts a departure, so a
+        commit holding offsets read before cannot commit them. Fetching ones
+        start again where ``auto.offset.reset`` says (the broker deleted the old
+        topic's committed offsets with it), paused again if they were.
+        """
+        for tp in partitions:
+            self._tenure[tp] = self._tenure.get(tp, 0) + 1
+            self._stopped_at.pop(tp, None)
+        again = frozenset(self._fetching.intersection(partitions))
+        if not again:
+            return []
+        ops: list[FetchOp] = [Unassign(again), Assign(dict.fromkeys(sorted(again)))]
+        paused = frozenset(self._paused.intersection(again))
+        if paused:
+            ops.append(Pause(paused))
+        return ops
 
     # ----------------------------------------------------- the application's
 

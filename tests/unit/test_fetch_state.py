@@ -280,3 +280,29 @@ def test_a_partition_awaiting_a_seek_that_leaves_the_assignment_stops_waiting() 
     state.offsets_fetched(ticket, {A0: 20}, owned={A0}, diverged={A0})
     state.assignment_changed(frozenset())
     assert state.awaiting_seek == frozenset()
+
+
+def test_a_recreated_topic_fetches_anew_from_the_reset_policy_and_counts_a_departure() -> None:
+    # Its positions are not to be trusted: unassigned, then assigned at None
+    # (auto.offset.reset), paused again if the application had paused it.
+    state = _fetching(FetchState(), {A0: 5, A1: 5, B0: 5})
+    state.pause(frozenset({A1}), owned={A0, A1, B0})
+    tenure = state.tenure(A0)
+    ops = state.topic_recreated(frozenset({A0, A1}))
+    both = frozenset({A0, A1})
+    assert ops == [Unassign(both), Assign({A0: None, A1: None}), Pause(frozenset({A1}))]
+    assert state.fetching == {A0, A1, B0}
+    assert state.paused == {A1}
+    assert (state.tenure(A0), state.tenure(B0)) == (tenure + 1, 0)
+
+
+def test_a_recreated_topic_forgets_the_stopped_positions_of_the_old_one() -> None:
+    # Stopped without leaving the assignment, it would resume at (and a commit
+    # would cover) a position in the deleted topic.
+    state = _fetching(FetchState(), {A0: 0})
+    state.stop(frozenset({A0}))
+    state.positions_captured({A0: 9})
+    assert state.topic_recreated(frozenset({A0})) == []  # not fetching: nothing to restart
+    assert state.stopped_positions([A0]) == {}
+    ticket = state.start(frozenset({A0}))
+    assert state.offsets_fetched(ticket, {A0: None}, owned={A0}) == [Assign({A0: None})]

@@ -65,8 +65,16 @@ class ScriptedCoordinator:
             topics={TOPIC: TopicInfo(name=TOPIC, topic_id=TOPIC_ID, partitions={})}
         )
         self.stale_marks = 0
+        self.described: list[list[str]] = []
+        self.broker_cluster: ClusterMetadata | None = None
+        """What a metadata request finds, when it differs from the cached ``cluster``."""
 
-    async def metadata(self, topics: Any = None) -> ClusterMetadata:
+    async def metadata(
+        self, topics: Any = None, *, timeout: float | None = None
+    ) -> ClusterMetadata:
+        self.described.append(list(topics or ()))
+        if self.broker_cluster is not None:
+            self.cluster = self.broker_cluster
         return self.cluster
 
     def mark_coordinator_stale(self, group_id: str) -> None:
@@ -267,6 +275,103 @@ async def test_retry_drops_a_partition_lost_and_reassigned_since_the_commit_bega
     first, second = coordinator.requests
     assert _sent_partitions(first) == {0, 1}
     assert (second.generation_id_or_member_epoch, _sent_partitions(second)) == (5, {0})
+
+
+NEW_TOPIC_ID = uuid.UUID("3f1e7d0a-0000-4000-8000-000000000003")
+UNKNOWN_ID = int(ErrorCode.unknown_topic_id)
+
+
+def _topic_recreated(coordinator: ScriptedCoordinator) -> None:
+    """The topic was deleted and created again: the broker knows it by a new id only."""
+    coordinator.broker_cluster = ClusterMetadata(
+        topics={TOPIC: TopicInfo(name=TOPIC, topic_id=NEW_TOPIC_ID, partitions={})}
+    )
+
+
+def _topic_deleted(coordinator: ScriptedCoordinator) -> None:
+    coordinator.broker_cluster = ClusterMetadata(topic_errors={TOPIC: 3})
+
+
+def _sent_topic_ids(request: Any) -> set[uuid.UUID]:
+    topics = request.topics if hasattr(request, "topics") else request.groups[0].topics
+    return {t.topic_id for t in topics}
+
+
+async def test_commit_to_a_recreated_topic_describes_it_again_and_uses_its_new_id(
+    anyio_backend: str,
+) -> None:
+    # Regression: a classic member's cached metadata kept the deleted topic's
+    # id, every v10 commit was refused UNKNOWN_TOPIC_ID, and the first refusal
+    # was raised as final.
+    coordinator = ScriptedCoordinator(_versions(10, 10), [{0: UNKNOWN_ID, 1: UNKNOWN_ID}])
+    _topic_recreated(coordinator)
+    manager = _manager(coordinator, Member(epoch=3, owned={P0, P1}))
+    done = await manager.commit({P0: 10, P1: 20}, deadline=anyio.current_time() + 5)
+    assert done == {P0: 10, P1: 20}
+    first, second = coordinator.requests
+    assert (_sent_topic_ids(first), _sent_topic_ids(second)) == ({TOPIC_ID}, {NEW_TOPIC_ID})
+    assert coordinator.described == [[TOPIC]]
+
+
+@pytest.mark.parametrize("cached", ["old id", "new id"])
+async def test_commit_of_positions_read_before_the_topic_was_recreated_leaves_them_out(
+    anyio_backend: str, cached: str
+) -> None:
+    # The member started fetching orders under TOPIC_ID. Either its metadata
+    # still holds that id (the broker refuses it and the topic is described
+    # again) or a refresh since holds the new one: either way the positions
+    # are not committed under the new id, and the member is told to fetch the
+    # partitions anew.
+    answers = [{0: UNKNOWN_ID, 1: UNKNOWN_ID}] if cached == "old id" else []
+    coordinator = ScriptedCoordinator(_versions(10, 10), answers)
+    _topic_recreated(coordinator)
+    if cached == "new id":
+        await coordinator.metadata([TOPIC])
+    told: list[frozenset[TopicPartition]] = []
+    view = MemberView(
+        member_id=lambda: "m",
+        member_epoch=lambda: 3,
+        owned=lambda: {P0, P1},
+        fetched_topic_id=lambda _tp: TOPIC_ID,
+        topic_recreated=told.append,
+    )
+    manager = manager_for(coordinator, view)
+    assert await manager.commit({P0: 10, P1: 20}, deadline=anyio.current_time() + 5) == {}
+    assert told == [frozenset({P0, P1})]
+    sent = [_sent_topic_ids(r) for r in coordinator.requests]
+    assert sent == ([{TOPIC_ID}] if cached == "old id" else [])
+
+
+async def test_commit_to_a_deleted_topic_leaves_it_out_without_retrying_to_the_deadline(
+    anyio_backend: str,
+) -> None:
+    coordinator = ScriptedCoordinator(_versions(10, 10), [{0: UNKNOWN_ID}] * 1000)
+    _topic_deleted(coordinator)
+    manager = _manager(coordinator, Member(epoch=3, owned={P0}))
+    assert await manager.commit({P0: 10}, deadline=anyio.current_time() + 5) == {}
+    assert len(coordinator.requests) == 1
+    assert coordinator.described == [[TOPIC]]
+
+
+async def test_fetch_from_a_recreated_topic_describes_it_again_and_uses_its_new_id(
+    anyio_backend: str,
+) -> None:
+    # Regression: committed() of a recreated topic (classic member) retried the
+    # old id until its deadline and raised RequestTimeoutError.
+    coordinator = ScriptedCoordinator(_versions(10, 10), [{0: UNKNOWN_ID}])
+    _topic_recreated(coordinator)
+    manager = _manager(coordinator, Member(epoch=3, owned={P0, P1}))
+    assert await manager.fetch([P0, P1], deadline=anyio.current_time() + 5) == {P0: 100, P1: None}
+    first, second = coordinator.requests
+    assert (_sent_topic_ids(first), _sent_topic_ids(second)) == ({TOPIC_ID}, {NEW_TOPIC_ID})
+
+
+async def test_fetch_from_a_deleted_topic_has_no_committed_offset(anyio_backend: str) -> None:
+    coordinator = ScriptedCoordinator(_versions(10, 10), [{0: UNKNOWN_ID}] * 1000)
+    _topic_deleted(coordinator)
+    manager = _manager(coordinator, Member(epoch=3, owned={P0, P1}))
+    assert await manager.fetch([P0, P1], deadline=anyio.current_time() + 5) == {P0: None, P1: None}
+    assert len(coordinator.requests) == 1
 
 
 def test_epoch_book_knows_an_epoch_only_for_the_offset_it_was_noted_with() -> None:

@@ -48,6 +48,13 @@ class Topics:
         self.by_id[topic.topic_id] = topic
         return topic
 
+    def delete(self, name: str) -> FakeTopic | None:
+        """Forget topic ``name`` (its id becomes unknown); the topic, if there was one."""
+        topic = self.by_name.pop(name, None)
+        if topic is not None:
+            self.by_id.pop(topic.topic_id, None)
+        return topic
+
     def matching(self, names: tuple[str, ...], regex: str | None) -> dict[uuid.UUID, FakeTopic]:
         """Existing topics named in ``names`` or fully matching ``regex``, by id."""
         found = {self.by_name[n].topic_id: self.by_name[n] for n in names if n in self.by_name}

@@ -246,6 +246,31 @@ class FakeBroker(LoopServed):
         self._changed()
         return topic.topic_id
 
+    def recreate_topic(self, name: str) -> uuid.UUID:
+        """Delete topic ``name`` and create it again with as many partitions; its new id.
+
+        As Kafka does: the new topic has a new id (the old one becomes unknown),
+        empty logs, and no committed offsets in any group (deleting a topic
+        deletes its groups' offsets).
+
+        Raises:
+            KgroupError: there is no topic ``name``.
+        """
+        with self._lock:
+            old = self._cluster.topics.delete(name)
+            if old is None:
+                raise KgroupError(f"the fake cluster has no topic {name!r} to recreate")
+            for stored in (*self._cluster.offsets.values(), *self._cluster.offset_epochs.values()):
+                for tp in [tp for tp in stored if tp.topic == name]:
+                    del stored[tp]
+            topic = self._cluster.topics.create(name, old.partitions)
+            for p in range(old.partitions):
+                self.records.truncate(TopicPartition(name, p), 0)
+            for group in self._cluster.consumer_groups.values():
+                group.topics_changed(name)
+        self._changed()
+        return topic.topic_id
+
     def topic(self, name: str) -> FakeTopic:
         """Topic ``name``. Raises KgroupError if it does not exist."""
         with self._lock:
