@@ -30,7 +30,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType, ModuleType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from kgroup._settings import bool_setting, text_setting
 from kgroup.errors import ConfigError
@@ -440,6 +440,10 @@ TELEMETRY_DIR_ENV = "KGROUP_TELEMETRY_DIR"
 JSON Lines telemetry to (a test suite's switch; an explicit ``telemetry.sink`` wins)."""
 
 
+_SPELLINGS: Final = frozenset({"sasl.mechanism", "sasl.mechanisms"})
+"""One librdkafka setting under two names."""
+
+
 def _telemetry(
     conf: Mapping[str, Any], security: SecurityConfig, is_security_key: Callable[[str], bool]
 ) -> TelemetryConfig | None:
@@ -467,6 +471,10 @@ def _telemetry(
     rendered = security.librdkafka_config()
     oauth_cb = rendered.pop("oauth_cb", None)
     for key, value in rendered.items():
+        # librdkafka reads both spellings as one setting, the last one given
+        # winning: an override under either keeps the consumer's out.
+        if key in _SPELLINGS and any(k in producer for k in _SPELLINGS):
+            continue
         producer.setdefault(key, str(value))
     return replace(
         telemetry,

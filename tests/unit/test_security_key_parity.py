@@ -657,6 +657,17 @@ def test_the_telemetry_producer_keeps_its_own_overrides(files: Files) -> None:
     assert "sasl.mechanisms" not in producer
 
 
+@pytest.mark.parametrize("spelling", ["sasl.mechanism", "sasl.mechanisms"])
+def test_a_telemetry_override_of_the_mechanism_wins_under_either_spelling(spelling: str) -> None:
+    # librdkafka reads both names as one setting, the last given winning: the
+    # consumer's rendered sasl.mechanism, added after a telemetry.kafka.
+    # sasl.mechanisms override, once replaced it.
+    config = _telemetry_config({**PLAIN, f"telemetry.kafka.{spelling}": "SCRAM-SHA-256"})
+    producer = dict(config.telemetry.producer_config)
+    mechanisms = {k: v for k, v in producer.items() if k in ("sasl.mechanism", "sasl.mechanisms")}
+    assert mechanisms == {spelling: "SCRAM-SHA-256"}
+
+
 def test_the_consumer_config_repr_shows_no_telemetry_producer_secret(files: Files) -> None:
     # The producer settings hold the password; the telemetry config's repr once
     # printed them, and with it the consumer config's repr and str.
