@@ -15,11 +15,12 @@ retries what can succeed later and filters what must never be sent:
   the answer.
 
 v10 of both APIs names topics by id; the version negotiated with the
-coordinator decides which naming is sent. An answer of UNKNOWN_TOPIC_ID (the
-topic was deleted, perhaps created again with a new id, since the client
-last described it) has the topic described again before the next attempt: a
-topic that no longer exists is left out of a commit (logged) and has no
-committed offset.
+coordinator decides which naming is sent. An answer of UNKNOWN_TOPIC_ID or
+UNKNOWN_TOPIC_OR_PARTITION (the topic was deleted, perhaps created again with
+a new id, since the client last described it) has the topic described again
+before the next attempt: a topic that no longer exists is left out of a
+commit (logged) and has no committed offset. A position read before its
+topic was created again is never committed (:attr:`MemberView.fetched_topic_id`).
 
 Offsets carry leader epochs (KIP-320, :class:`EpochBook`), and
 :func:`check_truncation` asks partition leaders whether a committed offset
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Final
 
@@ -48,6 +49,7 @@ from kgroup.errors import (
     StaleMemberEpochError,
     TransportError,
     UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
 )
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.negotiation import NegotiatedVersions
@@ -82,12 +84,15 @@ _RETRY_CODES = frozenset(
         ErrorCode.coordinator_load_in_progress,
         ErrorCode.request_timed_out,
         ErrorCode.rebalance_in_progress,
-        # A topic deleted and created again under the same name has a new id,
-        # while the client's metadata may still hold the old one: the topic is
-        # described again before the next attempt (see ``_describe_again``).
+        # A topic deleted (and perhaps created again under the same name, with
+        # a new id) since the client described it: it is described again before
+        # the next attempt, and left out if it is gone.
         ErrorCode.unknown_topic_id,
+        ErrorCode.unknown_topic_or_partition,
     }
 )
+# Answers after which a commit's topics are described again.
+_UNKNOWN = frozenset({ErrorCode.unknown_topic_id, ErrorCode.unknown_topic_or_partition})
 
 _FENCED_CODES = frozenset({ErrorCode.unknown_member_id, ErrorCode.fenced_member_epoch})
 
@@ -124,6 +129,14 @@ class MemberView:
     """
     topic_recreated: Callable[[frozenset[TopicPartition]], None] = lambda _partitions: None
     """Told of the partitions a commit left out because their topic was created again."""
+    beyond_log_end: Callable[[Mapping[TopicPartition, int]], Collection[str]] = lambda _o: ()
+    """Topics of offsets past the end of the log the data plane last fetched.
+
+    A position past the log's end is impossible but after a truncation or in
+    a topic created again: a commit describes these topics first, so that
+    :attr:`fetched_topic_id` can tell a new topic even where the broker takes
+    commits by name (OffsetCommit v9, Kafka 4.0 and 4.1).
+    """
     simple: Callable[[], bool] = lambda: False
     """True while the consumer is no group member (manual assignment).
 
@@ -299,6 +312,8 @@ class OffsetManager:
     request_timeout: float
     leader_epochs: EpochBook = field(default_factory=EpochBook)
     """Where commits find the leader epoch of each offset, and fetches leave it."""
+    _told_deleted: set[str] = field(default_factory=set, init=False, repr=False)
+    """Deleted topics a commit has warned of (until seen again)."""
 
     # ------------------------------------------------------------------ commit
 
@@ -329,25 +344,35 @@ class OffsetManager:
         tenure = {tp: self.member.tenure(tp) for tp in remaining}
         done: dict[TopicPartition, int] = {}
         retry = self._retry(deadline)
-        # Topics a v10 answer did not know by the id sent (UNKNOWN_TOPIC_ID):
-        # described again before the next attempt.
-        unknown_ids: set[str] = set()
+        # Topics described again before the next attempt: those an answer did
+        # not know (UNKNOWN_TOPIC_ID by the id sent, UNKNOWN_TOPIC_OR_PARTITION
+        # by name), and those whose offsets lie past the log the data plane
+        # last fetched (a topic created again has a new, shorter log; Kafka 4.0
+        # and 4.1 take commits by name, so no answer would tell).
+        describe = set(self.member.beyond_log_end(remaining))
         while True:
-            if unknown_ids:
+            if describe:
                 try:
-                    gone = await self._describe_again(unknown_ids, deadline)
+                    await self._describe_again(describe, deadline)
                 except (TransportError, RetriableBrokerError) as exc:
                     retry.failed(exc)
                     await retry.wait(f"commit of {sorted(remaining)}")
                     continue
-                unknown_ids.clear()
-                deleted = sorted(tp for tp in remaining if tp.topic in gone)
+                described, describe = describe, set()
+                deleted = sorted(self._missing(tp for tp in remaining if tp.topic in described))
+                gone = {tp.topic for tp in deleted}
+                self._told_deleted -= described - gone  # there again: a new deletion is news
                 if deleted:
-                    log.warning(
+                    # A WARNING once per deletion: the member keeps a deleted topic's
+                    # partitions until a rebalance (minutes, for a classic group),
+                    # and every auto-commit would say it again.
+                    log.log(
+                        logging.WARNING if gone - self._told_deleted else logging.DEBUG,
                         "group %s: not committing %s: the topic no longer exists (deleted)",
                         self.group_id,
                         deleted,
                     )
+                    self._told_deleted |= gone
                     for tp in deleted:
                         del remaining[tp]
             owned = set(self.member.owned())
@@ -401,9 +426,7 @@ class OffsetManager:
                     if fatal:
                         raise fatal[0]
                     retry.failed(*errors.values())
-                    unknown_ids.update(
-                        tp.topic for tp, e in errors.items() if e.code == ErrorCode.unknown_topic_id
-                    )
+                    describe.update(tp.topic for tp, e in errors.items() if e.code in _UNKNOWN)
                     if any(isinstance(e, StaleMemberEpochError) for e in errors.values()):
                         log.info(
                             "group %s: commit with epoch %d was stale; retrying with the "
@@ -471,14 +494,15 @@ class OffsetManager:
                         # A v10 answer did not know a topic by the id sent: its id
                         # changed (deleted and created again) or it is gone, and a
                         # deleted topic's offsets are deleted with it.
-                        gone = await self._describe_again({tp.topic for tp in asked}, deadline)
+                        await self._describe_again({tp.topic for tp in asked}, deadline)
                         describe_again = False
-                        asked = [tp for tp in asked if tp.topic not in gone]
+                        missing = self._missing(asked)
+                        asked = [tp for tp in asked if tp not in missing]
                         if not asked:
                             return dict.fromkeys(partitions)
                     result = await self._fetch_once(asked, epoch, as_member, deadline)
                     return {tp: result.get(tp) for tp in partitions}
-                except UnknownTopicIdError as exc:
+                except (UnknownTopicIdError, UnknownTopicOrPartitionError) as exc:
                     describe_again = True
                     retry.failed(exc)
                 except BrokerError as exc:
@@ -541,15 +565,14 @@ class OffsetManager:
                 recreated.add(tp)
         return frozenset(recreated)
 
-    async def _describe_again(self, topics: Collection[str], deadline: float) -> set[str]:
-        """Describe ``topics`` anew (their ids may have changed); those that no longer exist."""
-        if not topics:
-            return set()
-        cluster = await self.client.metadata(sorted(topics), timeout=self._budget(deadline))
-        gone = {t for t in topics if t not in cluster.topics}
-        if gone:
-            log.info("group %s: topics %s no longer exist", self.group_id, sorted(gone))
-        return gone
+    async def _describe_again(self, topics: Collection[str], deadline: float) -> None:
+        """Describe ``topics`` anew: they may be gone, or have a new id."""
+        await self.client.metadata(sorted(topics), timeout=self._budget(deadline))
+
+    def _missing(self, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+        """Those of ``partitions`` the latest metadata does not have (deleted topics)."""
+        topics = self.client.cluster.topics
+        return {tp for tp in partitions if tp.topic not in topics}
 
     async def _coordinator_call(
         self,

@@ -510,6 +510,23 @@ class DataPlane:
         low, high = result
         return int(low), int(high)
 
+    def cached_log_end(self, partition: TopicPartition) -> int | None:
+        """The high watermark librdkafka's last fetch of ``partition`` saw; None if none yet.
+
+        A local lookup (no request). Under ``isolation.level=read_committed`` it
+        is the last stable offset: a position never lies past it either.
+        """
+        try:
+            with self._gate.control():
+                result = self._consumer.get_watermark_offsets(
+                    _to_ck(partition), timeout=0, cached=True
+                )
+        except confluent_kafka.KafkaException:
+            return None
+        if result is None or result[1] < 0:
+            return None
+        return int(result[1])
+
     def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int], *, timeout: float
     ) -> dict[TopicPartition, int | None]:

@@ -111,6 +111,7 @@ from kgroup.runtime.fetch_state import (
 from kgroup.runtime.interfaces import (
     DataPlaneInterface,
     DriverAction,
+    KnowsLogEnds,
     SubscriptionChange,
     TransportFactory,
     TransportInterface,
@@ -368,6 +369,7 @@ class Driver:
                             tenure=self.fetch.tenure,
                             fetched_topic_id=self._fetched_ids.get,
                             topic_recreated=self._topic_recreated,
+                            beyond_log_end=self._beyond_log_end,
                         ),
                         backoff=self.backoff,
                         request_timeout=self.request_timeout,
@@ -699,6 +701,20 @@ class Driver:
         """A commit found these partitions' topic deleted and created again."""
         owned = self.owned()
         self._apply(self.fetch.topic_recreated(partitions & owned))
+
+    def _beyond_log_end(self, offsets: Mapping[TopicPartition, int]) -> set[str]:
+        """Topics of ``offsets`` past the log end the data plane's last fetch saw."""
+        dataplane = self.dataplane
+        if not isinstance(dataplane, KnowsLogEnds):
+            return set()
+        fetching = self.fetch.fetching
+        topics: set[str] = set()
+        for tp, offset in offsets.items():
+            if tp.topic not in topics and tp in fetching:
+                end = dataplane.cached_log_end(tp)
+                if end is not None and offset > end:
+                    topics.add(tp.topic)
+        return topics
 
     async def _fetch_and_assign(self, ticket: FetchTicket) -> None:
         assert self._offsets is not None

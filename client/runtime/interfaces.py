@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from kgroup import membership as m
 from kgroup.config import ConsumerConfig
@@ -31,6 +31,7 @@ __all__ = [
     "DriverAction",
     "DriverEvent",
     "Host",
+    "KnowsLogEnds",
     "SubscriptionChange",
     "TransportFactory",
     "TransportInterface",
@@ -45,6 +46,20 @@ CoordinatorConnection = NodeConnection
 
 TransportFactory = Callable[[ConsumerConfig], AbstractAsyncContextManager[TransportInterface]]
 """Opens the cluster client for one run of the driver (bootstraps on entry)."""
+
+
+@runtime_checkable
+class KnowsLogEnds(Protocol):
+    """A data plane that can tell where a partition's log ended at its last fetch (optional).
+
+    The driver uses it to notice a topic deleted and created again when no
+    broker says so (OffsetCommit v9 names topics; see
+    :attr:`kgroup.offsets.MemberView.beyond_log_end`).
+    """
+
+    def cached_log_end(self, partition: TopicPartition) -> int | None:
+        """The high watermark the last fetch of ``partition`` saw; None if none yet."""
+        ...
 
 
 class DataPlaneInterface(Protocol):

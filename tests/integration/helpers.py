@@ -31,6 +31,7 @@ from kgroup.assignors import (
     RebalanceProtocol,
 )
 from kgroup.testing import KafkaBroker, NodeState
+from kgroup.testing.topics import create_topic, delete_topics
 from kgroup.transport import BrokerAddress, KafkaClient
 
 # ---------------------------------------------------------------- configs
@@ -537,3 +538,58 @@ class TaggingAssignor:
 
     def on_assignment(self, assignment: Assignment, metadata: GroupMetadata) -> None:
         pass
+
+
+# ------------------------------------------------------- topic recreation
+
+RECREATED_PARTITIONS = 2
+"""Partitions of the topic :func:`consume_across_recreation` deletes and creates again."""
+
+
+def consume_across_recreation(bootstrap: str, topic: str, group: str, protocol: str) -> None:
+    """A member reads ``topic`` (20 records per partition); the topic is deleted and
+    created again with 3 records per partition; the member reads those, closes (committing),
+    and the next member starts right after them: none of the new records skipped.
+
+    ``committed()`` right after the recreation answers at once and names no offset
+    past the new records (the group's offsets went with the old topic).
+    """
+    # Auto-commit every 200 ms: the commit that would carry the old position
+    # comes while the member reads the new topic, as in an application.
+    if protocol == "classic":
+        conf = classic_conf(bootstrap, group, "cooperative-sticky", auto_commit_interval_ms=200)
+    else:
+        conf = consumer_conf(bootstrap, group, auto_commit_interval_ms=200)
+    partitions = partitions_of(topic, RECREATED_PARTITIONS)
+    produce(bootstrap, topic, RECREATED_PARTITIONS, 40)
+    with kgroup.Consumer(conf) as consumer:
+        consumer.subscribe([topic])
+        assert len(drain(consumer, 40, 30)) == 40
+
+        delete_topics(bootstrap, [topic])
+        create_topic(bootstrap, topic, partitions=RECREATED_PARTITIONS)
+        new = produce(bootstrap, topic, RECREATED_PARTITIONS, 6, start=1000)
+
+        started = time.monotonic()
+        before = consumer.committed(partitions, timeout=20)
+        assert time.monotonic() - started < 10
+        assert all(offset is None or offset <= 3 for offset in before.values()), before
+
+        # Read the new records (again, where the member fetched anew) until the
+        # position says what was read.
+        read: list[str] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            read.extend(text(m) for m in consumer.consume(100, 0.2))
+            if new <= set(read) and consumer.position(partitions) == dict.fromkeys(partitions, 3):
+                break
+        assert set(read) == new
+        assert consumer.position(partitions) == dict.fromkeys(partitions, 3)
+    # close() committed the positions.
+
+    later = produce(bootstrap, topic, RECREATED_PARTITIONS, 60, start=2000)
+    with kgroup.Consumer(conf) as consumer:
+        assert consumer.committed(partitions) == dict.fromkeys(partitions, 3)
+        consumer.subscribe([topic])
+        values = drain(consumer, len(later), 30)
+    assert sorted(values) == sorted(later)

@@ -9,8 +9,10 @@ after its offset reset into the new log the position stayed at the old one, and
 a commit skipped 17 records per partition; ``tests/integration/test_topic_recreation.py``).
 
 The commit finds out: the broker does not know the old id (UNKNOWN_TOPIC_ID,
-OffsetCommit v10), the member describes the topic again, sees a new id, leaves
-the partition out, and fetches it anew from ``auto.offset.reset``.
+OffsetCommit v10), or, where commits name topics (v9: Kafka 4.0 and 4.1), the
+position lies past the end of the log the data plane fetched; the member
+describes the topic again, sees a new id, leaves the partition out, and fetches
+it anew from ``auto.offset.reset``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pytest
 
 from kgroup import AsyncConsumer
 from kgroup.dataplane import Record
+from kgroup.protocol import ApiKey, VersionRange
 from kgroup.testing.fake import FakeBroker
 from kgroup.types import TopicPartition
 
@@ -33,10 +36,22 @@ P0 = TopicPartition("orders", 0)
 CLASSIC = {"group.protocol": "classic", "session.timeout.ms": 2_000, "heartbeat.interval.ms": 100}
 
 
+BY_NAME = {ApiKey.OFFSET_COMMIT: VersionRange(7, 9), ApiKey.OFFSET_FETCH: VersionRange(8, 9)}
+"""A broker that names topics in offset requests (as Kafka 4.0 and 4.1)."""
+
+
+@pytest.mark.parametrize("offsets_by", ["id", "name"])
 @pytest.mark.parametrize(
     "protocol", [{"group.protocol": "consumer"}, CLASSIC], ids=["consumer", "classic"]
 )
 async def test_position_read_before_a_topic_was_recreated_is_never_committed_to_the_new_one(
+    anyio_backend: str, group_id: str, protocol: dict[str, Any], offsets_by: str
+) -> None:
+    async with FakeBroker(versions=BY_NAME if offsets_by == "name" else None) as broker:
+        await _recreated_under_the_member(broker, group_id, protocol)
+
+
+async def _recreated_under_the_member(
     broker: FakeBroker, group_id: str, protocol: dict[str, Any]
 ) -> None:
     old_id = broker.create_topic("orders", 1)

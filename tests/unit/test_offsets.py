@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import logging
 import pickle
 import uuid
 from collections.abc import Callable, Mapping
@@ -351,6 +352,46 @@ async def test_commit_to_a_deleted_topic_leaves_it_out_without_retrying_to_the_d
     assert await manager.commit({P0: 10}, deadline=anyio.current_time() + 5) == {}
     assert len(coordinator.requests) == 1
     assert coordinator.described == [[TOPIC]]
+
+
+async def test_commit_by_name_describes_a_topic_whose_offsets_lie_past_the_fetched_log_first(
+    anyio_backend: str,
+) -> None:
+    # OffsetCommit v9 (Kafka 4.0, 4.1) names topics: the broker would take the
+    # old position for the new topic. A position past the end of the log the
+    # data plane fetched has the topic described before the first attempt.
+    coordinator = ScriptedCoordinator(_versions(9, 9), [])
+    _topic_recreated(coordinator)
+    told: list[frozenset[TopicPartition]] = []
+    view = MemberView(
+        member_id=lambda: "m",
+        member_epoch=lambda: 3,
+        owned=lambda: {P0, P1},
+        fetched_topic_id=lambda _tp: TOPIC_ID,
+        topic_recreated=told.append,
+        beyond_log_end=lambda offsets: {tp.topic for tp, o in offsets.items() if o > 3},
+    )
+    manager = manager_for(coordinator, view)
+    assert await manager.commit({P0: 20, P1: 20}, deadline=anyio.current_time() + 5) == {}
+    assert (coordinator.described, coordinator.requests) == ([[TOPIC]], [])
+    assert told == [frozenset({P0, P1})]
+
+
+async def test_a_deleted_topic_is_warned_of_once_while_commits_leave_it_out(
+    anyio_backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A classic member keeps a deleted topic's partitions until a rebalance
+    # (minutes): every auto-commit leaves them out, one WARNING says so.
+    unknown = int(ErrorCode.unknown_topic_or_partition)
+    coordinator = ScriptedCoordinator(_versions(9, 9), [{0: unknown}] * 2)
+    _topic_deleted(coordinator)
+    manager = _manager(coordinator, Member(epoch=3, owned={P0}))
+    with caplog.at_level(logging.DEBUG, logger="kgroup.offsets"):
+        for _ in range(2):
+            assert await manager.commit({P0: 10}, deadline=anyio.current_time() + 5) == {}
+    said = [r.levelno for r in caplog.records if "no longer exists (deleted)" in r.getMessage()]
+    assert said == [logging.WARNING, logging.DEBUG]
+    assert len(coordinator.requests) == 2
 
 
 async def test_fetch_from_a_recreated_topic_describes_it_again_and_uses_its_new_id(

@@ -262,6 +262,13 @@ class FakeDataPlane(DataPlane):
                 tp: self.leader_epoch for tp, o in offsets.items() if self._position.get(tp) == o
             }
 
+    def cached_log_end(self, partition: TopicPartition) -> int | None:
+        """The end of ``partition``'s log, for an assigned partition (the fake fetches at once)."""
+        with self._log.changed:
+            if partition not in self._fetch:
+                return None
+        return self._log.end_offset(partition)
+
     def consume(self, max_records: int, timeout: float) -> list[Record]:
         """Up to ``max_records`` records, waiting at most ``timeout`` seconds for the first."""
         self._check_open()
