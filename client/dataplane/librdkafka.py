@@ -510,22 +510,27 @@ class DataPlane:
         low, high = result
         return int(low), int(high)
 
-    def cached_log_end(self, partition: TopicPartition) -> int | None:
-        """The high watermark librdkafka's last fetch of ``partition`` saw; None if none yet.
+    def cached_log_ends(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The high watermark librdkafka's last fetch of each partition saw (where it fetched).
 
-        A local lookup (no request). Under ``isolation.level=read_committed`` it
-        is the last stable offset: a position never lies past it either.
+        Local lookups (no request), in one turn of the handle. Under
+        ``isolation.level=read_committed`` it is the last stable offset: a
+        position never lies past it either.
         """
-        try:
-            with self._gate.control():
-                result = self._consumer.get_watermark_offsets(
-                    _to_ck(partition), timeout=0, cached=True
-                )
-        except confluent_kafka.KafkaException:
-            return None
-        if result is None or result[1] < 0:
-            return None
-        return int(result[1])
+        ends: dict[TopicPartition, int] = {}
+        wanted = [tp for tp in partitions if tp in self._assigned]
+        if not wanted:
+            return ends
+        lookup = self._consumer.get_watermark_offsets
+        with self._gate.control():
+            for tp in wanted:
+                try:
+                    result = lookup(_to_ck(tp), timeout=0, cached=True)
+                except confluent_kafka.KafkaException:
+                    continue
+                if result is not None and result[1] >= 0:
+                    ends[tp] = int(result[1])
+        return ends
 
     def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int], *, timeout: float

@@ -708,13 +708,8 @@ class Driver:
         if not isinstance(dataplane, KnowsLogEnds):
             return set()
         fetching = self.fetch.fetching
-        topics: set[str] = set()
-        for tp, offset in offsets.items():
-            if tp.topic not in topics and tp in fetching:
-                end = dataplane.cached_log_end(tp)
-                if end is not None and offset > end:
-                    topics.add(tp.topic)
-        return topics
+        ends = dataplane.cached_log_ends(tp for tp in offsets if tp in fetching)
+        return {tp.topic for tp, end in ends.items() if offsets[tp] > end}
 
     async def _fetch_and_assign(self, ticket: FetchTicket) -> None:
         assert self._offsets is not None

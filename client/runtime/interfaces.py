@@ -57,8 +57,8 @@ class KnowsLogEnds(Protocol):
     :attr:`kgroup.offsets.MemberView.beyond_log_end`).
     """
 
-    def cached_log_end(self, partition: TopicPartition) -> int | None:
-        """The high watermark the last fetch of ``partition`` saw; None if none yet."""
+    def cached_log_ends(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The high watermark the last fetch of each partition saw (those fetched)."""
         ...
 
 

@@ -262,12 +262,11 @@ class FakeDataPlane(DataPlane):
                 tp: self.leader_epoch for tp, o in offsets.items() if self._position.get(tp) == o
             }
 
-    def cached_log_end(self, partition: TopicPartition) -> int | None:
-        """The end of ``partition``'s log, for an assigned partition (the fake fetches at once)."""
+    def cached_log_ends(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The end of each assigned partition's log (the fake fetches at once)."""
         with self._log.changed:
-            if partition not in self._fetch:
-                return None
-        return self._log.end_offset(partition)
+            assigned = [tp for tp in partitions if tp in self._fetch]
+        return {tp: self._log.end_offset(tp) for tp in assigned}
 
     def consume(self, max_records: int, timeout: float) -> list[Record]:
         """Up to ``max_records`` records, waiting at most ``timeout`` seconds for the first."""
