@@ -314,6 +314,18 @@ async def test_commit_to_a_recreated_topic_describes_it_again_and_uses_its_new_i
     assert coordinator.described == [[TOPIC]]
 
 
+def _fetched_from_the_old_topic(told: list[frozenset[TopicPartition]], **extra: Any) -> MemberView:
+    """A member owning P0 and P1, which it started fetching under TOPIC_ID."""
+    return MemberView(
+        member_id=lambda: "m",
+        member_epoch=lambda: 3,
+        owned=lambda: {P0, P1},
+        fetched_topic_id=lambda _tp: TOPIC_ID,
+        topic_recreated=told.append,
+        **extra,
+    )
+
+
 @pytest.mark.parametrize("cached", ["old id", "new id"])
 async def test_commit_of_positions_read_before_the_topic_was_recreated_leaves_them_out(
     anyio_backend: str, cached: str
@@ -329,14 +341,7 @@ async def test_commit_of_positions_read_before_the_topic_was_recreated_leaves_th
     if cached == "new id":
         await coordinator.metadata([TOPIC])
     told: list[frozenset[TopicPartition]] = []
-    view = MemberView(
-        member_id=lambda: "m",
-        member_epoch=lambda: 3,
-        owned=lambda: {P0, P1},
-        fetched_topic_id=lambda _tp: TOPIC_ID,
-        topic_recreated=told.append,
-    )
-    manager = manager_for(coordinator, view)
+    manager = manager_for(coordinator, _fetched_from_the_old_topic(told))
     assert await manager.commit({P0: 10, P1: 20}, deadline=anyio.current_time() + 5) == {}
     assert told == [frozenset({P0, P1})]
     sent = [_sent_topic_ids(r) for r in coordinator.requests]
@@ -363,13 +368,8 @@ async def test_commit_by_name_describes_a_topic_whose_offsets_lie_past_the_fetch
     coordinator = ScriptedCoordinator(_versions(9, 9), [])
     _topic_recreated(coordinator)
     told: list[frozenset[TopicPartition]] = []
-    view = MemberView(
-        member_id=lambda: "m",
-        member_epoch=lambda: 3,
-        owned=lambda: {P0, P1},
-        fetched_topic_id=lambda _tp: TOPIC_ID,
-        topic_recreated=told.append,
-        beyond_log_end=lambda offsets: {tp.topic for tp, o in offsets.items() if o > 3},
+    view = _fetched_from_the_old_topic(
+        told, beyond_log_end=lambda offsets: {tp.topic for tp, o in offsets.items() if o > 3}
     )
     manager = manager_for(coordinator, view)
     assert await manager.commit({P0: 20, P1: 20}, deadline=anyio.current_time() + 5) == {}
