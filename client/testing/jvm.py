@@ -402,7 +402,7 @@ def _run_maven(
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="resolve-", dir=root) as tmp:
         project = Path(tmp)
-        (project / "pom.xml").write_text(read_resource("pom.xml"), encoding="utf-8")
+        (project / "pom.xml").write_text(closure.pom, encoding="utf-8")
         staging = project / target.name
         cmd = [
             mvn,

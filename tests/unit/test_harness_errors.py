@@ -117,6 +117,41 @@ class TestJars:
         assert not (root / "libs").exists()
 
 
+def test_maven_runs_on_the_closures_own_pom(tmp_path: Path) -> None:
+    # Regression: every closure ran Maven on the broker's pom, so on a machine
+    # without a cached connector the fleet report's Spark Kafka connector
+    # "resolved" to Kafka's broker jars (ConnectorJarError: copied no
+    # spark-sql-kafka jar) and every report test failed.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_mvn = bin_dir / "mvn"
+    # A stand-in for Maven: the "dependency" it copies is the pom it was run on.
+    fake_mvn.write_text(
+        "#!/bin/sh\n"
+        'for arg in "$@"; do case "$arg" in -DoutputDirectory=*) out="${arg#*=}";; esac; done\n'
+        'mkdir -p "$out" && cp pom.xml "$out/the-pom.jar"\n'
+    )
+    fake_mvn.chmod(fake_mvn.stat().st_mode | stat.S_IEXEC)
+    closure = jvm.MavenClosure(
+        title="a closure of its own",
+        pom="<project><!-- not the broker's pom --></project>",
+        properties={},
+        required_jar="the-pom",
+        error=JarResolutionError,
+        no_maven="no mvn",
+        failure_hint="",
+    )
+    jars = jvm.resolve_maven_closure(
+        closure,
+        tmp_path / "cache",
+        "jars",
+        progress=io.StringIO(),
+        timeout=60,
+        environ={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"},
+    )
+    assert (jars / "the-pom.jar").read_text() == closure.pom
+
+
 @needs_java
 @needs_maven
 class TestBrokerExit:
