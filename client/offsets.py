@@ -129,6 +129,9 @@ class MemberView:
     """
     topic_recreated: Callable[[frozenset[TopicPartition]], None] = lambda _partitions: None
     """Told of the partitions a commit left out because their topic was created again."""
+    topics_deleted: Callable[[frozenset[str]], None] = lambda _topics: None
+    """Told of topics a commit found deleted (once per deletion): the member still owns
+    partitions of them, which a classic group's leader can hand out again at once."""
     beyond_log_end: Callable[[Mapping[TopicPartition, int]], Collection[str]] = lambda _o: ()
     """Topics of offsets past the end of the log the data plane last fetched.
 
@@ -364,15 +367,18 @@ class OffsetManager:
                 self._told_deleted -= described - gone  # there again: a new deletion is news
                 if deleted:
                     # A WARNING once per deletion: the member keeps a deleted topic's
-                    # partitions until a rebalance (minutes, for a classic group),
-                    # and every auto-commit would say it again.
+                    # partitions until a rebalance, and every auto-commit would say
+                    # it again.
+                    news = frozenset(gone - self._told_deleted)
                     log.log(
-                        logging.WARNING if gone - self._told_deleted else logging.DEBUG,
+                        logging.WARNING if news else logging.DEBUG,
                         "group %s: not committing %s: the topic no longer exists (deleted)",
                         self.group_id,
                         deleted,
                     )
                     self._told_deleted |= gone
+                    if news:
+                        self.member.topics_deleted(news)
                     for tp in deleted:
                         del remaining[tp]
             owned = set(self.member.owned())

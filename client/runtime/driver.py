@@ -369,6 +369,7 @@ class Driver:
                             tenure=self.fetch.tenure,
                             fetched_topic_id=self._fetched_ids.get,
                             topic_recreated=self._topic_recreated,
+                            topics_deleted=self._topics_deleted,
                             beyond_log_end=self._beyond_log_end,
                         ),
                         backoff=self.backoff,
@@ -696,6 +697,10 @@ class Driver:
                 self._fetched_ids[tp] = info.topic_id
             else:
                 self._fetched_ids.pop(tp, None)
+
+    def _topics_deleted(self, topics: frozenset[str]) -> None:
+        # Through the session in use now (group.protocol=auto may have switched).
+        self.session.topics_deleted(topics)
 
     def _topic_recreated(self, partitions: frozenset[TopicPartition]) -> None:
         """A commit found these partitions' topic deleted and created again."""

@@ -128,5 +128,11 @@ class SessionBase(Generic[E, A]):
         """Perform one of the member's own protocol's actions."""
         raise NotImplementedError
 
+    def topics_deleted(self, topics: frozenset[str]) -> None:
+        """A commit found ``topics`` deleted while the member owns partitions of them.
+
+        Nothing by default: a consumer-protocol coordinator revokes them itself.
+        """
+
     def start(self) -> None:
         """The driver is connected: start background work (none by default)."""

@@ -18,10 +18,20 @@ name: there the position past the new log's end gives it away.
 from __future__ import annotations
 
 import pytest
-from helpers import RECREATED_PARTITIONS, consume_across_recreation
+from helpers import (
+    RECREATED_PARTITIONS,
+    classic_conf,
+    consume_across_recreation,
+    drain,
+    partitions_of,
+    produce,
+    wait_until,
+)
 
+from kgroup import Consumer
 from kgroup.testing import KafkaBroker
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
+from kgroup.testing.topics import delete_topics
 
 
 @pytest.mark.parametrize("protocol", ["consumer", "classic"])
@@ -30,3 +40,24 @@ def test_a_commit_after_the_topic_was_recreated_skips_none_of_the_new_records(
 ) -> None:
     topic = make_topic(partitions=RECREATED_PARTITIONS)
     consume_across_recreation(kafka_broker.bootstrap_servers, topic, make_group_id(), protocol)
+
+
+def test_a_classic_group_drops_a_deleted_topic_once_the_leaders_commit_finds_it_gone(
+    kafka_broker: KafkaBroker, make_topic: MakeTopic, make_group_id: MakeGroupId
+) -> None:
+    # metadata.max.age.ms at its default (5 minutes): without the commit's
+    # signal the leader would look again only then.
+    bootstrap = kafka_broker.bootstrap_servers
+    doomed, kept = make_topic(partitions=2), make_topic(partitions=2)
+    produce(bootstrap, doomed, 2, 4)
+    conf = classic_conf(bootstrap, make_group_id(), "cooperative-sticky")
+    with Consumer(conf) as consumer:
+        consumer.subscribe([doomed, kept])
+        assert len(drain(consumer, 4, 30)) == 4
+        delete_topics(bootstrap, [doomed])
+        consumer.commit()  # what auto-commit does within auto.commit.interval.ms
+        wait_until(
+            lambda: consumer.poll(0.1) is None and consumer.assignment() == partitions_of(kept, 2),
+            30,
+            "the group's assignment without the deleted topic",
+        )

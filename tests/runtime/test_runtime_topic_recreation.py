@@ -84,3 +84,27 @@ async def _recreated_under_the_member(
         # The data plane let go of the partition and took it again, from the start.
         restarted = [c.method for c in plane.calls[calls_before:] if P0 in c.partitions]
         assert restarted[:2] == ["unassign", "assign"]
+
+
+async def test_a_classic_leader_rebalances_without_a_deleted_topic_once_a_commit_finds_it_gone(
+    broker: FakeBroker, group_id: str
+) -> None:
+    # metadata.max.age.ms stays at its default (5 minutes): the group would
+    # hand out the deleted topic's partitions that long. The leader's commit
+    # that finds the topic gone has it look at the subscribed topics at once.
+    broker.create_topic("orders", 1)
+    broker.create_topic("other", 1)
+    broker.produce("orders", 0, b"o")
+    broker.produce("other", 0, b"x")
+    config = consumer_config(broker, group_id, **CLASSIC, **{"enable.auto.commit": False})
+    got: dict[AsyncConsumer, list[Record]] = defaultdict(list)
+    other = TopicPartition("other", 0)
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+        consumer.subscribe(["orders", "other"])
+        await drive(consumer, until=lambda: len(got[consumer]) == 2, sink=got)
+        generation = consumer.member_epoch
+
+        broker.delete_topic("orders")
+        assert await consumer.commit() == {other: 1}
+        await drive(consumer, until=lambda: consumer.assignment() == {other})
+        assert consumer.member_epoch > generation

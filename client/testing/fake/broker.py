@@ -246,6 +246,31 @@ class FakeBroker(LoopServed):
         self._changed()
         return topic.topic_id
 
+    def delete_topic(self, name: str) -> None:
+        """Delete topic ``name``: its id becomes unknown, its logs empty, and every group's
+        committed offsets of it are deleted (as Kafka does).
+
+        Raises:
+            KgroupError: there is no topic ``name``.
+        """
+        with self._lock:
+            self._delete(name)
+            for group in self._cluster.consumer_groups.values():
+                group.topics_changed(name)
+        self._changed()
+
+    def _delete(self, name: str) -> FakeTopic:
+        # Caller holds the lock.
+        old = self._cluster.topics.delete(name)
+        if old is None:
+            raise KgroupError(f"the fake cluster has no topic {name!r}")
+        for stored in (*self._cluster.offsets.values(), *self._cluster.offset_epochs.values()):
+            for tp in [tp for tp in stored if tp.topic == name]:
+                del stored[tp]
+        for p in range(old.partitions):
+            self.records.truncate(TopicPartition(name, p), 0)
+        return old
+
     def recreate_topic(self, name: str) -> uuid.UUID:
         """Delete topic ``name`` and create it again with as many partitions; its new id.
 
@@ -257,15 +282,8 @@ class FakeBroker(LoopServed):
             KgroupError: there is no topic ``name``.
         """
         with self._lock:
-            old = self._cluster.topics.delete(name)
-            if old is None:
-                raise KgroupError(f"the fake cluster has no topic {name!r} to recreate")
-            for stored in (*self._cluster.offsets.values(), *self._cluster.offset_epochs.values()):
-                for tp in [tp for tp in stored if tp.topic == name]:
-                    del stored[tp]
+            old = self._delete(name)
             topic = self._cluster.topics.create(name, old.partitions)
-            for p in range(old.partitions):
-                self.records.truncate(TopicPartition(name, p), 0)
             for group in self._cluster.consumer_groups.values():
                 group.topics_changed(name)
         self._changed()
