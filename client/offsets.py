@@ -52,6 +52,7 @@ from kgroup.errors import (
     UnknownTopicOrPartitionError,
 )
 from kgroup.protocol.apis import ApiKey
+from kgroup.protocol.errors import broker_error
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests import offset_commit, offset_fetch, offset_for_leader_epoch
 from kgroup.protocol.requests.offset_for_leader_epoch import EpochEnd, EpochQuery
@@ -362,6 +363,7 @@ class OffsetManager:
                     await retry.wait(f"commit of {sorted(remaining)}")
                     continue
                 described, describe = describe, set()
+                self._check_partitions_exist(tp for tp in remaining if tp.topic in described)
                 deleted = sorted(self._missing(tp for tp in remaining if tp.topic in described))
                 gone = {tp.topic for tp in deleted}
                 self._told_deleted -= described - gone  # there again: a new deletion is news
@@ -574,6 +576,22 @@ class OffsetManager:
     async def _describe_again(self, topics: Collection[str], deadline: float) -> None:
         """Describe ``topics`` anew: they may be gone, or have a new id."""
         await self.client.metadata(sorted(topics), timeout=self._budget(deadline))
+
+    def _check_partitions_exist(self, partitions: Iterable[TopicPartition]) -> None:
+        """Raise if a partition's topic exists but has no such partition: no retry makes it.
+
+        Raises:
+            UnknownTopicOrPartitionError: naming the partition and the topic's count.
+        """
+        topics = self.client.cluster.topics
+        for tp in partitions:
+            info = topics.get(tp.topic)
+            if info is not None and info.partitions and tp.partition not in info.partitions:
+                raise broker_error(
+                    ErrorCode.unknown_topic_or_partition,
+                    f"{tp} does not exist: topic {tp.topic!r} has {info.partition_count} "
+                    "partitions; commit only partitions of the topic",
+                )
 
     def _missing(self, partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
         """Those of ``partitions`` the latest metadata does not have (deleted topics)."""

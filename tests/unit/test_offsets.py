@@ -18,6 +18,7 @@ from kgroup.errors import (
     KgroupError,
     LogTruncationError,
     RequestTimeoutError,
+    UnknownTopicOrPartitionError,
 )
 from kgroup.offsets import (
     EpochBook,
@@ -375,6 +376,24 @@ async def test_commit_by_name_describes_a_topic_whose_offsets_lie_past_the_fetch
     assert await manager.commit({P0: 20, P1: 20}, deadline=anyio.current_time() + 5) == {}
     assert (coordinator.described, coordinator.requests) == ([[TOPIC]], [])
     assert told == [frozenset({P0, P1})]
+
+
+async def test_commit_of_a_partition_the_topic_does_not_have_fails_at_once_naming_it(
+    anyio_backend: str,
+) -> None:
+    # UNKNOWN_TOPIC_OR_PARTITION has the topic described again (it may be
+    # gone); a topic that exists without the partition is no case for retrying.
+    unknown = int(ErrorCode.unknown_topic_or_partition)
+    coordinator = ScriptedCoordinator(_versions(9, 9), [{5: unknown}] * 1000)
+    p0 = PartitionInfo(partition=0, leader=1, leader_epoch=0, replicas=(1,), isr=(1,))
+    coordinator.broker_cluster = ClusterMetadata(
+        topics={TOPIC: TopicInfo(name=TOPIC, topic_id=TOPIC_ID, partitions={0: p0})}
+    )
+    p5 = TopicPartition(TOPIC, 5)
+    manager = _manager(coordinator, Member(epoch=3, owned={p5}))
+    with pytest.raises(UnknownTopicOrPartitionError, match="orders-5 does not exist"):
+        await manager.commit({p5: 10}, deadline=anyio.current_time() + 5)
+    assert len(coordinator.requests) == 1
 
 
 async def test_a_deleted_topic_is_warned_of_once_while_commits_leave_it_out(
