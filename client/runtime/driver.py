@@ -64,6 +64,7 @@ from kgroup.errors import (
     IllegalGenerationError,
     KgroupError,
     LogTruncationError,
+    NoBrokersAvailableError,
     RebalanceInProgressError,
     RequestTimeoutError,
     TopicAuthorizationFailedError,
@@ -258,6 +259,7 @@ class Driver:
         self._scope: anyio.CancelScope | None = None
         self._done: anyio.Event | None = None
         self._ready: anyio.Event | None = None  # set once connected, or when run ends
+        self._close_asked: anyio.Event | None = None  # request_close() was called
         self._protocol_known: anyio.Event | None = None  # group.protocol=auto only
         self._revocation_commits: dict[int, _PendingCommit] = {}
         self._raised: set[BaseException] = set()
@@ -319,14 +321,20 @@ class Driver:
     ) -> None:
         """Connect and drive the member until it is closed (or :meth:`abort`).
 
-        Reports started at once, before connecting: a bootstrap failure becomes
-        the consumer's fatal error, raised from poll. With ``group.protocol=auto``
-        it reports started once the protocol is chosen (at most
-        ``request.timeout.ms`` later), so the session's ``group_protocol`` is
-        truthful from the start.
+        Reports started at once, before connecting. When no bootstrap server
+        answers, the failure is raised from the application's next poll (once:
+        it is not fatal) and the driver tries again, backing off up to
+        ``retry.backoff.max.ms``, until one answers or the consumer is closed —
+        as the Java client and librdkafka keep trying, so a consumer started
+        before its cluster is reachable joins once it is. With
+        ``group.protocol=auto`` it reports started once the protocol is chosen
+        (at most ``request.timeout.ms`` later, or after the first failed
+        bootstrap: the choice is then made once connected), so the session's
+        ``group_protocol`` is truthful from the start whenever the cluster answers.
         """
         self._done = anyio.Event()
         self._ready = anyio.Event()
+        self._close_asked = anyio.Event()
         if self.config.group_protocol is not GroupProtocol.AUTO:
             task_status.started()
             await self._run()
@@ -341,50 +349,10 @@ class Driver:
     async def _run(self) -> None:
         assert self._ready is not None
         assert self._done is not None
-        choose_by = anyio.current_time() + self.request_timeout
         with anyio.CancelScope() as scope:
             self._scope = scope
             try:
-                async with (
-                    self._transport(self.config) as client,
-                    anyio.create_task_group() as tg,
-                ):
-                    self._client = client
-                    self._tg = tg
-                    if self._protocol_known is not None:
-                        await self._choose(client, choose_by)
-                    self._offsets = OffsetManager(
-                        client,
-                        self.group_id,
-                        MemberView(
-                            # Manual assignment commits as a simple consumer (as
-                            # librdkafka and Java do): no member id, generation -1.
-                            member_id=lambda: "" if self.manual else self.session.member_id,
-                            member_epoch=lambda: (
-                                -1 if self.manual else self.session.generation_or_epoch
-                            ),
-                            simple=lambda: self.manual,
-                            owned=self.owned,
-                            instance_id=self.config.group_instance_id,
-                            tenure=self.fetch.tenure,
-                            fetched_topic_id=self._fetched_ids.get,
-                            topic_recreated=self._topic_recreated,
-                            topics_deleted=self._topics_deleted,
-                            beyond_log_end=self._beyond_log_end,
-                        ),
-                        backoff=self.backoff,
-                        request_timeout=self.request_timeout,
-                        leader_epochs=self._leader_epochs,
-                    )
-                    self._ready.set()
-                    self.session.start()
-                    tg.start_soon(self._subscriptions)
-                    for fn, args in self._deferred:
-                        tg.start_soon(self._guarded, fn, *args)
-                    self._deferred.clear()
-                    await self._drive()
-                    await self._finish_background_commits()
-                    tg.cancel_scope.cancel()
+                await self._connect_and_drive()
             except Exception as exc:
                 if self._protocol_known is not None and not self._protocol_known.is_set():
                     choice.assume_consumer(self.config, f"could not ask the cluster ({exc})")
@@ -397,6 +365,96 @@ class Driver:
         self._ready.set()
         self._done.set()
         self._wakeup()
+
+    async def _connect_and_drive(self) -> None:
+        rounds = 0
+        while True:
+            try:
+                await self._drive_connected(rounds)
+                return
+            except NoBrokersAvailableError as exc:
+                if self._client is not None:
+                    raise  # not the bootstrap: every broker failed later on
+                if not await self._bootstrap_failed(exc, rounds):
+                    return
+                rounds += 1
+
+    async def _bootstrap_failed(self, exc: NoBrokersAvailableError, rounds: int) -> bool:
+        """No bootstrap server answered (round ``rounds``, 0-based): wait to try again.
+
+        The first failure goes to the application (raised from its next poll,
+        once; a misspelt address shows at once) and releases a constructor
+        waiting for ``group.protocol=auto`` to be decided. False when the
+        consumer was closed meanwhile: there is no member to take out of a group.
+        """
+        assert self._close_asked is not None
+        if rounds == 0:
+            log.warning(
+                "group %s: %s; trying again until one answers or the consumer is closed",
+                self.group_id,
+                exc,
+            )
+            self._queue(work.ErrorWork(exc))
+            if self._protocol_known is not None and not self._protocol_known.is_set():
+                choice.assume_consumer(
+                    self.config,
+                    f"could not ask the cluster ({exc}) and asks again once a broker answers",
+                )
+                self._protocol_known.set()
+        if self._close_asked.is_set():
+            return False
+        with anyio.move_on_after(self.backoff.delay(rounds)):
+            await self._close_asked.wait()
+        return not self._close_asked.is_set()
+
+    async def _drive_connected(self, failed_rounds: int) -> None:
+        """Open the cluster client (bootstrap) and drive the member until it closes."""
+        assert self._ready is not None
+        choose_by = anyio.current_time() + self.request_timeout
+        async with (
+            self._transport(self.config) as client,
+            anyio.create_task_group() as tg,
+        ):
+            self._client = client
+            self._tg = tg
+            if failed_rounds:
+                log.info(
+                    "group %s: connected after %d failed bootstrap rounds",
+                    self.group_id,
+                    failed_rounds,
+                )
+            if self._protocol_known is not None:
+                await self._choose(client, choose_by)
+            self._offsets = OffsetManager(
+                client,
+                self.group_id,
+                MemberView(
+                    # Manual assignment commits as a simple consumer (as
+                    # librdkafka and Java do): no member id, generation -1.
+                    member_id=lambda: "" if self.manual else self.session.member_id,
+                    member_epoch=lambda: -1 if self.manual else self.session.generation_or_epoch,
+                    simple=lambda: self.manual,
+                    owned=self.owned,
+                    instance_id=self.config.group_instance_id,
+                    tenure=self.fetch.tenure,
+                    fetched_topic_id=self._fetched_ids.get,
+                    topic_recreated=self._topic_recreated,
+                    topics_deleted=self._topics_deleted,
+                    beyond_log_end=self._beyond_log_end,
+                ),
+                backoff=self.backoff,
+                request_timeout=self.request_timeout,
+                leader_epochs=self._leader_epochs,
+            )
+            self._ready.set()
+            self.session.start()
+            tg.start_soon(self._subscriptions)
+            for fn, args in self._deferred:
+                tg.start_soon(self._guarded, fn, *args)
+            self._deferred.clear()
+            await self._drive()
+            await self._finish_background_commits()
+            tg.cancel_scope.cancel()
 
     async def _choose(self, client: TransportInterface, deadline: float) -> None:
         assert self._protocol_known is not None
@@ -1339,6 +1397,8 @@ class Driver:
             # waited for before the runtime ends (as librdkafka's close).
             self.commit_in_background(None, None)
         self.telemetry.closing()
+        if self._close_asked is not None:
+            self._close_asked.set()
         self.session.post(CloseRequested(anyio.current_time() + timeout))
 
     async def wait_closed(self, timeout: float) -> bool:
