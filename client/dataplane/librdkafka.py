@@ -20,6 +20,7 @@ import confluent_kafka
 from kio.schema.errors import ErrorCode
 
 from kgroup.config import AutoOffsetReset, Callbacks, ConsumerConfig
+from kgroup.dataplane._repeats import RepeatedLines
 from kgroup.errors import BrokerError, ConfigError, KgroupError, RequestTimeoutError
 from kgroup.protocol.errors import broker_error
 from kgroup.telemetry.metrics import DataPlaneStatistics, parse_librdkafka_statistics
@@ -40,7 +41,11 @@ __all__ = [
 log = logging.getLogger("kgroup.dataplane")
 
 LIBRDKAFKA_LOGGER: Final = logging.getLogger("kgroup.dataplane.librdkafka")
-"""Where librdkafka's own log lines go unless the config's ``logger`` says otherwise."""
+"""Where librdkafka's own log lines go unless the config's ``logger`` says otherwise.
+
+Repeated lines are held back (:class:`~kgroup.dataplane._repeats.RepeatedLines`):
+librdkafka logs a failed connection about twenty times a second while a broker is down."""
+LIBRDKAFKA_LOGGER.addFilter(RepeatedLines())
 
 Record: TypeAlias = confluent_kafka.Message
 """Records are handed out as librdkafka's own message objects: no per-record copy."""
