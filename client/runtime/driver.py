@@ -260,6 +260,7 @@ class Driver:
         self._done: anyio.Event | None = None
         self._ready: anyio.Event | None = None  # set once connected, or when run ends
         self._close_asked: anyio.Event | None = None  # request_close() was called
+        self._bootstrap_scope: anyio.CancelScope | None = None  # the current connect-and-drive
         self._protocol_known: anyio.Event | None = None  # group.protocol=auto only
         self._revocation_commits: dict[int, _PendingCommit] = {}
         self._raised: set[BaseException] = set()
@@ -370,7 +371,8 @@ class Driver:
         rounds = 0
         while True:
             try:
-                await self._drive_connected(rounds)
+                with anyio.CancelScope() as self._bootstrap_scope:
+                    await self._drive_connected(rounds)
                 return
             except NoBrokersAvailableError as exc:
                 if self._client is not None:
@@ -1399,6 +1401,11 @@ class Driver:
         self.telemetry.closing()
         if self._close_asked is not None:
             self._close_asked.set()
+        if self._client is None and self._bootstrap_scope is not None:
+            # Still bootstrapping (a server that never answers holds an attempt
+            # for socket.connection.setup.timeout.ms): no member joined, nothing
+            # to leave or commit, so the attempt is dropped.
+            self._bootstrap_scope.cancel()
         self.session.post(CloseRequested(anyio.current_time() + timeout))
 
     async def wait_closed(self, timeout: float) -> bool:

@@ -95,6 +95,23 @@ async def test_close_while_no_bootstrap_server_answers_ends_without_joining(
     assert not broker.requests_of(ApiKey.OFFSET_COMMIT)
 
 
+async def test_close_drops_a_bootstrap_attempt_still_waiting_for_its_answer(
+    broker: FakeBroker, group_id: str
+) -> None:
+    broker.create_topic("orders", 1)
+    silent = broker.intercept(ApiKey.METADATA, lambda seen: Verdict.NO_ANSWER, times=None)
+    # The attempt would wait a minute for its answer; close must not.
+    config = consumer_config(broker, group_id, **{"request.timeout.ms": 60_000})
+    consumer = AsyncConsumer(config, dataplane=broker.dataplane())
+    async with consumer:
+        consumer.subscribe(["orders"])
+        await broker.wait_until(lambda: len(silent.calls) == 1)
+        with anyio.fail_after(DEADLINE):
+            await consumer.close()
+    assert len(silent.calls) == 1
+    assert not broker.requests_of(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+
+
 async def test_auto_chooses_the_protocol_once_the_cluster_answers(
     broker: FakeBroker, group_id: str
 ) -> None:
