@@ -593,3 +593,54 @@ def consume_across_recreation(bootstrap: str, topic: str, group: str, protocol: 
         consumer.subscribe([topic])
         values = drain(consumer, len(later), 30)
     assert sorted(values) == sorted(later)
+
+
+# ------------------------------------------------------- outages and restarts
+
+
+class PacedProducer:
+    """Writes numbered records to every partition until stopped; keeps the acknowledged ones."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, **settings: Any) -> None:
+        self.acked: set[str] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "linger.ms": 5,
+                "message.timeout.ms": 120_000,
+                **_dotted(settings),
+            }
+        )
+        self._thread = threading.Thread(target=self._run, args=(topic, partitions), daemon=True)
+        self._thread.start()
+
+    def _acked(self, error: object, message: Message) -> None:
+        if error is None:
+            with self._lock:
+                self.acked.add(text(message))
+
+    def _run(self, topic: str, partitions: int) -> None:
+        n = 0
+        while not self._stop.is_set():
+            self._producer.produce(
+                topic, value=f"r{n}".encode(), partition=n % partitions, on_delivery=self._acked
+            )
+            n += 1
+            # Pacing the writes (not a wait for an event): ~200 records/s.
+            self._producer.poll(0.005)
+
+    def stop(self) -> set[str]:
+        """Stop writing; every record written is acknowledged first. Idempotent."""
+        if not self._stop.is_set():
+            self._stop.set()
+            self._thread.join(30)
+            assert self._producer.flush(120) == 0, "records left undelivered"
+        with self._lock:
+            return set(self.acked)
+
+
+def read_by(members: Iterable[Runner]) -> set[str]:
+    """Every record value the members' applications got."""
+    return {v for r in members for v in list(r.values)}

@@ -13,19 +13,19 @@ own: the tests stop it.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 
-import confluent_kafka
 import pytest
 from helpers import (
     EventLog,
+    PacedProducer,
     Runner,
     classic_conf,
     consumer_conf,
     converged,
     partitions_of,
     produce,
+    read_by,
     text,
     wait_until,
 )
@@ -97,48 +97,6 @@ def test_consumers_started_while_the_broker_is_down_raise_once_and_consume_once_
             consumer.close()
 
 
-class _Producer:
-    """Writes numbered records to every partition until stopped; keeps the acknowledged ones."""
-
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
-        self.acked: set[str] = set()
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._producer = confluent_kafka.Producer(
-            {"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": 120_000}
-        )
-        self._thread = threading.Thread(target=self._run, args=(topic, partitions), daemon=True)
-        self._thread.start()
-
-    def _acked(self, error: object, message: confluent_kafka.Message) -> None:
-        if error is None:
-            with self._lock:
-                self.acked.add(text(message))
-
-    def _run(self, topic: str, partitions: int) -> None:
-        n = 0
-        while not self._stop.is_set():
-            self._producer.produce(
-                topic, value=f"r{n}".encode(), partition=n % partitions, on_delivery=self._acked
-            )
-            n += 1
-            # Pacing the writes (not a wait for an event): ~200 records/s.
-            self._producer.poll(0.005)
-
-    def stop(self) -> set[str]:
-        """Stop writing; every record written is acknowledged first. Idempotent."""
-        if not self._stop.is_set():
-            self._stop.set()
-            self._thread.join(30)
-            assert self._producer.flush(120) == 0, "records left undelivered"
-        with self._lock:
-            return set(self.acked)
-
-
-def _read(members: list[Runner]) -> set[str]:
-    return {v for r in members for v in list(r.values)}
-
-
 def test_running_members_ride_out_a_broker_restart_without_losing_a_record(
     running: KafkaBroker, make_group_id: MakeGroupId
 ) -> None:
@@ -153,7 +111,7 @@ def test_running_members_ride_out_a_broker_restart_without_losing_a_record(
         name: [Runner(conf, "outage", log, f"{name}-{n}") for n in (1, 2)]
         for name, conf in groups.items()
     }
-    producer = _Producer(bootstrap, "outage", 4)
+    producer = PacedProducer(bootstrap, "outage", 4)
     try:
         everything = partitions_of("outage", 4)
 
@@ -179,7 +137,7 @@ def test_running_members_ride_out_a_broker_restart_without_losing_a_record(
         acked = producer.stop()
         for name, members in runners.items():
             wait_until(
-                lambda members=members: acked <= _read(members),  # type: ignore[misc]
+                lambda members=members: acked <= read_by(members),  # type: ignore[misc]
                 60,
                 f"the {name} group to read every acknowledged record",
             )
