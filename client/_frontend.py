@@ -35,6 +35,7 @@ from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.dataplane import DataPlane, Record, validate_passthrough
 from kgroup.errors import ConfigError, KgroupError
 from kgroup.listener import RebalanceListener, listener_method
+from kgroup.membership import CallbackKind
 from kgroup.runtime import (
     CallbackWork,
     CommitCallback,
@@ -495,6 +496,10 @@ class FrontEndCore:
         self._auto_commit_interval = config.auto_commit_interval_ms / 1000
         self._next_auto_commit = -math.inf
         self._wakeup_pending = False
+        # What the listener was told this member holds (assigned minus revoked
+        # and lost): a close that ends before the member handed these back must
+        # still tell the listener they are gone (see close()).
+        self._told: set[TopicPartition] = set()
 
     def wakeup(self) -> None:
         """Make the current (or next) poll raise :class:`WakeupError`; any thread."""
@@ -572,6 +577,10 @@ class FrontEndCore:
                 yield OnLoop(driver.poll_called)
             app_code_ran = isinstance(item, CallbackWork | CommitResultWork)
             if isinstance(item, CallbackWork):
+                if item.kind is CallbackKind.ASSIGNED:
+                    self._told |= item.partitions
+                else:
+                    self._told -= item.partitions
                 method = listener_method(driver.listener, item.kind)
                 started = self._clock()
                 error = None if method is None else (yield RunListener(method, item.partitions))
@@ -629,6 +638,33 @@ class FrontEndCore:
             item = driver.app_work.popleft()
             if isinstance(item, CommitResultWork):
                 item.callback(item.offsets, item.error)
+        yield from self._tell_lost_on_close()
+
+    def _tell_lost_on_close(self) -> Steps[None]:
+        """The close ended (in time or not) with partitions the listener still thinks it
+        holds: tell it they are lost, as the Java client's close runs the callbacks
+        whatever the coordinator answered.
+
+        It happens when the close deadline passes before the member handed them
+        back, typically while the commit before the revocation waits for a
+        coordinator that does not answer (measured: a broker down during
+        ``close(5)`` left the listener told of nothing, under both protocols).
+        Lost, not revoked: the member can no longer commit for them.
+        """
+        left, self._told = frozenset(self._told), set()
+        if not left:
+            return
+        method = listener_method(self.driver.listener, CallbackKind.LOST)
+        log.warning(
+            "group %s: close ended before %s were handed back (the coordinator did not "
+            "answer in time); telling the rebalance listener they are lost",
+            self.config.group_id,
+            sorted(left),
+        )
+        if method is not None:
+            error = yield RunListener(method, left)
+            if error is not None:
+                log.error("rebalance callback on_partitions_lost failed during close: %r", error)
 
     def overdue(self) -> bool:
         """After :meth:`close`: the driver has not finished (logged); abort it."""

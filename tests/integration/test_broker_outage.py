@@ -23,6 +23,7 @@ from helpers import (
     classic_conf,
     consumer_conf,
     converged,
+    drain,
     partitions_of,
     produce,
     read_by,
@@ -150,3 +151,32 @@ def test_running_members_ride_out_a_broker_restart_without_losing_a_record(
         for members in runners.values():
             for r in members:
                 r.stop()
+
+
+@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+def test_close_while_the_broker_is_down_tells_the_listener_its_partitions_are_lost(
+    running: KafkaBroker, make_group_id: MakeGroupId, protocol: str
+) -> None:
+    # Found before the fix: close(5) ended at its deadline with the commit
+    # before the revocation unanswered, and no callback ran at all.
+    bootstrap = running.bootstrap_servers
+    topic = f"closing-{protocol}"
+    create_topic(bootstrap, topic, partitions=2)
+    produce(bootstrap, topic, 2, 10)
+    group = make_group_id()
+    conf = (
+        consumer_conf(bootstrap, group)
+        if protocol == "consumer"
+        else classic_conf(bootstrap, group, "cooperative-sticky")
+    )
+    log = EventLog()
+    consumer = Consumer(conf)
+    try:
+        consumer.subscribe([topic], log.listener("m"))
+        assert len(drain(consumer, 10, 30)) == 10
+        assert log.held("m") == partitions_of(topic, 2)
+        running.stop()
+    finally:
+        consumer.close(3)
+    assert [(e.kind, e.partitions) for e in log.of("m")][-1] == ("lost", partitions_of(topic, 2))
+    assert log.held("m") == frozenset()

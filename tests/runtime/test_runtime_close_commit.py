@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 
 from kgroup import AsyncConsumer
@@ -20,7 +21,7 @@ from kgroup.dataplane import Record
 from kgroup.protocol import ApiKey
 from kgroup.testing.fake import FakeBroker, Verdict
 
-from .helpers import consumer_config, drive, produce_each, tps
+from .helpers import DEADLINE, Recorder, consumer_config, drive, produce_each, tps
 
 pytestmark = pytest.mark.anyio
 
@@ -108,3 +109,30 @@ async def test_classic_member_closing_during_the_rebalance_its_peer_left_commits
     last_sync = broker.requests_of(ApiKey.SYNC_GROUP)[-1].request
     last_commit = broker.requests_of(ApiKey.OFFSET_COMMIT)[-1].request
     assert last_commit.generation_id_or_member_epoch == last_sync.generation_id
+
+
+@PROTOCOLS
+async def test_close_ending_before_the_partitions_were_handed_back_tells_the_listener_they_are_lost(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any]
+) -> None:
+    # Found on a real broker stopped before close(5): the commit before the
+    # revocation waited until the close deadline, the member gave up, and the
+    # listener, told of the partitions, never heard they were gone (the Java
+    # client runs the callbacks on close whatever the coordinator answers).
+    broker.create_topic("orders", 2)
+    produce_each(broker, "orders", 2, 5)
+    config = consumer_config(broker, group_id, **protocol, **{"auto.commit.interval.ms": 600_000})
+    listener = Recorder()
+    got: list[Record] = []
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+        consumer.subscribe(["orders"], listener)
+        await drive(consumer, until=lambda: len(got) == 10, sink={consumer: got})
+        assert listener.owned() == tps("orders", 0, 1)
+        silent = broker.intercept(ApiKey.OFFSET_COMMIT, lambda _seen: Verdict.NO_ANSWER, times=None)
+        with anyio.fail_after(DEADLINE):
+            await consumer.close(0.5)
+
+    assert len(silent.calls) >= 1
+    assert broker.committed(group_id) == {}
+    assert listener.events[-1] == ("lost", tps("orders", 0, 1))
+    assert listener.owned() == frozenset()
