@@ -1158,6 +1158,10 @@ class Driver:
         self, partitions: Collection[TopicPartition], *, timeout: float
     ) -> dict[TopicPartition, int | None]:
         """The group's committed offsets of ``partitions`` (None: nothing committed)."""
+        if not partitions:
+            # Nothing to ask (as Java's committed() of an empty set): no request,
+            # so no wait for a coordinator that may not answer.
+            return {}
         deadline = anyio.current_time() + timeout
         manager = await self._connected(deadline)
         return await manager.fetch(list(partitions), deadline=deadline, as_member=False)

@@ -1,4 +1,4 @@
-"""A consumer started while no bootstrap server answers.
+"""A consumer whose cluster does not answer: at start-up, and calls that need no answer.
 
 Measured on a real broker before the fix: a consumer created while its
 cluster was unreachable (a broker restarting, a pod up before the cluster's
@@ -9,7 +9,8 @@ now raises the failure once (the application learns of a wrong address at
 once) and keeps trying until a server answers or the consumer is closed.
 
 The fake refuses bootstrap by dropping the connection on the Metadata request
-that ends each bootstrap attempt.
+that ends each bootstrap attempt. ``committed()`` of no partitions answers at
+once, as Java's (it waited for a coordinator that did not answer).
 """
 
 from __future__ import annotations
@@ -128,3 +129,18 @@ async def test_auto_chooses_the_protocol_once_the_cluster_answers(
         assert consumer.group_protocol is GroupProtocol.CLASSIC
         assert len(refused.calls) == 2
     assert not broker.requests_of(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+
+
+async def test_committed_of_no_partitions_answers_at_once_without_a_request(
+    broker: FakeBroker, group_id: str
+) -> None:
+    # Found with a classic member that had just lost its partitions to a broker
+    # outage: committed(consumer.assignment()) with the assignment empty waited
+    # its whole timeout for a coordinator, then raised RequestTimeoutError.
+    broker.create_topic("orders", 1)
+    silent = broker.intercept(ApiKey.FIND_COORDINATOR, lambda seen: Verdict.NO_ANSWER, times=None)
+    async with AsyncConsumer(consumer_config(broker, group_id), dataplane=broker.dataplane()) as c:
+        with anyio.fail_after(DEADLINE):
+            assert await c.committed([], timeout=30) == {}
+    assert not silent.calls
+    assert not broker.requests_of(ApiKey.OFFSET_FETCH)
