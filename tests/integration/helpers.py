@@ -644,3 +644,67 @@ class PacedProducer:
 def read_by(members: Iterable[Runner]) -> set[str]:
     """Every record value the members' applications got."""
     return {v for r in members for v in list(r.values)}
+
+
+class BothProtocols:
+    """A group of each protocol (two :class:`Runner` members each) on ``topic``, fed by a
+    :class:`PacedProducer`; a context manager that stops them all.
+
+    ``make_group_id`` names the groups; ``producer`` settings go to the producer.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        make_group_id: Callable[[], str],
+        **producer: Any,
+    ) -> None:
+        self.log = EventLog()
+        self.everything = partitions_of(topic, partitions)
+        confs = {
+            "consumer": consumer_conf(bootstrap, make_group_id()),
+            "classic": classic_conf(bootstrap, make_group_id(), "cooperative-sticky"),
+        }
+        self.runners = {
+            name: [Runner(conf, topic, self.log, f"{name}-{n}") for n in (1, 2)]
+            for name, conf in confs.items()
+        }
+        self.producer = PacedProducer(bootstrap, topic, partitions, **producer)
+
+    def __enter__(self) -> BothProtocols:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.producer.stop()
+        for members in self.runners.values():
+            for r in members:
+                r.stop()
+
+    def balanced(self) -> bool:
+        """Each group covers every partition, each member holds some, and every
+        listener was told of it (callbacks run in a later poll)."""
+        return all(
+            converged(members, self.everything)
+            and all(m.assignment() and self.log.held(m.name) == m.assignment() for m in members)
+            for members in self.runners.values()
+        )
+
+    def mark(self) -> dict[str, int]:
+        """How many listener calls each member has had so far."""
+        return {r.name: len(self.log.of(r.name)) for rs in self.runners.values() for r in rs}
+
+    def calls_since(self, mark: Mapping[str, int], protocol: str) -> dict[str, list[ListenerEvent]]:
+        """The listener calls of ``protocol``'s members since ``mark``."""
+        return {r.name: self.log.of(r.name)[mark[r.name] :] for r in self.runners[protocol]}
+
+    def read_every_record(self, timeout: float) -> None:
+        """Stop producing; wait until each group has read every acknowledged record."""
+        acked = self.producer.stop()
+        for name, members in self.runners.items():
+            wait_until(
+                lambda members=members: acked <= read_by(members),  # type: ignore[misc]
+                timeout,
+                f"the {name} group to read every acknowledged record",
+            )

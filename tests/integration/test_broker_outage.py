@@ -17,16 +17,13 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from helpers import (
+    BothProtocols,
     EventLog,
-    PacedProducer,
-    Runner,
     classic_conf,
     consumer_conf,
-    converged,
     drain,
     partitions_of,
     produce,
-    read_by,
     text,
     wait_until,
 )
@@ -103,54 +100,22 @@ def test_running_members_ride_out_a_broker_restart_without_losing_a_record(
 ) -> None:
     bootstrap = running.bootstrap_servers
     create_topic(bootstrap, "outage", partitions=4)
-    log = EventLog()
-    groups = {
-        "consumer": consumer_conf(bootstrap, make_group_id()),
-        "classic": classic_conf(bootstrap, make_group_id(), "cooperative-sticky"),
-    }
-    runners = {
-        name: [Runner(conf, "outage", log, f"{name}-{n}") for n in (1, 2)]
-        for name, conf in groups.items()
-    }
-    producer = PacedProducer(bootstrap, "outage", 4)
-    try:
-        everything = partitions_of("outage", 4)
-
-        def balanced() -> bool:
-            # And every listener told of it (callbacks run in a later poll).
-            return all(
-                converged(members, everything)
-                and all(m.assignment() and log.held(m.name) == m.assignment() for m in members)
-                for members in runners.values()
-            )
-
-        wait_until(balanced, 60, "both groups balanced")
-        before = {r.name: len(log.of(r.name)) for members in runners.values() for r in members}
+    with BothProtocols(bootstrap, "outage", 4, make_group_id) as groups:
+        wait_until(groups.balanced, 60, "both groups balanced")
+        before = groups.mark()
         running.stop()
         # Down until the classic members' sessions ran out without an answer.
         wait_until(
-            lambda: all(log.of(r.name, "lost") for r in runners["classic"]),
+            lambda: all(groups.log.of(r.name, "lost") for r in groups.runners["classic"]),
             30,
             "the classic members to give their partitions up",
         )
         running.start()
-        wait_until(balanced, 60, "both groups balanced again")
-        acked = producer.stop()
-        for name, members in runners.items():
-            wait_until(
-                lambda members=members: acked <= read_by(members),  # type: ignore[misc]
-                60,
-                f"the {name} group to read every acknowledged record",
-            )
+        wait_until(groups.balanced, 60, "both groups balanced again")
+        groups.read_every_record(60)
         # The consumer protocol's members kept their partitions through the outage:
         # the restarted coordinator loaded the group, epochs and all.
-        for r in runners["consumer"]:
-            assert log.of(r.name)[before[r.name] :] == [], r.name
-    finally:
-        producer.stop()
-        for members in runners.values():
-            for r in members:
-                r.stop()
+        assert groups.calls_since(before, "consumer") == {"consumer-1": [], "consumer-2": []}
 
 
 @pytest.mark.parametrize("protocol", ["consumer", "classic"])

@@ -12,17 +12,7 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka.admin import AdminClient
-from helpers import (
-    EventLog,
-    PacedProducer,
-    Runner,
-    classic_conf,
-    consumer_conf,
-    converged,
-    partitions_of,
-    read_by,
-    wait_until,
-)
+from helpers import BothProtocols, wait_until
 
 from kgroup.testing import KafkaCluster, create_topic
 from kgroup.testing.pytest_plugin import MakeGroupId
@@ -45,47 +35,15 @@ def test_a_rolling_restart_loses_no_record_and_moves_no_partition(
     with KafkaCluster(nodes=3) as cluster:
         bootstrap = cluster.bootstrap_servers
         create_topic(bootstrap, "rolled", partitions=6, replication_factor=3)
-        log = EventLog()
-        groups = {
-            "consumer": consumer_conf(bootstrap, make_group_id()),
-            "classic": classic_conf(bootstrap, make_group_id(), "cooperative-sticky"),
-        }
-        runners = {
-            name: [Runner(conf, "rolled", log, f"{name}-{n}") for n in (1, 2)]
-            for name, conf in groups.items()
-        }
-        producer = PacedProducer(bootstrap, "rolled", 6, acks="all")
-        try:
-            everything = partitions_of("rolled", 6)
-
-            def balanced() -> bool:
-                return all(
-                    converged(members, everything)
-                    and all(m.assignment() and log.held(m.name) == m.assignment() for m in members)
-                    for members in runners.values()
-                )
-
-            wait_until(balanced, 90, "both groups balanced")
-            before = {r.name: len(log.of(r.name)) for rs in runners.values() for r in rs}
+        with BothProtocols(bootstrap, "rolled", 6, make_group_id, acks="all") as groups:
+            wait_until(groups.balanced, 90, "both groups balanced")
+            before = groups.mark()
             for node in cluster.nodes:
                 node.stop()
                 node.start()
                 wait_until(
                     lambda: _in_sync(bootstrap), 120, f"node {node.node_id}'s replicas in sync"
                 )
-            acked = producer.stop()
-            for name, members in runners.items():
-                wait_until(
-                    lambda members=members: acked <= read_by(members),  # type: ignore[misc]
-                    90,
-                    f"the {name} group to read every acknowledged record",
-                )
-            moved = {
-                r.name: log.of(r.name)[before[r.name] :] for rs in runners.values() for r in rs
-            }
-            assert moved == {name: [] for name in moved}
-        finally:
-            producer.stop()
-            for members in runners.values():
-                for r in members:
-                    r.stop()
+            groups.read_every_record(90)
+            assert groups.calls_since(before, "consumer") == {"consumer-1": [], "consumer-2": []}
+            assert groups.calls_since(before, "classic") == {"classic-1": [], "classic-2": []}
