@@ -263,14 +263,16 @@ def _offset_value(value: object, tp: TopicPartition, what: str) -> int:
     return value
 
 
-def as_offsets(value: object, what: str) -> dict[TopicPartition, int]:
+def as_offsets(value: object, what: str, *, offsets: bool = True) -> dict[TopicPartition, int]:
     """Offsets to commit or store: ``{partition: offset}`` or confluent-kafka TopicPartitions.
 
     Each offset is the next offset to read (>= 0), as in confluent-kafka.
+    ``offsets=False``: the numbers are not offsets (``offsets_for_times``' timestamps).
 
     Raises:
         TypeError: a wrong type, or a kgroup TopicPartition in a list (it has no offset).
-        ValueError: a negative offset (a confluent-kafka TopicPartition made without one).
+        ValueError: a negative offset (a confluent-kafka TopicPartition made without one),
+            or offset metadata (kgroup commits offsets without it).
     """
     pairs: list[tuple[TopicPartition, int]] = []
     if isinstance(value, Mapping):
@@ -278,6 +280,8 @@ def as_offsets(value: object, what: str) -> dict[TopicPartition, int]:
             tp = as_partition(key, what)
             pairs.append((tp, _offset_value(offset, tp, what)))
     elif isinstance(value, _CK_PARTITION):
+        if offsets:
+            _refuse_metadata(value, what)
         pairs.append((as_partition(value, what), value.offset))
     elif isinstance(value, Iterable) and not isinstance(value, str | bytes):
         for item in value:
@@ -292,6 +296,8 @@ def as_offsets(value: object, what: str) -> dict[TopicPartition, int]:
                     f"{what}: expected confluent_kafka.TopicPartition(topic, partition, offset) "
                     f"items, got {_describe(item)}"
                 )
+            if offsets:
+                _refuse_metadata(item, what)
             pairs.append((as_partition(item, what), item.offset))
     else:
         raise TypeError(
@@ -306,6 +312,18 @@ def as_offsets(value: object, what: str) -> dict[TopicPartition, int]:
             )
         result[tp] = offset
     return result
+
+
+def _refuse_metadata(item: confluent_kafka.TopicPartition, what: str) -> None:
+    # Committed silently without it before: the application's metadata (a
+    # checkpoint, a source position) was lost without a word.
+    if item.metadata:
+        raise ValueError(
+            f"{what}: {item.topic}-{item.partition} carries offset metadata "
+            f"{item.metadata!r}; kgroup commits offsets without metadata, so it would "
+            "be lost: keep it elsewhere (a record you produce, a store of your own) and "
+            "pass the TopicPartition without it"
+        )
 
 
 def as_assignment(value: object, what: str) -> dict[TopicPartition, int | None]:
@@ -1031,7 +1049,7 @@ class ConsumerBase:
         self, partitions: Offsets, timeout: float | None
     ) -> Callable[[], dict[TopicPartition, int | None]]:
         """``offsets_for_times(partitions)``: the data plane's lookup."""
-        query = as_offsets(partitions, "offsets_for_times()")
+        query = as_offsets(partitions, "offsets_for_times()", offsets=False)
         lookups, wait = self._lookups(), self._lookup_timeout(timeout)
 
         def lookup() -> dict[TopicPartition, int | None]:

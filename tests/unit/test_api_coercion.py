@@ -72,6 +72,24 @@ def test_a_confluent_partition_without_an_offset_is_a_value_error() -> None:
         as_offsets([ck.TopicPartition("t", 0)], "commit(offsets=...)")
 
 
+@pytest.mark.parametrize(
+    "given",
+    [
+        ck.TopicPartition("t", 0, 5, metadata="checkpoint-7"),
+        [ck.TopicPartition("t", 1, 0), ck.TopicPartition("t", 0, 5, metadata="checkpoint-7")],
+    ],
+    ids=["one", "in a list"],
+)
+def test_offset_metadata_is_refused_rather_than_dropped(given: object) -> None:
+    # It was committed without the metadata, silently.
+    with pytest.raises(ValueError, match="t-0 carries offset metadata 'checkpoint-7'"):
+        as_offsets(given, "commit(offsets=...)")
+    # Empty metadata (what confluent-kafka's own objects may carry) is no metadata.
+    assert as_offsets([ck.TopicPartition("t", 0, 5, metadata="")], "x") == {TP0: 5}
+    # offsets_for_times' timestamps are not offsets: metadata is moot there.
+    assert as_offsets(given, "offsets_for_times()", offsets=False)[TP0] == 5
+
+
 @pytest.mark.parametrize("bad", [{TP0: "5"}, {TP0: True}, {TP0: 1.5}, "t", 5, [5]])
 def test_offsets_of_a_wrong_type(bad: object) -> None:
     with pytest.raises(TypeError):
