@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -97,8 +98,24 @@ confluent-kafka serialises calls on one consumer: while a thread waits in
 thread waits for it, and its lock is not fair, so an application polling in a
 loop could hold the driver (and with it the heartbeats) off for a second and
 more. The data plane therefore waits in chunks and lets the driver's calls in
-between (see :class:`_Gate`); a chunk costs one C call (tens of microseconds
-of CPU, so the chunks are not shorter than they need to be)."""
+between (see :class:`_Gate`); a chunk costs one C call (60-90 microseconds of
+CPU measured here, so the chunks are not shorter than they need to be)."""
+
+IDLE_CHUNK: Final = 0.1
+"""Longest single record wait (seconds) while the group is settled and the handle quiet.
+
+The driver's calls come in bursts (a rebalance: positions, stop, commit,
+start; an auto-commit: positions, epochs, log ends) with long quiet spells
+between them, in which the 30 ms chunks were an idle member's largest CPU
+cost (about 40 C calls a second for a poll loop of 100 ms waits); at 100 ms a
+poll slice is one call. Used only once the driver said the group is settled
+(:meth:`DataPlane.group_settled`: joining, reconciling and leaving keep the
+short chunks) and no control call came for :data:`QUIET_AFTER`. The price: a
+rebalance another member starts finds this member in a longer wait, so its
+first call waits up to this long (its later calls do not)."""
+
+QUIET_AFTER: Final = 1.0
+"""Seconds after a control call during which record waits keep the short chunks."""
 
 _GRACE: Final = 0.005
 
@@ -112,14 +129,27 @@ class _Gate:
 
     After a control call, record waits hold off for :data:`_GRACE` so that the
     driver's next call of the same batch (metadata, then assign; unassign, then
-    pause ...) does not wait for a whole chunk again.
+    pause ...) does not wait for a whole chunk again; and for :data:`QUIET_AFTER`
+    they wait in short chunks (:meth:`chunk`), as the next burst of calls may follow.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._cond = threading.Condition()
         self._busy = False
         self._control_waiting = 0
         self._grace_until = 0.0
+        self._clock = clock
+        self._last_control = -math.inf
+        self.settled = False
+        """Set by the driver's thread (see :data:`IDLE_CHUNK`); until then short chunks."""
+
+    def chunk(self) -> float:
+        """Longest wait (seconds) the next record wait may hold the handle for."""
+        # Read without the lock: a bool's and a float's assignment are atomic,
+        # and a stale read only picks the other chunk length once.
+        if not self.settled or self._clock() - self._last_control < QUIET_AFTER:
+            return WAIT_CHUNK
+        return IDLE_CHUNK
 
     def control(self) -> contextlib.AbstractContextManager[None]:
         """A driver's call: goes before any record wait that has not started."""
@@ -142,7 +172,9 @@ class _Gate:
             with self._cond:
                 self._busy = False
                 if grace:
-                    self._grace_until = time.monotonic() + grace
+                    now = self._clock()
+                    self._grace_until = now + grace
+                    self._last_control = now
                 self._cond.notify_all()
 
     def _await_control(self) -> None:
@@ -158,7 +190,7 @@ class _Gate:
             if self._busy or self._control_waiting:
                 self._cond.wait()
                 continue
-            left = self._grace_until - time.monotonic()
+            left = self._grace_until - self._clock()
             if left <= 0:
                 return
             self._cond.wait(left)
@@ -322,7 +354,9 @@ class DataPlane:
     _statistics: DataPlaneStatistics | None = None
     """librdkafka's latest statistics (a class default: test doubles have none)."""
 
-    def __init__(self, config: ConsumerConfig) -> None:
+    def __init__(
+        self, config: ConsumerConfig, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         # Security settings come from the one validated SecurityConfig kgroup's
         # own connections use, never from the passthrough copy, so both agree.
         conf: dict[str, Any] = dict(DATAPLANE_DEFAULTS)
@@ -348,7 +382,8 @@ class DataPlane:
             # The application's own stats_cb (already guarded) still gets every report.
             conf["stats_cb"] = self._on_statistics
         self._consumer = confluent_kafka.Consumer(conf)
-        self._gate = _Gate()
+        self._clock = clock
+        self._gate = _Gate(clock)
         self._warmed: set[str] = set()
         self._drained = False
         self._assigned: set[TopicPartition] = set()
@@ -362,6 +397,10 @@ class DataPlane:
             self._statistics = parsed  # one reference swap: readers on other threads are safe
         if self._user_stats_cb is not None:
             self._user_stats_cb(text)
+
+    def group_settled(self, settled: bool) -> None:
+        """The driver's word: no rebalance step under way (record waits may be longer)."""
+        self._gate.settled = settled
 
     def statistics(self) -> DataPlaneStatistics | None:
         """Lag and bytes from librdkafka's latest statistics (``statistics.interval.ms``)."""
@@ -582,7 +621,7 @@ class DataPlane:
         # librdkafka's consume(n, timeout) waits until it has n records or the
         # timeout passed: with records trickling in, the first would wait the
         # whole timeout. So: take what is queued; if nothing is, wait for one
-        # (in chunks, see WAIT_CHUNK) and add what came with it. Each call
+        # (in chunks, see WAIT_CHUNK and IDLE_CHUNK) and add what came with it. Each call
         # into confluent-kafka costs tens of microseconds even when it returns
         # at once, so an idle consumer (the last call found nothing) goes
         # straight to the wait.
@@ -591,14 +630,14 @@ class DataPlane:
             with gate.fetch():
                 batch = consume(max_records, 0)
         if not batch and timeout > 0:
-            deadline = time.monotonic() + timeout
+            deadline = self._clock() + timeout
             wait = timeout
             while True:
                 with gate.fetch():
-                    batch = consume(1, min(wait, WAIT_CHUNK))
+                    batch = consume(1, min(wait, gate.chunk()))
                     if batch and max_records > 1:
                         batch += consume(max_records - 1, 0)
-                wait = deadline - time.monotonic()
+                wait = deadline - self._clock()
                 if batch or wait < 0.001:  # librdkafka waits in whole ms
                     break
         self._drained = not batch

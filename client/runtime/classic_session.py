@@ -64,6 +64,7 @@ from kgroup.membership import (
     ClassicMemberAction,
     ClassicMemberConfig,
     ClassicMemberEvent,
+    ClassicState,
     CommitCompleted,
     CommitFailed,
     FailureKind,
@@ -156,6 +157,7 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
     """Drives one :class:`~kgroup.membership.ClassicMember` for a driver (see the module)."""
 
     group_protocol = GroupProtocol.CLASSIC
+    stable_state = ClassicState.STABLE
 
     def __init__(self, host: Host) -> None:
         config = host.config

@@ -30,6 +30,7 @@ from kgroup.membership import (
     HeartbeatResponse,
     HeartbeatResponseReceived,
     MemberConfig,
+    MemberState,
     MetadataUpdated,
     RequestMetadata,
     SendHeartbeat,
@@ -48,6 +49,7 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
     """Drives one :class:`~kgroup.membership.ConsumerMember` for a driver (see the module)."""
 
     group_protocol = GroupProtocol.CONSUMER
+    stable_state = MemberState.STABLE
 
     def __init__(self, host: Host) -> None:
         config = host.config

@@ -116,6 +116,7 @@ from kgroup.runtime.interfaces import (
     SubscriptionChange,
     TransportFactory,
     TransportInterface,
+    WaitsInChunks,
 )
 from kgroup.runtime.session import FinishedCommit
 from kgroup.telemetry.recorder import ConsumerTelemetry
@@ -222,6 +223,8 @@ class Driver:
         self.telemetry = ConsumerTelemetry() if telemetry is None else telemetry
         """Counters of ``metrics()`` and telemetry events (sessions find it here too)."""
         self.dataplane = dataplane
+        self._chunked = dataplane if isinstance(dataplane, WaitsInChunks) else None
+        self._told_settled = False
         self.fetch = FetchState()
         """What each partition may do on the data plane."""
         self.listener: object | None = None
@@ -503,6 +506,7 @@ class Driver:
         self.fetch.assignment_changed(self.owned())
         self._forget_stored()
         self._refresh_truncation()
+        self._tell_settled()
         if epoch != self._last_epoch or assignment != self._last_assignment:
             log.info(
                 "group %s member %s: epoch %d, state %s, assignment (%d) %s",
@@ -743,7 +747,31 @@ class Driver:
                 case Seek():
                     dataplane.seek(op.partition, op.offset)
         self._refresh_truncation()
+        self._tell_settled()
         return True
+
+    def _tell_settled(self) -> None:
+        """Tell a chunked data plane whether calls from the driver may come soon.
+
+        Settled: the member holds its assignment (or a manual one), every owned
+        partition is on the data plane and none other is; until the next
+        heartbeat brings a change, nothing but auto-commits and the
+        application's own calls needs the handle. A member owning nothing is
+        not settled: a new member of the consumer protocol is stable with no
+        partitions while the others release them, and gets them soon after.
+        """
+        chunked = self._chunked
+        if chunked is None:
+            return
+        owned = self.owned()
+        settled = (
+            bool(owned)
+            and (self.manual or self.session.settled)
+            and owned == self.dataplane.assigned
+        )
+        if settled != self._told_settled:
+            self._told_settled = settled
+            chunked.group_settled(settled)
 
     def _note_topic_ids(self, partitions: Iterable[TopicPartition]) -> None:
         # The offset fetch before a start described the topics (it names them by

@@ -35,6 +35,7 @@ __all__ = [
     "SubscriptionChange",
     "TransportFactory",
     "TransportInterface",
+    "WaitsInChunks",
 ]
 
 
@@ -59,6 +60,20 @@ class KnowsLogEnds(Protocol):
 
     def cached_log_ends(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The high watermark the last fetch of each partition saw (those fetched)."""
+        ...
+
+
+@runtime_checkable
+class WaitsInChunks(Protocol):
+    """A data plane whose record waits hold off the driver's calls (optional).
+
+    librdkafka's handle takes one call at a time, so the driver's calls wait
+    for a record wait in progress: the data plane waits in short chunks while
+    the driver may call soon, and may wait longer once the group is settled.
+    """
+
+    def group_settled(self, settled: bool) -> None:
+        """Whether the member holds its assignment, started, with no rebalance step under way."""
         ...
 
 

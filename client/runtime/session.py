@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import ClassVar, Generic, Protocol, TypeVar
 
 from kgroup.membership import TimerTick
 from kgroup.runtime.events import EventQueue
@@ -92,6 +92,14 @@ class SessionBase(Generic[E, A]):
     def state_name(self) -> str:
         """The member's state, for logs."""
         return self._member.state.name
+
+    stable_state: ClassVar[enum.Enum]
+    """The member's state of holding its assignment with no rebalance step under way."""
+
+    @property
+    def settled(self) -> bool:
+        """The member holds its assignment and no rebalance step is under way."""
+        return self._member.state is self.stable_state
 
     def post(self, event: DriverEvent | E) -> None:
         """Queue ``event`` for the member."""

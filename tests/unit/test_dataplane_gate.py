@@ -80,3 +80,84 @@ def test_user_settings_win_over_the_data_plane_defaults(monkeypatch: pytest.Monk
     assert (
         captured["queued.max.messages.kbytes"] == DATAPLANE_DEFAULTS["queued.max.messages.kbytes"]
     )
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_record_waits_are_short_until_the_group_is_settled_and_the_handle_quiet() -> None:
+    clock = _Clock()
+    gate = _Gate(clock)
+    # A new handle: the join's calls are coming, however long the join takes.
+    assert gate.chunk() == librdkafka.WAIT_CHUNK
+    clock.now += 60
+    assert gate.chunk() == librdkafka.WAIT_CHUNK
+    gate.settled = True
+    assert gate.chunk() == librdkafka.IDLE_CHUNK
+    with gate.control():
+        pass
+    # The rest of a burst of calls may follow.
+    assert gate.chunk() == librdkafka.WAIT_CHUNK
+    clock.now += librdkafka.QUIET_AFTER - 0.01
+    assert gate.chunk() == librdkafka.WAIT_CHUNK
+    clock.now += 0.02
+    assert gate.chunk() == librdkafka.IDLE_CHUNK
+    # A record wait is not a control call: it does not shorten the chunks.
+    with gate.fetch():
+        pass
+    assert gate.chunk() == librdkafka.IDLE_CHUNK
+    # A rebalance step under way: short chunks again at once.
+    gate.settled = False
+    assert gate.chunk() == librdkafka.WAIT_CHUNK
+
+
+class _WaitingConsumer:
+    """confluent-kafka's consumer with nothing to hand out: each wait passes on the clock."""
+
+    def __init__(self, clock: _Clock) -> None:
+        self.clock = clock
+        self.waits: list[float] = []
+
+    def consume(self, num_messages: int, timeout: float) -> list[object]:
+        if timeout:
+            self.waits.append(round(timeout, 6))
+            self.clock.now += timeout
+        return []
+
+    def pause(self, partitions: list[confluent_kafka.TopicPartition]) -> None:
+        pass
+
+
+def test_an_idle_poll_slice_of_a_settled_member_is_one_librdkafka_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The idle member's CPU: every call into librdkafka costs 60-90 us; a 100 ms
+    # poll slice in 30 ms chunks made four of them.
+    clock = _Clock()
+    waiting = _WaitingConsumer(clock)
+    monkeypatch.setattr(confluent_kafka, "Consumer", lambda conf: waiting)
+    config = ConsumerConfig.from_dict({"bootstrap.servers": "localhost:9092", "group.id": "g"})
+    plane = librdkafka.DataPlane(config, clock=clock)
+    short = [0.03, 0.03, 0.03, 0.01]
+    assert plane.consume(1, 0.1) == []
+    assert waiting.waits == short  # not settled yet
+    plane.group_settled(True)
+    waiting.waits.clear()
+    assert plane.consume(1, 0.1) == []
+    assert waiting.waits == [0.1]
+    # A control call (here a pause) brings the short chunks back for a while.
+    plane.pause([])
+    clock.now += 0.01  # past the grace period after a control call
+    waiting.waits.clear()
+    assert plane.consume(1, 0.1) == []
+    assert waiting.waits == short
+    clock.now += librdkafka.QUIET_AFTER
+    plane.group_settled(False)
+    waiting.waits.clear()
+    assert plane.consume(1, 0.1) == []
+    assert waiting.waits == short

@@ -157,6 +157,12 @@ class FakeDataPlane(DataPlane):
         leader); None makes the data plane know no epochs."""
         self.start_epochs: dict[TopicPartition, int] = {}
         """The leader epoch each partition was last assigned with (KIP-320)."""
+        self.settled: list[bool] = []
+        """What the driver said through :meth:`group_settled`, oldest first."""
+
+    def group_settled(self, settled: bool) -> None:
+        """Recorded only: the fake's waits are not chunked."""
+        self.settled.append(settled)
 
     def _note(self, method: str, partitions: Iterable[TopicPartition]) -> None:
         self.calls.append(DataPlaneCall(method, frozenset(partitions)))
