@@ -38,6 +38,30 @@ RequestBuilder = Callable[[NegotiatedVersions], RequestPayload]
 
 _COORDINATOR_MOVED = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available})
 
+BOOTSTRAP_STAGGER = 0.5
+"""Seconds a bootstrap server may take to connect before the next one is tried alongside.
+
+A server that refuses fails at once and the next is tried at once; one that
+never answers (a stopped host whose address drops packets, a listener that
+accepts and hangs) held the whole bootstrap for the connection timeout (10 s
+by default, per such server, on every start and every reconnection round).
+Now the next server is tried after this long while the first attempt goes on;
+the first connection made is used and the others are dropped (Happy
+Eyeballs, RFC 8305, across the listed servers). A healthy handshake (TCP,
+TLS, SASL, ApiVersions: up to six round trips) takes milliseconds in a
+data centre; on a link slow enough to need more than this, the second
+attempt costs the brokers one extra handshake at start."""
+
+
+class _Bootstrapped:
+    """The first of several bootstrap attempts that connected (see :meth:`KafkaClient._race`)."""
+
+    def __init__(self) -> None:
+        self.server: tuple[str, int] | None = None
+        self.conn: BrokerConnection | None = None
+        self.failed: list[tuple[str, int]] = []
+        self.refused: SecurityError | None = None
+
 
 def parse_bootstrap_servers(servers: str | Sequence[str]) -> list[tuple[str, int]]:
     """``"a:9092,b:9093"`` (or a list of ``host:port``) as ``(host, port)`` pairs.
@@ -67,7 +91,9 @@ class KafkaClient(TaskGroupOwner["KafkaClient"]):
 
     Entering bootstraps: the listed servers are tried in order until one
     answers ApiVersions and Metadata (each failure is logged; if all fail,
-    :class:`~kgroup.errors.NoBrokersAvailableError` lists them). The client
+    :class:`~kgroup.errors.NoBrokersAvailableError` lists them); a server that
+    has not connected within :data:`BOOTSTRAP_STAGGER` gets the next one tried
+    alongside it. The client
     owns a task group with one reader task per open connection; leaving closes
     every connection.
 
@@ -173,49 +199,85 @@ class KafkaClient(TaskGroupOwner["KafkaClient"]):
         """The hook authenticating each connection (SASL), if any."""
         return self._settings.authenticator
 
-    async def _use_bootstrap_server(
-        self, host: str, port: int, failures: list[str], level: int
-    ) -> BrokerConnection | None:
-        """Open ``host:port`` as the pool's bootstrap connection (node -1), replacing
-        the previous one; None when it cannot be opened (logged at ``level`` and
-        added to ``failures``). A :class:`~kgroup.errors.SecurityError` is raised:
-        it is not a reason to try the next server the same way."""
-        try:
-            conn = await self._open(host, port, None)
-        except SecurityError:
-            raise
-        except KgroupError as exc:
-            log.log(level, "bootstrap server %s:%d failed: %s", host, port, exc)
-            failures.append(f"{host}:{port}: {exc}")
-            return None
-        old = self._connections.pop(-1, None)
-        if old is not None:
-            await old.aclose()
-        self._connections[-1] = conn
-        return conn
+    async def _race(
+        self, servers: Sequence[tuple[str, int]], failures: list[str], level: int
+    ) -> _Bootstrapped:
+        """Connect to the first of ``servers`` that answers, trying them in order.
 
-    async def _bootstrap(self) -> None:
-        failures: list[str] = []
-        refused: SecurityError | None = None
-        for host, port in self.bootstrap_servers:
+        Each attempt gets :data:`BOOTSTRAP_STAGGER` seconds to itself; after that,
+        or at once when it fails, the next one starts alongside. The first
+        connection made wins and the attempts still under way are cancelled.
+        Failures are logged at ``level`` (a
+        :class:`~kgroup.errors.SecurityError` at WARNING) and added to
+        ``failures``; the result lists the servers that failed.
+        """
+        result = _Bootstrapped()
+        ended = anyio.Event()
+
+        async def attempt(host: str, port: int, scope: anyio.CancelScope) -> None:
             try:
-                conn = await self._use_bootstrap_server(host, port, failures, logging.WARNING)
+                conn = await self._open(host, port, None)
             except SecurityError as exc:
                 # Another server may still be fine (one bad certificate); if none
                 # is, the security failure is what the user must fix.
                 log.warning("bootstrap server %s:%d refused: %s", host, port, exc)
                 failures.append(f"{host}:{port}: {exc}")
-                refused = refused or exc
-                continue
-            if conn is None:
-                continue
+                result.failed.append((host, port))
+                result.refused = result.refused or exc
+            except KgroupError as exc:
+                log.log(level, "bootstrap server %s:%d failed: %s", host, port, exc)
+                failures.append(f"{host}:{port}: {exc}")
+                result.failed.append((host, port))
+            else:
+                if result.conn is not None:  # two connected in the same turn
+                    with anyio.CancelScope(shield=True):  # the winner cancelled us
+                        await conn.aclose()
+                    return
+                result.server, result.conn = (host, port), conn
+                scope.cancel()
+            finally:
+                ended.set()
+
+        async with anyio.create_task_group() as tg:
+            for host, port in servers:
+                ended = anyio.Event()
+                tg.start_soon(attempt, host, port, tg.cancel_scope)
+                with anyio.move_on_after(BOOTSTRAP_STAGGER):
+                    await ended.wait()
+        return result
+
+    async def _use_bootstrap(
+        self, servers: Sequence[tuple[str, int]], failures: list[str], level: int
+    ) -> _Bootstrapped:
+        """:meth:`_race` ``servers``, installing the winner as the pool's bootstrap
+        connection (node -1) in place of the previous one."""
+        result = await self._race(servers, failures, level)
+        if result.conn is not None:
+            old = self._connections.pop(-1, None)
+            if old is not None:
+                await old.aclose()
+            self._connections[-1] = result.conn
+        return result
+
+    async def _bootstrap(self) -> None:
+        failures: list[str] = []
+        refused: SecurityError | None = None
+        left = list(self.bootstrap_servers)
+        while left:
+            result = await self._use_bootstrap(left, failures, logging.WARNING)
+            refused = refused or result.refused
+            if result.server is None or result.conn is None:
+                break
+            host, port = result.server
             try:
                 await self.metadata(())
             except KgroupError as exc:
                 log.warning("bootstrap server %s:%d failed: %s", host, port, exc)
                 failures.append(f"{host}:{port}: {exc}")
-                await conn.aclose()
+                await result.conn.aclose()
                 self._connections.pop(-1, None)
+                # The attempts the winner cut short are tried again.
+                left = [s for s in left if s not in result.failed and s != result.server]
                 continue
             log.info("bootstrapped from %s:%d; brokers %s", host, port, sorted(self._addresses))
             return
@@ -276,14 +338,19 @@ class KafkaClient(TaskGroupOwner["KafkaClient"]):
                 failures.append(f"node {node_id}: {exc}")
         # Every known broker failed: start over from the bootstrap list, as the
         # cluster may have moved entirely.
-        for host, port in self.bootstrap_servers:
-            bootstrap = await self._use_bootstrap_server(host, port, failures, logging.INFO)
-            if bootstrap is None:
-                continue
+        left = list(self.bootstrap_servers)
+        while left:
+            result = await self._use_bootstrap(left, failures, logging.INFO)
+            if result.server is None or result.conn is None:
+                if result.refused is not None:
+                    raise result.refused
+                break
+            host, port = result.server
             try:
-                return await bootstrap.request(build(bootstrap.versions), timeout=timeout)
+                return await result.conn.request(build(result.conn.versions), timeout=timeout)
             except (KafkaConnectionError, RequestTimeoutError) as exc:
                 failures.append(f"{host}:{port}: {exc}")
+            left = [s for s in left if s not in result.failed and s != result.server]
         raise NoBrokersAvailableError("no broker could answer: " + "; ".join(failures))
 
     # --- requests -----------------------------------------------------------------

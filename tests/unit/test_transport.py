@@ -55,6 +55,7 @@ from kgroup.transport import (
     open_stream,
     parse_bootstrap_servers,
 )
+from kgroup.transport import client as client_module
 from kgroup.types import TopicPartition
 
 pytestmark = pytest.mark.anyio
@@ -128,6 +129,8 @@ class FakeBroker:
         self.muted: set[int] = set()
         # (connection index, API) of every request read, answered or not.
         self.arrivals: list[tuple[int, int]] = []
+        # Connections the client closed (or that broke).
+        self.ended = 0
 
     async def start(self, task_group: anyio.abc.TaskGroup) -> None:
         listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
@@ -158,9 +161,9 @@ class FakeBroker:
                     assert self.handler is not None, f"unexpected {frame.request}"
                     tasks.start_soon(self.handler, conn, frame)
             except (anyio.EndOfStream, anyio.IncompleteRead, anyio.ClosedResourceError):
-                pass
+                self.ended += 1
             except anyio.BrokenResourceError:
-                pass
+                self.ended += 1
 
     async def _api_versions(self, conn: FakeConnection, frame: RequestFrame) -> None:
         version = int(frame.header.request_api_version)
@@ -516,6 +519,72 @@ async def test_bootstrap_skips_a_dead_server(caplog: pytest.LogCaptureFixture) -
     async with brokers(fake), KafkaClient(f"{dead},{fake.address}") as client:
         assert set(client.cluster.brokers) == {7}
     assert any(dead in r.getMessage() for r in caplog.records)
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    with anyio.fail_after(10):  # bounded: a bug fails the test, never hangs it
+        while not condition():
+            await anyio.sleep(0.005)
+
+
+async def test_bootstrap_does_not_wait_for_a_server_that_never_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A listener that accepts and then says nothing (a hung broker, a load balancer
+    # without a backend) held every start for the whole connect timeout, per such
+    # server, before the next one was tried.
+    monkeypatch.setattr(client_module, "BOOTSTRAP_STAGGER", 0.05)
+
+    async def handler(conn: FakeConnection, frame: RequestFrame) -> None:
+        await answer_metadata(conn, frame, live)
+
+    silent = FakeBroker(node_id=1)
+    silent.muted.update(range(1, 10))
+    live = FakeBroker(handler, node_id=7)
+    async with brokers(silent, live):
+        # Far below the connect (and request) timeout: waiting for it fails the test.
+        with anyio.fail_after(20):
+            async with KafkaClient(
+                f"{silent.address},{live.address}", connect_timeout=600, request_timeout=600
+            ) as c:
+                assert set(c.cluster.brokers) == {1, 7}
+                assert live.requests  # the Metadata request went to the live server
+                # The silent server's attempt was dropped: its connection closed.
+                await _until(lambda: silent.ended == 1)
+        assert silent.arrivals == [(1, ApiKey.API_VERSIONS)]
+
+
+async def test_bootstrap_tries_the_next_server_only_once_the_first_is_slow(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Long enough that the first server's answer always comes first.
+    monkeypatch.setattr(client_module, "BOOTSTRAP_STAGGER", 60.0)
+
+    async def handler(conn: FakeConnection, frame: RequestFrame) -> None:
+        await answer_metadata(conn, frame, first)
+
+    first, second = FakeBroker(handler, node_id=1), FakeBroker(handler, node_id=2)
+    async with brokers(first, second):
+        async with KafkaClient(f"{first.address},{second.address}") as c:
+            assert set(c.cluster.brokers) == {1, 2}
+        assert first.accepted == 1
+        assert second.accepted == 0
+
+
+async def test_bootstrap_with_a_silent_and_a_dead_server_fails_at_the_connect_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(client_module, "BOOTSTRAP_STAGGER", 0.05)
+    silent = FakeBroker(node_id=1)
+    silent.muted.update(range(1, 10))
+    dead = await _dead_address()
+    async with brokers(silent):
+        with pytest.raises(NoBrokersAvailableError) as info:
+            async with KafkaClient([silent.address, dead], connect_timeout=0.5):
+                pass
+    assert silent.address in str(info.value)
+    assert "handshake" in str(info.value)
+    assert dead in str(info.value)
 
 
 async def test_bootstrap_with_every_server_dead_lists_each_failure() -> None:
