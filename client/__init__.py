@@ -22,7 +22,7 @@ from kgroup.errors import (
     TransportError,
 )
 from kgroup.listener import RebalanceListener
-from kgroup.types import TopicIdPartition, TopicPartition
+from kgroup.types import OffsetAndMetadata, TopicIdPartition, TopicPartition
 
 if TYPE_CHECKING:
     from kgroup._frontend import (
@@ -78,6 +78,7 @@ __all__ = [
     "LogTruncationError",
     "MixedAssignmentError",
     "NotAssignedError",
+    "OffsetAndMetadata",
     "RebalanceListener",
     "RequestTimeoutError",
     "TopicIdPartition",

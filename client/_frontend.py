@@ -50,13 +50,14 @@ from kgroup.runtime.driver import AlreadyAssignedError, MixedAssignmentError
 from kgroup.runtime.interfaces import TransportFactory
 from kgroup.telemetry.metrics import ConsumerMetrics
 from kgroup.telemetry.recorder import open_telemetry
-from kgroup.types import TopicPartition
+from kgroup.types import OffsetAndMetadata, TopicPartition
 
 __all__ = [
     "MIN_WAIT",
     "POLL_EVENT_INTERVAL",
     "SERVICE_SLICE",
     "AlreadyAssignedError",
+    "CommitOffsets",
     "ConsumerBase",
     "ConsumerClosedError",
     "Finished",
@@ -219,6 +220,15 @@ Offsets = Mapping[Any, int] | Iterable[confluent_kafka.TopicPartition]
 """What calls taking offsets accept: ``{partition: offset}``, or confluent-kafka
 ``TopicPartition(topic, partition, offset)`` objects (a list, as confluent-kafka takes them)."""
 
+CommitOffsets = (
+    Mapping[Any, int]
+    | Mapping[Any, OffsetAndMetadata]
+    | Mapping[Any, int | OffsetAndMetadata]
+    | Iterable[confluent_kafka.TopicPartition]
+)
+"""What ``commit()`` accepts: :data:`Offsets`, or ``{partition: OffsetAndMetadata}``
+(the metadata is committed with the offset; so is a confluent-kafka TopicPartition's)."""
+
 
 def _describe(value: object) -> str:
     return f"{type(value).__name__} {value!r}"
@@ -263,26 +273,36 @@ def _offset_value(value: object, tp: TopicPartition, what: str) -> int:
     return value
 
 
-def as_offsets(value: object, what: str, *, offsets: bool = True) -> dict[TopicPartition, int]:
-    """Offsets to commit or store: ``{partition: offset}`` or confluent-kafka TopicPartitions.
+def _offset_and_metadata(value: object, tp: TopicPartition, what: str) -> tuple[int, str]:
+    if not isinstance(value, OffsetAndMetadata):
+        return _offset_value(value, tp, what), ""
+    if not isinstance(value.metadata, str):
+        raise TypeError(
+            f"{what}: the metadata of {tp} must be a str, got {_describe(value.metadata)}"
+        )
+    return _offset_value(value.offset, tp, what), value.metadata
 
-    Each offset is the next offset to read (>= 0), as in confluent-kafka.
-    ``offsets=False``: the numbers are not offsets (``offsets_for_times``' timestamps).
+
+def as_commit_offsets(
+    value: object, what: str
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, str]]:
+    """Offsets to commit, and the metadata to commit with them (non-empty strings only).
+
+    ``{partition: offset}``, ``{partition: OffsetAndMetadata(offset, metadata)}``,
+    or confluent-kafka TopicPartitions (their ``metadata``). Each offset is the
+    next offset to read (>= 0), as in confluent-kafka.
 
     Raises:
         TypeError: a wrong type, or a kgroup TopicPartition in a list (it has no offset).
-        ValueError: a negative offset (a confluent-kafka TopicPartition made without one),
-            or offset metadata (kgroup commits offsets without it).
+        ValueError: a negative offset (a confluent-kafka TopicPartition made without one).
     """
-    pairs: list[tuple[TopicPartition, int]] = []
+    triples: list[tuple[TopicPartition, int, str]] = []
     if isinstance(value, Mapping):
-        for key, offset in value.items():
+        for key, given in value.items():
             tp = as_partition(key, what)
-            pairs.append((tp, _offset_value(offset, tp, what)))
+            triples.append((tp, *_offset_and_metadata(given, tp, what)))
     elif isinstance(value, _CK_PARTITION):
-        if offsets:
-            _refuse_metadata(value, what)
-        pairs.append((as_partition(value, what), value.offset))
+        triples.append((as_partition(value, what), value.offset, value.metadata or ""))
     elif isinstance(value, Iterable) and not isinstance(value, str | bytes):
         for item in value:
             if isinstance(item, TopicPartition):
@@ -296,34 +316,51 @@ def as_offsets(value: object, what: str, *, offsets: bool = True) -> dict[TopicP
                     f"{what}: expected confluent_kafka.TopicPartition(topic, partition, offset) "
                     f"items, got {_describe(item)}"
                 )
-            if offsets:
-                _refuse_metadata(item, what)
-            pairs.append((as_partition(item, what), item.offset))
+            triples.append((as_partition(item, what), item.offset, item.metadata or ""))
     else:
         raise TypeError(
             f"{what}: expected {{TopicPartition: offset}} or a list of "
             f"confluent_kafka.TopicPartition(topic, partition, offset), got {_describe(value)}"
         )
     result: dict[TopicPartition, int] = {}
-    for tp, offset in pairs:
+    metadata: dict[TopicPartition, str] = {}
+    for tp, offset, text in triples:
         if offset < 0:
             raise ValueError(
                 f"{what}: offset of {tp} must be >= 0 (the next offset to read), got {offset}"
             )
         result[tp] = offset
+        if text:
+            metadata[tp] = text
+        else:
+            metadata.pop(tp, None)
+    return result, metadata
+
+
+def as_offsets(value: object, what: str, *, offsets: bool = True) -> dict[TopicPartition, int]:
+    """Offsets to store (or timestamps): as :func:`as_commit_offsets`, without metadata.
+
+    ``offsets=False``: the numbers are not offsets (``offsets_for_times``'
+    timestamps), and metadata on them is moot.
+
+    Raises:
+        TypeError, ValueError: as :func:`as_commit_offsets`; ValueError also for
+            offset metadata (only ``commit()`` commits it).
+    """
+    result, metadata = as_commit_offsets(value, what)
+    if metadata and offsets:
+        raise _metadata_refused(what, metadata)
     return result
 
 
-def _refuse_metadata(item: confluent_kafka.TopicPartition, what: str) -> None:
-    # Committed silently without it before: the application's metadata (a
+def _metadata_refused(what: str, metadata: Mapping[TopicPartition, str]) -> ValueError:
+    # Committed silently without it once: the application's metadata (a
     # checkpoint, a source position) was lost without a word.
-    if item.metadata:
-        raise ValueError(
-            f"{what}: {item.topic}-{item.partition} carries offset metadata "
-            f"{item.metadata!r}; kgroup commits offsets without metadata, so it would "
-            "be lost: keep it elsewhere (a record you produce, a store of your own) and "
-            "pass the TopicPartition without it"
-        )
+    tp, text = next(iter(metadata.items()))
+    return ValueError(
+        f"{what}: {tp} carries offset metadata {text!r}, which would be lost here: "
+        "only commit(offsets=...) and commit_async(offsets=...) commit metadata"
+    )
 
 
 def as_assignment(value: object, what: str) -> dict[TopicPartition, int | None]:
@@ -390,7 +427,20 @@ def commit_offsets_arg(offsets: object, message: object) -> dict[TopicPartition,
 
     As confluent-kafka, a message may also come as the first positional argument
     (``commit(msg)``), and offsets as a list of confluent-kafka TopicPartitions.
+
+    Raises:
+        ValueError: offset metadata (see :func:`commit_args` for a commit that keeps it).
     """
+    chosen, metadata = commit_args(offsets, message)
+    if metadata:
+        raise _metadata_refused("commit(offsets=...)", metadata)
+    return chosen
+
+
+def commit_args(
+    offsets: object, message: object
+) -> tuple[dict[TopicPartition, int] | None, dict[TopicPartition, str]]:
+    """:func:`commit_offsets_arg`, and the metadata to commit with the offsets."""
     if isinstance(offsets, _CK_MESSAGE):
         if message is not None:
             raise ValueError("pass offsets or message, not both")
@@ -403,10 +453,10 @@ def commit_offsets_arg(offsets: object, message: object) -> dict[TopicPartition,
                 f"commit(message=...): expected a confluent_kafka.Message (a record from "
                 f"poll/consume), got {_describe(message)}"
             )
-        return {_message_partition(message, "commit()"): _message_offset(message) + 1}
+        return {_message_partition(message, "commit()"): _message_offset(message) + 1}, {}
     if offsets is None:
-        return None
-    return as_offsets(offsets, "commit(offsets=...)")
+        return None, {}
+    return as_commit_offsets(offsets, "commit(offsets=...)")
 
 
 def _message_partition(message: Record, what: str) -> TopicPartition:
@@ -930,22 +980,25 @@ class ConsumerBase:
 
     def commit_async(
         self,
-        offsets: Offsets | Record | None = None,
+        offsets: CommitOffsets | Record | None = None,
         *,
         message: Record | None = None,
         callback: CommitCallback | None = None,
     ) -> None:
         """Start a commit and return at once; ``callback(offsets, error)`` runs in a later poll."""
-        chosen = self._commit_args(offsets, message)
-        self._on_loop(self._driver.commit_in_background, chosen, callback)
+        chosen, metadata = self._commit_args(offsets, message)
+        self._on_loop(self._driver.commit_in_background, chosen, callback, metadata)
 
-    def _commit_args(self, offsets: object, message: object) -> dict[TopicPartition, int] | None:
-        """The offsets a commit asks for (None: the positions); raises when closed.
+    def _commit_args(
+        self, offsets: object, message: object
+    ) -> tuple[dict[TopicPartition, int] | None, dict[TopicPartition, str]]:
+        """The offsets a commit asks for (None: the positions) and their metadata;
+        raises when closed.
 
         Allowed while ``close()`` runs (from the revoke callback it runs).
         """
         self._core.check_may_commit()
-        return commit_offsets_arg(offsets, message)
+        return commit_args(offsets, message)
 
     def store_offsets(self, message: Record | None = None, offsets: Offsets | None = None) -> None:
         """Mark progress for the next commit (``enable.auto.offset.store=false``).
@@ -1026,6 +1079,19 @@ class ConsumerBase:
 
         async def fetch() -> dict[TopicPartition, int | None]:
             return await driver.committed(wanted, timeout=timeout)
+
+        return fetch
+
+    def _committed_with_metadata_fetch(
+        self, partitions: Partitions, timeout: float
+    ) -> Callable[[], Awaitable[dict[TopicPartition, OffsetAndMetadata | None]]]:
+        """``committed_with_metadata(partitions)``: as :meth:`_committed_fetch`."""
+        self._core.check_open()
+        wanted = as_partitions(partitions, "committed_with_metadata()")
+        driver = self._driver
+
+        async def fetch() -> dict[TopicPartition, OffsetAndMetadata | None]:
+            return await driver.committed_with_metadata(wanted, timeout=timeout)
 
         return fetch
 

@@ -26,6 +26,7 @@ from kgroup import _frontend as core
 from kgroup._frontend import (
     MIN_WAIT,
     SERVICE_SLICE,
+    CommitOffsets,
     ConsumerBase,
     Offsets,
     Partitions,
@@ -35,7 +36,7 @@ from kgroup.errors import KgroupError
 from kgroup.runtime import DataPlaneInterface
 from kgroup.runtime.driver import open_kafka_client
 from kgroup.runtime.interfaces import TransportFactory
-from kgroup.types import TopicPartition
+from kgroup.types import OffsetAndMetadata, TopicPartition
 
 __all__ = ["AsyncConsumer"]
 
@@ -247,18 +248,25 @@ class AsyncConsumer(ConsumerBase):
 
     async def commit(
         self,
-        offsets: Offsets | Record | None = None,
+        offsets: CommitOffsets | Record | None = None,
         *,
         message: Record | None = None,
     ) -> dict[TopicPartition, int]:
         """Commit and wait; as :meth:`kgroup.Consumer.commit` (returns what was committed)."""
-        return await self._driver.commit(self._commit_args(offsets, message))
+        chosen, metadata = self._commit_args(offsets, message)
+        return await self._driver.commit(chosen, metadata=metadata)
 
     async def committed(
         self, partitions: Partitions, timeout: float = 10.0
     ) -> dict[TopicPartition, int | None]:
         """The group's committed offsets (None: nothing committed) of ``partitions``."""
         return await self._committed_fetch(partitions, timeout)()
+
+    async def committed_with_metadata(
+        self, partitions: Partitions, timeout: float = 10.0
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """:meth:`committed`, each offset with the metadata committed with it ("" if none)."""
+        return await self._committed_with_metadata_fetch(partitions, timeout)()
 
     # ------------------------------------------------------- cluster lookups
     # librdkafka's lookups block: they run in a worker thread, off the loop.

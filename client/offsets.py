@@ -316,6 +316,8 @@ class OffsetManager:
     request_timeout: float
     leader_epochs: EpochBook = field(default_factory=EpochBook)
     """Where commits find the leader epoch of each offset, and fetches leave it."""
+    fetched_metadata: dict[TopicPartition, str] = field(default_factory=dict, init=False)
+    """The metadata committed with each offset the latest fetch of its partition found."""
     _told_deleted: set[str] = field(default_factory=set, init=False, repr=False)
     """Deleted topics a commit has warned of (until seen again)."""
 
@@ -327,8 +329,12 @@ class OffsetManager:
         *,
         deadline: float,
         retry_rebalance_in_progress: bool = True,
+        metadata: Mapping[TopicPartition, str] | None = None,
     ) -> dict[TopicPartition, int]:
         """Commit ``offsets`` (next offset to read, per partition) with the member epoch.
+
+        ``metadata``: the application's string stored with an offset (the others
+        are committed with none, as the Java client's empty metadata).
 
         Returns the offsets committed: those of partitions still owned when
         they were sent. Partitions not owned (never, or no longer) and those of
@@ -413,7 +419,7 @@ class OffsetManager:
                 return done
             if epoch > 0 or simple:
                 try:
-                    errors = await self._commit_once(remaining, epoch, deadline)
+                    errors = await self._commit_once(remaining, epoch, deadline, metadata)
                 except (TransportError, RetriableBrokerError) as exc:
                     retry.failed(exc)
                 else:
@@ -445,7 +451,11 @@ class OffsetManager:
             await retry.wait(f"commit of {sorted(remaining)}")
 
     async def _commit_once(
-        self, offsets: Mapping[TopicPartition, int], epoch: int, deadline: float
+        self,
+        offsets: Mapping[TopicPartition, int],
+        epoch: int,
+        deadline: float,
+        metadata: Mapping[TopicPartition, str] | None,
     ) -> dict[TopicPartition, BrokerError]:
         simple = self.member.simple()
         member_id = "" if simple else self.member.member_id()
@@ -462,6 +472,7 @@ class OffsetManager:
                 offsets=offsets,
                 topic_ids=ids,
                 leader_epochs=self.leader_epochs.of(offsets),
+                metadata=metadata,
             ),
         )
         return offset_commit.parse(offset_commit.narrow(response), names)
@@ -549,6 +560,7 @@ class OffsetManager:
         result = offset_fetch.parse(narrowed, names)
         committed = {tp: o for tp, o in result.items() if o is not None}
         self.leader_epochs.note(committed, offset_fetch.committed_leader_epochs(narrowed, names))
+        self.fetched_metadata.update(offset_fetch.committed_metadata(narrowed, names))
         for tp in partitions:
             result.setdefault(tp, None)
         return result

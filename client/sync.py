@@ -16,6 +16,7 @@ portal calls.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import math
 import threading
@@ -31,6 +32,7 @@ from kgroup import _frontend as core
 from kgroup._frontend import (
     MIN_WAIT,
     SERVICE_SLICE,
+    CommitOffsets,
     ConsumerBase,
     Offsets,
     Partitions,
@@ -39,7 +41,7 @@ from kgroup.dataplane import Record
 from kgroup.runtime import CommitCallback, DataPlaneInterface
 from kgroup.runtime.driver import open_kafka_client
 from kgroup.runtime.interfaces import TransportFactory
-from kgroup.types import TopicPartition
+from kgroup.types import OffsetAndMetadata, TopicPartition
 
 __all__ = ["Consumer"]
 
@@ -223,7 +225,7 @@ class Consumer(ConsumerBase):
 
     def commit(
         self,
-        offsets: Offsets | Record | None = None,
+        offsets: CommitOffsets | Record | None = None,
         *,
         message: Record | None = None,
         asynchronous: bool = False,
@@ -231,9 +233,10 @@ class Consumer(ConsumerBase):
     ) -> dict[TopicPartition, int] | None:
         """Commit offsets with the member epoch and wait for the result.
 
-        ``offsets``: next offset to read per partition (``{tp: offset}`` or a
-        list of confluent-kafka ``TopicPartition(topic, partition, offset)``);
-        None commits the positions (every record handed out so far; with
+        ``offsets``: next offset to read per partition (``{tp: offset}``,
+        ``{tp: OffsetAndMetadata(offset, metadata)}`` or a list of
+        confluent-kafka ``TopicPartition(topic, partition, offset, metadata=...)``:
+        the metadata string is committed with the offset); None commits the positions (every record handed out so far; with
         ``enable.auto.offset.store=false`` the stored offsets); ``message``
         (or a message as the first argument, as confluent-kafka) commits just
         past that record. Only partitions this member owns are committed (the
@@ -242,14 +245,18 @@ class Consumer(ConsumerBase):
         is :meth:`commit_async` (returns None).
 
         Raises:
-            BrokerError: a partition's commit failed for good.
+            BrokerError: a partition's commit failed for good
+                (:class:`~kgroup.errors.OffsetMetadataTooLargeError`: metadata
+                longer than the broker's ``offset.metadata.max.bytes``).
             RequestTimeoutError: not done within ``request.timeout.ms``.
         """
-        chosen = self._commit_args(offsets, message)
         if asynchronous:
-            self.commit_async(chosen, callback=callback)
+            self.commit_async(offsets, message=message, callback=callback)
             return None
-        result: dict[TopicPartition, int] = self._portal.call(self._driver.commit, chosen)
+        chosen, metadata = self._commit_args(offsets, message)
+        result: dict[TopicPartition, int] = self._portal.call(
+            functools.partial(self._driver.commit, chosen, metadata=metadata)
+        )
         return result
 
     def committed(
@@ -257,6 +264,12 @@ class Consumer(ConsumerBase):
     ) -> dict[TopicPartition, int | None]:
         """The group's committed offsets (None: nothing committed) of ``partitions``."""
         return self._portal.call(self._committed_fetch(partitions, timeout))
+
+    def committed_with_metadata(
+        self, partitions: Partitions, timeout: float = 10.0
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """:meth:`committed`, each offset with the metadata committed with it ("" if none)."""
+        return self._portal.call(self._committed_with_metadata_fetch(partitions, timeout))
 
     # ------------------------------------------------------- cluster lookups
 

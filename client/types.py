@@ -15,7 +15,14 @@ from dataclasses import dataclass
 
 from kgroup.errors import ConfigError
 
-__all__ = ["Backoff", "RebalanceProtocol", "TopicIdPartition", "TopicPartition", "Truncation"]
+__all__ = [
+    "Backoff",
+    "OffsetAndMetadata",
+    "RebalanceProtocol",
+    "TopicIdPartition",
+    "TopicPartition",
+    "Truncation",
+]
 
 
 class RebalanceProtocol(enum.Enum):
@@ -51,6 +58,19 @@ class TopicIdPartition:
 
     def __str__(self) -> str:
         return f"{self.topic_id}:{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndMetadata:
+    """A committed offset with the application's metadata string (the Java client's name).
+
+    ``offset`` is the next offset to read; ``metadata`` is stored with it by the
+    group coordinator (``offset.metadata.max.bytes``, 4096 by default) and read
+    back by :meth:`kgroup.Consumer.committed_with_metadata`.
+    """
+
+    offset: int
+    metadata: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,7 +122,7 @@ from kgroup.runtime.session import FinishedCommit
 from kgroup.telemetry.recorder import ConsumerTelemetry
 from kgroup.transport import KafkaClient
 from kgroup.transport.security import explain_denial
-from kgroup.types import Backoff, TopicPartition, Truncation
+from kgroup.types import Backoff, OffsetAndMetadata, TopicPartition, Truncation
 
 __all__ = [
     "MISSING_TOPIC_WARNINGS",
@@ -1048,16 +1048,21 @@ class Driver:
         self._stored.update(offsets)
 
     async def commit(
-        self, offsets: Mapping[TopicPartition, int] | None, *, timeout: float | None = None
+        self,
+        offsets: Mapping[TopicPartition, int] | None,
+        *,
+        timeout: float | None = None,
+        metadata: Mapping[TopicPartition, str] | None = None,
     ) -> dict[TopicPartition, int]:
         """Commit ``offsets`` (None: the current positions) and wait for the result.
 
+        ``metadata``: the application's string to store with some of the offsets.
         Returns what was committed (owned partitions only).
         """
         started = anyio.current_time()
         epoch = self.session.generation_or_epoch
         try:
-            done = await self._commit(offsets, timeout=timeout)
+            done = await self._commit(offsets, timeout=timeout, metadata=metadata)
         except KgroupError as exc:
             tried = self.current_offsets() if offsets is None else offsets
             self.telemetry.commit_done(tried, epoch, anyio.current_time() - started, exc)
@@ -1067,7 +1072,11 @@ class Driver:
         return done
 
     async def _commit(
-        self, offsets: Mapping[TopicPartition, int] | None, *, timeout: float | None
+        self,
+        offsets: Mapping[TopicPartition, int] | None,
+        *,
+        timeout: float | None,
+        metadata: Mapping[TopicPartition, str] | None = None,
     ) -> dict[TopicPartition, int]:
         chosen = self.current_offsets() if offsets is None else dict(offsets)
         if not chosen:
@@ -1075,7 +1084,7 @@ class Driver:
         budget = self.request_timeout if timeout is None else timeout
         deadline = anyio.current_time() + budget
         try:
-            done = await self._commit_chosen(chosen, deadline)
+            done = await self._commit_chosen(chosen, deadline, metadata)
         except KgroupError as exc:
             self._report_commit(chosen, exc)
             raise
@@ -1089,14 +1098,17 @@ class Driver:
             self._queue(work.CommitResultWork(self._on_commit, dict(offsets), error))
 
     async def _commit_chosen(
-        self, chosen: dict[TopicPartition, int], deadline: float
+        self,
+        chosen: dict[TopicPartition, int],
+        deadline: float,
+        metadata: Mapping[TopicPartition, str] | None = None,
     ) -> dict[TopicPartition, int]:
         manager = await self._connected(deadline)
         if self.session.group_protocol is not GroupProtocol.CLASSIC:
-            return await manager.commit(chosen, deadline=deadline)
+            return await manager.commit(chosen, deadline=deadline, metadata=metadata)
         try:
             return await manager.commit(
-                chosen, deadline=deadline, retry_rebalance_in_progress=False
+                chosen, deadline=deadline, retry_rebalance_in_progress=False, metadata=metadata
             )
         except _REBALANCED_CLASSIC as exc:
             # Read as fatal otherwise; it is the normal end of a generation.
@@ -1118,6 +1130,7 @@ class Driver:
         self,
         offsets: Mapping[TopicPartition, int] | None,
         callback: work.CommitCallback | None,
+        metadata: Mapping[TopicPartition, str] | None = None,
     ) -> None:
         """Start a commit; its outcome goes to ``callback`` in the application's next poll."""
         chosen = self.current_offsets() if offsets is None else dict(offsets)
@@ -1127,7 +1140,7 @@ class Driver:
             return
         # Counted from here, not from when the task starts: close must wait for it either way.
         self._background_commits += 1
-        self.spawn(self._background_commit, chosen, callback)
+        self.spawn(self._background_commit, chosen, callback, metadata)
 
     async def _finish_background_commits(self) -> None:
         """The member closed: let asynchronous commits in flight end (as Java's close).
@@ -1146,20 +1159,26 @@ class Driver:
                 await done.wait()
 
     async def _background_commit(
-        self, offsets: dict[TopicPartition, int], callback: work.CommitCallback | None
+        self,
+        offsets: dict[TopicPartition, int],
+        callback: work.CommitCallback | None,
+        metadata: Mapping[TopicPartition, str] | None,
     ) -> None:
         try:
-            await self._background_commit_once(offsets, callback)
+            await self._background_commit_once(offsets, callback, metadata)
         finally:
             self._background_commits -= 1
             if not self._background_commits and self._background_commits_done is not None:
                 self._background_commits_done.set()
 
     async def _background_commit_once(
-        self, offsets: dict[TopicPartition, int], callback: work.CommitCallback | None
+        self,
+        offsets: dict[TopicPartition, int],
+        callback: work.CommitCallback | None,
+        metadata: Mapping[TopicPartition, str] | None,
     ) -> None:
         try:
-            done = await self.commit(offsets)
+            done = await self.commit(offsets, metadata=metadata)
         except KgroupError as exc:
             log.warning("group %s: asynchronous commit failed: %s", self.group_id, exc)
             if callback is not None:
@@ -1193,6 +1212,22 @@ class Driver:
         deadline = anyio.current_time() + timeout
         manager = await self._connected(deadline)
         return await manager.fetch(list(partitions), deadline=deadline, as_member=False)
+
+    async def committed_with_metadata(
+        self, partitions: Collection[TopicPartition], *, timeout: float
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """:meth:`committed` with the metadata committed with each offset."""
+        if not partitions:
+            return {}
+        deadline = anyio.current_time() + timeout
+        manager = await self._connected(deadline)
+        offsets = await manager.fetch(list(partitions), deadline=deadline, as_member=False)
+        # Noted by that very fetch (no await since): this answer's metadata.
+        texts = manager.fetched_metadata
+        return {
+            tp: None if offset is None else OffsetAndMetadata(offset, texts.get(tp, ""))
+            for tp, offset in offsets.items()
+        }
 
     # ------------------------------------------------- application's requests
 

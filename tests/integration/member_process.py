@@ -128,12 +128,16 @@ def _trace_commits() -> None:
     original = OffsetManager._commit_once
 
     async def traced(
-        self: OffsetManager, offsets: Mapping[TopicPartition, int], epoch: int, deadline: float
+        self: OffsetManager,
+        offsets: Mapping[TopicPartition, int],
+        epoch: int,
+        deadline: float,
+        metadata: Mapping[TopicPartition, str] | None,
     ) -> dict[TopicPartition, Any]:
         sent = time.monotonic()
         fields: dict[str, Any] = {"sent": sent, "epoch": epoch, "offsets": _offsets(offsets)}
         try:
-            errors = await original(self, offsets, epoch, deadline)
+            errors = await original(self, offsets, epoch, deadline, metadata)
         except BaseException as exc:
             emit("commit_attempt", errors={}, failed=type(exc).__name__, **fields)
             raise

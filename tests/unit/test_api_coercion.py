@@ -12,13 +12,14 @@ import struct
 import confluent_kafka as ck
 import pytest
 
-from kgroup import TopicPartition
+from kgroup import OffsetAndMetadata, TopicPartition
 from kgroup._frontend import (
     as_assignment,
     as_offsets,
     as_partition,
     as_partitions,
     as_seek,
+    commit_args,
     commit_offsets_arg,
     encode_group_metadata,
 )
@@ -88,6 +89,22 @@ def test_offset_metadata_is_refused_rather_than_dropped(given: object) -> None:
     assert as_offsets([ck.TopicPartition("t", 0, 5, metadata="")], "x") == {TP0: 5}
     # offsets_for_times' timestamps are not offsets: metadata is moot there.
     assert as_offsets(given, "offsets_for_times()", offsets=False)[TP0] == 5
+
+
+def test_commit_keeps_offset_metadata_of_either_kind() -> None:
+    given = [ck.TopicPartition("t", 1, 0), ck.TopicPartition("t", 0, 5, metadata="checkpoint-7")]
+    assert commit_args(given, None) == ({TP1: 0, TP0: 5}, {TP0: "checkpoint-7"})
+    mapped = {TP0: OffsetAndMetadata(5, "checkpoint-7"), TP1: 3}
+    assert commit_args(mapped, None) == ({TP0: 5, TP1: 3}, {TP0: "checkpoint-7"})
+    # Empty metadata is no metadata; a message commits none.
+    assert commit_args({TP0: OffsetAndMetadata(5)}, None) == ({TP0: 5}, {})
+    with pytest.raises(TypeError, match="metadata of t-0 must be a str"):
+        commit_args({TP0: OffsetAndMetadata(5, 7)}, None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="offset of t-0 must be an int"):
+        commit_args({TP0: OffsetAndMetadata("5", "x")}, None)  # type: ignore[arg-type]
+    # The offsets-only parser (store_offsets) still refuses it rather than drop it.
+    with pytest.raises(ValueError, match="only commit"):
+        commit_offsets_arg(mapped, None)
 
 
 @pytest.mark.parametrize("bad", [{TP0: "5"}, {TP0: True}, {TP0: 1.5}, "t", 5, [5]])

@@ -559,7 +559,9 @@ def test_offset_fetch_member_fields_from_v9_topic_ids_from_v10() -> None:
     assert topic.topic_id == TOPIC_ID
 
 
-def _fetched(group_code: ErrorCode, partition_code: ErrorCode) -> offset_fetch.Response:
+def _fetched(
+    group_code: ErrorCode, partition_code: ErrorCode, metadata: str | None = None
+) -> offset_fetch.Response:
     module = _responses(ApiKey.OFFSET_FETCH, 10)
     response: offset_fetch.Response = module.OffsetFetchResponse(
         throttle_time=NO_TIME,
@@ -575,7 +577,7 @@ def _fetched(group_code: ErrorCode, partition_code: ErrorCode) -> offset_fetch.R
                                 partition_index=0,
                                 committed_offset=42,
                                 committed_leader_epoch=3,
-                                metadata=None,
+                                metadata=metadata,
                                 error_code=ErrorCode.none,
                             ),
                             module.OffsetFetchResponsePartitions(
@@ -606,6 +608,19 @@ def test_offset_fetch_parse_reads_offsets_and_raises_errors() -> None:
     ) == {A0: 3}
     with pytest.raises(BrokerError, match="STALE_MEMBER_EPOCH"):
         offset_fetch.parse(_fetched(ErrorCode.stale_member_epoch, ErrorCode.none), NAMES)
+
+
+@pytest.mark.parametrize(
+    ("stored", "read"),
+    [(None, ""), ("", ""), ("ckpt-7", "ckpt-7"), ("ckpt-7\x00", "ckpt-7"), ("a\x00b", "a\x00b")],
+)
+def test_offset_fetch_reads_the_metadata_of_committed_offsets(
+    stored: str | None, read: str
+) -> None:
+    # A trailing NUL is confluent-kafka's C terminator (its Python binding commits
+    # "x" as "x\0"); one inside the string is the application's.
+    response = _fetched(ErrorCode.none, ErrorCode.none, stored)
+    assert offset_fetch.committed_metadata(response, NAMES) == {A0: read}
 
 
 @pytest.mark.parametrize(

@@ -48,6 +48,7 @@ def build(
     offsets: Mapping[TopicPartition, int],
     topic_ids: Mapping[str, uuid.UUID],
     leader_epochs: Mapping[TopicPartition, int] | None = None,
+    metadata: Mapping[TopicPartition, str] | None = None,
 ) -> RequestPayload:
     """The commit of ``offsets`` (next offset to read per partition) by ``member_id``.
 
@@ -55,9 +56,11 @@ def build(
     (classic); ``topic_ids`` names every topic of ``offsets`` for v10.
     ``leader_epochs``: the leader epoch of the record before each offset, where
     known (KIP-320: whoever starts from the offset can then detect a log
-    truncation); -1 for the others.
+    truncation); -1 for the others. ``metadata``: the application's string for
+    some offsets; the others go with null metadata (the broker stores "").
     """
     epochs = leader_epochs or {}
+    texts = metadata or {}
     module: Any = versions.request_module(API)
     by_id = versions.version(API) >= 10
     topics = []
@@ -67,7 +70,7 @@ def build(
                 partition_index=p,
                 committed_offset=offsets[TopicPartition(topic, p)],
                 committed_leader_epoch=epochs.get(TopicPartition(topic, p), -1),
-                committed_metadata=None,
+                committed_metadata=texts.get(TopicPartition(topic, p)),
             )
             for p in parts
         )

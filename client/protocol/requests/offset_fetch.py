@@ -21,7 +21,7 @@ from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests._common import Narrow, by_topic, topic_name
 from kgroup.types import TopicPartition
 
-__all__ = ["Response", "build", "committed_leader_epochs", "narrow", "parse"]
+__all__ = ["Response", "build", "committed_leader_epochs", "committed_metadata", "narrow", "parse"]
 
 API = ApiKey.OFFSET_FETCH
 
@@ -91,6 +91,31 @@ def parse(
                 result[TopicPartition(name, int(part.partition_index))] = (
                     offset if offset >= 0 else None
                 )
+    return result
+
+
+def committed_metadata(
+    response: Response, topic_names: Mapping[uuid.UUID, str]
+) -> dict[TopicPartition, str]:
+    """The metadata committed with each partition's offset ("" when none was).
+
+    One trailing NUL is dropped: confluent-kafka's Python binding commits a
+    metadata string with its C terminator (``"abc"`` is stored as ``"abc\\0"``),
+    and the application that committed it meant ``"abc"``. Partitions without a
+    committed offset are left out. Errors are :func:`parse`'s to raise.
+    """
+    result: dict[TopicPartition, str] = {}
+    for group in response.groups:
+        for topic in group.topics:
+            name = topic_name(topic, topic_names)
+            if name is None:
+                continue
+            for part in topic.partitions:
+                if int(part.committed_offset) >= 0:
+                    text = part.metadata or ""
+                    if text.endswith("\x00"):
+                        text = text[:-1]
+                    result[TopicPartition(name, int(part.partition_index))] = text
     return result
 
 

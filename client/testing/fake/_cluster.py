@@ -89,6 +89,8 @@ class Cluster:
         self.offsets: dict[str, dict[TopicPartition, int]] = {}
         # The leader epoch committed with each offset (KIP-320; -1 if none), beside it.
         self.offset_epochs: dict[str, dict[TopicPartition, int]] = {}
+        # The application's metadata committed with each offset ("" if none).
+        self.offset_metadata: dict[str, dict[TopicPartition, str]] = {}
         self.coordinators: dict[str, int] = {}
         # Each partition's leader epochs and the offset each began at, oldest
         # first (the leader's epoch cache); a partition not here is at epoch 0 from 0.
@@ -581,6 +583,7 @@ class Cluster:
             )
             stored = self.offsets.setdefault(request.group_id, {})
             epochs = self.offset_epochs.setdefault(request.group_id, {})
+            texts = self.offset_metadata.setdefault(request.group_id, {})
             for topic in request.topics:
                 found = self._offsets_topic(topic, by_id)
                 partitions = []
@@ -596,6 +599,7 @@ class Cluster:
                     if error is ErrorCode.none and found is not None:
                         stored[TopicPartition(found.name, index)] = int(part.committed_offset)
                         epochs[TopicPartition(found.name, index)] = int(part.committed_leader_epoch)
+                        texts[TopicPartition(found.name, index)] = part.committed_metadata or ""
                     partitions.append(
                         make(
                             m,
@@ -647,6 +651,7 @@ class Cluster:
                     continue
                 stored = self.offsets.get(group_id, {})
                 epochs = self.offset_epochs.get(group_id, {})
+                texts = self.offset_metadata.get(group_id, {})
                 wanted: list[tuple[Any, FakeTopic | None, tuple[int, ...]]] = []
                 if asked.topics is None:
                     for tp in sorted(stored):
@@ -670,7 +675,9 @@ class Cluster:
                             committed_leader_epoch=-1
                             if found is None
                             else epochs.get(TopicPartition(found.name, p), -1),
-                            metadata="",
+                            metadata=""
+                            if found is None
+                            else texts.get(TopicPartition(found.name, p), ""),
                             error_code=ErrorCode.unknown_topic_id
                             if found is None and by_id
                             else ErrorCode.none,

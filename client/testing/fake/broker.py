@@ -264,7 +264,12 @@ class FakeBroker(LoopServed):
         old = self._cluster.topics.delete(name)
         if old is None:
             raise KgroupError(f"the fake cluster has no topic {name!r}")
-        for stored in (*self._cluster.offsets.values(), *self._cluster.offset_epochs.values()):
+        stores: list[dict[TopicPartition, Any]] = [
+            *self._cluster.offsets.values(),
+            *self._cluster.offset_epochs.values(),
+            *self._cluster.offset_metadata.values(),
+        ]
+        for stored in stores:
             for tp in [tp for tp in stored if tp.topic == name]:
                 del stored[tp]
         for p in range(old.partitions):
@@ -442,6 +447,11 @@ class FakeBroker(LoopServed):
         """The offsets committed for ``group_id``."""
         with self._lock:
             return dict(self._cluster.offsets.get(group_id, {}))
+
+    def committed_metadata(self, group_id: str) -> dict[TopicPartition, str]:
+        """The metadata committed with each offset of ``group_id`` ("" if none)."""
+        with self._lock:
+            return dict(self._cluster.offset_metadata.get(group_id, {}))
 
     def committed_leader_epochs(self, group_id: str) -> dict[TopicPartition, int]:
         """The leader epoch committed with each offset of ``group_id`` (-1: none, KIP-320)."""
