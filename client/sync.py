@@ -236,7 +236,8 @@ class Consumer(ConsumerBase):
         ``offsets``: next offset to read per partition (``{tp: offset}``,
         ``{tp: OffsetAndMetadata(offset, metadata)}`` or a list of
         confluent-kafka ``TopicPartition(topic, partition, offset, metadata=...)``:
-        the metadata string is committed with the offset); None commits the positions (every record handed out so far; with
+        the metadata string is committed with the offset); None commits the
+        positions (every record handed out so far; with
         ``enable.auto.offset.store=false`` the stored offsets); ``message``
         (or a message as the first argument, as confluent-kafka) commits just
         past that record. Only partitions this member owns are committed (the
