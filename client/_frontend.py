@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -1087,13 +1088,11 @@ class ConsumerBase:
     ) -> Callable[[], Awaitable[dict[TopicPartition, OffsetAndMetadata | None]]]:
         """``committed_with_metadata(partitions)``: as :meth:`_committed_fetch`."""
         self._core.check_open()
-        wanted = as_partitions(partitions, "committed_with_metadata()")
-        driver = self._driver
-
-        async def fetch() -> dict[TopicPartition, OffsetAndMetadata | None]:
-            return await driver.committed_with_metadata(wanted, timeout=timeout)
-
-        return fetch
+        return functools.partial(
+            self._driver.committed_with_metadata,
+            as_partitions(partitions, "committed_with_metadata()"),
+            timeout=timeout,
+        )
 
     def _watermarks_lookup(
         self,

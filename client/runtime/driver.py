@@ -1217,13 +1217,9 @@ class Driver:
         self, partitions: Collection[TopicPartition], *, timeout: float
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """:meth:`committed` with the metadata committed with each offset."""
-        if not partitions:
-            return {}
-        deadline = anyio.current_time() + timeout
-        manager = await self._connected(deadline)
-        offsets = await manager.fetch(list(partitions), deadline=deadline, as_member=False)
+        offsets = await self.committed(partitions, timeout=timeout)
         # Noted by that very fetch (no await since): this answer's metadata.
-        texts = manager.fetched_metadata
+        texts = {} if self._offsets is None else self._offsets.fetched_metadata
         return {
             tp: None if offset is None else OffsetAndMetadata(offset, texts.get(tp, ""))
             for tp, offset in offsets.items()

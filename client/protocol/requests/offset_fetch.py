@@ -7,7 +7,7 @@ STALE_MEMBER_EPOCH to an outdated epoch); v10 names topics by id.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any, Final, TypeAlias
 
 import kio.schema.offset_fetch.v8.response as v8
@@ -105,17 +105,9 @@ def committed_metadata(
     committed offset are left out. Errors are :func:`parse`'s to raise.
     """
     result: dict[TopicPartition, str] = {}
-    for group in response.groups:
-        for topic in group.topics:
-            name = topic_name(topic, topic_names)
-            if name is None:
-                continue
-            for part in topic.partitions:
-                if int(part.committed_offset) >= 0:
-                    text = part.metadata or ""
-                    if text.endswith("\x00"):
-                        text = text[:-1]
-                    result[TopicPartition(name, int(part.partition_index))] = text
+    for tp, part in _committed(response, topic_names):
+        text = part.metadata or ""
+        result[tp] = text[:-1] if text.endswith("\x00") else text
     return result
 
 
@@ -128,13 +120,22 @@ def committed_leader_epochs(
     are left out. Errors are :func:`parse`'s to raise.
     """
     result: dict[TopicPartition, int] = {}
+    for tp, part in _committed(response, topic_names):
+        epoch = int(part.committed_leader_epoch)
+        if epoch >= 0:
+            result[tp] = epoch
+    return result
+
+
+def _committed(
+    response: Response, topic_names: Mapping[uuid.UUID, str]
+) -> Iterator[tuple[TopicPartition, Any]]:
+    """Each partition of ``response`` with a committed offset, and its answer."""
     for group in response.groups:
         for topic in group.topics:
             name = topic_name(topic, topic_names)
             if name is None:
                 continue
             for part in topic.partitions:
-                epoch = int(part.committed_leader_epoch)
-                if int(part.committed_offset) >= 0 and epoch >= 0:
-                    result[TopicPartition(name, int(part.partition_index))] = epoch
-    return result
+                if int(part.committed_offset) >= 0:
+                    yield TopicPartition(name, int(part.partition_index)), part
