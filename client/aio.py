@@ -26,7 +26,6 @@ from kgroup import _frontend as core
 from kgroup._frontend import (
     MIN_WAIT,
     SERVICE_SLICE,
-    CommitOffsets,
     ConsumerBase,
     Offsets,
     Partitions,
@@ -248,7 +247,7 @@ class AsyncConsumer(ConsumerBase):
 
     async def commit(
         self,
-        offsets: CommitOffsets | Record | None = None,
+        offsets: core.CommitOffsets | Record | None = None,
         *,
         message: Record | None = None,
     ) -> dict[TopicPartition, int]:

@@ -32,7 +32,6 @@ from kgroup import _frontend as core
 from kgroup._frontend import (
     MIN_WAIT,
     SERVICE_SLICE,
-    CommitOffsets,
     ConsumerBase,
     Offsets,
     Partitions,
@@ -225,7 +224,7 @@ class Consumer(ConsumerBase):
 
     def commit(
         self,
-        offsets: CommitOffsets | Record | None = None,
+        offsets: core.CommitOffsets | Record | None = None,
         *,
         message: Record | None = None,
         asynchronous: bool = False,

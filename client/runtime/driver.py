@@ -1165,27 +1165,18 @@ class Driver:
         metadata: Mapping[TopicPartition, str] | None,
     ) -> None:
         try:
-            await self._background_commit_once(offsets, callback, metadata)
-        finally:
-            self._background_commits -= 1
-            if not self._background_commits and self._background_commits_done is not None:
-                self._background_commits_done.set()
-
-    async def _background_commit_once(
-        self,
-        offsets: dict[TopicPartition, int],
-        callback: work.CommitCallback | None,
-        metadata: Mapping[TopicPartition, str] | None,
-    ) -> None:
-        try:
             done = await self.commit(offsets, metadata=metadata)
         except KgroupError as exc:
             log.warning("group %s: asynchronous commit failed: %s", self.group_id, exc)
             if callback is not None:
                 self._queue(work.CommitResultWork(callback, offsets, exc))
-            return
-        if callback is not None:
-            self._queue(work.CommitResultWork(callback, done, None))
+        else:
+            if callback is not None:
+                self._queue(work.CommitResultWork(callback, done, None))
+        finally:
+            self._background_commits -= 1
+            if not self._background_commits and self._background_commits_done is not None:
+                self._background_commits_done.set()
 
     def auto_commit(self) -> None:
         """Interval auto-commit of the current positions (called at a service point)."""
