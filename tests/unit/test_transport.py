@@ -281,6 +281,23 @@ async def answer_metadata(conn: FakeConnection, frame: RequestFrame, fake: FakeB
     await conn.reply(frame, metadata_response(fake.cluster))
 
 
+def metadata_broker(node_id: int = 0) -> FakeBroker:
+    """A scripted broker answering Metadata (listing its cluster), and no other request."""
+
+    async def handler(conn: FakeConnection, frame: RequestFrame) -> None:
+        await answer_metadata(conn, frame, fake)
+
+    fake = FakeBroker(handler, node_id=node_id)
+    return fake
+
+
+def silent_broker(node_id: int = 0) -> FakeBroker:
+    """A scripted broker that accepts connections and answers nothing, ApiVersions included."""
+    fake = FakeBroker(node_id=node_id)
+    fake.muted.update(range(1, 100))
+    return fake
+
+
 # --- connections ----------------------------------------------------------------------
 
 
@@ -510,10 +527,7 @@ async def _dead_address() -> str:
 
 
 async def test_bootstrap_skips_a_dead_server(caplog: pytest.LogCaptureFixture) -> None:
-    async def handler(conn: FakeConnection, frame: RequestFrame) -> None:
-        await answer_metadata(conn, frame, fake)
-
-    fake = FakeBroker(handler, node_id=7)
+    fake = metadata_broker(node_id=7)
     dead = await _dead_address()
     caplog.set_level(logging.WARNING, logger="kgroup.transport")
     async with brokers(fake), KafkaClient(f"{dead},{fake.address}") as client:
@@ -534,13 +548,7 @@ async def test_bootstrap_does_not_wait_for_a_server_that_never_answers(
     # without a backend) held every start for the whole connect timeout, per such
     # server, before the next one was tried.
     monkeypatch.setattr(client_module, "BOOTSTRAP_STAGGER", 0.05)
-
-    async def handler(conn: FakeConnection, frame: RequestFrame) -> None:
-        await answer_metadata(conn, frame, live)
-
-    silent = FakeBroker(node_id=1)
-    silent.muted.update(range(1, 10))
-    live = FakeBroker(handler, node_id=7)
+    silent, live = silent_broker(node_id=1), metadata_broker(node_id=7)
     async with brokers(silent, live):
         # Far below the connect (and request) timeout: waiting for it fails the test.
         with anyio.fail_after(20):
@@ -559,11 +567,7 @@ async def test_bootstrap_tries_the_next_server_only_once_the_first_is_slow(
 ) -> None:
     # Long enough that the first server's answer always comes first.
     monkeypatch.setattr(client_module, "BOOTSTRAP_STAGGER", 60.0)
-
-    async def handler(conn: FakeConnection, frame: RequestFrame) -> None:
-        await answer_metadata(conn, frame, first)
-
-    first, second = FakeBroker(handler, node_id=1), FakeBroker(handler, node_id=2)
+    first, second = metadata_broker(node_id=1), metadata_broker(node_id=2)
     async with brokers(first, second):
         async with KafkaClient(f"{first.address},{second.address}") as c:
             assert set(c.cluster.brokers) == {1, 2}
@@ -575,8 +579,7 @@ async def test_bootstrap_with_a_silent_and_a_dead_server_fails_at_the_connect_ti
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(client_module, "BOOTSTRAP_STAGGER", 0.05)
-    silent = FakeBroker(node_id=1)
-    silent.muted.update(range(1, 10))
+    silent = silent_broker(node_id=1)
     dead = await _dead_address()
     async with brokers(silent):
         with pytest.raises(NoBrokersAvailableError) as info:
@@ -800,10 +803,7 @@ def test_parse_bootstrap_servers() -> None:
 
 
 async def test_errors_in_the_body_propagate_unwrapped() -> None:
-    async def handler(conn: FakeConnection, frame: RequestFrame) -> None:
-        await answer_metadata(conn, frame, fake)
-
-    fake = FakeBroker(handler)
+    fake = metadata_broker()
     async with brokers(fake):
         with pytest.raises(KeyError):
             async with connect("127.0.0.1", fake.port):
