@@ -16,6 +16,7 @@ built on them)::
 Reading only: nothing here joins, commits to or changes a group.
 """
 
+from kgroup.admin import model
 from kgroup.admin.gather import gather_migration_facts
 from kgroup.admin.groups import (
     broker_configs,
@@ -38,16 +39,7 @@ from kgroup.admin.migration import (
     check_migration,
     plan_migration,
 )
-from kgroup.admin.model import (
-    BrokerInfo,
-    GroupDescription,
-    GroupLag,
-    GroupListing,
-    GroupType,
-    MemberDescription,
-    MemberProtocol,
-    PartitionLag,
-)
+from kgroup.admin.model import *  # noqa: F403
 from kgroup.admin.regex import RegexVerdict, evaluate_regex
 from kgroup.protocol.requests.broker_features import BrokerFeatures
 from kgroup.protocol.requests.describe_configs import (
@@ -60,24 +52,16 @@ from kgroup.protocol.requests.list_offsets import IsolationLevel
 
 __all__ = [
     "BrokerFeatures",
-    "BrokerInfo",
     "ConfigEntry",
     "ConfigResource",
     "ConfigResourceType",
     "ConfigSource",
     "Finding",
-    "GroupDescription",
-    "GroupLag",
-    "GroupListing",
-    "GroupType",
     "IsolationLevel",
-    "MemberDescription",
-    "MemberProtocol",
     "MemberStep",
     "MigrationFacts",
     "MigrationPlan",
     "MigrationReport",
-    "PartitionLag",
     "RegexVerdict",
     "Severity",
     "broker_configs",
@@ -94,3 +78,4 @@ __all__ = [
     "list_groups",
     "plan_migration",
 ]
+__all__ += model.__all__

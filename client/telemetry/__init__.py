@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from kgroup.telemetry import events
 from kgroup.telemetry.codec import HEADER_FIELDS, decode, encode, from_dict, to_dict
 from kgroup.telemetry.config import (
     TELEMETRY_PREFIX,
@@ -26,34 +27,7 @@ from kgroup.telemetry.config import (
 )
 from kgroup.telemetry.emitter import TelemetryEmitter
 from kgroup.telemetry.errors import TelemetryDecodeError, TelemetryError
-from kgroup.telemetry.events import (
-    BODY_TYPES,
-    SCHEMA_VERSION,
-    CallbackCompleted,
-    CallbackKind,
-    CommitCompleted,
-    CommittedOffset,
-    EpochChanged,
-    EventBody,
-    EventHeader,
-    EventKind,
-    Fenced,
-    FetchStarted,
-    FetchStopped,
-    HeartbeatFailed,
-    LeaveReason,
-    MemberJoined,
-    MemberLeft,
-    PartitionsAssigned,
-    PartitionsLost,
-    PartitionsRevoked,
-    RebalanceEnded,
-    RebalanceStarted,
-    StateChanged,
-    StopReason,
-    TelemetryEvent,
-    TelemetryProtocol,
-)
+from kgroup.telemetry.events import *  # noqa: F403
 from kgroup.telemetry.metrics import ConsumerMetrics, LatencyHistogram
 from kgroup.telemetry.sinks import (
     DEFAULT_QUEUE_SIZE,
@@ -77,47 +51,21 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "BODY_TYPES",
     "DEFAULT_QUEUE_SIZE",
     "HEADER_FIELDS",
-    "SCHEMA_VERSION",
     "TELEMETRY_PREFIX",
-    "CallbackCompleted",
-    "CallbackKind",
     "CallbackSink",
-    "CommitCompleted",
-    "CommittedOffset",
     "ConsumerMetrics",
-    "EpochChanged",
-    "EventBody",
-    "EventHeader",
-    "EventKind",
-    "Fenced",
-    "FetchStarted",
-    "FetchStopped",
-    "HeartbeatFailed",
     "JsonLinesSink",
     "KafkaTopicSink",
     "LatencyHistogram",
-    "LeaveReason",
-    "MemberJoined",
-    "MemberLeft",
-    "PartitionsAssigned",
-    "PartitionsLost",
-    "PartitionsRevoked",
     "QueuedSink",
-    "RebalanceEnded",
-    "RebalanceStarted",
     "SinkStats",
     "SinkType",
-    "StateChanged",
-    "StopReason",
     "TelemetryConfig",
     "TelemetryDecodeError",
     "TelemetryEmitter",
     "TelemetryError",
-    "TelemetryEvent",
-    "TelemetryProtocol",
     "TelemetrySink",
     "decode",
     "encode",
@@ -126,3 +74,4 @@ __all__ = [
     "parse_telemetry_config",
     "to_dict",
 ]
+__all__ += events.__all__
