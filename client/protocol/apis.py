@@ -9,6 +9,7 @@ with a broker's.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType, ModuleType
@@ -127,6 +128,9 @@ def _load(kind: str, api_key: int, version: int, load: Callable[[], _T]) -> _T:
         raise KeyError(f"kio has no {kind} for API key {api_key} v{version}") from exc
 
 
+# kio finds a class by importing its module and walking its names; every request
+# and response asks again (three lookups a heartbeat), so the answers are kept.
+@functools.cache
 def request_class(api_key: int, version: int) -> type[RequestPayload]:
     """kio's request class of ``api_key`` at ``version``.
 
@@ -136,6 +140,7 @@ def request_class(api_key: int, version: int) -> type[RequestPayload]:
     return _load("request", api_key, version, lambda: load_request_schema(api_key, version))
 
 
+@functools.cache
 def response_class(api_key: int, version: int) -> type[ResponsePayload]:
     """kio's response class of ``api_key`` at ``version``.
 
@@ -163,6 +168,7 @@ def response_module(api_key: int, version: int) -> ModuleType:
     return _payload_module(EntityType.response, api_key, version)
 
 
+@functools.cache
 def _payload_module(
     kind: Literal[EntityType.request, EntityType.response], api_key: int, version: int
 ) -> ModuleType:

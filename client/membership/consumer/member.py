@@ -210,6 +210,14 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         self._target_version = 0
         self._acked_target_version = -1
         self._owned: frozenset[TopicIdPartition] = frozenset()  # installed assignment
+        # ``assignment`` for the ``_owned`` object it was named from: the runtime
+        # reads it several times a step, and naming a large assignment again each
+        # time was most of an idle member's heartbeat cost. A topic id's name never
+        # changes, so the owned set alone decides the answer.
+        self._named_owned: tuple[frozenset[TopicIdPartition], frozenset[TopicPartition]] = (
+            frozenset(),
+            frozenset(),
+        )
         self._current: frozenset[TopicIdPartition] | None = None  # last reconciled
         self._ack_version = 0
         self._fetching: frozenset[TopicIdPartition] = frozenset()
@@ -271,7 +279,12 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
     @property
     def assignment(self) -> frozenset[TopicPartition]:
         """The installed assignment, by topic name."""
-        return reconcile.names_of(self._owned, self._assigned_names)
+        owned = self._owned
+        named_from, named = self._named_owned
+        if named_from is not owned:
+            named = reconcile.names_of(owned, self._assigned_names)
+            self._named_owned = (owned, named)
+        return named
 
     @property
     def target(self) -> frozenset[TopicIdPartition] | None:
