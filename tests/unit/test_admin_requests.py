@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
+from request_helpers import assert_narrows_exactly_the_negotiated_versions
 from request_helpers import highest as _highest
 from request_helpers import lowest as _lowest
 from request_helpers import wire as _wire
@@ -420,9 +421,4 @@ def test_group_offsets_asks_for_every_topic_as_a_non_member(versions: Any) -> No
     ],
 )
 def test_each_new_module_accepts_exactly_the_versions_kgroup_negotiates(module: Any) -> None:
-    classes = module.narrow.classes
-    (api,) = {int(c.__api_key__) for c in classes}
-    supported = SUPPORTED_VERSIONS[ApiKey(api)]
-    assert sorted(int(c.__version__) for c in classes) == list(
-        range(supported.min, supported.max + 1)
-    )
+    assert_narrows_exactly_the_negotiated_versions(module)

@@ -10,7 +10,8 @@ Every module has the same shape:
   :class:`~kgroup.membership.SendLeaveGroup` actions themselves) or from plain
   typed arguments;
 - ``Response``: the union of kio's response classes over the versions kgroup
-  negotiates, and ``narrow(payload) -> Response`` (a
+  negotiates, defined under ``TYPE_CHECKING`` (only the version a broker answers
+  with is imported at run time), and ``narrow(payload) -> Response`` (a
   :class:`~kgroup.protocol.requests._common.Narrow`), which checks that what the
   transport returned is one of them (:class:`~kgroup.errors.KafkaProtocolError`
   otherwise);

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import typing
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, cast
@@ -10,7 +9,7 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar, cast
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from kgroup.errors import KafkaProtocolError
-from kgroup.protocol.apis import ApiKey
+from kgroup.protocol.apis import SUPPORTED_VERSIONS, ApiKey, response_class
 from kgroup.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -52,17 +51,23 @@ class Narrow(Generic[_R]):
     """Checks that a response the transport returned is one of an API's response classes.
 
     The transport types every response as kio's ``ResponsePayload``; each request
-    module has ``narrow = Narrow[Response](API, Response)``, where ``Response`` is
+    module has ``narrow: Narrow[Response] = Narrow(API)``, where ``Response`` is
     the union of the response classes of the versions kgroup negotiates, so that
-    ``parse(narrow(payload))`` reads typed fields.
+    ``parse(narrow(payload))`` reads typed fields. ``Response`` exists for the
+    type checker only: importing every version's classes cost a consumer about
+    2 MiB of kio modules it never used (one version per API is negotiated), so
+    the check looks up the class of the response's own version instead.
     """
 
-    def __init__(self, api: ApiKey, response_type: object) -> None:
+    def __init__(self, api: ApiKey) -> None:
         self._api = api
-        # The classes of the union, checked with isinstance (works on a union too,
-        # but a tuple names them in messages and tests).
-        self.classes: tuple[type, ...] = typing.get_args(response_type) or (
-            cast(type, response_type),
+        self._versions = SUPPORTED_VERSIONS[api]
+
+    @property
+    def classes(self) -> tuple[type[ResponsePayload], ...]:
+        """The response classes of every version kgroup negotiates (imports them all)."""
+        return tuple(
+            response_class(self._api, v) for v in range(self._versions.min, self._versions.max + 1)
         )
 
     def __call__(self, payload: ResponsePayload) -> _R:
@@ -72,7 +77,12 @@ class Narrow(Generic[_R]):
             KafkaProtocolError: it is another API's response, or a version kgroup
                 does not negotiate.
         """
-        if isinstance(payload, self.classes):
+        version = payload.__version__
+        if (
+            int(payload.__api_key__) == self._api
+            and self._versions.min <= version <= self._versions.max
+            and isinstance(payload, response_class(self._api, version))
+        ):
             return cast(_R, payload)
         raise unexpected(payload, self._api)
 

@@ -9,13 +9,8 @@ UNSUPPORTED_VERSION; :func:`retry_version` says what to try next.
 from __future__ import annotations
 
 import re
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import kio.schema.api_versions.v0.response as v0
-import kio.schema.api_versions.v1.response as v1
-import kio.schema.api_versions.v2.response as v2
-import kio.schema.api_versions.v3.response as v3
-import kio.schema.api_versions.v4.response as v4
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload
 
@@ -23,16 +18,23 @@ from kgroup.protocol import apis
 from kgroup.protocol.apis import SUPPORTED_VERSIONS, ApiKey, VersionRange
 from kgroup.protocol.requests._common import Narrow
 
-__all__ = ["Response", "build", "narrow", "parse", "retry_version"]
+__all__ = ["build", "narrow", "parse", "retry_version"]
 
-Response: TypeAlias = (
-    v0.ApiVersionsResponse
-    | v1.ApiVersionsResponse
-    | v2.ApiVersionsResponse
-    | v3.ApiVersionsResponse
-    | v4.ApiVersionsResponse
-)
-narrow: Final = Narrow[Response](ApiKey.API_VERSIONS, Response)
+if TYPE_CHECKING:
+    import kio.schema.api_versions.v0.response as v0
+    import kio.schema.api_versions.v1.response as v1
+    import kio.schema.api_versions.v2.response as v2
+    import kio.schema.api_versions.v3.response as v3
+    import kio.schema.api_versions.v4.response as v4
+
+    Response: TypeAlias = (
+        v0.ApiVersionsResponse
+        | v1.ApiVersionsResponse
+        | v2.ApiVersionsResponse
+        | v3.ApiVersionsResponse
+        | v4.ApiVersionsResponse
+    )
+narrow: Final[Narrow[Response]] = Narrow(ApiKey.API_VERSIONS)
 """``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 # What brokers accept as ClientSoftwareName / ClientSoftwareVersion (KIP-511).

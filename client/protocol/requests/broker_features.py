@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import kio.schema.api_versions.v3.response as v3
 import kio.schema.api_versions.v4.response as v4
@@ -23,9 +23,11 @@ from kgroup.protocol.cluster import frozen_map
 from kgroup.protocol.errors import raise_for_error
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests import api_versions
-from kgroup.protocol.requests.api_versions import Response
 
-__all__ = ["BrokerFeatures", "Response", "build", "narrow", "parse"]
+if TYPE_CHECKING:
+    from kgroup.protocol.requests.api_versions import Response
+
+__all__ = ["BrokerFeatures", "build", "narrow", "parse"]
 
 narrow: Final = api_versions.narrow
 """``payload`` as an ApiVersions response."""

@@ -5,22 +5,24 @@ UNSUPPORTED_VERSION per group; the request has no side effect)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final, TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias
 
-import kio.schema.consumer_group_describe.v0.response as v0
-import kio.schema.consumer_group_describe.v1.response as v1
 from kio.static.protocol import RequestPayload
 
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests._common import Narrow
 
-__all__ = ["Response", "build", "narrow", "parse"]
+__all__ = ["build", "narrow", "parse"]
 
 API = ApiKey.CONSUMER_GROUP_DESCRIBE
 
-Response: TypeAlias = v0.ConsumerGroupDescribeResponse | v1.ConsumerGroupDescribeResponse
-narrow: Final = Narrow[Response](API, Response)
+if TYPE_CHECKING:
+    import kio.schema.consumer_group_describe.v0.response as v0
+    import kio.schema.consumer_group_describe.v1.response as v1
+
+    Response: TypeAlias = v0.ConsumerGroupDescribeResponse | v1.ConsumerGroupDescribeResponse
+narrow: Final[Narrow[Response]] = Narrow(API)
 """``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 

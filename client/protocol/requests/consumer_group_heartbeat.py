@@ -8,10 +8,8 @@ into the request; :func:`parse` turns the response into the member's
 from __future__ import annotations
 
 import datetime
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import kio.schema.consumer_group_heartbeat.v0.response as v0
-import kio.schema.consumer_group_heartbeat.v1.response as v1
 from kio.static.protocol import RequestPayload
 
 from kgroup.membership import HeartbeatRequest, HeartbeatResponse
@@ -19,12 +17,16 @@ from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests._common import Narrow
 
-__all__ = ["Response", "build", "narrow", "parse"]
+__all__ = ["build", "narrow", "parse"]
 
 API = ApiKey.CONSUMER_GROUP_HEARTBEAT
 
-Response: TypeAlias = v0.ConsumerGroupHeartbeatResponse | v1.ConsumerGroupHeartbeatResponse
-narrow: Final = Narrow[Response](API, Response)
+if TYPE_CHECKING:
+    import kio.schema.consumer_group_heartbeat.v0.response as v0
+    import kio.schema.consumer_group_heartbeat.v1.response as v1
+
+    Response: TypeAlias = v0.ConsumerGroupHeartbeatResponse | v1.ConsumerGroupHeartbeatResponse
+narrow: Final[Narrow[Response]] = Narrow(API)
 """``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 

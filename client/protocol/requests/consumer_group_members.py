@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import kio.schema.consumer_group_describe.v0.response as v0
 import kio.schema.consumer_group_describe.v1.response as v1
@@ -20,14 +20,15 @@ from kio.static.protocol import RequestPayload
 
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests import consumer_group_describe
-from kgroup.protocol.requests.consumer_group_describe import Response
 from kgroup.types import TopicPartition
+
+if TYPE_CHECKING:
+    from kgroup.protocol.requests.consumer_group_describe import Response
 
 __all__ = [
     "DescribedConsumerGroup",
     "DescribedConsumerMember",
     "MemberType",
-    "Response",
     "build",
     "narrow",
     "parse",

@@ -11,12 +11,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import kio.schema.describe_configs.v1.response as v1
-import kio.schema.describe_configs.v2.response as v2
-import kio.schema.describe_configs.v3.response as v3
-import kio.schema.describe_configs.v4.response as v4
 from kio.static.primitive import i8
 from kio.static.protocol import RequestPayload
 
@@ -39,13 +35,19 @@ __all__ = [
 
 API = ApiKey.DESCRIBE_CONFIGS
 
-Response: TypeAlias = (
-    v1.DescribeConfigsResponse
-    | v2.DescribeConfigsResponse
-    | v3.DescribeConfigsResponse
-    | v4.DescribeConfigsResponse
-)
-narrow: Final = Narrow[Response](API, Response)
+if TYPE_CHECKING:
+    import kio.schema.describe_configs.v1.response as v1
+    import kio.schema.describe_configs.v2.response as v2
+    import kio.schema.describe_configs.v3.response as v3
+    import kio.schema.describe_configs.v4.response as v4
+
+    Response: TypeAlias = (
+        v1.DescribeConfigsResponse
+        | v2.DescribeConfigsResponse
+        | v3.DescribeConfigsResponse
+        | v4.DescribeConfigsResponse
+    )
+narrow: Final[Narrow[Response]] = Narrow(API)
 """``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 

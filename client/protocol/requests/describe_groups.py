@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final, TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 import kio.schema.describe_groups.v4.response as v4
 import kio.schema.describe_groups.v5.response as v5
@@ -45,10 +45,11 @@ API = ApiKey.DESCRIBE_GROUPS
 CONSUMER_PROTOCOL_TYPE: Final = "consumer"
 """The protocol type of consumer groups; only their member payloads are decoded."""
 
-Response: TypeAlias = (
-    v4.DescribeGroupsResponse | v5.DescribeGroupsResponse | v6.DescribeGroupsResponse
-)
-narrow: Final = Narrow[Response](API, Response)
+if TYPE_CHECKING:
+    Response: TypeAlias = (
+        v4.DescribeGroupsResponse | v5.DescribeGroupsResponse | v6.DescribeGroupsResponse
+    )
+narrow: Final[Narrow[Response]] = Narrow(API)
 """``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 

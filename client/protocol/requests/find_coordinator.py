@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Final, TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias
 
-import kio.schema.find_coordinator.v4.response as v4
-import kio.schema.find_coordinator.v5.response as v5
-import kio.schema.find_coordinator.v6.response as v6
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 from kio.static.protocol import RequestPayload
@@ -24,10 +21,15 @@ API = ApiKey.FIND_COORDINATOR
 GROUP_KEY_TYPE: Final = i8(0)
 """FindCoordinator's key type of a consumer group (1 is a transaction)."""
 
-Response: TypeAlias = (
-    v4.FindCoordinatorResponse | v5.FindCoordinatorResponse | v6.FindCoordinatorResponse
-)
-narrow: Final = Narrow[Response](API, Response)
+if TYPE_CHECKING:
+    import kio.schema.find_coordinator.v4.response as v4
+    import kio.schema.find_coordinator.v5.response as v5
+    import kio.schema.find_coordinator.v6.response as v6
+
+    Response: TypeAlias = (
+        v4.FindCoordinatorResponse | v5.FindCoordinatorResponse | v6.FindCoordinatorResponse
+    )
+narrow: Final[Narrow[Response]] = Narrow(API)
 """``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 

@@ -8,20 +8,24 @@ OffsetFetch returns when the topic list is null. The answer is read by
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from kio.static.protocol import RequestPayload
 
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests import offset_fetch
-from kgroup.protocol.requests.offset_fetch import Response
 
-__all__ = ["Response", "build", "narrow", "parse"]
+if TYPE_CHECKING:
+    # The same responses as OffsetFetch's (this module is its admin reading).
+    from kgroup.protocol.requests._common import Narrow
+    from kgroup.protocol.requests.offset_fetch import Response
+
+__all__ = ["build", "narrow", "parse"]
 
 API = ApiKey.OFFSET_FETCH
 
-narrow: Final = offset_fetch.narrow
+narrow: Final[Narrow[Response]] = offset_fetch.narrow
 """``payload`` as an OffsetFetch response."""
 
 parse: Final = offset_fetch.parse

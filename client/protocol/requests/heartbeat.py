@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Final, TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias
 
-import kio.schema.heartbeat.v3.response as v3
-import kio.schema.heartbeat.v4.response as v4
 from kio.static.protocol import RequestPayload
 
 from kgroup.membership import SendClassicHeartbeat
@@ -13,12 +11,16 @@ from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests._common import Narrow
 
-__all__ = ["Response", "build", "narrow", "parse"]
+__all__ = ["build", "narrow", "parse"]
 
 API = ApiKey.HEARTBEAT
 
-Response: TypeAlias = v3.HeartbeatResponse | v4.HeartbeatResponse
-narrow: Final = Narrow[Response](API, Response)
+if TYPE_CHECKING:
+    import kio.schema.heartbeat.v3.response as v3
+    import kio.schema.heartbeat.v4.response as v4
+
+    Response: TypeAlias = v3.HeartbeatResponse | v4.HeartbeatResponse
+narrow: Final[Narrow[Response]] = Narrow(API)
 """``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 

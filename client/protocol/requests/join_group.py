@@ -8,13 +8,8 @@ member's subscription, decoded here.
 from __future__ import annotations
 
 import datetime
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import kio.schema.join_group.v5.response as v5
-import kio.schema.join_group.v6.response as v6
-import kio.schema.join_group.v7.response as v7
-import kio.schema.join_group.v8.response as v8
-import kio.schema.join_group.v9.response as v9
 from kio.static.protocol import RequestPayload
 
 from kgroup.membership import GroupMember, JoinGroupRequest, JoinGroupResponse
@@ -28,18 +23,25 @@ from kgroup.protocol.classic_payload import (
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests._common import Narrow
 
-__all__ = ["Response", "build", "narrow", "parse"]
+__all__ = ["build", "narrow", "parse"]
 
 API = ApiKey.JOIN_GROUP
 
-Response: TypeAlias = (
-    v5.JoinGroupResponse
-    | v6.JoinGroupResponse
-    | v7.JoinGroupResponse
-    | v8.JoinGroupResponse
-    | v9.JoinGroupResponse
-)
-narrow: Final = Narrow[Response](API, Response)
+if TYPE_CHECKING:
+    import kio.schema.join_group.v5.response as v5
+    import kio.schema.join_group.v6.response as v6
+    import kio.schema.join_group.v7.response as v7
+    import kio.schema.join_group.v8.response as v8
+    import kio.schema.join_group.v9.response as v9
+
+    Response: TypeAlias = (
+        v5.JoinGroupResponse
+        | v6.JoinGroupResponse
+        | v7.JoinGroupResponse
+        | v8.JoinGroupResponse
+        | v9.JoinGroupResponse
+    )
+narrow: Final[Narrow[Response]] = Narrow(API)
 """``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import kio.schema.leave_group.v3.response as v3
-import kio.schema.leave_group.v4.response as v4
-import kio.schema.leave_group.v5.response as v5
 from kio.static.protocol import RequestPayload
 
 from kgroup.membership import SendLeaveGroup
@@ -14,12 +11,17 @@ from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests._common import Narrow
 
-__all__ = ["Response", "build", "narrow", "parse"]
+__all__ = ["build", "narrow", "parse"]
 
 API = ApiKey.LEAVE_GROUP
 
-Response: TypeAlias = v3.LeaveGroupResponse | v4.LeaveGroupResponse | v5.LeaveGroupResponse
-narrow: Final = Narrow[Response](API, Response)
+if TYPE_CHECKING:
+    import kio.schema.leave_group.v3.response as v3
+    import kio.schema.leave_group.v4.response as v4
+    import kio.schema.leave_group.v5.response as v5
+
+    Response: TypeAlias = v3.LeaveGroupResponse | v4.LeaveGroupResponse | v5.LeaveGroupResponse
+narrow: Final[Narrow[Response]] = Narrow(API)
 """``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import kio.schema.list_groups.v4.response as v4
 import kio.schema.list_groups.v5.response as v5
 from kio.static.protocol import RequestPayload
 
@@ -24,8 +23,11 @@ __all__ = ["ListedGroup", "Response", "build", "narrow", "parse"]
 
 API = ApiKey.LIST_GROUPS
 
-Response: TypeAlias = v4.ListGroupsResponse | v5.ListGroupsResponse
-narrow: Final = Narrow[Response](API, Response)
+if TYPE_CHECKING:
+    import kio.schema.list_groups.v4.response as v4
+
+    Response: TypeAlias = v4.ListGroupsResponse | v5.ListGroupsResponse
+narrow: Final[Narrow[Response]] = Narrow(API)
 """``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 

@@ -12,14 +12,8 @@ import datetime
 import enum
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import kio.schema.list_offsets.v6.response as v6
-import kio.schema.list_offsets.v7.response as v7
-import kio.schema.list_offsets.v8.response as v8
-import kio.schema.list_offsets.v9.response as v9
-import kio.schema.list_offsets.v10.response as v10
-import kio.schema.list_offsets.v11.response as v11
 from kio.static.primitive import i8, i32, i64
 from kio.static.protocol import RequestPayload
 
@@ -49,15 +43,23 @@ EARLIEST: Final = -2
 # A consumer's requests carry replica id -1 (only followers send their own id).
 _CONSUMER_REPLICA: Final = -1
 
-Response: TypeAlias = (
-    v6.ListOffsetsResponse
-    | v7.ListOffsetsResponse
-    | v8.ListOffsetsResponse
-    | v9.ListOffsetsResponse
-    | v10.ListOffsetsResponse
-    | v11.ListOffsetsResponse
-)
-narrow: Final = Narrow[Response](API, Response)
+if TYPE_CHECKING:
+    import kio.schema.list_offsets.v6.response as v6
+    import kio.schema.list_offsets.v7.response as v7
+    import kio.schema.list_offsets.v8.response as v8
+    import kio.schema.list_offsets.v9.response as v9
+    import kio.schema.list_offsets.v10.response as v10
+    import kio.schema.list_offsets.v11.response as v11
+
+    Response: TypeAlias = (
+        v6.ListOffsetsResponse
+        | v7.ListOffsetsResponse
+        | v8.ListOffsetsResponse
+        | v9.ListOffsetsResponse
+        | v10.ListOffsetsResponse
+        | v11.ListOffsetsResponse
+    )
+narrow: Final[Narrow[Response]] = Narrow(API)
 """``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 

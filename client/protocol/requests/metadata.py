@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import kio.schema.metadata.v10.response as v10
-import kio.schema.metadata.v11.response as v11
-import kio.schema.metadata.v12.response as v12
-import kio.schema.metadata.v13.response as v13
 from kio.schema.errors import ErrorCode
 from kio.static.constants import uuid_zero
 from kio.static.protocol import RequestPayload
@@ -25,14 +21,20 @@ from kgroup.protocol.errors import raise_for_error
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests._common import Narrow
 
-__all__ = ["Response", "build", "narrow", "parse"]
+__all__ = ["build", "narrow", "parse"]
 
 API = ApiKey.METADATA
 
-Response: TypeAlias = (
-    v10.MetadataResponse | v11.MetadataResponse | v12.MetadataResponse | v13.MetadataResponse
-)
-narrow: Final = Narrow[Response](API, Response)
+if TYPE_CHECKING:
+    import kio.schema.metadata.v10.response as v10
+    import kio.schema.metadata.v11.response as v11
+    import kio.schema.metadata.v12.response as v12
+    import kio.schema.metadata.v13.response as v13
+
+    Response: TypeAlias = (
+        v10.MetadataResponse | v11.MetadataResponse | v12.MetadataResponse | v13.MetadataResponse
+    )
+narrow: Final[Narrow[Response]] = Narrow(API)
 """``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 

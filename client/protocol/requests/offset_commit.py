@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import kio.schema.offset_commit.v7.response as v7
-import kio.schema.offset_commit.v8.response as v8
-import kio.schema.offset_commit.v9.response as v9
-import kio.schema.offset_commit.v10.response as v10
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload
 
@@ -24,17 +20,23 @@ from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests._common import Narrow, by_topic, topic_name
 from kgroup.types import TopicPartition
 
-__all__ = ["Response", "build", "narrow", "parse"]
+__all__ = ["build", "narrow", "parse"]
 
 API = ApiKey.OFFSET_COMMIT
 
-Response: TypeAlias = (
-    v7.OffsetCommitResponse
-    | v8.OffsetCommitResponse
-    | v9.OffsetCommitResponse
-    | v10.OffsetCommitResponse
-)
-narrow: Final = Narrow[Response](API, Response)
+if TYPE_CHECKING:
+    import kio.schema.offset_commit.v7.response as v7
+    import kio.schema.offset_commit.v8.response as v8
+    import kio.schema.offset_commit.v9.response as v9
+    import kio.schema.offset_commit.v10.response as v10
+
+    Response: TypeAlias = (
+        v7.OffsetCommitResponse
+        | v8.OffsetCommitResponse
+        | v9.OffsetCommitResponse
+        | v10.OffsetCommitResponse
+    )
+narrow: Final[Narrow[Response]] = Narrow(API)
 """``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Iterator, Mapping
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import kio.schema.offset_fetch.v8.response as v8
-import kio.schema.offset_fetch.v9.response as v9
-import kio.schema.offset_fetch.v10.response as v10
 from kio.static.protocol import RequestPayload
 
 from kgroup.protocol.apis import ApiKey
@@ -21,12 +18,17 @@ from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests._common import Narrow, by_topic, topic_name
 from kgroup.types import TopicPartition
 
-__all__ = ["Response", "build", "committed_leader_epochs", "committed_metadata", "narrow", "parse"]
+__all__ = ["build", "committed_leader_epochs", "committed_metadata", "narrow", "parse"]
 
 API = ApiKey.OFFSET_FETCH
 
-Response: TypeAlias = v8.OffsetFetchResponse | v9.OffsetFetchResponse | v10.OffsetFetchResponse
-narrow: Final = Narrow[Response](API, Response)
+if TYPE_CHECKING:
+    import kio.schema.offset_fetch.v8.response as v8
+    import kio.schema.offset_fetch.v9.response as v9
+    import kio.schema.offset_fetch.v10.response as v10
+
+    Response: TypeAlias = v8.OffsetFetchResponse | v9.OffsetFetchResponse | v10.OffsetFetchResponse
+narrow: Final[Narrow[Response]] = Narrow(API)
 """``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import kio.schema.offset_for_leader_epoch.v3.response as v3
-import kio.schema.offset_for_leader_epoch.v4.response as v4
 from kio.static.primitive import i32
 from kio.static.protocol import RequestPayload
 
@@ -30,8 +28,12 @@ API = ApiKey.OFFSET_FOR_LEADER_EPOCH
 # A consumer's requests carry replica id -1 (only followers send their own id).
 _CONSUMER_REPLICA: Final = -1
 
-Response: TypeAlias = v3.OffsetForLeaderEpochResponse | v4.OffsetForLeaderEpochResponse
-narrow: Final = Narrow[Response](API, Response)
+if TYPE_CHECKING:
+    import kio.schema.offset_for_leader_epoch.v3.response as v3
+    import kio.schema.offset_for_leader_epoch.v4.response as v4
+
+    Response: TypeAlias = v3.OffsetForLeaderEpochResponse | v4.OffsetForLeaderEpochResponse
+narrow: Final[Narrow[Response]] = Narrow(API)
 """``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 

@@ -5,11 +5,8 @@ Assignments travel encoded with :mod:`kgroup.protocol.classic_payload`.
 
 from __future__ import annotations
 
-from typing import Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
-import kio.schema.sync_group.v3.response as v3
-import kio.schema.sync_group.v4.response as v4
-import kio.schema.sync_group.v5.response as v5
 from kio.static.protocol import RequestPayload
 
 from kgroup.membership import ClassicAssignment, SyncGroupRequest, SyncGroupResponse
@@ -18,12 +15,17 @@ from kgroup.protocol.classic_payload import decode_assignment, encode_assignment
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests._common import Narrow
 
-__all__ = ["Response", "build", "narrow", "parse"]
+__all__ = ["build", "narrow", "parse"]
 
 API = ApiKey.SYNC_GROUP
 
-Response: TypeAlias = v3.SyncGroupResponse | v4.SyncGroupResponse | v5.SyncGroupResponse
-narrow: Final = Narrow[Response](API, Response)
+if TYPE_CHECKING:
+    import kio.schema.sync_group.v3.response as v3
+    import kio.schema.sync_group.v4.response as v4
+    import kio.schema.sync_group.v5.response as v5
+
+    Response: TypeAlias = v3.SyncGroupResponse | v4.SyncGroupResponse | v5.SyncGroupResponse
+narrow: Final[Narrow[Response]] = Narrow(API)
 """``payload`` as a response of this API (:class:`~kgroup.protocol.requests._common.Narrow`)."""
 
 
