@@ -21,6 +21,8 @@ the driver, with its own cluster client, in two places:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypeAlias
+
 import anyio
 from kio.schema.errors import ErrorCode
 
@@ -30,12 +32,10 @@ from kgroup.membership import ReportFatalError
 from kgroup.protocol import ApiKey
 from kgroup.protocol.requests import consumer_group_describe
 from kgroup.runtime._log import log
-from kgroup.runtime.classic_session import ClassicSession, classic_assignors
 from kgroup.runtime.consumer_session import ConsumerSession
 from kgroup.runtime.interfaces import Host, TransportInterface
 
 __all__ = [
-    "Session",
     "check_protocol_config",
     "explain_refused_upgrade",
     "falls_back",
@@ -45,8 +45,14 @@ __all__ = [
     "session_class",
 ]
 
-Session = ConsumerSession | ClassicSession
-"""The session of either protocol, as the driver holds it."""
+if TYPE_CHECKING:
+    # The classic session (with its member, the classic APIs, the assignors and the
+    # leader's duties: about a megabyte of modules) is imported when a consumer
+    # needs it, not by every consumer-protocol member.
+    from kgroup.runtime.classic_session import ClassicSession
+
+    Session: TypeAlias = ConsumerSession | ClassicSession
+    """The session of either protocol, as the driver holds it."""
 
 
 def check_protocol_config(config: ConsumerConfig) -> None:
@@ -59,12 +65,16 @@ def check_protocol_config(config: ConsumerConfig) -> None:
         ConfigError: naming the key.
     """
     if config.group_protocol is not GroupProtocol.CONSUMER:
+        from kgroup.runtime.classic_session import classic_assignors  # noqa: PLC0415
+
         classic_assignors(config)
 
 
 def session_class(protocol: GroupProtocol) -> type[ConsumerSession] | type[ClassicSession]:
     """The session class of a resolved protocol (CONSUMER or CLASSIC)."""
     if protocol is GroupProtocol.CLASSIC:
+        from kgroup.runtime.classic_session import ClassicSession  # noqa: PLC0415
+
         return ClassicSession
     if protocol is GroupProtocol.CONSUMER:
         return ConsumerSession

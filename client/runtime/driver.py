@@ -51,6 +51,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
@@ -96,7 +97,6 @@ from kgroup.offsets import EpochBook, MemberView, OffsetManager, check_truncatio
 from kgroup.protocol import broker_error
 from kgroup.runtime import choice, work
 from kgroup.runtime._log import log
-from kgroup.runtime.choice import Session
 from kgroup.runtime.consumer_session import ConsumerSession
 from kgroup.runtime.fetch_state import (
     Assign,
@@ -123,6 +123,9 @@ from kgroup.telemetry.recorder import ConsumerTelemetry
 from kgroup.transport import KafkaClient
 from kgroup.transport.security import explain_denial
 from kgroup.types import Backoff, OffsetAndMetadata, TopicPartition, Truncation
+
+if TYPE_CHECKING:
+    from kgroup.runtime.choice import Session
 
 __all__ = [
     "MISSING_TOPIC_WARNINGS",
