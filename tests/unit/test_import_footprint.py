@@ -34,7 +34,7 @@ def test_a_consumer_protocol_consumer_does_not_import_the_classic_session() -> N
         "from kgroup.config import ConsumerConfig\n"
         "from kgroup.runtime import choice\n"
         "config = ConsumerConfig.from_dict(\n"
-        "    {'bootstrap.servers': 'localhost:9092', 'group.id': 'g', 'group.protocol': 'consumer'}\n"
+        "    {'bootstrap.servers': 'h:9092', 'group.id': 'g', 'group.protocol': 'consumer'}\n"
         ")\n"
         "choice.check_protocol_config(config)\n"
         "choice.session_class(config.group_protocol)\n"
@@ -50,7 +50,7 @@ def test_a_classic_consumer_imports_it_when_the_config_is_checked() -> None:
         "from kgroup.config import ConsumerConfig\n"
         "from kgroup.runtime import choice\n"
         "config = ConsumerConfig.from_dict(\n"
-        "    {'bootstrap.servers': 'localhost:9092', 'group.id': 'g', 'group.protocol': 'auto'}\n"
+        "    {'bootstrap.servers': 'h:9092', 'group.id': 'g', 'group.protocol': 'auto'}\n"
         ")\n"
         "choice.check_protocol_config(config)\n"
     )
