@@ -61,6 +61,7 @@ from kgroup.types import Backoff, TopicPartition, Truncation
 
 __all__ = [
     "TRUNCATION_CHECK_TIMEOUT",
+    "CommittedBook",
     "EpochBook",
     "MemberView",
     "OffsetManager",
@@ -195,6 +196,53 @@ class EpochBook:
         return result
 
 
+class CommittedBook:
+    """The offset the group has committed for each partition, where this member knows it.
+
+    Learnt from this member's own successful commits and from the committed
+    offsets it fetched, each with the partition's tenure at the time
+    (:attr:`MemberView.tenure`, which moves on whenever the partition leaves
+    the assignment or its topic is created again): an entry counts only while
+    the tenure is unchanged, since another member may have committed the
+    partition in between. While a member owns a partition nobody else commits
+    it, so an offset equal to the known one is already on the broker.
+
+    Commits of positions that the consumer makes by itself (the auto-commit
+    interval, the commit before a revocation or at close) leave such offsets
+    out, as librdkafka does: an idle member no longer writes the same offsets to
+    ``__consumer_offsets`` every interval, a revocation of partitions nothing was
+    read from since their last commit needs no round trip, and the metadata an
+    application committed with an offset is not replaced by none (the Java
+    client's auto-commit commits every position every time).
+    """
+
+    __slots__ = ("_known",)
+
+    def __init__(self) -> None:
+        self._known: dict[TopicPartition, tuple[int, int]] = {}
+
+    def note(
+        self, offsets: Mapping[TopicPartition, int], tenures: Mapping[TopicPartition, int]
+    ) -> None:
+        """``offsets[tp]`` is committed, learnt while the partition had ``tenures[tp]``."""
+        for tp, offset in offsets.items():
+            tenure = tenures.get(tp)
+            if tenure is not None:
+                self._known[tp] = (offset, tenure)
+
+    def changed(
+        self, offsets: Mapping[TopicPartition, int], tenure: Callable[[TopicPartition], int]
+    ) -> dict[TopicPartition, int]:
+        """``offsets`` without those known to be committed already (in the current tenure)."""
+        known = self._known
+        return {tp: o for tp, o in offsets.items() if known.get(tp) != (o, tenure(tp))}
+
+    def forget(self, keep: Collection[TopicPartition]) -> None:
+        """Drop what is known of partitions not in ``keep`` (they left the assignment)."""
+        for tp in [tp for tp in self._known if tp not in keep]:
+            del self._known[tp]
+
+
 def truncations(
     starts: Mapping[TopicPartition, int],
     epochs: Mapping[TopicPartition, int],
@@ -316,6 +364,8 @@ class OffsetManager:
     request_timeout: float
     leader_epochs: EpochBook = field(default_factory=EpochBook)
     """Where commits find the leader epoch of each offset, and fetches leave it."""
+    committed: CommittedBook = field(default_factory=CommittedBook)
+    """Where commits and fetches of owned partitions leave the offsets now committed."""
     fetched_metadata: dict[TopicPartition, str] = field(default_factory=dict, init=False)
     """The metadata committed with each offset the latest fetch of its partition found."""
     _told_deleted: set[str] = field(default_factory=set, init=False, repr=False)
@@ -423,9 +473,9 @@ class OffsetManager:
                 except (TransportError, RetriableBrokerError) as exc:
                     retry.failed(exc)
                 else:
-                    for tp in list(remaining):
-                        if tp not in errors:
-                            done[tp] = remaining.pop(tp)
+                    acked = {tp: remaining.pop(tp) for tp in list(remaining) if tp not in errors}
+                    done.update(acked)
+                    self.committed.note(acked, tenure)
                     if not remaining:
                         return done
                     fatal = [
@@ -544,6 +594,8 @@ class OffsetManager:
         deadline: float,
     ) -> dict[TopicPartition, int | None]:
         member_id = self.member.member_id() if as_member else None
+        owned = self.member.owned()
+        tenure = {tp: self.member.tenure(tp) for tp in partitions if tp in owned}
         response, names = await self._coordinator_call(
             partitions,
             deadline,
@@ -561,6 +613,7 @@ class OffsetManager:
         committed = {tp: o for tp, o in result.items() if o is not None}
         self.leader_epochs.note(committed, offset_fetch.committed_leader_epochs(narrowed, names))
         self.fetched_metadata.update(offset_fetch.committed_metadata(narrowed, names))
+        self.committed.note(committed, tenure)
         for tp in partitions:
             result.setdefault(tp, None)
         return result

@@ -46,6 +46,7 @@ threads only :attr:`Driver.app_work` (a thread-safe deque), :attr:`Driver.fatal`
 from __future__ import annotations
 
 import collections
+import logging
 import math
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -93,7 +94,13 @@ from kgroup.membership import (
     SubscriptionChanged,
     Unsubscribe,
 )
-from kgroup.offsets import EpochBook, MemberView, OffsetManager, check_truncation
+from kgroup.offsets import (
+    CommittedBook,
+    EpochBook,
+    MemberView,
+    OffsetManager,
+    check_truncation,
+)
 from kgroup.protocol import broker_error
 from kgroup.runtime import choice, work
 from kgroup.runtime._log import log
@@ -261,6 +268,9 @@ class Driver:
         self._offsets: OffsetManager | None = None
         # Leader epochs of offsets (KIP-320): commits carry them, partitions start with them.
         self._leader_epochs = EpochBook(self.dataplane.leader_epochs)
+        # What the group has committed for owned partitions: the consumer's own
+        # commits of positions leave those offsets out (kept across reconnections).
+        self._committed = CommittedBook()
         self._tg: anyio.abc.TaskGroup | None = None
         self._scope: anyio.CancelScope | None = None
         self._done: anyio.Event | None = None
@@ -453,6 +463,7 @@ class Driver:
                 backoff=self.backoff,
                 request_timeout=self.request_timeout,
                 leader_epochs=self._leader_epochs,
+                committed=self._committed,
             )
             self._ready.set()
             self.session.start()
@@ -521,6 +532,7 @@ class Driver:
                 ", ".join(str(tp) for tp in sorted(assignment)),
             )
             self._last_epoch, self._last_assignment = epoch, assignment
+            self._committed.forget(self.owned())
 
     async def _subscriptions(self) -> None:
         watch: anyio.CancelScope | None = None
@@ -949,11 +961,12 @@ class Driver:
             offsets = {tp: o for tp, o in action.offsets.items() if tp in action.partitions}
             rest = action.partitions - offsets.keys()
             if self._stored is not None:
-                offsets.update(self._progress(rest))
+                offsets.update(self._uncommitted(self._progress(rest)))
             else:
-                offsets.update(self.fetch.stopped_positions(rest))
+                positions = self.fetch.stopped_positions(rest)
                 live = self.dataplane.positions(rest)
-                offsets.update({tp: o for tp, o in live.items() if tp not in offsets})
+                positions.update({tp: o for tp, o in live.items() if tp not in positions})
+                offsets.update(self._uncommitted(positions))
             if offsets:
                 self.spawn(
                     self._member_commit, action.token, _PendingCommit(offsets, action.deadline)
@@ -969,7 +982,7 @@ class Driver:
             self._queue(work.RevocationCommitWork(action.token))
             return
         else:
-            offsets = self._progress(action.partitions)
+            offsets = self._uncommitted(self._progress(action.partitions))
             if offsets:
                 self._revocation_commits[action.token] = _PendingCommit(offsets, action.deadline)
                 self._queue(work.RevocationCommitWork(action.token))
@@ -982,7 +995,7 @@ class Driver:
         if pending is None:
             return
         if pending.stored is not None:
-            pending.offsets.update(self._progress(pending.stored))
+            pending.offsets.update(self._uncommitted(self._progress(pending.stored)))
             if not pending.offsets:
                 self.session.post(CommitCompleted(token))
                 return
@@ -1025,6 +1038,23 @@ class Driver:
         offsets = self.fetch.stopped_positions(partitions)
         offsets.update(self.dataplane.positions(partitions))
         return offsets
+
+    def _uncommitted(self, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """``offsets`` without those the group has committed already (see CommittedBook).
+
+        Only for the commits the consumer makes by itself; an application's
+        ``commit()`` sends what it asks for.
+        """
+        if not offsets:
+            return offsets
+        changed = self._committed.changed(offsets, self.fetch.tenure)
+        if len(changed) < len(offsets) and log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "group %s: not committing %s again: unchanged since committed",
+                self.group_id,
+                sorted(offsets.keys() - changed.keys()),
+            )
+        return changed
 
     def _forget_stored(self) -> None:
         # Stored offsets of a partition that left the assignment must never be
@@ -1185,7 +1215,7 @@ class Driver:
         """Interval auto-commit of the current positions (called at a service point)."""
         if self.session.generation_or_epoch <= 0 and not self.manual:
             return
-        offsets = self.current_offsets()
+        offsets = self._uncommitted(self.current_offsets())
         if offsets:
             self.spawn(self._auto_commit, offsets)
 

@@ -21,6 +21,7 @@ from kgroup.errors import (
     UnknownTopicOrPartitionError,
 )
 from kgroup.offsets import (
+    CommittedBook,
     EpochBook,
     MemberView,
     OffsetManager,
@@ -480,6 +481,57 @@ async def test_committed_offsets_keep_their_leader_epoch_when_committed_again(
         p.partition_index: p.committed_leader_epoch for t in first.topics for p in t.partitions
     } == {0: 7, 1: -1}
     assert [p.committed_leader_epoch for t in second.topics for p in t.partitions] == [-1]
+
+
+def test_committed_book_knows_an_offset_only_in_the_tenure_it_was_learnt_in() -> None:
+    tenure = {P0: 0, P1: 0}
+    book = CommittedBook()
+    book.note({P0: 10, P1: 20}, {P0: 0, P1: 0})
+    assert book.changed({P0: 10, P1: 21}, tenure.__getitem__) == {P1: 21}
+    # A seek back is a change as well (librdkafka commits forward moves only).
+    assert book.changed({P0: 9}, tenure.__getitem__) == {P0: 9}
+    # P0 left the assignment and came back: another member may have committed it since.
+    tenure[P0] = 1
+    assert book.changed({P0: 10, P1: 20}, tenure.__getitem__) == {P0: 10}
+    # Partitions not noted with a tenure are not known.
+    book.note({P0: 10}, {})
+    assert book.changed({P0: 10}, tenure.__getitem__) == {P0: 10}
+    book.forget({P0})
+    assert book.changed({P1: 20}, tenure.__getitem__) == {P1: 20}
+
+
+async def test_commits_and_fetches_leave_what_is_committed_for_owned_partitions(
+    anyio_backend: str,
+) -> None:
+    stale = int(ErrorCode.stale_member_epoch)
+    # P1's first attempt is stale and its retry succeeds; P2 is not owned.
+    coordinator = ScriptedCoordinator(_versions(10, 10), [{1: stale}])
+    tenure = {P0: 0, P1: 0}
+    owned = {P0, P1}
+    view = MemberView(
+        member_id=lambda: "m",
+        member_epoch=lambda: 3,
+        owned=lambda: owned,
+        tenure=lambda tp: tenure.get(tp, 0),
+    )
+    manager = manager_for(coordinator, view)
+    p2 = TopicPartition(TOPIC, 2)
+    done = await manager.commit({P0: 10, P1: 20, p2: 30}, deadline=anyio.current_time() + 5)
+    assert done == {P0: 10, P1: 20}
+    lookup = view.tenure
+    assert manager.committed.changed({P0: 10, P1: 20, p2: 30}, lookup) == {p2: 30}
+    # A fetch finds P0 at 100 (scripted) and nothing for P1: P0's entry is replaced.
+    assert await manager.fetch([P0, P1], deadline=anyio.current_time() + 5) == {
+        P0: 100,
+        P1: None,
+    }
+    assert manager.committed.changed({P0: 100, P1: 20}, lookup) == {}
+    # A fetch of a partition not owned leaves nothing: it may be assigned later,
+    # after its owner committed again.
+    owned.discard(P0)
+    tenure[P0] = 1
+    await manager.fetch([P0], deadline=anyio.current_time() + 5)
+    assert manager.committed.changed({P0: 100}, lookup) == {P0: 100}
 
 
 def _end(epoch: int, end: int, code: int = 0) -> EpochEnd:
