@@ -1421,6 +1421,7 @@ class Driver:
         self._manual = manual
         self.fetch.assignment_changed(self.owned())
         self._forget_stored()
+        self._committed.forget(self.owned())
         ticket = self.fetch.start(offsets.keys())
         for tp, offset in offsets.items():
             if offset is not None:  # owned and not fetching yet: where it starts
@@ -1478,13 +1479,14 @@ class Driver:
         self._manual = manual
         self.fetch.assignment_changed(self.owned())
         self._forget_stored()
+        self._committed.forget(self.owned())
 
     def request_close(self, timeout: float) -> None:
         """Start closing: release the assignment and leave within ``timeout`` seconds."""
         if self._manual and self.config.enable_auto_commit:
             # No member revokes a manual assignment: commit its progress here,
             # waited for before the runtime ends (as librdkafka's close).
-            self.commit_in_background(None, None)
+            self.commit_in_background(self._uncommitted(self.current_offsets()), None)
         self.telemetry.closing()
         if self._close_asked is not None:
             self._close_asked.set()
