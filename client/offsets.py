@@ -453,7 +453,7 @@ class OffsetManager:
                 )
                 for tp in dropped:
                     del remaining[tp]
-            recreated = self._recreated(remaining)
+            recreated = self.recreated(remaining)
             if recreated:
                 log.warning(
                     "group %s: not committing %s: the topic was deleted and created again "
@@ -620,7 +620,7 @@ class OffsetManager:
 
     # ----------------------------------------------------------------- helpers
 
-    def _recreated(self, partitions: Collection[TopicPartition]) -> frozenset[TopicPartition]:
+    def recreated(self, partitions: Collection[TopicPartition]) -> frozenset[TopicPartition]:
         """Those of ``partitions`` whose topic's id is no longer the one they were fetched from."""
         topics = self.client.cluster.topics
         recreated = set()

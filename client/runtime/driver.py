@@ -1048,6 +1048,18 @@ class Driver:
         if not offsets:
             return offsets
         changed = self._committed.changed(offsets, self.fetch.tenure)
+        unchanged = {tp: o for tp, o in offsets.items() if tp not in changed}
+        if not unchanged:
+            return changed
+        # The commit is where a topic deleted and created again is noticed (an
+        # offset past the new log's end, a new topic id): librdkafka's position
+        # in it can equal the old topic's committed offset, so such partitions
+        # still go to the commit, which then leaves them out and fetches anew.
+        past_end = self._beyond_log_end(unchanged)
+        recreated = self._offsets.recreated(unchanged) if self._offsets else frozenset()
+        for tp, offset in unchanged.items():
+            if tp.topic in past_end or tp in recreated:
+                changed[tp] = offset
         if len(changed) < len(offsets) and log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "group %s: not committing %s again: unchanged since committed",

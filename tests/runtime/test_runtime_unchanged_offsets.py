@@ -20,7 +20,7 @@ import pytest
 
 from kgroup import AsyncConsumer, OffsetAndMetadata
 from kgroup.dataplane import Record
-from kgroup.protocol import ApiKey
+from kgroup.protocol import ApiKey, VersionRange
 from kgroup.testing.fake import FakeBroker, SeenRequest
 from kgroup.types import TopicPartition
 
@@ -142,3 +142,33 @@ async def test_auto_commit_keeps_the_metadata_committed_with_an_unchanged_offset
         assert broker.committed_metadata(group_id)[T0] == "checkpoint-7"
         read = await consumer.committed_with_metadata([T0])
     assert read == {T0: OffsetAndMetadata(2, "checkpoint-7")}
+
+
+BY_NAME = {ApiKey.OFFSET_COMMIT: VersionRange(7, 9), ApiKey.OFFSET_FETCH: VersionRange(8, 9)}
+"""A broker that names topics in offset requests (as Kafka 4.0 and 4.1)."""
+
+
+@pytest.mark.parametrize("offsets_by", ["id", "name"])
+async def test_an_unchanged_position_in_a_recreated_topic_still_reaches_the_commit_that_notices(
+    anyio_backend: str, group_id: str, offsets_by: str
+) -> None:
+    # The data plane's position in a topic deleted and created again stays at
+    # the old topic's (librdkafka's), which is the offset committed before:
+    # unchanged, yet the auto-commit must still run, since it is where a
+    # classic member learns of the new topic and fetches it from the start.
+    async with FakeBroker(versions=BY_NAME if offsets_by == "name" else None) as broker:
+        broker.create_topic("t", 1)
+        produce(broker, {0: 5})
+        classic = dict(PROTOCOLS[1].values[0])
+        config = consumer_config(broker, group_id, **classic, **{"auto.commit.interval.ms": 20})
+        got: list[Record] = []
+        async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+            consumer.subscribe(["t"])
+            await drive(consumer, until=lambda: len(got) == 5, sink={consumer: got})
+            assert await consumer.commit() == {T0: 5}
+            broker.recreate_topic("t")
+            for n in range(2):
+                broker.produce("t", 0, f"new-{n}".encode())
+            await drive(consumer, until=lambda: len(got) == 7, sink={consumer: got})
+            await drive(consumer, until=lambda: broker.committed(group_id) == {T0: 2})
+    assert [r.value() for r in got[5:]] == [b"new-0", b"new-1"]
