@@ -28,13 +28,8 @@ from .helpers import Recorder, consumer_config, drive, told, tps
 
 pytestmark = pytest.mark.anyio
 
-PROTOCOLS = [
-    pytest.param({}, id="consumer"),
-    pytest.param(
-        {"group.protocol": "classic", "heartbeat.interval.ms": 100, "session.timeout.ms": 2_000},
-        id="classic",
-    ),
-]
+CLASSIC = {"group.protocol": "classic", "heartbeat.interval.ms": 100, "session.timeout.ms": 2_000}
+PROTOCOLS = [pytest.param({}, id="consumer"), pytest.param(CLASSIC, id="classic")]
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 SKIPPED = "again: unchanged since committed"
 
@@ -159,8 +154,7 @@ async def test_an_unchanged_position_in_a_recreated_topic_still_reaches_the_comm
     async with FakeBroker(versions=BY_NAME if offsets_by == "name" else None) as broker:
         broker.create_topic("t", 1)
         produce(broker, {0: 5})
-        classic = dict(PROTOCOLS[1].values[0])
-        config = consumer_config(broker, group_id, **classic, **{"auto.commit.interval.ms": 20})
+        config = consumer_config(broker, group_id, **CLASSIC, **{"auto.commit.interval.ms": 20})
         got: list[Record] = []
         async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
             consumer.subscribe(["t"])
