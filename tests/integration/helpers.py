@@ -584,7 +584,8 @@ def consume_across_recreation(bootstrap: str, topic: str, group: str, protocol: 
             if new <= set(read) and consumer.position(partitions) == dict.fromkeys(partitions, 3):
                 break
         assert set(read) == new
-        assert consumer.position(partitions) == dict.fromkeys(partitions, 3)
+        positions = consumer.position(partitions)
+        assert positions == dict.fromkeys(partitions, 3), positions
     # close() committed the positions.
 
     later = produce(bootstrap, topic, RECREATED_PARTITIONS, 60, start=2000)
