@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 import anyio
 import anyio.abc
-from anyio.streams.buffered import BufferedByteReceiveStream
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
@@ -139,8 +138,8 @@ class BrokerConnection:
         self.client_id = settings.client_id
         self.request_timeout = settings.request_timeout
         self._stream = stream
-        self._reader = BufferedByteReceiveStream(stream)
-        self._write_lock = anyio.Lock()
+        # Uncontended (the usual case), taking it does not yield to the event loop.
+        self._write_lock = anyio.Lock(fast_acquire=True)
         self._ids = itertools.count()
         self._in_flight: dict[int, _InFlight] = {}
         self._state = ConnectionState.HANDSHAKE
@@ -439,16 +438,27 @@ class BrokerConnection:
             with self._reader_scope:
                 task_status.started()
                 try:
+                    # Whatever arrived is read at once and split into frames here:
+                    # asking the stream for the 4-byte prefix and then for the rest
+                    # cost a second pass through the event loop for every response.
+                    buffer = bytearray()
+                    receive = self._stream.receive
                     while True:
-                        prefix = await self._reader.receive_exactly(SIZE_PREFIX)
+                        while len(buffer) < SIZE_PREFIX:
+                            buffer += await receive()
+                        prefix = bytes(buffer[:SIZE_PREFIX])
                         if not self._security.protocol.uses_tls and looks_like_tls(prefix):
                             broker = f"{self.host}:{self.port}"
                             error = explain_tls_on_plaintext(broker, self._security.protocol)
                             self._shut_down(str(error), error)
                             break
-                        size = frame_size(prefix)
-                        self._dispatch(await self._reader.receive_exactly(size))
-                except (anyio.EndOfStream, anyio.IncompleteRead):
+                        end = SIZE_PREFIX + frame_size(prefix)
+                        while len(buffer) < end:
+                            buffer += await receive()
+                        payload = bytes(buffer[SIZE_PREFIX:end])
+                        del buffer[:end]
+                        self._dispatch(payload)
+                except anyio.EndOfStream:
                     self._shut_down(self._closed_by_broker_reason())
                 except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                     refusal = client_certificate_refusal(
