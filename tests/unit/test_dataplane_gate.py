@@ -161,3 +161,40 @@ def test_an_idle_poll_slice_of_a_settled_member_is_one_librdkafka_call(
     waiting.waits.clear()
     assert plane.consume(1, 0.1) == []
     assert waiting.waits == short
+
+
+def test_a_lookup_keeps_the_chunks_short_only_for_the_rest_of_its_burst() -> None:
+    # A settled idle member looks up its positions every auto.commit.interval.ms;
+    # a second of 30 ms chunks after each made a fifth of its polls four calls.
+    clock = _Clock()
+    gate = _Gate(clock)
+    gate.settled = True
+    with gate.lookup():
+        pass
+    assert gate.chunk() == librdkafka.WAIT_CHUNK
+    clock.now += librdkafka.LOOKUP_QUIET_AFTER + 0.01
+    assert gate.chunk() == librdkafka.IDLE_CHUNK
+    # A lookup goes before a record wait, as a control call does.
+    entered = threading.Event()
+
+    def lookup() -> None:
+        with gate.lookup():
+            entered.set()
+
+    with gate.fetch():
+        worker = threading.Thread(target=lookup)
+        worker.start()
+        _until(lambda: gate._control_waiting == 1, "the lookup to wait")
+        assert not entered.is_set()
+    worker.join(10)
+    assert entered.is_set()
+    # A lookup within a control call's quiet period does not end it early.
+    clock.now += 10
+    with gate.control():
+        pass
+    with gate.lookup():
+        pass
+    clock.now += librdkafka.LOOKUP_QUIET_AFTER + 0.01
+    assert gate.chunk() == librdkafka.WAIT_CHUNK
+    clock.now += librdkafka.QUIET_AFTER
+    assert gate.chunk() == librdkafka.IDLE_CHUNK
