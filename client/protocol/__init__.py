@@ -24,6 +24,7 @@ from kgroup.protocol.apis import (
 )
 from kgroup.protocol.errors import ERROR_CLASSES, broker_error, raise_for_error
 from kgroup.protocol.framing import (
+    FrameCodec,
     RequestFrame,
     ResponseFrame,
     decode_request,
@@ -47,6 +48,7 @@ __all__ = [
     "ERROR_CLASSES",
     "SUPPORTED_VERSIONS",
     "ApiKey",
+    "FrameCodec",
     "NegotiatedVersions",
     "RequestFrame",
     "ResponseFrame",

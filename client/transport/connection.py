@@ -38,9 +38,8 @@ from kgroup.protocol import apis
 from kgroup.protocol.errors import broker_error
 from kgroup.protocol.framing import (
     SIZE_PREFIX,
+    FrameCodec,
     api_label,
-    decode_response_payload,
-    encode_request,
     frame_size,
     peek_correlation_id,
 )
@@ -138,6 +137,7 @@ class BrokerConnection:
         self.client_id = settings.client_id
         self.request_timeout = settings.request_timeout
         self._stream = stream
+        self._codec = FrameCodec(settings.client_id)
         # Uncontended (the usual case), taking it does not yield to the event loop.
         self._write_lock = anyio.Lock(fast_acquire=True)
         self._ids = itertools.count()
@@ -292,7 +292,7 @@ class BrokerConnection:
         if self.closed:
             raise self._closed_error(label)
         correlation_id = self._next_correlation_id()
-        frame = encode_request(request, correlation_id, self.client_id)
+        frame = self._codec.encode(request, correlation_id)
         waiter = _InFlight(
             response_cls=apis.response_class(request.__api_key__, request.__version__),
             label=label,
@@ -489,9 +489,7 @@ class BrokerConnection:
             log.debug("%s: discarding response to correlation id %d", self, correlation_id)
             return
         try:
-            waiter.response = decode_response_payload(
-                payload, waiter.response_cls, correlation_id
-            ).response
+            waiter.response = self._codec.decode(payload, waiter.response_cls, correlation_id)
             if self._state is ConnectionState.READY:
                 self._answered += 1
         except MalformedResponseError as exc:

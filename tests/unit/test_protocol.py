@@ -30,6 +30,7 @@ from kgroup.protocol import (
     ERROR_CLASSES,
     SUPPORTED_VERSIONS,
     ApiKey,
+    FrameCodec,
     VersionRange,
     api_versions_request,
     api_versions_retry_version,
@@ -105,6 +106,59 @@ def test_response_frame_round_trips(api: ApiKey, version: int) -> None:
         assert decoded.header.correlation_id == correlation_id
 
     check()
+
+
+@pytest.mark.parametrize(("api", "version"), ALL_VERSIONS, ids=IDS)
+def test_a_connections_codec_writes_and_reads_what_the_frame_functions_do(
+    api: ApiKey, version: int
+) -> None:
+    # The codec reuses the last body for an equal request and the last response
+    # for the same bytes: repeats and alternations must give the same frames.
+    request_cls, response_cls = request_class(api, version), response_class(api, version)
+
+    @ROUND_TRIP
+    @given(
+        st.lists(st.from_type(request_cls), min_size=1, max_size=3),
+        st.lists(st.from_type(response_cls), min_size=1, max_size=3),
+        st.lists(correlation_ids, min_size=4, max_size=4),
+        client_ids,
+    )
+    def check(
+        requests: list[RequestPayload],
+        responses: list[ResponsePayload],
+        ids: list[int],
+        client_id: str | None,
+    ) -> None:
+        codec = FrameCodec(client_id)
+        for request in requests + requests[::-1]:
+            for correlation_id in ids[:2]:
+                encoded = codec.encode(request, correlation_id)
+                assert encoded == encode_request(request, correlation_id, client_id)
+        if api == ApiKey.API_VERSIONS and version > 0:
+            responses = [_replace(r, error_code=ErrorCode.none) for r in responses]
+        for response in responses + responses[::-1]:
+            for correlation_id in ids[2:]:
+                payload = encode_response(response, correlation_id)[4:]
+                assert codec.decode(payload, response_cls, correlation_id) == response
+
+    check()
+
+
+def test_a_codec_reuses_a_response_only_for_the_same_bytes_and_correlation_id() -> None:
+    codec = FrameCodec("c")
+    beat = HeartbeatResponse(
+        throttle_time=i32Timedelta.parse(datetime.timedelta(0)), error_code=ErrorCode.none
+    )
+    payload = encode_response(beat, 5)[4:]
+    first = codec.decode(payload, HeartbeatResponse, 5)
+    again = encode_response(beat, 6)[4:]
+    assert codec.decode(again, HeartbeatResponse, 6) is first
+    # A correlation id that is not the one expected is refused as before.
+    with pytest.raises(errors.MalformedResponseError, match="correlation id"):
+        codec.decode(again, HeartbeatResponse, 7)
+    # Other bytes are decoded anew, and refused when they are no response.
+    with pytest.raises(errors.MalformedResponseError):
+        codec.decode(again + b"x", HeartbeatResponse, 6)
 
 
 def _replace(entity: Any, **changes: Any) -> Any:
