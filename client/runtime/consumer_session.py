@@ -18,6 +18,7 @@ import logging
 import uuid
 
 import anyio
+from kio.static.protocol import RequestPayload
 
 from kgroup.config import GroupProtocol
 from kgroup.errors import KgroupError
@@ -27,6 +28,7 @@ from kgroup.membership import (
     ConsumerMemberAction,
     ConsumerMemberEvent,
     HeartbeatFailed,
+    HeartbeatRequest,
     HeartbeatResponse,
     HeartbeatResponseReceived,
     MemberConfig,
@@ -36,6 +38,7 @@ from kgroup.membership import (
     SendHeartbeat,
     SubscriptionChanged,
 )
+from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests import consumer_group_heartbeat
 from kgroup.runtime._log import log
 from kgroup.runtime.coordinator import Answered, CallFailed, coordinator_call
@@ -69,6 +72,11 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
         )
         super().__init__(host, self.member)
         self._accepted = False
+        # An idle member's heartbeats repeat, and so do their answers: the last
+        # request built and the last response read are reused for equal ones
+        # (the connection's FrameCodec hands back the same response for the same bytes).
+        self._built: tuple[NegotiatedVersions, HeartbeatRequest, RequestPayload] | None = None
+        self._read: tuple[object, HeartbeatResponse] | None = None
 
     @property
     def generation_or_epoch(self) -> int:
@@ -115,14 +123,14 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
         outcome = await coordinator_call(
             host.client,
             host.config.group_id,
-            lambda versions: consumer_group_heartbeat.build(versions, request),
+            lambda versions: self._build(versions, request),
             consumer_group_heartbeat.narrow,
             timeout=host.request_timeout,
             follow_moves=True,
         )
         event: ConsumerMemberEvent
         if isinstance(outcome, Answered):
-            response = consumer_group_heartbeat.parse(outcome.response)
+            response = self._parse(outcome.response)
             self._accepted = self._accepted or response.error_code == 0
             event = HeartbeatResponseReceived(action.seq, response)
         elif isinstance(outcome, CallFailed):
@@ -137,6 +145,22 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
         if log.isEnabledFor(logging.DEBUG):
             log.debug("group %s heartbeat %s -> %s", host.config.group_id, request, event)
         self._events.post(event)
+
+    def _build(self, versions: NegotiatedVersions, request: HeartbeatRequest) -> RequestPayload:
+        built = self._built
+        if built is not None and built[0] is versions and built[1] == request:
+            return built[2]
+        payload = consumer_group_heartbeat.build(versions, request)
+        self._built = (versions, request, payload)
+        return payload
+
+    def _parse(self, answer: consumer_group_heartbeat.Response) -> HeartbeatResponse:
+        read = self._read
+        if read is not None and read[0] is answer:
+            return read[1]
+        response = consumer_group_heartbeat.parse(answer)
+        self._read = (answer, response)
+        return response
 
     async def _refresh_metadata(self) -> None:
         await self._metadata(None)
