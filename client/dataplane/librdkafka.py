@@ -174,6 +174,23 @@ class _Gate:
         """A record wait: after every waiting control call and its grace period."""
         return self._turn(self._await_fetch, 0.0)
 
+    def begin_fetch(self) -> None:
+        """:meth:`fetch` without the context manager; :meth:`end_fetch` must follow.
+
+        For the record wait of every poll: a generator-based context manager
+        around confluent-kafka's blocking ``consume`` measured 40 us more CPU per
+        call (80 -> 120 us), a try/finally nothing (``/tmp/explore/dploop6.py``).
+        """
+        with self._cond:
+            self._await_fetch()
+            self._busy = True
+
+    def end_fetch(self) -> None:
+        """The record wait :meth:`begin_fetch` started is over: wake the waiters."""
+        with self._cond:
+            self._busy = False
+            self._cond.notify_all()
+
     @contextlib.contextmanager
     def _turn(
         self, wait: Callable[[], None], grace: float, *, quiet_for: float = QUIET_AFTER
@@ -645,16 +662,22 @@ class DataPlane:
         # straight to the wait.
         batch: list[Record] = []
         if not self._drained or timeout <= 0:
-            with gate.fetch():
+            gate.begin_fetch()
+            try:
                 batch = consume(max_records, 0)
+            finally:
+                gate.end_fetch()
         if not batch and timeout > 0:
             deadline = self._clock() + timeout
             wait = timeout
             while True:
-                with gate.fetch():
+                gate.begin_fetch()
+                try:
                     batch = consume(1, min(wait, gate.chunk()))
                     if batch and max_records > 1:
                         batch += consume(max_records - 1, 0)
+                finally:
+                    gate.end_fetch()
                 wait = deadline - self._clock()
                 if batch or wait < 0.001:  # librdkafka waits in whole ms
                     break
