@@ -600,6 +600,23 @@ class FrontEndCore:
         if self.closed and not self.closing:
             raise ConsumerClosedError("the consumer is closed")
 
+    def service_due(self) -> bool:
+        """Whether :meth:`service` has anything to do now (the shells skip it if not).
+
+        Nothing, at most poll slices of an idle member: building and running
+        the generator for nothing was a fair part of such a poll's CPU.
+        """
+        driver = self.driver
+        now = self._clock()
+        return (
+            self.closed
+            or bool(driver.app_work)
+            or driver.fatal is not None
+            or driver.truncation is not None
+            or now - self._last_poll_event >= self._poll_event_interval
+            or (self.config.enable_auto_commit and now >= self._next_auto_commit)
+        )
+
     def service(self) -> Steps[None]:
         """A point where the application holds no unprocessed record: do the rebalance work."""
         self.check_open()

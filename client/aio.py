@@ -192,7 +192,8 @@ class AsyncConsumer(ConsumerBase):
             # Checked every slice: a wakeup() ends a blocked call within ~100 ms.
             self._core.check_wakeup()
             try:
-                await self._take(self._core.service())
+                if self._core.service_due():
+                    await self._take(self._core.service())
             except KgroupError:
                 # Some errors come from every poll until the application acts (a
                 # truncation waiting for a seek, a fatal error): one that catches

@@ -202,7 +202,8 @@ class Consumer(ConsumerBase):
         while True:
             # Checked every slice: a wakeup() ends a blocked call within ~100 ms.
             self._core.check_wakeup()
-            self._take(self._core.service())
+            if self._core.service_due():
+                self._take(self._core.service())
             wait = max(0.0, min(deadline - time.monotonic(), SERVICE_SLICE))
             batch = consume(num_messages, wait)
             if batch:
