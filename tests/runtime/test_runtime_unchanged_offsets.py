@@ -12,8 +12,9 @@ and trio, through the fake broker.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import pytest
@@ -61,28 +62,44 @@ def produce(broker: FakeBroker, counts: Mapping[int, int]) -> None:
             broker.produce("t", partition, f"{partition}-{i}".encode())
 
 
+@contextlib.asynccontextmanager
+async def reading(
+    broker: FakeBroker, group_id: str, extra: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> AsyncIterator[tuple[AsyncConsumer, dict[AsyncConsumer, list[Record]]]]:
+    """A consumer auto-committing every 20 ms, subscribed to ``t`` (2 records a partition)."""
+    caplog.set_level(logging.DEBUG, logger="kgroup.runtime")
+    broker.create_topic("t", 2)
+    produce(broker, {0: 2, 1: 2})
+    config = consumer_config(broker, group_id, **{"auto.commit.interval.ms": 20, **extra})
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+        consumer.subscribe(["t"])
+        yield consumer, {consumer: []}
+
+
+async def idle_intervals(
+    consumer: AsyncConsumer,
+    sink: dict[AsyncConsumer, list[Record]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Poll through several auto-commit intervals in which nothing is read."""
+    before = skips(caplog)
+    await drive(consumer, until=lambda: skips(caplog) >= before + 3, sink=sink)
+
+
 @pytest.mark.parametrize("extra", PROTOCOLS)
 async def test_auto_commit_sends_only_offsets_that_moved(
     broker: FakeBroker, group_id: str, extra: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="kgroup.runtime")
-    broker.create_topic("t", 2)
-    produce(broker, {0: 2, 1: 2})
-    got: list[Record] = []
-    config = consumer_config(broker, group_id, **{"auto.commit.interval.ms": 20, **extra})
-    async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
-        consumer.subscribe(["t"])
-        sink = {consumer: got}
+    async with reading(broker, group_id, extra, caplog) as (consumer, sink):
         await drive(consumer, until=lambda: broker.committed(group_id) == {T0: 2, T1: 2}, sink=sink)
         sent = len(commits(broker))
-        # Several intervals in which nothing was read: each decides to send nothing.
-        before = skips(caplog)
-        await drive(consumer, until=lambda: skips(caplog) >= before + 3, sink=sink)
+        # Each interval decides to send nothing.
+        await idle_intervals(consumer, sink, caplog)
         assert len(commits(broker)) == sent
         # A record on partition 0 only: the next commit names partition 0 only.
         produce(broker, {0: 1})
         await drive(consumer, until=lambda: broker.committed(group_id)[T0] == 3, sink=sink)
-    assert len(got) == 5
+    assert len(sink[consumer]) == 5
     assert commits(broker)[sent] == {T0: 3}
 
 
@@ -122,18 +139,10 @@ async def test_revoking_partitions_committed_already_sends_no_commit(
 async def test_auto_commit_keeps_the_metadata_committed_with_an_unchanged_offset(
     broker: FakeBroker, group_id: str, extra: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="kgroup.runtime")
-    broker.create_topic("t", 2)
-    produce(broker, {0: 2, 1: 2})
-    got: list[Record] = []
-    config = consumer_config(broker, group_id, **{"auto.commit.interval.ms": 20, **extra})
-    async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
-        consumer.subscribe(["t"])
-        sink = {consumer: got}
-        await drive(consumer, until=lambda: len(got) == 4, sink=sink)
+    async with reading(broker, group_id, extra, caplog) as (consumer, sink):
+        await drive(consumer, until=lambda: len(sink[consumer]) == 4, sink=sink)
         await consumer.commit({T0: OffsetAndMetadata(2, "checkpoint-7"), T1: OffsetAndMetadata(2)})
-        before = skips(caplog)
-        await drive(consumer, until=lambda: skips(caplog) >= before + 3, sink=sink)
+        await idle_intervals(consumer, sink, caplog)
         assert broker.committed_metadata(group_id)[T0] == "checkpoint-7"
         read = await consumer.committed_with_metadata([T0])
     assert read == {T0: OffsetAndMetadata(2, "checkpoint-7")}
