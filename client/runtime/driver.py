@@ -48,6 +48,7 @@ from __future__ import annotations
 import collections
 import logging
 import math
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -162,6 +163,9 @@ def missing_topic_delays(first: float, cap: float) -> Iterator[float]:
 
 _DEFAULT_CONNECT_TIMEOUT = 10.0
 
+_LAST_POLL_LOOK = 0.01
+"""Closer than this (seconds) to its poll timer's expiry, a member is not looked at again."""
+
 
 def _connect_timeout(config: ConsumerConfig) -> float:
     """Seconds to open a connection (TCP and the ApiVersions handshake).
@@ -271,6 +275,18 @@ class Driver:
         # What the group has committed for owned partitions: the consumer's own
         # commits of positions leave those offsets out (kept across reconnections).
         self._committed = CommittedBook()
+        self.poll_events_wanted = True
+        """Whether the application's polls must reach the member at once (read by the
+        front end's thread): while the member is not settled, a poll may move it on
+        (a rejoin after its poll timer expired, a retried rebalance step). Settled,
+        polls only keep its poll timer from expiring: the front end notes them
+        (:meth:`note_poll`, no thread hop) and the driver passes the latest on
+        shortly before the timer would expire."""
+        # The front end notes polls at most once a second: the first look is that
+        # long before the poll timer expires (a tenth of a shorter timer).
+        self._poll_slack = min(1.0, config.max_poll_interval_ms / 10_000)
+        self._app_polled = -math.inf  # time.monotonic() of the latest noted poll
+        self._app_poll_passed = -math.inf  # ... of the latest poll the member was told of
         self._tg: anyio.abc.TaskGroup | None = None
         self._scope: anyio.CancelScope | None = None
         self._done: anyio.Event | None = None
@@ -500,14 +516,42 @@ class Driver:
             if session.has_events():
                 self._step(session)
                 continue
+            now = anyio.current_time()
+            check = self._pass_on_polls(session, now)
+            if session.has_events():
+                continue
             deadline = session.next_deadline()
-            if deadline is not None and anyio.current_time() >= deadline:
+            if deadline is not None and now >= deadline:
                 self._step(session)
                 continue
+            if check is not None and (deadline is None or check < deadline):
+                deadline = check
             wake = self._loop_wake = anyio.Event()
             timeout = math.inf if deadline is None else deadline - anyio.current_time()
             with anyio.move_on_after(timeout):
                 await wake.wait()
+
+    def _pass_on_polls(self, session: Session, now: float) -> float | None:
+        """Tell the member of the latest noted poll once its poll timer nears expiry.
+
+        Returns when to look again (None: no need). A poll noted after the last
+        look is passed on with the time it was made; with none, the look is
+        repeated halfway to the expiry, so a poll made until just before it
+        still counts.
+        """
+        expires = session.poll_deadline()
+        if expires is None:
+            return None
+        check_at = expires - self._poll_slack
+        if now < check_at:
+            return check_at
+        polled = self._app_polled
+        if polled > self._app_poll_passed:
+            self._app_poll_passed = polled
+            session.post(PollCalled(at=now - max(0.0, time.monotonic() - polled)))
+            return None
+        left = expires - now
+        return now + left / 2 if left > _LAST_POLL_LOOK else None
 
     def _step(self, session: Session) -> None:
         actions = session.handle_next(anyio.current_time())
@@ -517,6 +561,7 @@ class Driver:
         if session is not self.session:
             return  # switched protocols: the new member starts from scratch
         epoch, assignment = session.generation_or_epoch, session.assignment
+        self.poll_events_wanted = not session.settled
         self.fetch.assignment_changed(self.owned())
         self._forget_stored()
         self._refresh_truncation()
@@ -1346,7 +1391,16 @@ class Driver:
 
     def poll_called(self) -> None:
         """The application polled."""
+        self._app_poll_passed = self._app_polled = time.monotonic()
         self.session.post(PollCalled())
+
+    def note_poll(self) -> None:
+        """The application polled, while :attr:`poll_events_wanted` is False.
+
+        Any thread, no hop to the loop: the driver passes it on to the member
+        before its poll timer expires.
+        """
+        self._app_polled = time.monotonic()
 
     def callback_done(
         self, item: work.CallbackWork, error: BaseException | None, raised: bool

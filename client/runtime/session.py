@@ -50,6 +50,8 @@ class Member(Protocol[E_contra, A_co]):
 
     def next_deadline(self) -> float | None: ...
 
+    def poll_deadline(self) -> float | None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class FinishedCommit:
@@ -112,6 +114,10 @@ class SessionBase(Generic[E, A]):
     def next_deadline(self) -> float | None:
         """The member's next timer."""
         return self._member.next_deadline()
+
+    def poll_deadline(self) -> float | None:
+        """When the member's poll timer expires, or None (not in the group)."""
+        return self._member.poll_deadline()
 
     def handle_next(self, now: float) -> list[DriverAction]:
         """Feed the oldest event (a timer tick if none) to the member; perform its own actions.

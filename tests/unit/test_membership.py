@@ -884,6 +884,20 @@ def test_polling_resets_the_poll_timer() -> None:
     assert h.m.next_deadline() == pytest.approx(18.0)
 
 
+def test_a_poll_passed_on_later_counts_from_when_it_was_made() -> None:
+    # The runtime notes a settled member's polls and passes the latest on just
+    # before the poll timer expires, with the time it was made.
+    h = Harness(max_poll_interval_ms=10_000)
+    h.stable({A: [0]})  # the poll timer started at subscribe (t=0)
+    assert h.m.poll_deadline() == pytest.approx(10.0)
+    h.do(PollCalled(at=7.5), at=9.5)
+    assert h.m.poll_deadline() == pytest.approx(17.5)
+    # Never later than the moment it is handled.
+    h.do(PollCalled(at=30.0), at=12.0)
+    assert h.m.poll_deadline() == pytest.approx(22.0)
+    assert h.state() is S.STABLE
+
+
 def test_unsubscribe_while_stale_or_fenced_skips_the_leave() -> None:
     h = Harness()
     h.stable({A: [0]})

@@ -69,7 +69,13 @@ class Unsubscribe:
 
 @dataclass(frozen=True, slots=True)
 class PollCalled:
-    """The application called poll (resets the max.poll.interval.ms timer)."""
+    """The application called poll (resets the max.poll.interval.ms timer).
+
+    ``at``: when it did, on the member's clock, if it was before this event is
+    handled (a runtime that passes on polls it noted earlier); None: now.
+    """
+
+    at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -123,6 +123,10 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
             self._pump(now, acts)
         return acts
 
+    def poll_deadline(self) -> float | None:
+        """When the poll timer (max.poll.interval.ms) expires while in the group, or None."""
+        return self._life.poll_deadline() if self._state in self._IN_GROUP else None
+
     def next_deadline(self) -> float | None:
         """When to deliver the next ``TimerTick`` (monotonic seconds), or None."""
         if self.closed:
@@ -130,7 +134,7 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
         life = self._life
         candidates = self._deadlines()
         candidates.append(life.close_deadline if life.closing else None)
-        candidates.append(life.poll_deadline() if self._state in self._IN_GROUP else None)
+        candidates.append(self.poll_deadline())
         present = [deadline for deadline in candidates if deadline is not None]
         return min(present) if present else None
 
@@ -144,7 +148,7 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
             case Unsubscribe():
                 self._on_unsubscribe(now, acts)
             case PollCalled():
-                self._life.last_poll = now
+                self._life.last_poll = now if event.at is None else min(event.at, now)
                 if self._state is self._STALE:
                     self._life.stale_polled = True
                     self._maybe_rejoin_stale(now, acts)
