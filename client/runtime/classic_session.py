@@ -96,7 +96,7 @@ from kgroup.runtime._log import log
 from kgroup.runtime.coordinator import Answered, CallFailed, LookupRefused, coordinator_call
 from kgroup.runtime.interfaces import Host, SubscriptionChange
 from kgroup.runtime.leader import group_subscription, member_assignments, validation_protocol
-from kgroup.runtime.session import FinishedCommit, SessionBase
+from kgroup.runtime.session import SESSION_MARGIN_MS, FinishedCommit, SessionBase
 from kgroup.transport import ClusterMetadata
 from kgroup.types import TopicPartition
 
@@ -170,6 +170,7 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
                 instance_id=config.group_instance_id,
                 rack_id=config.client_rack,
                 session_timeout_ms=config.session_timeout_ms,
+                session_margin_ms=SESSION_MARGIN_MS,
                 heartbeat_interval_ms=config.heartbeat_interval_ms,
                 max_poll_interval_ms=config.max_poll_interval_ms,
                 auto_commit=config.enable_auto_commit,

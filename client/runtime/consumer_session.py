@@ -43,7 +43,7 @@ from kgroup.protocol.requests import consumer_group_heartbeat
 from kgroup.runtime._log import log
 from kgroup.runtime.coordinator import Answered, CallFailed, coordinator_call
 from kgroup.runtime.interfaces import Host, SubscriptionChange
-from kgroup.runtime.session import FinishedCommit, SessionBase
+from kgroup.runtime.session import SESSION_MARGIN_MS, FinishedCommit, SessionBase
 
 __all__ = ["ConsumerSession"]
 
@@ -68,6 +68,7 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
                 retry_backoff_ms=config.retry_backoff_ms,
                 retry_backoff_max_ms=config.retry_backoff_max_ms,
                 session_timeout_ms=config.consumer_session_timeout_ms,
+                session_margin_ms=SESSION_MARGIN_MS,
             )
         )
         super().__init__(host, self.member)

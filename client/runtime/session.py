@@ -23,6 +23,18 @@ from kgroup.runtime.interfaces import DRIVER_ACTIONS, DriverAction, DriverEvent,
 from kgroup.telemetry.recorder import ConsumerTelemetry
 from kgroup.types import TopicPartition
 
+SESSION_MARGIN_MS = 250
+"""How much sooner than the session timeout a member gives its session up.
+
+Stopping its partitions takes the data plane up to one record wait (100 ms
+while the group is settled, see ``kgroup.dataplane.librdkafka.IDLE_CHUNK``)
+plus the unassign. Without a margin the member's timer, counted from when its
+last successful heartbeat was sent, ran out only a round trip before the
+broker's, and another member that heartbeated at once had started fetching
+the partitions 34 ms before this one stopped (a CI run's fleet report, the
+classic protocol, a member cut off from the coordinator).
+"""
+
 __all__ = ["FinishedCommit", "Member", "SessionBase"]
 
 E = TypeVar("E")

@@ -1058,6 +1058,18 @@ def test_no_successful_heartbeat_for_a_session_timeout_loses_the_assignment_and_
     assert h.m.assignment == tps("a-0", "a-1")
 
 
+@pytest.mark.parametrize(("margin_ms", "expiry"), [(250, 9.75), (8_000, 5.0)])
+def test_the_session_margin_gives_the_session_up_that_much_sooner(
+    margin_ms: int, expiry: float
+) -> None:
+    h = Harness(session_margin_ms=margin_ms)
+    h.stable("a-0")  # joined at t=0
+    h.tick(1.0)  # a heartbeat goes out and is never answered
+    assert h.m.next_deadline() == pytest.approx(expiry)
+    assert of(StopFetching, h.tick(expiry - 0.01)) == []
+    assert of(StopFetching, h.tick(expiry)) == [StopFetching(tps("a-0"))]
+
+
 def test_session_timeout_counts_while_the_coordinator_is_looked_up() -> None:
     h = Harness()
     h.stable("a-0")

@@ -1571,6 +1571,21 @@ def test_no_successful_heartbeat_for_a_session_timeout_loses_the_assignment_and_
     assert h.m.assignment == tps("a-0", "a-1")
 
 
+@pytest.mark.parametrize(("margin_ms", "expiry"), [(250, 9.75), (8_000, 5.0)])
+def test_the_session_margin_gives_the_session_up_that_much_sooner(
+    margin_ms: int, expiry: float
+) -> None:
+    # The runtime's margin: time to stop fetching before the broker's own
+    # timer runs out. At most half the session timeout is taken.
+    h = Harness(session_timeout_ms=10_000, session_margin_ms=margin_ms)
+    h.stable({A: [0]})
+    h.tick(3.0)  # a heartbeat goes out and is never answered
+    assert h.m.next_deadline() == pytest.approx(expiry)
+    acts = h.tick(expiry)
+    assert acts[0] == StopFetching(tps("a-0"))
+    assert h.state() is S.FENCED
+
+
 def test_successful_heartbeats_keep_the_session_alive() -> None:
     h = Harness(session_timeout_ms=10_000)
     h.stable({A: [0]})

@@ -81,6 +81,7 @@ from kgroup.membership.common.lifecycle import (
     Step,
     check_backoff,
     check_optional_ids,
+    session_seconds,
 )
 from kgroup.membership.common.member import MemberBase
 from kgroup.types import RebalanceProtocol, TopicPartition
@@ -125,6 +126,12 @@ class ClassicMemberConfig:
         auto_commit: ``enable.auto.commit``: commit before revoking.
         retry_backoff_ms / retry_backoff_max_ms: backoff after failures,
             doubling from the first to the second (as the new-protocol member).
+        session_margin_ms: how much sooner than the session timeout the member
+            acts as if its session had expired: the time its runtime may need
+            to stop fetching (a data plane waiting for records finishes that
+            wait first), so that it has stopped before the broker, which counts
+            from when it last heard the member, can hand the partitions to
+            another member. At most half the session timeout is taken.
     """
 
     group_id: str
@@ -136,6 +143,7 @@ class ClassicMemberConfig:
     auto_commit: bool = True
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 1000
+    session_margin_ms: int = 0
 
     def __post_init__(self) -> None:
         if not self.group_id:
@@ -146,6 +154,8 @@ class ClassicMemberConfig:
                 raise ValueError(f"{name} must be positive")
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ValueError("heartbeat_interval_ms must be lower than session_timeout_ms")
+        if self.session_margin_ms < 0:
+            raise ValueError("session_margin_ms must not be negative")
         check_backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
 
 
@@ -412,7 +422,7 @@ class ClassicMember(
         self._on_commit_done(token, error is None, now, acts)
 
     def _session_deadline(self, since: float) -> float:
-        return since + self._cfg.session_timeout_ms / 1000.0
+        return since + session_seconds(self._cfg.session_timeout_ms, self._cfg.session_margin_ms)
 
     def _has_generation(self) -> bool:
         return self._generation != NO_GENERATION and bool(self._member_id)

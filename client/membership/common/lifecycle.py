@@ -20,6 +20,7 @@ __all__ = [
     "Waiting",
     "check_backoff",
     "check_optional_ids",
+    "session_seconds",
 ]
 
 
@@ -58,6 +59,12 @@ class Waiting(Protocol):
     step: Step
     token: int
     deadline: float | None
+
+
+def session_seconds(session_timeout_ms: int, margin_ms: int) -> float:
+    """How long (seconds) after its last successful heartbeat a member gives its
+    session up: the session timeout less the margin, which counts up to half of it."""
+    return (session_timeout_ms - min(margin_ms, session_timeout_ms // 2)) / 1000.0
 
 
 class Lifecycle:

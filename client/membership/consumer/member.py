@@ -43,6 +43,7 @@ from kgroup.membership.common.lifecycle import (
     Step,
     check_backoff,
     check_optional_ids,
+    session_seconds,
 )
 from kgroup.membership.common.member import MemberBase
 from kgroup.membership.consumer import reconcile
@@ -121,6 +122,12 @@ class MemberConfig:
             (``group.consumer.session.timeout.ms``; the broker does not tell
             the client): after this long without a successful heartbeat the
             member treats its partitions as lost and rejoins.
+        session_margin_ms: how much sooner than the session timeout the member
+            acts as if its session had expired: the time its runtime may need
+            to stop fetching (a data plane waiting for records finishes that
+            wait first), so that it has stopped before the broker, which counts
+            from when it last heard the member, can hand the partitions to
+            another member. At most half the session timeout is taken.
         assignor_hook: emit AssignorOnAssignment (a new-protocol Python
             PartitionAssignor is configured).
         client_assignors: the KIP-848 draft's client-side assignors, in
@@ -140,6 +147,7 @@ class MemberConfig:
     retry_backoff_max_ms: int = 1000
     heartbeat_interval_ms: int = 5000
     session_timeout_ms: int = 45_000
+    session_margin_ms: int = 0
     assignor_hook: bool = False
     client_assignors: tuple[ClientAssignor, ...] = ()
 
@@ -153,6 +161,8 @@ class MemberConfig:
             raise ValueError("max_poll_interval_ms must be positive")
         if self.session_timeout_ms <= 0:
             raise ValueError("session_timeout_ms must be positive")
+        if self.session_margin_ms < 0:
+            raise ValueError("session_margin_ms must not be negative")
         check_backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
         names = [a.name for a in self.client_assignors]
         if len(set(names)) != len(names):
@@ -314,7 +324,9 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         """When the broker has surely dropped this member, heard from or not."""
         if self._state not in IN_GROUP or self._epoch <= 0 or self._last_heartbeat_ok is None:
             return None
-        return self._last_heartbeat_ok + self._cfg.session_timeout_ms / 1000.0
+        return self._last_heartbeat_ok + session_seconds(
+            self._cfg.session_timeout_ms, self._cfg.session_margin_ms
+        )
 
     def _dispatch_protocol(
         self, event: ConsumerMemberEvent, now: float, acts: list[_Action]
