@@ -127,11 +127,7 @@ class ClassicMemberConfig:
         retry_backoff_ms / retry_backoff_max_ms: backoff after failures,
             doubling from the first to the second (as the new-protocol member).
         session_margin_ms: how much sooner than the session timeout the member
-            acts as if its session had expired: the time its runtime may need
-            to stop fetching (a data plane waiting for records finishes that
-            wait first), so that it has stopped before the broker, which counts
-            from when it last heard the member, can hand the partitions to
-            another member. At most half the session timeout is taken.
+            gives its session up (see :func:`~kgroup.membership.common.lifecycle.session_seconds`).
     """
 
     group_id: str

@@ -63,7 +63,13 @@ class Waiting(Protocol):
 
 def session_seconds(session_timeout_ms: int, margin_ms: int) -> float:
     """How long (seconds) after its last successful heartbeat a member gives its
-    session up: the session timeout less the margin, which counts up to half of it."""
+    session up: the session timeout less the margin, which counts up to half of it.
+
+    The margin (a member config's ``session_margin_ms``) is the time the member's
+    runtime may need to stop fetching (a data plane waiting for records finishes
+    that wait first): the member must have stopped before the broker, which
+    counts from when it last heard the member, can hand the partitions on.
+    """
     return (session_timeout_ms - min(margin_ms, session_timeout_ms // 2)) / 1000.0
 
 

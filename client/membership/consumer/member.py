@@ -123,11 +123,7 @@ class MemberConfig:
             the client): after this long without a successful heartbeat the
             member treats its partitions as lost and rejoins.
         session_margin_ms: how much sooner than the session timeout the member
-            acts as if its session had expired: the time its runtime may need
-            to stop fetching (a data plane waiting for records finishes that
-            wait first), so that it has stopped before the broker, which counts
-            from when it last heard the member, can hand the partitions to
-            another member. At most half the session timeout is taken.
+            gives its session up (see :func:`~kgroup.membership.common.lifecycle.session_seconds`).
         assignor_hook: emit AssignorOnAssignment (a new-protocol Python
             PartitionAssignor is configured).
         client_assignors: the KIP-848 draft's client-side assignors, in
