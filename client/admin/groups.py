@@ -261,6 +261,23 @@ async def _describe_classic(
     return group, coordinator
 
 
+async def describe_group_once(client: KafkaClient, group_id: str) -> GroupDescription:
+    """:func:`describe_group` without its retries when the coordinator moved.
+
+    For a consumer looking at its own group: a retry would mark the group's
+    coordinator stale, closing the connection the member's heartbeats use.
+
+    Raises:
+        GroupIdNotFoundError: the coordinator knows no such group.
+        BrokerError: another refusal (NOT_COORDINATOR, GROUP_AUTHORIZATION_FAILED ...).
+        TransportError: the coordinator could not be reached.
+    """
+    consumer = await _describe_consumer(client, group_id)
+    if consumer is not None:
+        return _consumer_description(*consumer)
+    return _classic_description(*await _describe_classic(client, group_id))
+
+
 async def describe_group(client: KafkaClient, group_id: str) -> GroupDescription:
     """The group ``group_id``: type, state, epochs, members with their protocol and assignment.
 

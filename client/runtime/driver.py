@@ -87,6 +87,7 @@ from kgroup.membership import (
     PollCalled,
     RaiseCallbackError,
     RediscoverCoordinator,
+    RejoinRequested,
     ReportError,
     ReportFatalError,
     RunCallback,
@@ -126,6 +127,7 @@ from kgroup.runtime.interfaces import (
     TransportInterface,
     WaitsInChunks,
 )
+from kgroup.runtime.liveness import UnownedWatch, unowned_partitions
 from kgroup.runtime.session import FinishedCommit
 from kgroup.telemetry.recorder import ConsumerTelemetry
 from kgroup.transport import KafkaClient
@@ -313,6 +315,10 @@ class Driver:
         """The topic id each partition had when it last started fetching, where known."""
         self._stored: dict[TopicPartition, int] | None = None if auto_offset_store else {}
         """``store_offsets()``'s offsets (``enable.auto.offset.store=false``); None: positions."""
+        self.liveness = UnownedWatch()
+        """When this member, idle, looks for partitions the group left unowned (see
+        :mod:`kgroup.runtime.liveness`); None after the group could not be described."""
+        self._liveness_on = True
 
     # ------------------------------------------------------------------ views
 
@@ -524,8 +530,13 @@ class Driver:
             if deadline is not None and now >= deadline:
                 self._step(session)
                 continue
-            if check is not None and (deadline is None or check < deadline):
-                deadline = check
+            look = self.liveness.next_deadline() if self._liveness_on else None
+            if look is not None and self.liveness.due(now):
+                self.spawn(self._look_at_group, session)
+                look = None
+            for other in (check, look):
+                if other is not None and (deadline is None or other < deadline):
+                    deadline = other
             wake = self._loop_wake = anyio.Event()
             timeout = math.inf if deadline is None else deadline - anyio.current_time()
             with anyio.move_on_after(timeout):
@@ -566,6 +577,16 @@ class Driver:
         self._forget_stored()
         self._refresh_truncation()
         self._tell_settled()
+        self.liveness.observe(
+            anyio.current_time(),
+            idle=(
+                session.settled
+                and not assignment
+                and not self.manual
+                and isinstance(self._latest_subscription, SubscriptionChanged)
+            ),
+            generation=epoch,
+        )
         if epoch != self._last_epoch or assignment != self._last_assignment:
             log.info(
                 "group %s member %s: epoch %d, state %s, assignment (%d) %s",
@@ -578,6 +599,37 @@ class Driver:
             )
             self._last_epoch, self._last_assignment = epoch, assignment
             self._committed.forget(self.owned())
+
+    async def _look_at_group(self, session: Session) -> None:
+        """Describe the group; ask the member to rejoin if the watch finds it stuck."""
+        from kgroup.admin.groups import describe_group_once  # noqa: PLC0415 - idle members only
+        from kgroup.transport import KafkaClient  # noqa: PLC0415
+
+        client = self.client
+        if not isinstance(client, KafkaClient):
+            self._liveness_on = False  # a test transport that cannot describe groups
+            return
+        unowned: frozenset[TopicPartition] | None = None
+        try:
+            with anyio.fail_after(2 * self.request_timeout):
+                group = await describe_group_once(client, self.group_id)
+                topics = sorted({t for m in group.members for t in m.subscribed_topics})
+                meta = await self.client.metadata(topics, timeout=self.request_timeout)
+            counts = {name: info.partition_count for name, info in meta.topics.items()}
+            unowned = unowned_partitions(group, counts)
+        except AuthorizationError as exc:
+            # Describing the group needs DESCRIBE on it, which a consumer's
+            # principal may lack: this member stops looking, it still consumes.
+            log.info("group %s: not looking for unowned partitions: %s", self.group_id, exc)
+            self._liveness_on = False
+        except (KgroupError, TimeoutError) as exc:
+            # Taken as "nothing found": the next look comes after the quiet wait.
+            log.info("group %s: could not look for unowned partitions: %s", self.group_id, exc)
+            unowned = frozenset()
+        reason = self.liveness.looked(anyio.current_time(), unowned)
+        if reason is not None and session is self.session:
+            session.post(RejoinRequested(reason))
+        self.wake()
 
     async def _subscriptions(self) -> None:
         watch: anyio.CancelScope | None = None

@@ -25,6 +25,8 @@ reports on stdout, one JSON object per line, each with ``"t"`` (the sender's
   synchronous commit the loop makes after every non-empty batch raised
   :class:`kgroup.CommitFailedError` (documented as retriable: the loop goes on,
   as an application following the docs would);
+- with ``commit_on_revoke``: the revoked callback commits the positions
+  (``commit()``); a refusal is reported as ``commit_refused`` too;
 - ``{"ev": "error", "type": "ExcName", "message": s}`` when poll / consume /
   commit raised; the process then exits with status 2 (without leaving);
 - ``{"ev": "closed"}`` after ``close``; exit status 0;
@@ -103,13 +105,24 @@ class _Listener:
 
     def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
         self._report("revoked", partitions)
+        if self._member.commit_on_revoke:
+            # What an application that saves its progress before giving
+            # partitions up does (the issue 29 roll): a refused commit is
+            # reported, not raised, as such an application logs it and goes on.
+            try:
+                self._member.consumer.commit()
+            except kgroup.KgroupError as exc:
+                emit("commit_refused", message=str(exc))
 
     def on_partitions_lost(self, partitions: frozenset[TopicPartition]) -> None:
         self._report("lost", partitions)
 
 
 class _Member:
-    def __init__(self, conf: dict[str, Any], topics: list[str]) -> None:
+    def __init__(
+        self, conf: dict[str, Any], topics: list[str], *, commit_on_revoke: bool = False
+    ) -> None:
+        self.commit_on_revoke = commit_on_revoke
         self.consumer = kgroup.Consumer(conf)
         self._seen: tuple[str, int] | None = None
         self.slow_next: float | None = None
@@ -191,7 +204,11 @@ def main(spec: dict[str, Any]) -> int:
         _keep_fetching([TopicPartition(t, p) for t, p in spec["keep_fetching"]])
     commands: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_read_commands, args=(commands,), daemon=True).start()
-    member = _Member(dict(spec["conf"]), list(spec["topics"]))
+    member = _Member(
+        dict(spec["conf"]),
+        list(spec["topics"]),
+        commit_on_revoke=bool(spec.get("commit_on_revoke")),
+    )
     consumer = member.consumer
     emit("started", pid=os.getpid())
     try:

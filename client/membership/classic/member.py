@@ -293,6 +293,8 @@ class ClassicMember(
         # Stale (poll timeout) and leaving.
         self._stale_token: int | None = None
         self._leave_seq: int | None = None
+        # The leave of a repair (_rejoin_requested) is out: the join waits for its answer.
+        self._repair_leave = False
         # A close / unsubscribe asked for while a join round was completing:
         # the release starts once the round is over (see _start_release).
         self._release_after_round: LeaveReason | None = None
@@ -583,6 +585,36 @@ class ClassicMember(
             acts.append(RunCallback(CallbackKind.LOST, self._stale_token, lost))
         else:
             self._stale_token = None
+
+    def _rejoin_requested(self, reason: str, now: float, acts: list[_Action]) -> None:
+        # Only a settled member with nothing: its leave and rejoin cost nothing.
+        if self._state is not _S.STABLE or self._owned:
+            return
+        log.warning(
+            "group %s member %s: %s; leaving and rejoining as a new member so that "
+            "the group rebalances",
+            self._cfg.group_id,
+            self._member_id,
+            reason,
+        )
+        # A static member too: a rejoin under its instance id would only replace
+        # it, and a replacement in a Stable group starts no rebalance. The join
+        # waits for the leave's answer (_pump), so the coordinator cannot take
+        # the new member for the old one's replacement.
+        if self._member_id and not self._awaiting_coordinator and self._leave_seq is None:
+            self._leave_seq = self._next_seq()
+            self._repair_leave = True
+            acts.append(
+                SendLeaveGroup(
+                    self._leave_seq,
+                    self._cfg.group_id,
+                    self._member_id,
+                    self._cfg.instance_id,
+                    reason,
+                )
+            )
+        self._reset_generation(reset_member_id=True)
+        self._rejoin(_T.REJOIN, reason, now, acts)
 
     def _maybe_rejoin_stale(self, now: float, acts: list[_Action]) -> None:
         if self._state is _S.STALE and self._stale_token is None and self._life.stale_polled:
@@ -1233,7 +1265,11 @@ class ClassicMember(
             return
         if self._retry.holds(now):
             return
-        if self._state is _S.JOINING and _Kind.JOIN not in self._in_flight:
+        if (
+            self._state is _S.JOINING
+            and _Kind.JOIN not in self._in_flight
+            and not (self._repair_leave and self._leave_seq is not None)
+        ):
             seq = self._send(_Kind.JOIN, now)
             acts.append(SendJoinGroup(seq, self._join_request()))
         if (
@@ -1482,6 +1518,7 @@ class ClassicMember(
         if seq != self._leave_seq:
             return
         self._leave_seq = None
+        self._repair_leave = False
         if code:
             log.info(
                 "group %s: LeaveGroup answered with %s",

@@ -23,6 +23,7 @@ __all__ = [
     "ErrorCodeReceived",
     "FailureKind",
     "PollCalled",
+    "RejoinRequested",
     "RequestFailed",
     "ResponseReceived",
     "SubscriptionChanged",
@@ -65,6 +66,25 @@ class SubscriptionChanged:
 @dataclass(frozen=True, slots=True)
 class Unsubscribe:
     """The application unsubscribed: release the assignment and leave."""
+
+
+@dataclass(frozen=True, slots=True)
+class RejoinRequested:
+    """The group looks stuck with partitions of its subscription owned by nobody.
+
+    The runtime sends it to a settled member that owns nothing after seeing the
+    group settled with unowned partitions twice in a row (``runtime.liveness``).
+    Such a member leaves for good (epoch -1 / LeaveGroup, a static member too)
+    and joins again as a new member: the coordinator must then compute a new
+    assignment, which hands the unowned partitions out. Apache Kafka leaves a
+    group in that state when a static member's replacement converts a classic
+    group whose cooperative rebalance was between its two rounds (the target
+    keeps the first round's gaps and a static replacement bumps no epoch).
+    Ignored unless the member is settled and owns nothing: giving partitions up
+    to repair the group would stop their consumption for no gain.
+    """
+
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +174,7 @@ class CoordinatorRediscovered:
 CommonEvent = (
     SubscriptionChanged
     | Unsubscribe
+    | RejoinRequested
     | PollCalled
     | RequestFailed
     | CallbackCompleted

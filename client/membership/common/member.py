@@ -24,6 +24,7 @@ from kgroup.membership.common.events import (
     CommitCompleted,
     CoordinatorRediscovered,
     PollCalled,
+    RejoinRequested,
     RequestFailed,
     SubscriptionChanged,
     TimerTick,
@@ -147,6 +148,9 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
                     self._subscribe(event, now, acts)
             case Unsubscribe():
                 self._on_unsubscribe(now, acts)
+            case RejoinRequested():
+                if not self._life.closing:
+                    self._rejoin_requested(event.reason, now, acts)
             case PollCalled():
                 self._life.last_poll = now if event.at is None else min(event.at, now)
                 if self._state is self._STALE:
@@ -270,6 +274,10 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
     @abc.abstractmethod
     def _unsubscribe(self, now: float, acts: list[_Ac]) -> None:
         """Unsubscribe outside FATAL (a pending rejoin after leaving is already cancelled)."""
+
+    @abc.abstractmethod
+    def _rejoin_requested(self, reason: str, now: float, acts: list[_Ac]) -> None:
+        """The runtime saw the group stuck: if settled and owning nothing, leave and join again."""
 
     @abc.abstractmethod
     def _maybe_rejoin_stale(self, now: float, acts: list[_Ac]) -> None:

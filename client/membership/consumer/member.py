@@ -1114,6 +1114,23 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         self._session += 1
         self._go(Trigger.REJOIN_REFUSED)
 
+    def _rejoin_requested(self, reason: str, now: float, acts: list[_Action]) -> None:
+        # Only a settled member with nothing: its leave and rejoin cost nothing.
+        if self._state is not _S.STABLE or self._owned or self._target:
+            return
+        log.warning(
+            "group %s member %s: %s; leaving with epoch -1 and rejoining so that the "
+            "coordinator computes a new assignment",
+            self._cfg.group_id,
+            self._member_id,
+            reason,
+        )
+        self._held_left = False
+        self._refusal = None
+        self._retry.reset()
+        self._session += 1
+        self._go(Trigger.REPAIR)
+
     def _held_leave_settled(self, code: int, now: float, acts: list[_Action]) -> bool:
         """The leave of LEAVING_TO_REJOIN answered ``code``; False: react as to any heartbeat."""
         if reaction_for(code) is Reaction.FENCED:

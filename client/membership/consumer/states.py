@@ -37,7 +37,7 @@ class MemberState(enum.Enum):
     ACKNOWLEDGING = "reconciled; the next heartbeat (sent at once) acknowledges"
     STABLE = "current == target; heartbeats on the interval"
     FENCED = "fenced by the broker; lost callback, then rejoin with epoch 0"
-    LEAVING_TO_REJOIN = "rejoin refused while the broker holds the member id: leave (-1), rejoin"
+    LEAVING_TO_REJOIN = "leave (-1) then rejoin: rejoin refused, or the group stuck"
     PREPARE_LEAVING = "releasing the assignment before the leave heartbeat"
     LEAVING = "leave heartbeat (-1 / -2) being sent, once"
     STALE = "left because poll was not called in time; rejoins on the next poll"
@@ -65,6 +65,7 @@ class Trigger(enum.Enum):
     CLOSE_TIMEOUT = "close deadline"
     REJOIN_REFUSED = "rejoin refused, member id still held"
     HELD_LEFT = "held member left"
+    REPAIR = "group stuck with unowned partitions"
 
 
 _S = MemberState
@@ -95,6 +96,10 @@ MACHINE: TransitionTable[MemberState, Trigger] = TransitionTable(
         # then the member rejoins (docs/new-protocol.md, "Rejoin refused").
         (_S.JOINING, _T.REJOIN_REFUSED): _S.LEAVING_TO_REJOIN,
         (_S.LEAVING_TO_REJOIN, _T.HELD_LEFT): _S.JOINING,
+        # A settled member that owns nothing while the group leaves partitions
+        # unowned leaves (-1) and joins again: only a join or a subscription
+        # change makes the coordinator compute a new target (docs/reliability.md).
+        (_S.STABLE, _T.REPAIR): _S.LEAVING_TO_REJOIN,
         (_S.LEAVING_TO_REJOIN, _T.LEAVE): _S.PREPARE_LEAVING,
         (_S.LEAVING_TO_REJOIN, _T.FATAL_ERROR): _S.FATAL,
         # A fence while releasing for a leave: the broker already dropped the
