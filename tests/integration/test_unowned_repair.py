@@ -1,0 +1,139 @@
+"""A group the coordinator leaves with partitions owned by nobody is repaired (issue 29).
+
+The trace a deployment tool produced on Apache Kafka 4.4, made deterministic:
+static classic cooperative-sticky members, one of which owns all 12 partitions
+when three others join. The cooperative first round takes 3..11 from it and
+gives them to nobody; the second round would hand them out once that member,
+done revoking, rejoins. Its revoke callback is slow (an application saving its
+state), and meanwhile a consumer-protocol process replaces another static
+member, which converts the group to a consumer group. The consumer group
+inherits the first round's assignment as its target, and nothing bumps its
+epoch again: static replacements and a classic member's unchanged rejoin do
+not. Without the repair, 3..11 are consumed by nobody for good (checked by
+disabling it: the wait below times out with them unowned). With it, an idle
+member sees the group settled with partitions unowned twice in a row, leaves
+for good and rejoins, and the coordinator hands them out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import classic_conf, consumer_conf, wait_until
+from process_helpers import MemberProcess, SteadyProducer
+
+from kgroup.testing import KafkaBroker
+from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 12
+REPAIR_BOUND_S = 45.0
+"""Generous bound on the repair: the watch's first wait and confirmation (5 s + 5 s),
+the leave and rejoin, and a rebalance, on a loaded CI machine."""
+
+
+@pytest.fixture
+def members(tmp_path: Path) -> Iterator[dict[str, MemberProcess]]:
+    started: dict[str, MemberProcess] = {}
+    yield started
+    for m in started.values():
+        m.cleanup()
+
+
+def _timeline(members: dict[str, MemberProcess], t0: float) -> str:
+    lines = []
+    for name, m in members.items():
+        events = [
+            f"{e.t - t0:.1f} {e.kind} {sorted(tp.partition for tp in e.partitions)}"
+            for e in m.of("assigned", "revoked", "lost")
+        ]
+        lines.append(f"{name}: " + "; ".join(events))
+    return "\n".join(lines)
+
+
+def test_a_converted_group_left_with_unowned_partitions_is_repaired(
+    kafka_broker: KafkaBroker,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+    members: dict[str, MemberProcess],
+    tmp_path: Path,
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = make_topic(partitions=PARTITIONS)
+    group = make_group_id()
+    everything = set(range(PARTITIONS))
+
+    def classic(instance: str) -> dict[str, Any]:
+        return classic_conf(bootstrap, group, "cooperative-sticky", group_instance_id=instance)
+
+    def start(name: str, conf: dict[str, Any]) -> MemberProcess:
+        member = MemberProcess(
+            name, conf, [topic], tmp_path, commit_each_batch=True, commit_on_revoke=True
+        )
+        members[name] = member
+        return member
+
+    producer = SteadyProducer(bootstrap, topic, PARTITIONS, 0.02)
+    t0 = time.monotonic()
+    try:
+        owner = start("inst-1", classic("inst-1"))
+        owner.wait_for(
+            lambda: {tp.partition for tp in owner.assignment()} == everything,
+            60,
+            "inst-1 owning every partition",
+        )
+        # Its next callback (the first round's revocation) takes 10 s.
+        owner.send("slow_callback 10")
+        joiners = [start(f"inst-{i}", classic(f"inst-{i}")) for i in (0, 2, 3)]
+        owner.wait_for(lambda: bool(owner.of("slow_start")), 60, "inst-1 revoking, slowly")
+        for joiner in joiners:
+            joiner.wait_for(lambda j=joiner: bool(j.of("assigned")), 60, f"{joiner.name} synced")
+        # The first round is over: inst-1 keeps a quarter, the rest belongs to nobody
+        # until inst-1 rejoins. Now inst-0 is restarted on the consumer protocol.
+        assert members["inst-0"].close(30) == 0
+        converted = start(
+            "inst-0-consumer",
+            consumer_conf(bootstrap, group, group_protocol="consumer", group_instance_id="inst-0"),
+        )
+        converted.wait_for(lambda: bool(converted.of("assigned")), 60, "inst-0 joined")
+        since = time.monotonic()
+
+        def consumed_since() -> set[int]:
+            seen: set[int] = set()
+            for m in members.values():
+                for e in m.of("records"):
+                    if e.t > since:
+                        seen.update(p for _, p, _ in e.data["records"])
+            return seen
+
+        try:
+            wait_until(lambda: consumed_since() == everything, REPAIR_BOUND_S, "every partition")
+        except AssertionError:
+            missing = sorted(everything - consumed_since())
+            raise AssertionError(
+                f"partitions {missing} not consumed within {REPAIR_BOUND_S} s of the "
+                f"conversion\n{_timeline(members, t0)}"
+            ) from None
+        repaired_after = time.monotonic() - since
+        print(f"every partition consumed again {repaired_after:.1f} s after the conversion")
+    finally:
+        delivered = producer.stop()
+
+    def consumed() -> set[tuple[str, int, int]]:
+        return set().union(*(m.records for m in members.values()))
+
+    # A timeout is reported below, with the records and the timeline.
+    with contextlib.suppress(AssertionError):
+        wait_until(lambda: delivered <= consumed(), 60, "every record consumed")
+    lost = delivered - consumed()
+    assert not lost, (
+        f"{len(lost)} records never consumed, e.g. {sorted(lost)[:5]}\n{_timeline(members, t0)}"
+    )
+    for m in members.values():
+        assert not m.of("error"), m.of("error")

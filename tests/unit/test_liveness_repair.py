@@ -1,0 +1,257 @@
+"""A group left with partitions owned by nobody: the watch that notices, the members' repair.
+
+Issue 29: Apache Kafka 4.4 leaves a converted group's target assignment with
+the gaps of a classic cooperative first round, and static replacements bump no
+epoch, so nothing asks the assignor again. An idle kgroup member (settled,
+owning nothing) notices and leaves for good, then rejoins: a new member makes
+the coordinator assign again.
+"""
+
+from __future__ import annotations
+
+import pytest
+import test_classic as classic
+import test_membership as consumer
+from test_membership import A, heartbeats
+
+from kgroup.admin.model import GroupDescription, GroupType, MemberDescription, MemberProtocol
+from kgroup.membership import (
+    ClassicState,
+    CloseRequested,
+    FailureKind,
+    LeaveGroupResponseReceived,
+    MemberState,
+    RejoinRequested,
+    RequestFailed,
+    SendJoinGroup,
+    SendLeaveGroup,
+)
+from kgroup.protocol.cluster import BrokerAddress
+from kgroup.runtime.liveness import LivenessTimes, UnownedWatch, unowned_partitions
+from kgroup.types import TopicPartition
+
+STUCK = RejoinRequested("the group has been settled with t-3 owned by nobody")
+
+
+def tp(topic: str, partition: int) -> TopicPartition:
+    return TopicPartition(topic, partition)
+
+
+# ------------------------------------------------------------ what is unowned
+
+
+def member(
+    member_id: str,
+    topics: frozenset[str],
+    assignment: frozenset[TopicPartition] = frozenset(),
+    target: frozenset[TopicPartition] | None = None,
+) -> MemberDescription:
+    return MemberDescription(
+        member_id=member_id,
+        instance_id=None,
+        client_id="c",
+        client_host="/127.0.0.1",
+        protocol=MemberProtocol.CONSUMER,
+        subscribed_topics=topics,
+        assignment=assignment,
+        target_assignment=target,
+    )
+
+
+def group(*members: MemberDescription, state: str = "Stable") -> GroupDescription:
+    return GroupDescription(
+        group_id="g",
+        group_type=GroupType.CONSUMER,
+        protocol_type="consumer",
+        state=state,
+        assignor="uniform",
+        coordinator=BrokerAddress(1, "127.0.0.1", 9092),
+        members=members,
+    )
+
+
+def test_unowned_are_the_subscribed_partitions_in_no_assignment_and_no_target() -> None:
+    described = group(
+        member("m1", frozenset({"t"}), frozenset({tp("t", 0)}), frozenset({tp("t", 0)})),
+        # t-1 is on its way to m2 (in its target): held.
+        member("m2", frozenset({"t", "u"}), frozenset(), frozenset({tp("t", 1)})),
+    )
+    assert unowned_partitions(described, {"t": 4, "u": 1, "other": 3}) == {
+        tp("t", 2),
+        tp("t", 3),
+        tp("u", 0),
+    }
+
+
+def test_a_group_that_is_not_settled_tells_nothing() -> None:
+    described = group(member("m1", frozenset({"t"})), state="Reconciling")
+    assert unowned_partitions(described, {"t": 2}) is None
+
+
+def test_topics_without_a_partition_count_are_left_out() -> None:
+    # A topic the metadata did not describe (deleted, denied): nothing to say of it.
+    described = group(member("m1", frozenset({"gone"})))
+    assert unowned_partitions(described, {}) == frozenset()
+
+
+# ---------------------------------------------------------------- the watch
+
+TIMES = LivenessTimes(first=5.0, confirm=5.0, quiet=30.0)
+GAP = frozenset({tp("t", 3)})
+
+
+def idle_watch(at: float = 0.0, generation: int = 7) -> UnownedWatch:
+    watch = UnownedWatch(TIMES)
+    watch.observe(at, idle=True, generation=generation)
+    return watch
+
+
+def test_a_member_that_owns_something_never_looks() -> None:
+    watch = UnownedWatch(TIMES)
+    watch.observe(0.0, idle=False, generation=3)
+    assert watch.next_deadline() is None
+    assert not watch.due(100.0)
+
+
+def test_an_idle_member_looks_after_the_first_wait_and_repairs_after_a_confirmation() -> None:
+    watch = idle_watch()
+    assert watch.next_deadline() == 5.0
+    assert not watch.due(4.9)
+    assert watch.due(5.0)
+    assert watch.next_deadline() is None  # one look at a time
+    assert watch.looked(5.1, GAP) is None  # seen once: maybe a rebalance in progress
+    assert watch.next_deadline() == pytest.approx(10.1)
+    assert watch.due(10.1)
+    reason = watch.looked(10.2, GAP)
+    assert reason is not None
+    assert "1 partition(s)" in reason
+    assert str(tp("t", 3)) in reason
+
+
+def test_every_partition_owned_looks_again_only_after_the_quiet_wait() -> None:
+    watch = idle_watch()
+    assert watch.due(5.0)
+    assert watch.looked(5.0, frozenset()) is None
+    assert watch.next_deadline() == 35.0
+
+
+@pytest.mark.parametrize(
+    ("between", "why"),
+    [
+        (frozenset(), "the second look saw every partition owned"),
+        (None, "the second look found the group rebalancing"),
+    ],
+)
+def test_unowned_partitions_must_be_seen_in_two_looks_in_a_row(
+    between: frozenset[TopicPartition] | None, why: str
+) -> None:
+    watch = idle_watch()
+    assert watch.due(5.0)
+    assert watch.looked(5.0, GAP) is None
+    assert watch.due(10.0)
+    assert watch.looked(10.0, between) is None, why
+    assert watch.due(watch.next_deadline() or 0.0)
+    assert watch.looked(40.0, GAP) is None  # a new first sighting, not a confirmation
+
+
+def test_a_new_generation_between_the_looks_starts_over() -> None:
+    watch = idle_watch(generation=7)
+    assert watch.due(5.0)
+    assert watch.looked(5.0, GAP) is None
+    watch.observe(6.0, idle=True, generation=8)  # the group moved on
+    assert watch.next_deadline() == 11.0
+    assert watch.due(11.0)
+    assert watch.looked(11.0, GAP) is None
+
+
+def test_a_member_given_partitions_while_a_look_is_out_drops_its_result() -> None:
+    watch = idle_watch()
+    assert watch.due(5.0)
+    assert watch.looked(5.0, GAP) is None
+    assert watch.due(10.0)
+    watch.observe(10.05, idle=False, generation=8)  # assigned meanwhile
+    watch.observe(10.06, idle=True, generation=8)  # and idle again at once
+    assert watch.looked(10.1, GAP) is None  # the look belongs to the round before
+    assert watch.next_deadline() == pytest.approx(15.06)
+
+
+# ------------------------------------------------- the consumer-protocol member
+
+
+def test_a_stable_consumer_member_owning_nothing_leaves_with_minus_one_and_rejoins() -> None:
+    h = consumer.Harness(instance_id="inst-0")
+    h.stable({})
+    acts = h.do(STUCK)
+    assert h.state() is MemberState.LEAVING_TO_REJOIN
+    [leave] = heartbeats(acts)
+    # -1 even for a static member: -2 would keep it, and a rejoin would only replace it.
+    assert (leave.member_epoch, leave.instance_id) == (-1, "inst-0")
+    acts = h.respond(epoch=-1)
+    assert h.state() is MemberState.JOINING
+    [join] = heartbeats(acts)
+    assert join.member_epoch == 0
+    assert join.instance_id == "inst-0"
+    assert join.subscribed_topic_names == ("a", "b")
+
+
+def test_a_consumer_member_that_owns_partitions_ignores_the_request() -> None:
+    h = consumer.Harness()
+    h.stable({A: [0]})
+    assert h.do(STUCK) == []
+    assert h.state() is MemberState.STABLE
+
+
+def test_a_consumer_member_in_a_rebalance_ignores_the_request() -> None:
+    h = consumer.Harness()
+    h.subscribe("a", "b")
+    assert h.state() is MemberState.JOINING
+    assert h.do(STUCK) == []
+    assert h.state() is MemberState.JOINING
+
+
+# ------------------------------------------------------------ the classic member
+
+
+def test_a_stable_static_classic_member_owning_nothing_leaves_then_joins_as_a_new_member() -> (
+    None
+):
+    h = classic.Harness(classic.COOP_STICKY, instance_id="inst-0")
+    h.stable(protocol="cooperative-sticky")
+    acts = h.do(STUCK)
+    leave = classic.one(SendLeaveGroup, acts)
+    # A static member too: rejoining under its instance id would only replace it.
+    assert (leave.member_id, leave.instance_id) == (classic.ME, "inst-0")
+    assert h.state() is ClassicState.JOINING
+    # The join waits for the leave's answer, so the coordinator cannot take the
+    # new member for the old one's replacement.
+    assert classic.of(SendJoinGroup, acts) == []
+    acts = h.do(LeaveGroupResponseReceived(leave.seq, 0))
+    join = classic.one(SendJoinGroup, acts)
+    assert join.request.member_id == ""
+    assert join.request.instance_id == "inst-0"
+    # A new member: nothing owned, no generation.
+    [proto] = join.request.protocols
+    assert proto.subscription.owned_partitions == frozenset()
+    assert proto.subscription.generation_id == -1
+
+
+def test_the_classic_join_still_goes_when_the_leave_fails() -> None:
+    h = classic.Harness(classic.COOP_STICKY)
+    h.stable(protocol="cooperative-sticky")
+    leave = classic.one(SendLeaveGroup, h.do(STUCK))
+    acts = h.do(RequestFailed(leave.seq, FailureKind.TIMEOUT))
+    classic.one(SendJoinGroup, acts)
+
+
+def test_a_classic_member_that_owns_partitions_ignores_the_request() -> None:
+    h = classic.Harness(classic.COOP_STICKY)
+    h.stable("a-0", protocol="cooperative-sticky")
+    assert h.do(STUCK) == []
+    assert h.state() is ClassicState.STABLE
+
+
+def test_a_closing_member_ignores_the_request() -> None:
+    h = classic.Harness(classic.COOP_STICKY)
+    h.stable(protocol="cooperative-sticky")
+    h.do(CloseRequested(deadline=30.0))
+    assert classic.of(SendLeaveGroup, h.do(STUCK)) == []
