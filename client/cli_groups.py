@@ -29,7 +29,7 @@ import json
 import logging
 import os
 import textwrap
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kgroup.errors import ConfigError
@@ -261,13 +261,26 @@ def list_text(listings: Sequence[GroupListing]) -> str:
     )
 
 
-def describe_text(group: GroupDescription) -> str:
+def describe_text(
+    group: GroupDescription, unowned: Collection[TopicPartition] | None = None
+) -> str:
     """A group as ``kgroup groups describe`` prints it: a summary, then a member table
-    (with epochs and targets for a consumer group, assignor user data for a classic one)."""
+    (with epochs and targets for a consumer group, assignor user data for a classic one).
+
+    ``unowned``: partitions of the members' subscriptions that nobody holds in a
+    settled group, shown as a warning (a stuck group: see docs/reliability.md).
+    """
     lines = [
         f"Group {group.group_id}: {group.group_type.value} group, state {group.state}, "
         f"protocol type {_dash(group.protocol_type)}",
     ]
+    if unowned:
+        lines.append(
+            f"  WARNING: {len(unowned)} partition(s) of the group's subscription owned by "
+            f"nobody while the group is settled: {format_assignment(unowned)}. Nothing "
+            "assigns them until a member joins or leaves; kgroup members that own nothing "
+            "rejoin to repair it (docs/reliability.md, 'Partitions owned by nobody')"
+        )
     details = [f"assignor {_dash(group.assignor)}", f"coordinator {group.coordinator}"]
     if group.group_epoch is not None:
         details.insert(
@@ -322,8 +335,25 @@ def describe_text(group: GroupDescription) -> str:
 def _groups_describe(args: argparse.Namespace) -> int:
     from kgroup.admin import describe_group  # noqa: PLC0415
 
-    group: GroupDescription = _run(args, lambda client: describe_group(client, args.group))
-    _emit(args, group, describe_text)
+    async def work(
+        client: KafkaClient,
+    ) -> tuple[GroupDescription, frozenset[TopicPartition] | None]:
+        group = await describe_group(client, args.group)
+        topics = sorted({t for m in group.members for t in m.subscribed_topics})
+        counts: dict[str, int] = {}
+        if topics:
+            meta = await client.metadata(topics)
+            counts = {name: info.partition_count for name, info in meta.topics.items()}
+        return group, group.unowned_partitions(counts)
+
+    group, unowned = _run(args, work)
+    if args.json:
+        data = jsonable(group)
+        assert isinstance(data, dict)
+        data["unowned_partitions"] = None if unowned is None else jsonable(sorted(unowned))
+        print(json.dumps(data, indent=2, sort_keys=False))
+    else:
+        print(describe_text(group, unowned))
     return _OK
 
 

@@ -166,6 +166,35 @@ class GroupDescription:
         """Whether the group has no members (it may still have committed offsets)."""
         return not self.members
 
+    def unowned_partitions(
+        self, partition_counts: Mapping[str, int]
+    ) -> frozenset[TopicPartition] | None:
+        """Partitions of the topics the members subscribe to that no member holds.
+
+        None when the group is not settled (``Stable``): during a rebalance
+        partitions are legitimately unowned for a moment. A settled group with
+        unowned partitions is stuck: nothing will assign them until a member
+        joins or leaves (``docs/reliability.md``). A partition counts as held
+        when it is in a member's assignment or, in a consumer group, in its
+        target (it is on its way there). ``partition_counts`` gives each topic's
+        partition count; topics missing from it (unknown, or subscribed by
+        regex) are left out.
+        """
+        if self.state != "Stable":
+            return None
+        topics = {topic for m in self.members for topic in m.subscribed_topics}
+        held: set[TopicPartition] = set()
+        for m in self.members:
+            held |= m.assignment
+            held |= m.target_assignment or frozenset()
+        wanted = {
+            TopicPartition(topic, p)
+            for topic in topics
+            if topic in partition_counts
+            for p in range(partition_counts[topic])
+        }
+        return frozenset(wanted - held)
+
 
 @dataclass(frozen=True, slots=True)
 class PartitionLag:

@@ -127,7 +127,7 @@ from kgroup.runtime.interfaces import (
     TransportInterface,
     WaitsInChunks,
 )
-from kgroup.runtime.liveness import UnownedWatch, unowned_partitions
+from kgroup.runtime.liveness import UnownedWatch
 from kgroup.runtime.session import FinishedCommit
 from kgroup.telemetry.recorder import ConsumerTelemetry
 from kgroup.transport import KafkaClient
@@ -616,7 +616,7 @@ class Driver:
                 topics = sorted({t for m in group.members for t in m.subscribed_topics})
                 meta = await self.client.metadata(topics, timeout=self.request_timeout)
             counts = {name: info.partition_count for name, info in meta.topics.items()}
-            unowned = unowned_partitions(group, counts)
+            unowned = group.unowned_partitions(counts)
         except AuthorizationError as exc:
             # Describing the group needs DESCRIBE on it, which a consumer's
             # principal may lack: this member stops looking, it still consumes.

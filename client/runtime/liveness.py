@@ -19,7 +19,8 @@ them. The runtime then asks the member to leave and join again
 coordinator assign again. A member that owns nothing gives nothing up.
 
 Pure bookkeeping, time passed in: the driver performs the looks (a describe
-of the group and the metadata of its topics) and feeds their results back.
+of the group and the metadata of its topics,
+:meth:`kgroup.admin.GroupDescription.unowned_partitions`) and feeds their results back.
 """
 
 from __future__ import annotations
@@ -55,28 +56,8 @@ class LivenessTimes:
 def unowned_partitions(
     group: GroupDescription, partition_counts: Mapping[str, int]
 ) -> frozenset[TopicPartition] | None:
-    """Partitions of the topics ``group``'s members subscribe to that no member holds.
-
-    None when the group is not settled (``Stable``): during a rebalance
-    partitions are legitimately unowned for a moment. A partition counts as
-    held when it is in a member's assignment or, in a consumer group, in its
-    target (it is on its way there). Topics missing from ``partition_counts``
-    (unknown, or subscribed by regex) are left out.
-    """
-    if group.state != "Stable":
-        return None
-    topics = {topic for m in group.members for topic in m.subscribed_topics}
-    held: set[TopicPartition] = set()
-    for m in group.members:
-        held |= m.assignment
-        held |= m.target_assignment or frozenset()
-    wanted = {
-        TopicPartition(topic, p)
-        for topic in topics
-        if topic in partition_counts
-        for p in range(partition_counts[topic])
-    }
-    return frozenset(wanted - held)
+    """``group.unowned_partitions(partition_counts)``: what a look found (None: not settled)."""
+    return group.unowned_partitions(partition_counts)
 
 
 class UnownedWatch:

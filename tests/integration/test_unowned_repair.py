@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from helpers import classic_conf, consumer_conf, wait_until
+from test_groups_cli import cli_json
 from process_helpers import MemberProcess, SteadyProducer
 
 from kgroup.testing import KafkaBroker
@@ -103,6 +104,12 @@ def test_a_converted_group_left_with_unowned_partitions_is_repaired(
         )
         converted.wait_for(lambda: bool(converted.of("assigned")), 60, "inst-0 joined")
         since = time.monotonic()
+        # The group tools show the stall (the repair is 10 s away at the earliest).
+        described = cli_json(bootstrap, "groups", "describe", group)
+        assert described["state"] == "Stable", described
+        unowned = {p["partition"] for p in described["unowned_partitions"]}
+        assert unowned == everything - {tp.partition for tp in owner.assignment()}
+        assert len(unowned) == PARTITIONS * 3 // 4
 
         def consumed_since() -> set[int]:
             seen: set[int] = set()

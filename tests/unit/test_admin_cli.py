@@ -169,6 +169,15 @@ def test_describe_of_a_classic_group_shows_assignor_user_data() -> None:
     assert "3 bytes" in text
 
 
+def test_describe_warns_of_partitions_owned_by_nobody_in_a_settled_group() -> None:
+    text = describe_text(_consumer_group(), frozenset({B3, A1}))
+    warning = next(line for line in text.splitlines() if "WARNING" in line)
+    assert "2 partition(s) of the group's subscription owned by nobody" in warning
+    assert "a:1 b:3" in warning
+    assert "WARNING" not in describe_text(_consumer_group(), frozenset())
+    assert "WARNING" not in describe_text(_consumer_group(), None)
+
+
 def test_lag_rows_and_json_carry_the_computed_lag() -> None:
     lag = GroupLag(
         group=_consumer_group(),
