@@ -180,7 +180,7 @@ class GroupDescription:
         partition count; topics missing from it (unknown, or subscribed by
         regex) are left out.
         """
-        if self.state != "Stable":
+        if self.state.lower() != "stable":
             return None
         topics = {topic for m in self.members for topic in m.subscribed_topics}
         held: set[TopicPartition] = set()
