@@ -127,7 +127,7 @@ from kgroup.runtime.interfaces import (
     TransportInterface,
     WaitsInChunks,
 )
-from kgroup.runtime.liveness import UnownedWatch
+from kgroup.runtime.liveness import NOTHING_SEEN, Look, Repair, UnownedWatch
 from kgroup.runtime.session import FinishedCommit
 from kgroup.telemetry.recorder import ConsumerTelemetry
 from kgroup.transport import KafkaClient
@@ -577,15 +577,13 @@ class Driver:
         self._forget_stored()
         self._refresh_truncation()
         self._tell_settled()
+        settled = (
+            session.settled
+            and not self.manual
+            and isinstance(self._latest_subscription, SubscriptionChanged)
+        )
         self.liveness.observe(
-            anyio.current_time(),
-            idle=(
-                session.settled
-                and not assignment
-                and not self.manual
-                and isinstance(self._latest_subscription, SubscriptionChanged)
-            ),
-            generation=epoch,
+            anyio.current_time(), settled=settled, idle=settled and not assignment, generation=epoch
         )
         if epoch != self._last_epoch or assignment != self._last_assignment:
             log.info(
@@ -609,26 +607,24 @@ class Driver:
         if not isinstance(client, KafkaClient):
             self._liveness_on = False  # a test transport that cannot describe groups
             return
-        unowned: frozenset[TopicPartition] | None = None
+        look = NOTHING_SEEN  # what a failed look counts as: the next comes after the quiet wait
         try:
             with anyio.fail_after(2 * self.request_timeout):
                 group = await describe_group_once(client, self.group_id)
                 topics = sorted({t for m in group.members for t in m.subscribed_topics})
-                meta = await self.client.metadata(topics, timeout=self.request_timeout)
-            counts = {name: info.partition_count for name, info in meta.topics.items()}
-            unowned = group.unowned_partitions(counts)
+                meta = await client.metadata(topics, timeout=self.request_timeout)
+            look = Look.of(group, {name: t.partition_count for name, t in meta.topics.items()})
         except AuthorizationError as exc:
             # Describing the group needs DESCRIBE on it, which a consumer's
             # principal may lack: this member stops looking, it still consumes.
-            log.info("group %s: not looking for unowned partitions: %s", self.group_id, exc)
+            log.info("group %s: not looking at the group's assignment: %s", self.group_id, exc)
             self._liveness_on = False
         except (KgroupError, TimeoutError) as exc:
-            # Taken as "nothing found": the next look comes after the quiet wait.
-            log.info("group %s: could not look for unowned partitions: %s", self.group_id, exc)
-            unowned = frozenset()
-        reason = self.liveness.looked(anyio.current_time(), unowned)
-        if reason is not None and session is self.session:
-            session.post(RejoinRequested(reason))
+            log.info("group %s: could not look at the group's assignment: %s", self.group_id, exc)
+        verdict = self.liveness.looked(anyio.current_time(), look)
+        if verdict is not None and session is self.session:
+            as_new = verdict.repair is Repair.REJOIN_AS_NEW
+            session.post(RejoinRequested(verdict.reason, as_new=as_new))
         self.wake()
 
     async def _subscriptions(self) -> None:

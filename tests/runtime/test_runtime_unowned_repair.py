@@ -24,7 +24,7 @@ from .helpers import SharedLog, consumer_config, drive, tps
 
 pytestmark = pytest.mark.anyio
 
-FAST = LivenessTimes(first=0.2, confirm=0.2, quiet=60.0)
+FAST = LivenessTimes(first=0.2, first_busy=60.0, confirm=0.2, quiet=60.0)
 
 
 def _watch_fast(consumer: AsyncConsumer) -> None:
@@ -87,7 +87,7 @@ async def test_a_target_with_gaps_is_filled_after_the_idle_member_rejoins(
         assert kept not in {tp for ps in log.of("a", "revoked") for tp in ps}
 
 
-async def test_a_member_that_owns_partitions_never_describes_the_group(
+async def test_a_member_that_owns_partitions_does_not_look_before_the_busy_wait(
     broker: FakeBroker, group_id: str
 ) -> None:
     broker.create_topic("orders", 2)

@@ -9,6 +9,8 @@ the coordinator assign again.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import test_classic as classic
 import test_membership as consumer
@@ -16,6 +18,7 @@ from test_membership import A, heartbeats
 
 from kgroup.admin.model import GroupDescription, GroupType, MemberDescription, MemberProtocol
 from kgroup.membership import (
+    CallbackKind,
     ClassicState,
     CloseRequested,
     FailureKind,
@@ -27,10 +30,11 @@ from kgroup.membership import (
     SendLeaveGroup,
 )
 from kgroup.protocol.cluster import BrokerAddress
-from kgroup.runtime.liveness import LivenessTimes, UnownedWatch, unowned_partitions
+from kgroup.runtime.liveness import NOTHING_SEEN, LivenessTimes, Look, Repair, UnownedWatch
 from kgroup.types import TopicPartition
 
 STUCK = RejoinRequested("the group has been settled with t-3 owned by nobody")
+STALL = RejoinRequested("the group's assignment has waited for group epoch 12", as_new=False)
 
 
 def tp(topic: str, partition: int) -> TopicPartition:
@@ -76,7 +80,7 @@ def test_unowned_are_the_subscribed_partitions_in_no_assignment_and_no_target() 
         # t-1 is on its way to m2 (in its target): held.
         member("m2", frozenset({"t", "u"}), frozenset(), frozenset({tp("t", 1)})),
     )
-    assert unowned_partitions(described, {"t": 4, "u": 1, "other": 3}) == {
+    assert described.unowned_partitions({"t": 4, "u": 1, "other": 3}) == {
         tp("t", 2),
         tp("t", 3),
         tp("u", 0),
@@ -85,36 +89,38 @@ def test_unowned_are_the_subscribed_partitions_in_no_assignment_and_no_target() 
 
 def test_a_group_that_is_not_settled_tells_nothing() -> None:
     described = group(member("m1", frozenset({"t"})), state="Reconciling")
-    assert unowned_partitions(described, {"t": 2}) is None
+    assert described.unowned_partitions({"t": 2}) is None
 
 
 def test_topics_without_a_partition_count_are_left_out() -> None:
     # A topic the metadata did not describe (deleted, denied): nothing to say of it.
     described = group(member("m1", frozenset({"gone"})))
-    assert unowned_partitions(described, {}) == frozenset()
+    assert described.unowned_partitions({}) == frozenset()
 
 
 # ---------------------------------------------------------------- the watch
 
-TIMES = LivenessTimes(first=5.0, confirm=5.0, quiet=30.0)
-GAP = frozenset({tp("t", 3)})
+TIMES = LivenessTimes(first=5.0, first_busy=30.0, confirm=5.0, quiet=30.0)
+GAP = Look(frozenset({tp("t", 3)}))
+REBALANCING = Look(None)
+STALLED = Look(frozenset(), stalled_epoch=12)
 
 
-def idle_watch(at: float = 0.0, generation: int = 7) -> UnownedWatch:
+def settled_watch(at: float = 0.0, generation: int = 7, *, idle: bool = True) -> UnownedWatch:
     watch = UnownedWatch(TIMES)
-    watch.observe(at, idle=True, generation=generation)
+    watch.observe(at, settled=True, idle=idle, generation=generation)
     return watch
 
 
-def test_a_member_that_owns_something_never_looks() -> None:
+def test_a_member_that_is_not_settled_never_looks() -> None:
     watch = UnownedWatch(TIMES)
-    watch.observe(0.0, idle=False, generation=3)
+    watch.observe(0.0, settled=False, idle=False, generation=3)
     assert watch.next_deadline() is None
     assert not watch.due(100.0)
 
 
 def test_an_idle_member_looks_after_the_first_wait_and_repairs_after_a_confirmation() -> None:
-    watch = idle_watch()
+    watch = settled_watch()
     assert watch.next_deadline() == 5.0
     assert not watch.due(4.9)
     assert watch.due(5.0)
@@ -122,30 +128,64 @@ def test_an_idle_member_looks_after_the_first_wait_and_repairs_after_a_confirmat
     assert watch.looked(5.1, GAP) is None  # seen once: maybe a rebalance in progress
     assert watch.next_deadline() == pytest.approx(10.1)
     assert watch.due(10.1)
-    reason = watch.looked(10.2, GAP)
-    assert reason is not None
-    assert "1 partition(s)" in reason
-    assert str(tp("t", 3)) in reason
+    verdict = watch.looked(10.2, GAP)
+    assert verdict is not None
+    assert verdict.repair is Repair.REJOIN_AS_NEW
+    assert "1 partition(s)" in verdict.reason
+    assert str(tp("t", 3)) in verdict.reason
+
+
+def test_a_member_that_owns_partitions_looks_rarely_and_leaves_unowned_ones_alone() -> None:
+    watch = settled_watch(idle=False)
+    assert watch.next_deadline() == 30.0
+    assert watch.due(30.0)
+    assert watch.looked(30.0, GAP) is None
+    assert watch.next_deadline() == 60.0  # nothing it repairs: the quiet wait
+    assert watch.due(60.0)
+    assert watch.looked(60.0, GAP) is None
+
+
+@pytest.mark.parametrize("idle", [True, False], ids=["idle", "owning"])
+def test_a_stalled_assignment_seen_twice_asks_for_a_plain_rejoin(idle: bool) -> None:
+    watch = settled_watch(idle=idle)
+    assert watch.due(watch.next_deadline() or 0.0)
+    now = watch.next_deadline() or 30.0
+    assert watch.looked(now, STALLED) is None
+    assert watch.due(now + 5.0)
+    verdict = watch.looked(now + 5.0, STALLED)
+    assert verdict is not None
+    assert verdict.repair is Repair.REJOIN
+    assert "group epoch 12" in verdict.reason
+
+
+def test_a_stall_at_another_group_epoch_is_a_new_sighting() -> None:
+    watch = settled_watch()
+    assert watch.due(5.0)
+    assert watch.looked(5.0, STALLED) is None
+    assert watch.due(10.0)
+    assert watch.looked(10.0, Look(frozenset(), stalled_epoch=13)) is None
+    assert watch.due(15.0)
+    verdict = watch.looked(15.0, Look(frozenset(), stalled_epoch=13))
+    assert verdict is not None
+    assert verdict.repair is Repair.REJOIN
 
 
 def test_every_partition_owned_looks_again_only_after_the_quiet_wait() -> None:
-    watch = idle_watch()
+    watch = settled_watch()
     assert watch.due(5.0)
-    assert watch.looked(5.0, frozenset()) is None
+    assert watch.looked(5.0, NOTHING_SEEN) is None
     assert watch.next_deadline() == 35.0
 
 
 @pytest.mark.parametrize(
     ("between", "why"),
     [
-        (frozenset(), "the second look saw every partition owned"),
-        (None, "the second look found the group rebalancing"),
+        (NOTHING_SEEN, "the second look saw every partition owned"),
+        (REBALANCING, "the second look found the group rebalancing"),
     ],
 )
-def test_unowned_partitions_must_be_seen_in_two_looks_in_a_row(
-    between: frozenset[TopicPartition] | None, why: str
-) -> None:
-    watch = idle_watch()
+def test_a_stuck_group_must_be_seen_in_two_looks_in_a_row(between: Look, why: str) -> None:
+    watch = settled_watch()
     assert watch.due(5.0)
     assert watch.looked(5.0, GAP) is None
     assert watch.due(10.0)
@@ -155,24 +195,31 @@ def test_unowned_partitions_must_be_seen_in_two_looks_in_a_row(
 
 
 def test_a_new_generation_between_the_looks_starts_over() -> None:
-    watch = idle_watch(generation=7)
+    watch = settled_watch(generation=7)
     assert watch.due(5.0)
     assert watch.looked(5.0, GAP) is None
-    watch.observe(6.0, idle=True, generation=8)  # the group moved on
+    watch.observe(6.0, settled=True, idle=True, generation=8)  # the group moved on
     assert watch.next_deadline() == 11.0
     assert watch.due(11.0)
     assert watch.looked(11.0, GAP) is None
 
 
 def test_a_member_given_partitions_while_a_look_is_out_drops_its_result() -> None:
-    watch = idle_watch()
+    watch = settled_watch()
     assert watch.due(5.0)
     assert watch.looked(5.0, GAP) is None
     assert watch.due(10.0)
-    watch.observe(10.05, idle=False, generation=8)  # assigned meanwhile
-    watch.observe(10.06, idle=True, generation=8)  # and idle again at once
+    watch.observe(10.05, settled=False, idle=False, generation=8)  # assigned meanwhile
+    watch.observe(10.06, settled=True, idle=True, generation=8)  # and idle again at once
     assert watch.looked(10.1, GAP) is None  # the look belongs to the round before
     assert watch.next_deadline() == pytest.approx(15.06)
+
+
+def test_a_look_reads_a_consumer_groups_lagging_assignment_as_a_stall() -> None:
+    described = replace(group(member("m1", frozenset({"t"}))), group_epoch=5, assignment_epoch=4)
+    look = Look.of(replace(described, state="Assigning"), {"t": 1})
+    assert look == Look(None, stalled_epoch=5)
+    assert Look.of(replace(described, assignment_epoch=5), {"t": 1}).stalled_epoch is None
 
 
 # ------------------------------------------------- the consumer-protocol member
@@ -201,6 +248,13 @@ def test_a_consumer_member_that_owns_partitions_ignores_the_request() -> None:
     assert h.state() is MemberState.STABLE
 
 
+def test_a_consumer_member_leaves_a_stalled_assignment_to_its_heartbeats() -> None:
+    h = consumer.Harness()
+    h.stable({})
+    assert h.do(STALL) == []
+    assert h.state() is MemberState.STABLE
+
+
 def test_a_consumer_member_in_a_rebalance_ignores_the_request() -> None:
     h = consumer.Harness()
     h.subscribe("a", "b")
@@ -212,9 +266,7 @@ def test_a_consumer_member_in_a_rebalance_ignores_the_request() -> None:
 # ------------------------------------------------------------ the classic member
 
 
-def test_a_stable_static_classic_member_owning_nothing_leaves_then_joins_as_a_new_member() -> (
-    None
-):
+def test_a_stable_static_classic_member_owning_nothing_leaves_then_joins_as_a_new_member() -> None:
     h = classic.Harness(classic.COOP_STICKY, instance_id="inst-0")
     h.stable(protocol="cooperative-sticky")
     acts = h.do(STUCK)
@@ -248,6 +300,20 @@ def test_a_classic_member_that_owns_partitions_ignores_the_request() -> None:
     h.stable("a-0", protocol="cooperative-sticky")
     assert h.do(STUCK) == []
     assert h.state() is ClassicState.STABLE
+
+
+def test_a_classic_member_of_a_stalled_group_rejoins_keeping_its_partitions() -> None:
+    h = classic.Harness(classic.COOP_STICKY, instance_id="inst-0")
+    h.stable("a-0", protocol="cooperative-sticky")
+    acts = h.do(STALL)
+    assert classic.of(SendLeaveGroup, acts) == []
+    join = classic.one(SendJoinGroup, acts)
+    # The same member, keeping what it owns (cooperative): no revocation.
+    assert join.request.member_id == classic.ME
+    [proto] = join.request.protocols
+    assert proto.subscription.owned_partitions == classic.tps("a-0")
+    assert h.callbacks == [c for c in h.callbacks if c.kind is not CallbackKind.REVOKED]
+    assert h.m.assignment == classic.tps("a-0")
 
 
 def test_a_closing_member_ignores_the_request() -> None:

@@ -72,6 +72,7 @@ from kgroup.membership.common.events import (
     CallbackCompleted,
     CallbackKind,
     FailureKind,
+    RejoinRequested,
     RequestFailed,
     ResponseReceived,
     SubscriptionChanged,
@@ -586,9 +587,23 @@ class ClassicMember(
         else:
             self._stale_token = None
 
-    def _rejoin_requested(self, reason: str, now: float, acts: list[_Action]) -> None:
-        # Only a settled member with nothing: its leave and rejoin cost nothing.
-        if self._state is not _S.STABLE or self._owned:
+    def _rejoin_requested(self, event: RejoinRequested, now: float, acts: list[_Action]) -> None:
+        if self._state is not _S.STABLE:
+            return
+        reason = event.reason
+        if not event.as_new:
+            # Its JoinGroup makes the coordinator compute the pending assignment;
+            # a cooperative member keeps its partitions through it.
+            log.warning(
+                "group %s member %s: %s; rejoining so that the coordinator assigns",
+                self._cfg.group_id,
+                self._member_id,
+                reason,
+            )
+            self._rejoin(_T.REJOIN, reason, now, acts)
+            return
+        # Only a member with nothing leaves: its leave and rejoin cost nothing.
+        if self._owned:
             return
         log.warning(
             "group %s member %s: %s; leaving and rejoining as a new member so that "

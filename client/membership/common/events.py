@@ -70,21 +70,24 @@ class Unsubscribe:
 
 @dataclass(frozen=True, slots=True)
 class RejoinRequested:
-    """The group looks stuck with partitions of its subscription owned by nobody.
+    """The group looks stuck: join again so that the coordinator assigns (``runtime.liveness``).
 
-    The runtime sends it to a settled member that owns nothing after seeing the
-    group settled with unowned partitions twice in a row (``runtime.liveness``).
-    Such a member leaves for good (epoch -1 / LeaveGroup, a static member too)
-    and joins again as a new member: the coordinator must then compute a new
-    assignment, which hands the unowned partitions out. Apache Kafka leaves a
-    group in that state when a static member's replacement converts a classic
-    group whose cooperative rebalance was between its two rounds (the target
-    keeps the first round's gaps and a static replacement bumps no epoch).
-    Ignored unless the member is settled and owns nothing: giving partitions up
-    to repair the group would stop their consumption for no gain.
+    ``as_new``: partitions of the subscription are owned by nobody in a settled
+    group. A member that is settled and owns nothing leaves for good (epoch -1 /
+    LeaveGroup, a static member too) and joins again as a new member, which
+    makes the coordinator compute a new assignment. Apache Kafka leaves a group
+    so when a static member's replacement converts a classic group between the
+    two rounds of a cooperative rebalance. Ignored by a member that owns
+    partitions: giving them up would stop their consumption.
+
+    Not ``as_new``: the group's assignment waits for a group epoch that nobody
+    asks the coordinator to assign (a converted group with classic members
+    only). A settled classic member joins again, keeping its member id; a
+    consumer-protocol member ignores it (its heartbeats ask already).
     """
 
     reason: str
+    as_new: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -150,7 +150,7 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
                 self._on_unsubscribe(now, acts)
             case RejoinRequested():
                 if not self._life.closing:
-                    self._rejoin_requested(event.reason, now, acts)
+                    self._rejoin_requested(event, now, acts)
             case PollCalled():
                 self._life.last_poll = now if event.at is None else min(event.at, now)
                 if self._state is self._STALE:
@@ -276,8 +276,8 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
         """Unsubscribe outside FATAL (a pending rejoin after leaving is already cancelled)."""
 
     @abc.abstractmethod
-    def _rejoin_requested(self, reason: str, now: float, acts: list[_Ac]) -> None:
-        """The runtime saw the group stuck: if settled and owning nothing, leave and join again."""
+    def _rejoin_requested(self, event: RejoinRequested, now: float, acts: list[_Ac]) -> None:
+        """The runtime saw the group stuck: join again as the event says, if settled."""
 
     @abc.abstractmethod
     def _maybe_rejoin_stale(self, now: float, acts: list[_Ac]) -> None:

@@ -35,6 +35,7 @@ from kgroup.membership.common.events import (
     CallbackCompleted,
     CallbackKind,
     FailureKind,
+    RejoinRequested,
     RequestFailed,
     SubscriptionChanged,
 )
@@ -1114,10 +1115,12 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         self._session += 1
         self._go(Trigger.REJOIN_REFUSED)
 
-    def _rejoin_requested(self, reason: str, now: float, acts: list[_Action]) -> None:
+    def _rejoin_requested(self, event: RejoinRequested, now: float, acts: list[_Action]) -> None:
         # Only a settled member with nothing: its leave and rejoin cost nothing.
-        if self._state is not _S.STABLE or self._owned or self._target:
+        # A stalled assignment is never this member's to ask for: its heartbeats do.
+        if not event.as_new or self._state is not _S.STABLE or self._owned or self._target:
             return
+        reason = event.reason
         log.warning(
             "group %s member %s: %s; leaving with epoch -1 and rejoining so that the "
             "coordinator computes a new assignment",
