@@ -1,5 +1,9 @@
-"""A group the coordinator leaves with partitions owned by nobody is repaired (issue 29).
+"""Groups the coordinator leaves stuck are repaired by their kgroup members (issue 29).
 
+Two stalls of Apache Kafka 4.4, each made deterministic; each test fails with
+the repair disabled (checked by hand).
+
+**Unowned partitions.**
 The trace a deployment tool produced on Apache Kafka 4.4, made deterministic:
 static classic cooperative-sticky members, one of which owns all 12 partitions
 when three others join. The cooperative first round takes 3..11 from it and
@@ -13,6 +17,13 @@ not. Without the repair, 3..11 are consumed by nobody for good (checked by
 disabling it: the wait below times out with them unowned). With it, an idle
 member sees the group settled with partitions unowned twice in a row, leaves
 for good and rejoins, and the coordinator hands them out.
+
+**A stalled assignment.** Under migration policy ``upgrade``, the last
+consumer-protocol member of a converted group leaves: the coordinator bumps the
+group epoch but answers the classic members' heartbeats ``NONE``, so none
+rejoins and the leaver's partitions stay unowned (``Assigning``). A classic
+member that sees the assignment waiting for the same epoch twice rejoins,
+keeping its partitions, and its JoinGroup makes the coordinator assign.
 """
 
 from __future__ import annotations
@@ -25,11 +36,12 @@ from typing import Any
 
 import pytest
 from helpers import classic_conf, consumer_conf, wait_until
-from test_groups_cli import cli_json
 from process_helpers import MemberProcess, SteadyProducer
+from test_groups_cli import cli_json
 
 from kgroup.testing import KafkaBroker
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
+from kgroup.testing.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -144,3 +156,59 @@ def test_a_converted_group_left_with_unowned_partitions_is_repaired(
     )
     for m in members.values():
         assert not m.of("error"), m.of("error")
+
+
+STALL_BOUND_S = 75.0
+"""The watch's wait for a member that owns partitions (30 s) and its confirmation
+(5 s), the rejoin and a rebalance, with room for a loaded CI machine."""
+
+
+def test_an_assignment_stalled_after_the_last_consumer_member_left_is_repaired(
+    tmp_path: Path, members: dict[str, MemberProcess]
+) -> None:
+    with KafkaBroker(overrides={"group.consumer.migration.policy": "upgrade"}) as broker:
+        bootstrap = broker.bootstrap_servers
+        create_topic(bootstrap, "orders", partitions=6)
+        group = "upgrade-stall"
+        everything = set(range(6))
+        t0 = time.monotonic()
+        classic = [
+            MemberProcess(
+                f"classic-{i}",
+                classic_conf(bootstrap, group, "cooperative-sticky"),
+                ["orders"],
+                tmp_path,
+            )
+            for i in range(2)
+        ]
+        members.update({m.name: m for m in classic})
+        for m in classic:
+            m.wait_for(lambda m=m: len(m.assignment()) == 3, 60, f"{m.name} owning 3")
+        converter = MemberProcess(
+            "consumer",
+            consumer_conf(bootstrap, group, group_protocol="consumer"),
+            ["orders"],
+            tmp_path,
+        )
+        members["consumer"] = converter
+        converter.wait_for(lambda: len(converter.assignment()) == 2, 60, "the group converted")
+        assert converter.close(30) == 0
+        left = time.monotonic()
+
+        def owned() -> set[int]:
+            return {tp.partition for m in classic for tp in m.assignment()}
+
+        try:
+            wait_until(lambda: owned() == everything, STALL_BOUND_S, "every partition owned")
+        except AssertionError:
+            raise AssertionError(
+                f"partitions {sorted(everything - owned())} owned by nobody "
+                f"{STALL_BOUND_S} s after the last consumer-protocol member left\n"
+                f"{_timeline(members, t0)}"
+            ) from None
+        print(f"every partition owned again {time.monotonic() - left:.1f} s after the leave")
+        described = cli_json(bootstrap, "groups", "describe", group)
+        assert described["group_epoch"] == described["assignment_epoch"]
+        assert described["unowned_partitions"] == []
+        for m in classic:
+            assert not m.of("lost", "error")
