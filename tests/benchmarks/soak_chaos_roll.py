@@ -50,7 +50,7 @@ from kgroup.testing.topics import create_topic  # noqa: E402
 
 
 def soak(
-    bootstrap: str, variant: str, minutes: float, seed: int, log_dir: Path, known_bugs: bool
+    bootstrap: str, variant: str, minutes: float, seed: int, log_dir: Path, *, known_bugs: bool
 ) -> bool:
     tag = uuid.uuid4().hex[:8]
     topic = f"soak-chaos-{variant}-{tag}"
@@ -64,14 +64,14 @@ def soak(
     ok = True
     try:
         start_group(chaos)
-        chaos.run(chaos.random_plan(random.Random(seed), known_bugs), steps)
+        chaos.run(chaos.random_plan(random.Random(seed), known_bugs=known_bugs), steps)
         outcome = finish(chaos)
         done = [w for _, w in chaos.actions if not w.startswith(("start", "skip"))]
         print(
             f"{variant} seed {seed}: PASS in {time.monotonic() - started:.0f} s; "
             f"{len(done)} changes ({sum(w.startswith('SIGKILL') for w in done)} kills, "
             f"{sum(w.startswith('SIGSTOP') for w in done)} stops, "
-            f"{len(chaos.everyone) - len(chaos.slots)} restarts and replacements); "
+            f"{sum(w.startswith('close') for w in done)} restarts); "
             f"{outcome.produced} produced, {outcome.consumed} consumed, "
             f"{outcome.duplicates} duplicates; every partition consumed again "
             f"{outcome.recovery_s:.1f} s after the last change ({chaos.actions[-1][1]})"
@@ -113,7 +113,8 @@ def main() -> int:
             bootstrap = broker.bootstrap_servers
         print(f"broker {bootstrap}")
         results = [
-            soak(bootstrap, v, args.minutes, seed, log_dir, args.known_bugs) for v in variants
+            soak(bootstrap, v, args.minutes, seed, log_dir, known_bugs=args.known_bugs)
+            for v in variants
         ]
     return 0 if all(results) else 1
 

@@ -229,6 +229,7 @@ class Chaos:
 
     def restart(self, slot: int, to: str) -> None:
         member = self.live.pop(slot)
+        self.note(f"close {member.name}")
         code = member.close(CLOSE_TIMEOUT_S)
         if code != 0:
             raise AssertionError(f"{member.name} exited {code} on close\n{self.story()}")
@@ -327,7 +328,9 @@ class Chaos:
             return action.seconds, "resume"
         raise ValueError(action.kind)
 
-    def random_plan(self, rng: random.Random, known_bugs: bool = False) -> Iterator[Action | None]:
+    def random_plan(
+        self, rng: random.Random, *, known_bugs: bool = False
+    ) -> Iterator[Action | None]:
         """Random actions on eligible slots (soak): restarts, kills, short and long stops.
 
         A long stop of a consumer-protocol kgroup member only with ``known_bugs``
@@ -407,46 +410,49 @@ def overlaps(chaos: Chaos, stale: list[str] | None = None) -> list[str]:
     not live from when the broker may have expired its session (the stop, plus
     the session timeout, less two heartbeat intervals for the heartbeat that
     may have gone out before the stop and some slack) until its first listener
-    call after SIGCONT, or the end of its first record batch after SIGCONT if
-    that comes first: the freeze may have caught that batch in the
-    application's hands (``consume()`` returned it, the report had not gone
-    out), and no client can take back what it already returned. Those
-    batches are listed in ``stale`` (the test prints them). Any later batch
-    of a partition the member lost, consumed before its ``lost`` call while
-    the new owner holds it, is an overlap. Before the window starts the
-    broker must not hand the member's partitions on (classic: a rebalance
-    waits for its rejoin until the session expires; consumer protocol: a
-    partition moves only once its owner revoked it).
+    call after SIGCONT (``lost`` if it was fenced: the listener lags the broker
+    by the time the member takes to run again, as any cut-off member's). In
+    between, the record batches it consumes are judged: its first batch after
+    SIGCONT may have been in the application's hands at the freeze
+    (``consume()`` returned it, the report had not gone out), and no client
+    can take back what it returned, so a first batch of partitions handed on
+    is listed in ``stale`` (the test prints them); any later batch of such
+    partitions, before its listener is told, is an overlap. Before the window
+    starts the broker must not hand the member's partitions on (classic: a
+    rebalance waits for its rejoin until the session expires; consumer
+    protocol: a partition moves only once its owner revoked it).
     """
     events: list[tuple[float, str, Event]] = []
     for member in chaos.everyone:
         for event in member.of("assigned", "revoked", "lost", "records"):
             events.append((event.t, member.name, event))
     events.sort(key=lambda x: x[0])
-    windows: dict[str, list[tuple[float, float]]] = {}
-    first_batches: set[tuple[str, float]] = set()
+    # Per member: (start, end, resumed at) of each window in which it is not live.
+    windows: dict[str, list[tuple[float, float, float | None]]] = {}
     for name, spans in chaos.not_live.items():
         resumes = iter(sorted(chaos.resumed.get(name, [])))
         for start, span_end in spans:
-            end = span_end
-            if math.isnan(span_end):  # a SIGSTOP: ends at the first event after SIGCONT
-                resumed = next(resumes, None)
-                after = [
-                    (t, e.kind)
-                    for t, n, e in events
-                    if n == name and resumed is not None and t > resumed
-                ]
-                end = float("inf")
-                if after:
-                    # Just past the first batch: it is judged as not live.
-                    end = after[0][0] + (1e-6 if after[0][1] == "records" else 0.0)
-                    if after[0][1] == "records":
-                        first_batches.add((name, after[0][0]))
-            windows.setdefault(name, []).append((start, end))
+            if not math.isnan(span_end):
+                windows.setdefault(name, []).append((start, span_end, None))
+                continue
+            # A SIGSTOP: ends at the member's first listener call after SIGCONT.
+            resumed = next(resumes, None)
+            calls = [
+                t
+                for t, n, e in events
+                if n == name and e.kind != "records" and resumed is not None and t > resumed
+            ]
+            windows.setdefault(name, []).append(
+                (start, calls[0] if calls else float("inf"), resumed)
+            )
+
+    def window(name: str, at: float) -> tuple[float, float, float | None] | None:
+        return next((w for w in windows.get(name, []) if w[0] <= at < w[1]), None)
 
     def live(name: str, at: float) -> bool:
-        return not any(start <= at < end for start, end in windows.get(name, []))
+        return window(name, at) is None
 
+    batches_after_resume: dict[tuple[str, float], int] = {}
     holders: dict[TopicPartition, set[str]] = {}
     found: list[str] = []
     for t, name, event in events:
@@ -463,15 +469,24 @@ def overlaps(chaos: Chaos, stale: list[str] | None = None) -> list[str]:
             unowned = [tp for tp in touched if name not in holders.get(tp, set())]
             if unowned:
                 found.append(f"{t - chaos.t0:.2f}s {name} consumed {sorted(unowned)} unassigned")
-        if not live(name, t):
-            if (name, t) in first_batches and stale is not None:
+        cut = window(name, t)
+        if cut is not None:
+            resumed = cut[2]
+            if event.kind == "records" and resumed is not None and t > resumed:
                 others = {
-                    tp.partition: sorted(holders.get(tp, set()) - {name})
+                    tp.partition: sorted(o for o in holders.get(tp, set()) - {name} if live(o, t))
                     for tp in touched
-                    if holders.get(tp, set()) - {name}
                 }
-                if others:
+                others = {p: o for p, o in others.items() if o}
+                n = batches_after_resume.get((name, resumed), 0)
+                batches_after_resume[(name, resumed)] = n + 1
+                if others and n == 0 and stale is not None:
                     stale.append(f"{t - chaos.t0:.2f}s {name} first batch after SIGCONT: {others}")
+                elif others:
+                    found.append(
+                        f"{t - chaos.t0:.2f}s {name} consumed {others} (held by them) in its "
+                        f"batch {n + 1} after SIGCONT, before its listener was told"
+                    )
             continue
         for tp in sorted(touched):
             for other in sorted(holders.get(tp, set()) - {name}):
@@ -488,7 +503,7 @@ class Outcome:
     duplicates: int
     recovery_s: float
     actions: int
-    """Restarts, kills, stops and resumes (not the starts they led to)."""
+    """Closes (restarts), kills, stops and resumes (not the starts they led to)."""
     stale: list[str]
 
 
