@@ -255,7 +255,7 @@ class Chaos:
         stopped_at = time.monotonic()
         # Not live from when the broker may have expired its session (its last
         # heartbeat may be up to a heartbeat interval, plus slack, before the
-        # stop) until it runs again and reports anything (see overlaps()).
+        # stop) until its first listener call after SIGCONT (see overlaps()).
         self.not_live.setdefault(member.name, []).append(
             (stopped_at + SESSION_S - 2 * HEARTBEAT_S, float("nan"))
         )
