@@ -474,16 +474,23 @@ class ClassicGroupCoordinator:
         if self._on_removed is not None:
             self._on_removed(old_id, "replaced by a new static member")
         self._touch(rec, now)
-        matches = old.protocols == req.protocols
-        if self.state is ClassicGroupState.STABLE and matches:
+        state = self.state
+        # As GroupMetadataManager.updateStaticMemberThenRebalanceOrCompleteJoin: in
+        # Stable, only a change of the protocol the group would vote for rebalances
+        # (the embedded subscription, owned partitions included, may differ freely);
+        # the replacement gets the old member's stored assignment, even when that
+        # member still owed a cooperative second round.
+        if state is ClassicGroupState.STABLE and self._vote() == self.protocol_name:
             self._store()  # the broker stores the new member id before it answers
             # KIP-345: no rebalance; KIP-814: a returning leader is told to skip assigning.
             reply(self._join_response(rec, skip_assignment=self.leader == member_id))
         else:
-            # Completing a rebalance (the leader assigns to the old member id), or new
-            # protocols: rebalance again, as the broker does.
+            # Completing a rebalance (the leader assigns to the old member id), or a
+            # new protocol: rebalance again, as the broker does. Preparing a
+            # rebalance: it just takes the old member's place in the join.
             self._await_join(rec, reply, now)
-            self._prepare_rebalance(now)
+            if state is not ClassicGroupState.PREPARING_REBALANCE:
+                self._prepare_rebalance(now)
 
     def _add(self, member_id: str, req: JoinGroupRequest, reply: Reply, now: float) -> None:
         rec = _Member(member_id, req)

@@ -619,14 +619,22 @@ class ConsumerGroupCoordinator:
                 return existing, False
             # As the broker: the instance id must have been released with a -2 leave,
             # even by the same member id (the epoch 0 leniency of KAFKA-19233 applies
-            # to dynamic members only).
-            if existing.epoch != -2:
+            # to dynamic members only). A classic member holding the instance id (a
+            # converted group's, or a classic replacement's) is replaced at once:
+            # GroupMetadataManager checks the release only when both speak the
+            # consumer protocol. Either way the replacement keeps the old member's
+            # assignment and bumps no epoch when its subscription is unchanged.
+            if existing.epoch != -2 and existing.classic_protocols is None:
                 raise _RejectError(
                     ErrorCode.UNRELEASED_INSTANCE_ID,
                     f"Static member {mid} with instance id {iid} cannot join the group because "
                     f"the instance id is owned by {existing.member_id} member.",
                 )
-            return self._replace(existing, mid, now), False
+            rec = self._replace(existing, mid, now)
+            # It speaks the consumer protocol now (the broker drops the classic metadata).
+            rec.classic_protocols = None
+            rec.session_timeout_ms = None
+            return rec, False
         if existing is None:
             raise _RejectError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {iid} is unknown.")
         if existing.member_id != mid:
