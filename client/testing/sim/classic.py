@@ -43,7 +43,7 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kgroup.membership import (
     PROTOCOL_TYPE,
@@ -58,6 +58,10 @@ from kgroup.membership import (
 from kgroup.testing.sim.coordinator import ErrorCode
 from kgroup.testing.sim.errors import ScenarioError
 from kgroup.types import TopicPartition
+
+if TYPE_CHECKING:
+    from kgroup.admin.model import GroupDescription
+    from kgroup.protocol.cluster import BrokerAddress
 
 __all__ = [
     "ClassicCoordinatorConfig",
@@ -329,6 +333,52 @@ class ClassicGroupCoordinator:
                 if p.name == self.protocol_name:
                     out |= p.subscription.topics
         return frozenset(out)
+
+    def describe(self, coordinator: BrokerAddress) -> GroupDescription:
+        """The group as DescribeGroups shows it (what a member's look reads).
+
+        Each member's subscription is its metadata under the chosen protocol,
+        its assignment what the leader's last SyncGroup gave it.
+        """
+        from kgroup.admin.model import (  # noqa: PLC0415 (only looks need it)
+            GroupDescription,
+            GroupType,
+            MemberDescription,
+            MemberProtocol,
+        )
+
+        members = []
+        for rec in self._members.values():
+            sub = next(
+                (p.subscription for p in rec.protocols if p.name == self.protocol_name), None
+            )
+            members.append(
+                MemberDescription(
+                    member_id=rec.member_id,
+                    instance_id=rec.instance_id,
+                    client_id="sim",
+                    client_host="sim",
+                    protocol=MemberProtocol.CLASSIC,
+                    subscribed_topics=sub.topics if sub is not None else frozenset(),
+                    assignment=rec.assignment.partitions,
+                    owned_partitions=sub.owned_partitions if sub is not None else frozenset(),
+                )
+            )
+        state = {
+            ClassicGroupState.EMPTY: "Empty",
+            ClassicGroupState.PREPARING_REBALANCE: "PreparingRebalance",
+            ClassicGroupState.COMPLETING_REBALANCE: "CompletingRebalance",
+            ClassicGroupState.STABLE: "Stable",
+        }[self.state]
+        return GroupDescription(
+            group_id=self.group_id,
+            group_type=GroupType.CLASSIC,
+            protocol_type=PROTOCOL_TYPE,
+            state=state,
+            assignor=self.protocol_name or "",
+            coordinator=coordinator,
+            members=tuple(sorted(members, key=lambda m: m.member_id)),
+        )
 
     # -------------------------------------------------------------- conversion
 

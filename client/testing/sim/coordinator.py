@@ -81,6 +81,8 @@ from kgroup.testing.sim.errors import ScenarioError, SimulationError
 from kgroup.types import TopicIdPartition, TopicPartition
 
 if TYPE_CHECKING:  # classic.py imports this module
+    from kgroup.admin.model import GroupDescription
+    from kgroup.protocol.cluster import BrokerAddress
     from kgroup.testing.sim.classic import ExportedMember
 
 __all__ = [
@@ -440,6 +442,69 @@ class ConsumerGroupCoordinator:
             if topic is not None:
                 out |= topic.id_partitions()
         return frozenset(out)
+
+    def describe(self, coordinator: BrokerAddress) -> GroupDescription:
+        """The group as ConsumerGroupDescribe shows it (what a member's look reads).
+
+        The state follows ``ConsumerGroup``'s: Empty without members, Assigning
+        while the group epoch is ahead of the target's, Reconciling while a
+        member has not reached its target at that epoch, else Stable.
+        """
+        from kgroup.admin.model import (  # noqa: PLC0415 (only looks need it)
+            GroupDescription,
+            GroupType,
+            MemberDescription,
+            MemberProtocol,
+        )
+
+        def names(tips: frozenset[TopicIdPartition]) -> frozenset[TopicPartition]:
+            return frozenset(self._cluster.to_name(t) for t in tips)
+
+        members = []
+        reconciling = False
+        for rec in self._members.values():
+            target = self._targets.get(rec.member_id, _EMPTY)
+            if (
+                rec.epoch != self.assignment_epoch
+                or rec.assigned != target
+                or rec.pending_revocation
+            ):
+                reconciling = True
+            members.append(
+                MemberDescription(
+                    member_id=rec.member_id,
+                    instance_id=rec.instance_id,
+                    client_id="sim",
+                    client_host="sim",
+                    protocol=(
+                        MemberProtocol.CONSUMER
+                        if rec.classic_protocols is None
+                        else MemberProtocol.CLASSIC
+                    ),
+                    member_epoch=rec.epoch,
+                    subscribed_topics=frozenset(rec.subscribed_topic_names),
+                    subscribed_regex=rec.subscribed_topic_regex,
+                    assignment=names(rec.assigned),
+                    target_assignment=names(target),
+                )
+            )
+        if not members:
+            state = "Empty"
+        elif self.group_epoch > self.assignment_epoch:
+            state = "Assigning"
+        else:
+            state = "Reconciling" if reconciling else "Stable"
+        return GroupDescription(
+            group_id=self.group_id,
+            group_type=GroupType.CONSUMER,
+            protocol_type=PROTOCOL_TYPE,
+            state=state,
+            assignor="",
+            coordinator=coordinator,
+            members=tuple(sorted(members, key=lambda m: m.member_id)),
+            group_epoch=self.group_epoch,
+            assignment_epoch=self.assignment_epoch,
+        )
 
     # ------------------------------------------------------------ persistence
 

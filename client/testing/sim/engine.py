@@ -93,6 +93,7 @@ from kgroup.membership import (
     SubscriptionChanged,
     SyncGroupResponse,
     SyncGroupResponseReceived,
+    RejoinRequested,
     TimerTick,
     Unsubscribe,
 )
@@ -110,6 +111,8 @@ from kgroup.membership.consumer import (
 )
 from kgroup.runtime.fetch_state import Assign, FetchState, FetchTicket, Unassign
 from kgroup.runtime.leader import group_subscription, member_assignments, validation_protocol
+from kgroup.protocol.cluster import BrokerAddress
+from kgroup.runtime.liveness import NOTHING_SEEN, LivenessTimes, Look, Repair, UnownedWatch
 from kgroup.testing._topics import by_topic_id
 from kgroup.testing.sim._queue import EventQueue
 from kgroup.testing.sim.classic import (
@@ -149,6 +152,10 @@ class InjectedBug(enum.Enum):
     COORDINATOR_SKIPS_RELEASE = (
         "the coordinator hands a partition to its new owner without waiting for the previous "
         "owner to release it"
+    )
+    NO_LIVENESS_REPAIR = (
+        "the members' runtime never looks at the group (runtime.liveness reverted): a group "
+        "left settled with partitions owned by nobody stays so"
     )
 
 
@@ -215,6 +222,11 @@ class SimulationConfig:
     # design.md's session-loss rule (SESSION_LOST_FETCH); both members keep it, so it is
     # on. Off only to look at what a zombie does under the other invariants.
     check_session_loss: bool = True
+    # The runtime's liveness repair (runtime.liveness): a settled member looks at
+    # its group and asks to rejoin when the group is stuck. False reverts it, as
+    # InjectedBug.NO_LIVENESS_REPAIR does.
+    liveness_repair: bool = True
+    liveness_times: LivenessTimes = field(default_factory=LivenessTimes)
 
     def __post_init__(self) -> None:
         lo, hi = self.latency
@@ -445,6 +457,7 @@ class _Proc:
         "last_ok",
         "last_wake",
         "link_last",
+        "look_at",
         "max_epoch",
         "member",
         "member_id",
@@ -458,6 +471,7 @@ class _Proc:
         "timer_at",
         "timer_gen",
         "vepoch",
+        "watch",
         "watched",
     )
 
@@ -510,6 +524,10 @@ class _Proc:
         self.fences: list[float] = []
         # Broken client-assignor outputs the faults produced (the member must refuse them).
         self.broken_outputs = 0
+        # The runtime's liveness watch (kgroup.runtime.liveness; None: the repair
+        # is off), and when its next look is scheduled (None: none is).
+        self.watch: UnownedWatch | None = None
+        self.look_at: float | None = None
 
 
 class _Observer:
@@ -627,6 +645,8 @@ class Simulation:
         self._session_loss = (
             cfg.coordinator.session_timeout_ms / 1000.0 if cfg.check_session_loss else None
         )
+        self._liveness = cfg.liveness_repair and bug is not InjectedBug.NO_LIVENESS_REPAIR
+        self._coordinator_address: BrokerAddress | None = None
         lat_lo, lat_hi = cfg.latency
         self._lat_lo = lat_lo
         self._lat_span = lat_hi - lat_lo
@@ -845,14 +865,24 @@ class Simulation:
         rebalance timeout (a member may be fenced for a late revocation, then
         revoke again) + the longest restart delay + the close timeout + four
         slowest callbacks + ten heartbeat intervals + two request timeouts +
-        the longest retry backoff.
+        the longest retry backoff + the liveness repair's waits (the first look,
+        two confirm waits: one look may fall in a rebalance) + one more
+        rebalance timeout (the rebalance the repairing member's rejoin causes).
         """
         cfg = self.config
         plans = [s.plan for s in self._slots.values()] or [MemberPlan("x", topics=frozenset("t"))]
         rebalance = max(p.max_poll_interval_ms for p in plans) / 1000.0
         callback = max(p.callback_time for p in plans)
+        times = cfg.liveness_times
         return (
-            cfg.coordinator.session_timeout_ms / 1000.0
+            # The liveness repair: an idle settled member's first look, one look that
+            # fell in a rebalance, the confirming look, then the rebalance its rejoin
+            # as a new member causes (counted whether or not the repair is on: the
+            # bound is the system's promise, InjectedBug.NO_LIVENESS_REPAIR breaks it).
+            times.first
+            + 2 * times.confirm
+            + rebalance
+            + cfg.coordinator.session_timeout_ms / 1000.0
             + 2 * rebalance
             + cfg.restart_delay[1]
             + cfg.close_timeout
@@ -994,6 +1024,8 @@ class Simulation:
         slot = proc.slot
         proc.last_ok = self._q.now
         slot.proc = proc
+        if self._liveness:
+            proc.watch = UnownedWatch(self.config.liveness_times)
         if self._trace is not None:
             self._log(proc.label, started)
         if slot.subscribed:
@@ -1459,7 +1491,81 @@ class Simulation:
         if actions:
             # As the driver after each step (tenure counts partitions leaving).
             proc.fetch.assignment_changed(member.assignment)
+        if proc.watch is not None:
+            self._observe(proc)
         self._arm(proc)
+
+    # ------------------------------------------------------------- liveness
+
+    def _observe(self, proc: _Proc) -> None:
+        """As the driver after each step: tell the watch where the member stands."""
+        watch = proc.watch
+        assert watch is not None
+        member = proc.member
+        stable = ClassicState.STABLE if isinstance(member, ClassicMember) else MemberState.STABLE
+        settled = member.state is stable and proc.slot.subscribed and not proc.closing
+        now = self._q.now
+        watch.observe(
+            now,
+            settled=settled,
+            idle=settled and not member.assignment,
+            generation=_position(member),
+        )
+        self._arm_look(proc)
+
+    def _arm_look(self, proc: _Proc) -> None:
+        assert proc.watch is not None
+        due = proc.watch.next_deadline()
+        if due is None or due == proc.look_at:
+            return
+        # An earlier look event, now stale, finds look_at changed and does nothing.
+        proc.look_at = due
+        self._q.schedule(due, self._ev_look, (proc, due))
+
+    def _ev_look(self, arg: tuple[_Proc, float]) -> None:
+        proc, due = arg
+        if not proc.alive or proc.look_at != due or proc.watch is None:
+            return
+        proc.look_at = None
+        if not proc.watch.due(self._q.now):
+            self._arm_look(proc)
+            return
+        self._count("look")
+        # The describe (and the metadata request) go out: answered a latency later.
+        self._q.after(self._latency(), self._ev_describe, proc)
+
+    def _ev_describe(self, proc: _Proc) -> None:
+        """The coordinator answers the look's describe with the group as it is now."""
+        look = NOTHING_SEEN  # what a failed look counts as, as in the driver
+        if self.status is CoordinatorStatus.UP and not self._cut(proc):
+            if self._coordinator_address is None:
+                self._coordinator_address = BrokerAddress(0, "sim-coordinator", 9092)
+            address = self._coordinator_address
+            group = (
+                self.coordinator.describe(address)
+                if self._converted()
+                else self.classic.describe(address)
+            )
+            topics = {t for m in group.members for t in m.subscribed_topics}
+            look = Look.of(group, self._visible_counts(topics))
+        self._q.after(self._latency(), self._ev_looked, (proc, look))
+
+    def _ev_looked(self, arg: tuple[_Proc, Look]) -> None:
+        proc, look = arg
+        watch = proc.watch
+        if not proc.alive or watch is None:
+            return
+        verdict = watch.looked(self._q.now, look)
+        if verdict is not None and not proc.closing:
+            self._count("liveness repair")
+            if self._trace is not None:
+                self._log(proc.label, f"liveness: {verdict.repair.name}: {verdict.reason}")
+            self._feed(
+                proc, RejoinRequested(verdict.reason, as_new=verdict.repair is Repair.REJOIN_AS_NEW)
+            )
+            if _gone(proc):
+                return
+        self._arm_look(proc)
 
     def _arm(self, proc: _Proc) -> None:
         deadline = proc.member.next_deadline()
@@ -2519,12 +2625,54 @@ class Simulation:
             self._last_reason = reason
         assert self._deadline is not None
         if now >= self._deadline:
+            unowned = self._not_owned_once()
+            if unowned is not None:
+                self._violate(
+                    Invariant.LIVENESS,
+                    f"not every subscribed partition is owned by one live member by "
+                    f"{self._deadline:.3f}s (faults end + bound): {unowned}",
+                )
+                return
             self._violate(
                 Invariant.CONVERGENCE,
                 f"not converged by {self._deadline:.3f}s (faults end + bound): {self._last_reason}",
             )
             return
         self._q.after(interval / 2, self._ev_check, None)
+
+    def _not_owned_once(self) -> str | None:
+        """Which subscribed partitions no live member, or more than one, fetches (None: none).
+
+        Subscribed: the partitions of the topics the running, subscribed members
+        name (a regex subscription counts the topics the coordinator matched).
+        """
+        topics: set[str] = set()
+        for slot in self._slots.values():
+            if slot.wanted and slot.subscribed:
+                topics |= slot.topics
+        wanted = {
+            TopicPartition(t.name, p)
+            for t in self.cluster.topics()
+            if t.name in topics
+            for p in range(t.partitions)
+        }
+        wanted |= {self.cluster.to_name(t) for t in self.coordinator.subscribed_partitions()}
+        owners: dict[TopicPartition, int] = {}
+        for slot in self._slots.values():
+            proc = slot.proc
+            if proc is not None and proc.alive:
+                for tp in proc.fetching:
+                    owners[tp] = owners.get(tp, 0) + 1
+        nobody = sorted(tp for tp in wanted if tp not in owners)
+        twice = sorted(tp for tp, n in owners.items() if n > 1)
+        if not nobody and not twice:
+            return None
+        parts = []
+        if nobody:
+            parts.append(f"{len(nobody)} owned by nobody ({_parts(frozenset(nobody))})")
+        if twice:
+            parts.append(f"{len(twice)} owned twice ({_parts(frozenset(twice))})")
+        return ", ".join(parts)
 
     def _running_as_wanted(self) -> list[_Proc] | str:
         """The processes of the slots that should run, or why that is not so yet:

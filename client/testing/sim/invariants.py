@@ -27,6 +27,11 @@ class Invariant(enum.Enum):
         "once faults stop, every subscribed partition is assigned to exactly one member and "
         "fetched by it, within the stated bound of virtual time"
     )
+    LIVENESS = (
+        "after the last membership change and the end of faults, within the stated bound of "
+        "virtual time, every subscribed partition is owned (fetched) by exactly one live "
+        "member, on either protocol and in converted groups"
+    )
     HEARTBEAT_IN_FLIGHT = "a member has at most one heartbeat in flight (the leave excepted)"
     INVALID_REQUEST = "a member never sends a heartbeat the coordinator rejects as malformed"
     FETCH_AFTER_CLOSE = "a member that reported Closed fetches nothing"
