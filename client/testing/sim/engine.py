@@ -745,6 +745,17 @@ class Simulation:
         self._fault_at(at)
         self._q.schedule(at, self._ev_close, (self._slot(name), restart_after))
 
+    def roll(self, name: str, *, at: float, protocol: str, restart_after: float) -> None:
+        """A deployment's roll: close the consumer at ``at`` and start a new process
+        speaking ``protocol`` (``consumer`` or ``classic``) ``restart_after`` later."""
+        if protocol not in ("consumer", "classic"):
+            raise ScenarioError(f"roll: protocol must be 'consumer' or 'classic', got {protocol!r}")
+        slot = self._slot(name)
+        if protocol == "classic" and slot.plan.pattern is not None:
+            raise ScenarioError(f"roll: member {name!r} subscribes by regex, classic cannot")
+        self._fault_at(at)
+        self._q.schedule(at, self._ev_roll, (slot, protocol, restart_after))
+
     def subscribe(
         self,
         name: str,
@@ -1126,6 +1137,19 @@ class Simulation:
         proc.restart_after = restart_after
         slot.wanted = restart_after is not None
         self._feed(proc, CloseRequested(self._q.now + self.config.close_timeout))
+
+    def _ev_roll(self, arg: tuple[_Slot, str, float]) -> None:
+        slot, protocol, restart_after = arg
+        # The next process of the slot speaks the new protocol; the one closing now
+        # keeps its own member machine.
+        slot.plan = dataclasses.replace(slot.plan, protocol=protocol)
+        self._count("roll")
+        proc = slot.proc
+        if proc is None or not proc.alive or proc.closing:
+            slot.wanted = True
+            self._restart_later(slot, restart_after)
+            return
+        self._ev_close((slot, restart_after))
 
     def _ev_subscribe(self, arg: tuple[_Slot, frozenset[str], str | None]) -> None:
         slot, topics, pattern = arg

@@ -71,6 +71,7 @@ class FaultKind(enum.Enum):
     ADD_PARTITIONS = "a topic grows"
     ASSIGNOR_ERRORS = "a member's client assignor fails (count 1: returns a broken assignment)"
     CRASH_COMPUTING = "kill a process computing the group's assignment, maybe restart it"
+    ROLL = "close a consumer and start a new process speaking another protocol (a deployment)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,7 @@ class Fault:
     count: int = 0
     loading: float = 0.0
     probability: float = 0.0
+    protocol: str = ""
 
     def describe(self) -> str:
         """One line for reports."""
@@ -104,6 +106,11 @@ class Fault:
                 "" if self.restart_after is None else f", restart after {self.restart_after:.2f}s"
             )
             return f"{self.at:7.3f}s {k.name}{who}{again}"
+        if k is FaultKind.ROLL:
+            return (
+                f"{self.at:7.3f}s ROLL{who} to {self.protocol}, restart after "
+                f"{self.restart_after or 0.0:.2f}s"
+            )
         if k is FaultKind.SUBSCRIBE:
             return f"{self.at:7.3f}s SUBSCRIBE{who} {sorted(self.topics)} {self.pattern or ''}"
         if k is FaultKind.FAILOVER:
@@ -219,6 +226,8 @@ def _apply(sim: Simulation, f: Fault) -> None:
         )
     elif k is FaultKind.CRASH_COMPUTING:
         sim.crash_computing(at=f.at, restart_after=f.restart_after)
+    elif k is FaultKind.ROLL:
+        sim.roll(m, at=f.at, protocol=f.protocol, restart_after=f.restart_after or 0.0)
     else:
         sim.add_partitions(f.topic, f.count, at=f.at)
 
@@ -417,9 +426,17 @@ def generate(seed: int) -> Scenario:
     if pick("broker before KAFKA-19233", 0.25):
         coordinator = replace(config.coordinator, pre_kafka_19233=True)
         config = replace(config, coordinator=coordinator)
+    # Drawn last of all, for the same reason; it replaces the group and its faults.
+    if pick("static protocol roll", 0.03):
+        topics, members, faults = _static_protocol_roll(rng)
+        size, families[:] = "small", ["static protocol roll"]
     faults.sort(key=lambda f: f.at)
     ends = [
-        f.at + f.duration + f.loading + (f.count if f.kind is FaultKind.FAILOVER else 0)
+        f.at
+        + f.duration
+        + f.loading
+        + (f.count if f.kind is FaultKind.FAILOVER else 0)
+        + ((f.restart_after or 0.0) if f.kind is FaultKind.ROLL else 0.0)
         for f in faults
     ] + [m.start_at for m in members]
     faults_end = max([horizon, *ends])
@@ -481,6 +498,50 @@ def _migrate(
                 at = rng.uniform(2.0, 12.0)
                 kept.append(Fault(FaultKind.CLOSE, at, m.name))  # the rolling part
     return out, kept
+
+
+def _static_protocol_roll(
+    rng: random.Random,
+) -> tuple[list[tuple[str, int]], list[MemberPlan], list[Fault]]:
+    """Issue 29's stall: static classic cooperative-sticky members rolled by a deployment
+    tool, one at a time on a fixed cadence without waiting for the group to be Stable,
+    to the consumer protocol and (all, some or none of them) back.
+
+    The first member starts alone and owns every partition; the others join a few
+    seconds later, so the first rolls fall between the two rounds of the
+    cooperative rebalance that moves partitions away from it: the consumer
+    protocol's replacement converts the group with those partitions unassigned,
+    and static replacements bump no epoch (docs/simulation.md).
+    """
+    topics = [("t0", rng.randint(6, 12))]
+    n = rng.randint(3, 4)
+    joined = rng.uniform(1.5, 4.0)
+    members = [
+        MemberPlan(
+            name=f"m{i}",
+            topics=frozenset({"t0"}),
+            instance_id=f"inst-{i}",
+            max_poll_interval_ms=rng.choice([6000, 10000]),
+            poll_interval=rng.uniform(0.3, 1.0),
+            callback_time=rng.uniform(0.0, 0.1),
+            start_at=0.0 if i == 0 else joined + rng.uniform(0.0, 0.3),
+            protocol="classic",
+            assignors=("cooperative-sticky",),
+        )
+        for i in range(n)
+    ]
+    cadence = rng.uniform(1.0, 4.0)
+    at = joined + rng.uniform(0.0, 2.0)
+    order = [m.name for m in members]
+    rng.shuffle(order)
+    back = rng.choice([0, rng.randint(1, n - 1), n])  # none, some, all back to classic
+    faults = []
+    for protocol, names in (("consumer", order), ("classic", order[:back])):
+        for name in names:
+            restart = rng.uniform(0.05, 0.5)
+            faults.append(Fault(FaultKind.ROLL, at, name, restart_after=restart, protocol=protocol))
+            at += cadence
+    return topics, members, faults
 
 
 def _client_side(rng: random.Random, members: list[MemberPlan]) -> list[MemberPlan]:
