@@ -73,6 +73,8 @@ def test_ten_thousand_seeded_scenarios_keep_every_invariant(sim_summary: list[st
             },
         ),
         (InjectedBug.COORDINATOR_SKIPS_RELEASE, {Invariant.DOUBLE_FETCH}),
+        # Issue 29: a static protocol roll leaves partitions owned by nobody.
+        (InjectedBug.NO_LIVENESS_REPAIR, {Invariant.LIVENESS}),
     ],
 )
 def test_an_injected_bug_is_caught_within_the_budget_and_its_seed_replays_to_the_same_trace(
