@@ -96,7 +96,8 @@ def one_run(bootstrap: str, static: bool, seconds: float, logs: Path) -> dict[st
         step = 0
         for protocol in ("consumer", "classic"):
             for slot in range(MEMBERS):
-                live[slot].close(60)
+                if live[slot].proc.poll() is None:  # else it failed: reported below
+                    live[slot].close(60)
                 step += 1
                 start(slot, protocol, step)
                 time.sleep(CADENCE_S)
@@ -114,9 +115,9 @@ def one_run(bootstrap: str, static: bool, seconds: float, logs: Path) -> dict[st
             "produced": len(delivered),
             "missing": len(missing),
             "missing_partitions": sorted({p for _, p, _ in missing}),
-            "errors": sum(len(m.of("error")) for m in started),
+            "errors": [f"{m.name}: {e.data}" for m in started for e in m.of("error")],
         }
-        if missing:
+        if missing or result["errors"]:
             result["timeline"] = {
                 m.name: [
                     (round(e.t - t0, 1), e.kind, sorted(tp.partition for tp in e.partitions))
@@ -127,8 +128,9 @@ def one_run(bootstrap: str, static: bool, seconds: float, logs: Path) -> dict[st
         return result
     finally:
         for m in live.values():
-            with contextlib.suppress(Exception):
-                m.close(30)
+            if m.proc.poll() is None:
+                with contextlib.suppress(AssertionError):
+                    m.close(30)
         for m in started:
             m.cleanup()
 
@@ -138,11 +140,14 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--members", choices=("static", "dynamic"), default="static")
     parser.add_argument("--seconds", type=float, default=60.0, help="length of one run")
+    parser.add_argument("--logs", type=Path, help="keep the members' logs here")
     args = parser.parse_args()
     failed = 0
-    with bootstrap_servers() as bootstrap, tempfile.TemporaryDirectory() as logs:
+    with bootstrap_servers() as bootstrap, tempfile.TemporaryDirectory() as scratch:
+        logs = args.logs or Path(scratch)
+        logs.mkdir(parents=True, exist_ok=True)
         for run in range(args.runs):
-            result = one_run(bootstrap, args.members == "static", args.seconds, Path(logs))
+            result = one_run(bootstrap, args.members == "static", args.seconds, logs)
             print(json.dumps({"run": run + 1, **result}), flush=True)
             failed += bool(result["missing"] or result["errors"])
     print(f"{args.runs - failed} passed, {failed} failed")
