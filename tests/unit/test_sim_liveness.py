@@ -1,4 +1,4 @@
-"""The simulator reproduces issue 29's stall (a static protocol roll) and the liveness repair fixes it."""
+"""The simulator reproduces issue 29's stall (a static protocol roll); the repair fixes it."""
 
 from __future__ import annotations
 

@@ -75,6 +75,7 @@ from kgroup.membership import (
     PollCalled,
     RaiseCallbackError,
     RediscoverCoordinator,
+    RejoinRequested,
     ReportAssignorError,
     ReportError,
     ReportFatalError,
@@ -93,7 +94,6 @@ from kgroup.membership import (
     SubscriptionChanged,
     SyncGroupResponse,
     SyncGroupResponseReceived,
-    RejoinRequested,
     TimerTick,
     Unsubscribe,
 )
@@ -109,9 +109,9 @@ from kgroup.membership.consumer import (
     SendInstallAssignment,
     SendPrepareAssignment,
 )
+from kgroup.protocol.cluster import BrokerAddress
 from kgroup.runtime.fetch_state import Assign, FetchState, FetchTicket, Unassign
 from kgroup.runtime.leader import group_subscription, member_assignments, validation_protocol
-from kgroup.protocol.cluster import BrokerAddress
 from kgroup.runtime.liveness import NOTHING_SEEN, LivenessTimes, Look, Repair, UnownedWatch
 from kgroup.testing._topics import by_topic_id
 from kgroup.testing.sim._queue import EventQueue
