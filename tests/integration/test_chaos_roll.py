@@ -227,8 +227,17 @@ class Chaos:
         """A process that exited owns nothing from then on, whatever its listener last said."""
         self.not_live.setdefault(member.name, []).append((at, float("inf")))
 
+    def _running(self, member: Member) -> None:
+        """Fails, with the story, if the member's process ended on its own (an error)."""
+        if isinstance(member, MemberProcess) and member.proc.poll() is not None:
+            raise AssertionError(
+                f"{member.name} exited {member.proc.returncode} on its own: "
+                f"{[e.data for e in member.of('error')]}\n{self.story()}"
+            )
+
     def restart(self, slot: int, to: str) -> None:
         member = self.live.pop(slot)
+        self._running(member)
         self.note(f"close {member.name}")
         code = member.close(CLOSE_TIMEOUT_S)
         if code != 0:
@@ -239,6 +248,7 @@ class Chaos:
     def kill(self, slot: int) -> float:
         member = self.live.pop(slot)
         assert isinstance(member, MemberProcess)
+        self._running(member)
         killed = time.monotonic()
         member.signal(signal.SIGKILL)
         member.wait_exit(10)
@@ -250,6 +260,7 @@ class Chaos:
     def stop(self, slot: int) -> None:
         member = self.live[slot]
         assert isinstance(member, MemberProcess)
+        self._running(member)
         member.signal(signal.SIGSTOP)
         self.stopped.add(slot)
         stopped_at = time.monotonic()
