@@ -522,7 +522,8 @@ def finish(chaos: Chaos, bound: float = RECOVERY_BOUND_S) -> Outcome:
     """After the schedule: recovery, at-least-once, no live overlap, no errors; closes members."""
     assert not chaos.stopped
     assert not chaos.waiting
-    assert chaos.errors() == [], chaos.story()
+    errors = chaos.errors()
+    assert not errors, f"members' applications saw errors: {errors}\n{chaos.story()}"
     last = chaos.last_change
     # A record produced after the last change, per partition: past every offset
     # acknowledged by then (and one more, for a record in flight at that moment).
@@ -562,7 +563,8 @@ def finish(chaos: Chaos, bound: float = RECOVERY_BOUND_S) -> Outcome:
     stale: list[str] = []
     found = overlaps(chaos, stale)
     assert found == [], "\n".join(found[:20]) + "\n" + chaos.story()
-    assert chaos.errors() == [], chaos.story()
+    errors = chaos.errors()
+    assert not errors, f"members' applications saw errors: {errors}\n{chaos.story()}"
     for slot in sorted(chaos.live):
         member = chaos.live.pop(slot)
         assert member.close(CLOSE_TIMEOUT_S) == 0, chaos.story()
