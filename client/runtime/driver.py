@@ -613,7 +613,8 @@ class Driver:
                 group = await describe_group_once(client, self.group_id)
                 topics = sorted({t for m in group.members for t in m.subscribed_topics})
                 meta = await client.metadata(topics, timeout=self.request_timeout)
-            look = Look.of(group, {name: t.partition_count for name, t in meta.topics.items()})
+            counts = {name: t.partition_count for name, t in meta.topics.items()}
+            look = Look.of(group, counts, session.member_id)
         except AuthorizationError as exc:
             # Describing the group needs DESCRIBE on it, which a consumer's
             # principal may lack: this member stops looking, it still consumes.

@@ -21,10 +21,12 @@ group stuck with nothing that would ask again:
 when it owns nothing, rarely otherwise) and when what it saw twice in a row,
 ``confirm`` seconds apart and at the same generation or epoch of its own, is a
 stuck group rather than a rebalance in progress. Its verdict names the
-:class:`Repair`: a member that owns nothing leaves for good and joins again
-(that join makes the coordinator assign), a classic member of a stalled group
-joins again (its JoinGroup makes the coordinator compute the pending
-assignment). The runtime hands the verdict to the member as
+:class:`Repair`: for unowned partitions a member leaves for good and joins
+again (that join makes the coordinator assign) — a member that owns nothing at
+once, one that owns partitions (releasing them first) only after the members
+holding fewer had their turn; for a stalled assignment a classic member joins
+again (its JoinGroup makes the coordinator compute the pending assignment).
+The runtime hands the verdict to the member as
 :class:`~kgroup.membership.RejoinRequested`.
 
 Pure bookkeeping, time passed in: the driver performs the looks (a describe
@@ -50,9 +52,11 @@ class Repair(enum.Enum):
     """What a member does about a stuck group."""
 
     REJOIN_AS_NEW = "leave for good, then join as a new member"
-    """Unowned partitions, seen by a member that owns nothing: its join as a new
-    member bumps the group epoch (a static member's rejoin under its instance id
-    would only replace it)."""
+    """Unowned partitions: the member's join as a new member bumps the group epoch
+    (a static member's rejoin under its instance id would only replace it). A
+    member that owns nothing gives nothing up; one that owns partitions
+    releases them first (revoke callback, commit), and is asked only when no
+    member holding fewer did it."""
     REJOIN = "join again"
     """A stalled assignment: a classic member's JoinGroup makes the coordinator
     compute the assignment the group epoch waits for."""
@@ -96,13 +100,28 @@ class Look:
 
     unowned: frozenset[TopicPartition] | None
     stalled_epoch: int | None = None
+    rank: int | None = None
+    """This member's place among the group's members ordered by how many partitions
+    each holds (then by member id), None if it is not in the description: which
+    member that owns partitions repairs unowned ones, and when (see looked)."""
 
     @classmethod
-    def of(cls, group: GroupDescription, partition_counts: Mapping[str, int]) -> Look:
-        """The look at ``group`` given its topics' partition counts."""
+    def of(
+        cls,
+        group: GroupDescription,
+        partition_counts: Mapping[str, int],
+        member_id: str | None = None,
+    ) -> Look:
+        """The look at ``group`` given its topics' partition counts, seen by ``member_id``."""
         epoch, assigned = group.group_epoch, group.assignment_epoch
         stalled = epoch if epoch is not None and assigned is not None and epoch > assigned else None
-        return cls(group.unowned_partitions(partition_counts), stalled)
+        order = sorted(
+            group.members,
+            key=lambda m: (len(m.assignment | (m.target_assignment or frozenset())), m.member_id),
+        )
+        ids = [m.member_id for m in order]
+        rank = ids.index(member_id) if member_id in ids else None
+        return cls(group.unowned_partitions(partition_counts), stalled, rank)
 
 
 def unowned_partitions(
@@ -180,11 +199,18 @@ class UnownedWatch:
             return None  # the member moved on meanwhile: the result is stale
         idle = self._key[1]
         stuck: object = None
+        # How long the stall must have been seen: one confirmation; for unowned
+        # partitions seen by a member that owns some, more, by its rank, so that
+        # idle members and the one holding the fewest partitions go first (one
+        # leave is enough), and members of other clients, which never repair,
+        # only delay the next in line.
+        wait = self._times.confirm
         if look.stalled_epoch is not None:
             stuck = ("stalled", look.stalled_epoch)
-        elif look.unowned and idle:
-            # A member that owns partitions does not leave for unowned ones.
+        elif look.unowned and (idle or look.rank is not None):
             stuck = "unowned"
+            if not idle:
+                wait = self._times.confirm * (2 + (look.rank or 0))
         if stuck is None:
             # Nothing wrong (quiet), or the group was rebalancing (look again
             # soon: the rebalance may end as stuck as it began).
@@ -196,8 +222,8 @@ class UnownedWatch:
         if self._seen is None or self._seen[0] != stuck:
             self._seen = (stuck, now)
         since = self._seen[1]
-        if now - since < self._times.confirm:
-            self._next_look = now + self._times.confirm
+        if now - since < wait:
+            self._next_look = now + min(self._times.confirm, since + wait - now)
             return None
         self._reset()
         if look.stalled_epoch is not None:

@@ -44,33 +44,18 @@ def _explain(failure: Result) -> str:
     return head + "\n" + shrunk.report(trace_lines=150)
 
 
-# Known findings, not yet fixed (docs/simulation.md, 'Liveness'): the liveness repair
-# acts only through a member that owns nothing; in these seeds every member owns some
-# partitions while others are owned by nobody (a static protocol roll, or a classic
-# static replacement in Stable), so the group stays stuck. Only LIVENESS is tolerated.
-KNOWN_LIVENESS_GAPS = frozenset({2138, 3481, 5112, 5468, 7983, 9267})
-
-
 @pytest.mark.timeout(TIMEOUT)
 def test_ten_thousand_seeded_scenarios_keep_every_invariant(sim_summary: list[str]) -> None:
     began = time.perf_counter()
-    report = soak(range(START, START + SEEDS), stop_after=3 + len(KNOWN_LIVENESS_GAPS))
+    report = soak(range(START, START + SEEDS), stop_after=3)
     elapsed = time.perf_counter() - began
-    unexpected = [
-        f
-        for f in report.failures
-        if f.seed not in KNOWN_LIVENESS_GAPS
-        or f.violation is None
-        or f.violation.invariant is not Invariant.LIVENESS
-    ]
     line = (
         f"{report.count} scenarios, seeds {START}..{START + report.count - 1}, "
-        f"{elapsed:.1f} s, {report.steps} steps, {len(unexpected)} failed, "
-        f"{len(report.failures) - len(unexpected)} known liveness gaps"
+        f"{elapsed:.1f} s, {report.steps} steps, {len(report.failures)} failed"
     )
     sim_summary.append(line)
     print(line)
-    assert not unexpected, "\n\n".join(_explain(f) for f in unexpected)
+    assert report.ok, "\n\n".join(_explain(f) for f in report.failures)
     assert report.count == SEEDS
 
 

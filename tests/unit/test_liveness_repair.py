@@ -22,12 +22,15 @@ from kgroup.membership import (
     ClassicState,
     CloseRequested,
     FailureKind,
+    HeartbeatResponse,
+    HeartbeatResponseReceived,
     LeaveGroupResponseReceived,
     MemberState,
     RejoinRequested,
     RequestFailed,
     SendJoinGroup,
     SendLeaveGroup,
+    StopFetching,
 )
 from kgroup.protocol.cluster import BrokerAddress
 from kgroup.runtime.liveness import NOTHING_SEEN, LivenessTimes, Look, Repair, UnownedWatch
@@ -135,14 +138,26 @@ def test_an_idle_member_looks_after_the_first_wait_and_repairs_after_a_confirmat
     assert str(tp("t", 3)) in verdict.reason
 
 
-def test_a_member_that_owns_partitions_looks_rarely_and_leaves_unowned_ones_alone() -> None:
+def test_a_member_that_owns_partitions_looks_rarely_and_repairs_after_those_holding_less() -> None:
     watch = settled_watch(idle=False)
     assert watch.next_deadline() == 30.0
-    assert watch.due(30.0)
-    assert watch.looked(30.0, GAP) is None
-    assert watch.next_deadline() == 60.0  # nothing it repairs: the quiet wait
-    assert watch.due(60.0)
-    assert watch.looked(60.0, GAP) is None
+    second = Look(GAP.unowned, rank=1)  # one member holds fewer: it goes first
+    for at in (30.0, 35.0, 40.0):
+        assert watch.due(at)
+        assert watch.looked(at, second) is None
+    # Seen for (2 + rank) confirmations: its turn.
+    assert watch.due(45.0)
+    verdict = watch.looked(45.0, second)
+    assert verdict is not None
+    assert verdict.repair is Repair.REJOIN_AS_NEW
+
+
+def test_a_member_missing_from_the_description_leaves_unowned_ones_alone() -> None:
+    watch = settled_watch(idle=False)
+    for at in (30.0, 60.0, 90.0):
+        assert watch.due(at)
+        assert watch.looked(at, GAP) is None  # GAP has no rank
+    assert watch.next_deadline() == 120.0  # the quiet wait: nothing it repairs
 
 
 @pytest.mark.parametrize("idle", [True, False], ids=["idle", "owning"])
@@ -215,6 +230,18 @@ def test_a_member_given_partitions_while_a_look_is_out_drops_its_result() -> Non
     assert watch.next_deadline() == pytest.approx(15.06)
 
 
+def test_a_looks_rank_orders_members_by_what_they_hold_then_by_id() -> None:
+    described = group(
+        member("m3", frozenset({"t"}), frozenset({tp("t", 0), tp("t", 1)})),
+        member("m1", frozenset({"t"}), frozenset(), frozenset({tp("t", 2)})),
+        member("m2", frozenset({"t"}), frozenset({tp("t", 3)})),
+        member("m0", frozenset({"t"})),
+    )
+    ranks = {m: Look.of(described, {"t": 5}, m).rank for m in ("m0", "m1", "m2", "m3")}
+    assert ranks == {"m0": 0, "m1": 1, "m2": 2, "m3": 3}
+    assert Look.of(described, {"t": 5}, "gone").rank is None
+
+
 def test_a_look_reads_a_consumer_groups_lagging_assignment_as_a_stall() -> None:
     described = replace(group(member("m1", frozenset({"t"}))), group_epoch=5, assignment_epoch=4)
     look = Look.of(replace(described, state="Assigning"), {"t": 1})
@@ -241,11 +268,30 @@ def test_a_stable_consumer_member_owning_nothing_leaves_with_minus_one_and_rejoi
     assert join.subscribed_topic_names == ("a", "b")
 
 
-def test_a_consumer_member_that_owns_partitions_ignores_the_request() -> None:
-    h = consumer.Harness()
+def test_a_consumer_member_that_owns_partitions_releases_them_before_leaving_for_good() -> None:
+    h = consumer.Harness(instance_id="inst-0", auto_commit=False)
     h.stable({A: [0]})
-    assert h.do(STUCK) == []
-    assert h.state() is MemberState.STABLE
+    acts = h.do(STUCK)
+    # Released as for a close: fetching stops and the revoke callback runs first.
+    assert [a.partitions for a in acts if isinstance(a, StopFetching)] == [consumer.tps("a-0")]
+    assert h.state() is MemberState.PREPARE_LEAVING
+    acts = h.callback(CallbackKind.REVOKED)
+    [leave] = heartbeats(acts)
+    # -1 even for a static member: -2 would keep it in the group.
+    assert (leave.member_epoch, leave.instance_id) == (-1, "inst-0")
+    assert h.leave is not None
+    acts = h.do(HeartbeatResponseReceived(h.leave.seq, HeartbeatResponse(member_epoch=-1)))
+    assert h.state() is MemberState.JOINING
+    [join] = heartbeats(acts)
+    assert (join.member_epoch, join.instance_id) == (0, "inst-0")
+    # Its next ordinary leave (a close) is a static member's again: -2.
+    h.respond(5, {A: [0]})
+    h.callback(CallbackKind.ASSIGNED)
+    h.respond(5, None)
+    h.do(CloseRequested(deadline=100.0))
+    h.callback(CallbackKind.REVOKED)
+    assert h.leave is not None
+    assert h.leave.request.member_epoch == -2
 
 
 def test_a_consumer_member_leaves_a_stalled_assignment_to_its_heartbeats() -> None:
@@ -295,11 +341,19 @@ def test_the_classic_join_still_goes_when_the_leave_fails() -> None:
     classic.one(SendJoinGroup, acts)
 
 
-def test_a_classic_member_that_owns_partitions_ignores_the_request() -> None:
-    h = classic.Harness(classic.COOP_STICKY)
+def test_a_static_classic_member_that_owns_partitions_releases_them_then_leaves() -> None:
+    h = classic.Harness(classic.COOP_STICKY, instance_id="inst-0", auto_commit=False)
     h.stable("a-0", protocol="cooperative-sticky")
-    assert h.do(STUCK) == []
-    assert h.state() is ClassicState.STABLE
+    acts = h.do(STUCK)
+    assert classic.one(StopFetching, acts).partitions == classic.tps("a-0")
+    acts = h.callback_done()  # the revoke callback
+    leave = classic.one(SendLeaveGroup, acts)
+    assert (leave.member_id, leave.instance_id) == (classic.ME, "inst-0")
+    acts = h.do(LeaveGroupResponseReceived(leave.seq, 0))
+    join = classic.one(SendJoinGroup, acts)
+    assert (join.request.member_id, join.request.instance_id) == ("", "inst-0")
+    [proto] = join.request.protocols
+    assert proto.subscription.owned_partitions == frozenset()
 
 
 def test_a_classic_member_of_a_stalled_group_rejoins_keeping_its_partitions() -> None:

@@ -165,14 +165,15 @@ def test_a_classic_member_commits_only_partitions_it_owns_in_the_generation_it_c
 def test_a_revocation_commit_held_over_a_conversion_is_the_brokers_window_not_a_member_bug() -> (
     None
 ):
-    # Seed 27191: m0 (cooperative classic) heard generation 3's assignment, which
-    # moves t0-2 and t0-3 away, and was committing them before its revoke
-    # callback when a consumer-protocol member converted the group. Apache Kafka
-    # takes the last classic assignment as all m0 owns, so t0-2 and t0-3 are free
-    # at once, and still accepts m0's commit at generation 3 (the Java client
-    # makes the same commit). The simulator counts such commits instead of
-    # failing on them; any other commit of a partition not owned still fails.
-    result = _clean(27191)
+    # A cooperative classic member heard an assignment that moves partitions away
+    # and was committing them before its revoke callback when a consumer-protocol
+    # member converted the group (seed 27191 until the static protocol roll family
+    # took that seed; seed 33295 since). Apache Kafka takes the last classic
+    # assignment as all the member owns, so those partitions are free at once, and
+    # still accepts its commit at that generation (the Java client makes the same
+    # commit). The simulator counts such commits instead of failing on them; any
+    # other commit of a partition not owned still fails.
+    result = _clean(33295)
     assert dict(result.stats).get("commit_held_over_conversion", 0) > 0
 
 

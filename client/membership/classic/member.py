@@ -296,6 +296,7 @@ class ClassicMember(
         self._leave_seq: int | None = None
         # The leave of a repair (_rejoin_requested) is out: the join waits for its answer.
         self._repair_leave = False
+        self._leave_for_good = False  # the next LeaveGroup repairs the group: sent, static too
         # A close / unsubscribe asked for while a join round was completing:
         # the release starts once the round is over (see _start_release).
         self._release_after_round: LeaveReason | None = None
@@ -602,8 +603,19 @@ class ClassicMember(
             )
             self._rejoin(_T.REJOIN, reason, now, acts)
             return
-        # Only a member with nothing leaves: its leave and rejoin cost nothing.
         if self._owned:
+            # Released first, as for a close; the leave is sent for a static
+            # member too (_send_leave), then it joins again as a new member.
+            log.warning(
+                "group %s member %s: %s; releasing the assignment, leaving and rejoining "
+                "as a new member so that the group rebalances",
+                self._cfg.group_id,
+                self._member_id,
+                reason,
+            )
+            self._leave_for_good = True
+            self._life.rejoin_after_leave = True
+            self._start_release(LeaveReason.REPAIR, now, acts)
             return
         log.warning(
             "group %s member %s: %s; leaving and rejoining as a new member so that "
@@ -1514,17 +1526,20 @@ class ClassicMember(
 
     def _send_leave(self, reason: str, acts: list[_Action]) -> None:
         # KIP-345: static members never send LeaveGroup; their membership ends
-        # with the session timeout, so a quick bounce causes no rebalance.
+        # with the session timeout, so a quick bounce causes no rebalance. A
+        # repair's leave is for good: it must start a rebalance.
+        leave_for_good, self._leave_for_good = self._leave_for_good, False
         if (
-            self._cfg.instance_id is not None
+            (self._cfg.instance_id is not None and not leave_for_good)
             or self._awaiting_coordinator
             or not self._member_id
             or self._leave_seq is not None
         ):
             return
         self._leave_seq = self._next_seq()
+        instance = self._cfg.instance_id if leave_for_good else None
         acts.append(
-            SendLeaveGroup(self._leave_seq, self._cfg.group_id, self._member_id, None, reason)
+            SendLeaveGroup(self._leave_seq, self._cfg.group_id, self._member_id, instance, reason)
         )
 
     def _on_leave_outcome(
@@ -1544,6 +1559,7 @@ class ClassicMember(
             self._finish_leave(False, now, acts)
 
     def _finish_leave(self, timed_out: bool, now: float, acts: list[_Action]) -> None:
+        self._leave_for_good = False  # also when the release ended without a LeaveGroup
         reason = self._life.take_leave_reason()
         if self._life.closing:
             self._finish_close(timed_out, acts)

@@ -73,12 +73,13 @@ class RejoinRequested:
     """The group looks stuck: join again so that the coordinator assigns (``runtime.liveness``).
 
     ``as_new``: partitions of the subscription are owned by nobody in a settled
-    group. A member that is settled and owns nothing leaves for good (epoch -1 /
-    LeaveGroup, a static member too) and joins again as a new member, which
-    makes the coordinator compute a new assignment. Apache Kafka leaves a group
-    so when a static member's replacement converts a classic group between the
-    two rounds of a cooperative rebalance. Ignored by a member that owns
-    partitions: giving them up would stop their consumption.
+    group. A settled member leaves for good (epoch -1 / LeaveGroup, a static
+    member too) and joins again as a new member, which makes the coordinator
+    compute a new assignment; one that owns partitions releases them first, as
+    for a close (commit, revoke callback). Apache Kafka leaves a group so when a
+    static member's replacement converts a classic group between the two
+    rounds of a cooperative rebalance. The runtime asks a member that owns
+    partitions only when no member holding fewer repaired the group.
 
     Not ``as_new``: the group's assignment waits for a group epoch that nobody
     asks the coordinator to assign (a converted group with classic members

@@ -42,6 +42,7 @@ class LeaveReason(enum.Enum):
 
     UNSUBSCRIBE = "unsubscribe"
     CLOSE = "close"
+    REPAIR = "leave for good and rejoin: the group is stuck (RejoinRequested)"
 
 
 class Step(enum.Enum):

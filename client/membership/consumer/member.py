@@ -257,6 +257,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         # leave heartbeat already removed the held member for this rejoin.
         self._refusal: tuple[int, str, str | None] | None = None
         self._held_left = False
+        self._leave_for_good = False  # the leave under way repairs the group: -1, static too
         self._warned_refusals: set[int] = set()
         self._leave_seq: int | None = None
         self._sent: SentFields | None = None
@@ -402,6 +403,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         # PREPARE_LEAVING: already leaving; its end reports LeaveComplete or Closed.
 
     def _join(self, now: float, trigger: Trigger) -> None:
+        self._leave_for_good = False  # also when the repair's release ended in a fence
         self._go(trigger)
         self._epoch = JOIN_EPOCH
         self._session += 1
@@ -1116,11 +1118,22 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         self._go(Trigger.REJOIN_REFUSED)
 
     def _rejoin_requested(self, event: RejoinRequested, now: float, acts: list[_Action]) -> None:
-        # Only a settled member with nothing: its leave and rejoin cost nothing.
         # A stalled assignment is never this member's to ask for: its heartbeats do.
-        if not event.as_new or self._state is not _S.STABLE or self._owned or self._target:
+        if not event.as_new or self._state is not _S.STABLE:
             return
         reason = event.reason
+        if self._owned or self._target:
+            log.warning(
+                "group %s member %s: %s; releasing the assignment, leaving with epoch -1 "
+                "and rejoining so that the coordinator computes a new assignment",
+                self._cfg.group_id,
+                self._member_id,
+                reason,
+            )
+            self._leave_for_good = True
+            self._life.rejoin_after_leave = True
+            self._start_leave(LeaveReason.REPAIR, now, acts)
+            return
         log.warning(
             "group %s member %s: %s; leaving with epoch -1 and rejoining so that the "
             "coordinator computes a new assignment",
@@ -1241,7 +1254,9 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
     # ---------------------------------------------------------------- leaving
 
     def _leave_epoch(self) -> int:
-        return LEAVE_EPOCH_STATIC if self._cfg.instance_id is not None else LEAVE_EPOCH
+        # A repair's leave is for good: -2 would keep a static member in the group.
+        static = self._cfg.instance_id is not None and not self._leave_for_good
+        return LEAVE_EPOCH_STATIC if static else LEAVE_EPOCH
 
     def _start_leave(self, reason: LeaveReason, now: float, acts: list[_Action]) -> None:
         self._abort_reconciliation()
@@ -1301,6 +1316,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         acts.append(SendHeartbeat(self._leave_seq, request, leave=True))
 
     def _leave_done(self, timed_out: bool, now: float, acts: list[_Action]) -> None:
+        self._leave_for_good = False
         self._finish_leave_reason(timed_out, acts)
         if (
             not self.closed

@@ -1571,7 +1571,7 @@ class Simulation:
                 else self.classic.describe(address)
             )
             topics = {t for m in group.members for t in m.subscribed_topics}
-            look = Look.of(group, self._visible_counts(topics))
+            look = Look.of(group, self._visible_counts(topics), proc.member.member_id)
         self._q.after(self._latency(), self._ev_looked, (proc, look))
 
     def _ev_looked(self, arg: tuple[_Proc, Look]) -> None:
