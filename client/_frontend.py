@@ -25,7 +25,8 @@ import logging
 import math
 import re
 import struct
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
@@ -95,6 +96,10 @@ SERVICE_SLICE: Final = 0.1
 
 MIN_WAIT: Final = 0.001
 """Shortest wait (seconds) worth asking the data plane for: librdkafka counts in whole ms."""
+
+LAPSED_WAIT: Final = 0.005
+"""How long a poll waits at a time, taking no records, while the member's session has
+lapsed and the loop has not acted on it yet (see :meth:`FrontEndCore.session_lapsed`)."""
 
 POLL_EVENT_INTERVAL: Final = 1.0
 """Polls closer together than this (seconds) tell the member only once.
@@ -602,6 +607,46 @@ class FrontEndCore:
         """
         if self.closed and not self.closing:
             raise ConsumerClosedError("the consumer is closed")
+
+    def session_lapsed(self) -> bool:
+        """Whether the member's session has surely run out while it owns partitions.
+
+        The loop has not acted on it yet (it stops fetching and reports the
+        partitions lost, or a late heartbeat answer keeps them): records of
+        those partitions may be another member's already. The shells take none
+        from the data plane meanwhile (they stay there: a session that turns out
+        alive loses nothing), waiting :data:`LAPSED_WAIT` at a time. A process
+        stopped past its session and resumed runs the application's thread and
+        the loop's at once; without this its next poll handed out a batch that
+        another member was processing too.
+        """
+        at = self.driver.session_lapses_at
+        return at is not None and time.monotonic() >= at
+
+    def give_back(self, batch: Sequence[Record]) -> None:
+        """Put back a batch taken while the session lapsed (a freeze inside the record wait).
+
+        Each partition's next record is its first one in ``batch`` again: if the
+        session turns out alive, nothing is skipped; if the partitions are lost,
+        they leave the data plane and start from their committed offsets when
+        they come back.
+        """
+        first: dict[TopicPartition, int] = {}
+        for record in batch:
+            offset = record.offset()
+            if offset is None or offset < 0:
+                continue
+            tp = TopicPartition(record.topic(), record.partition())
+            first[tp] = min(offset, first.get(tp, offset))
+        dataplane = self.driver.dataplane
+        for tp, offset in first.items():
+            if tp not in dataplane.assigned:
+                continue  # already stopped by the loop: nothing to put back
+            try:
+                dataplane.seek(tp, offset)
+            except (KgroupError, confluent_kafka.KafkaException) as exc:
+                # Being unassigned meanwhile: it starts from its committed offset.
+                log.debug("could not put %s back at %d: %s", tp, offset, exc)
 
     def service_due(self) -> bool:
         """Whether :meth:`service` has anything to do now (the shells skip it if not).

@@ -24,6 +24,7 @@ import confluent_kafka
 
 from kgroup import _frontend as core
 from kgroup._frontend import (
+    LAPSED_WAIT,
     MIN_WAIT,
     SERVICE_SLICE,
     ConsumerBase,
@@ -201,7 +202,16 @@ class AsyncConsumer(ConsumerBase):
                 # runtime carrying out its seek), or it spins on the loop forever.
                 await anyio.lowlevel.checkpoint()
                 raise
-            batch = consume(num_messages, 0)
+            if self._core.session_lapsed():
+                # Nothing taken from the data plane until the loop has acted (see
+                # FrontEndCore.session_lapsed); records left there are not lost.
+                await anyio.sleep(min(max(0.0, deadline - self._now()), LAPSED_WAIT))
+                batch = []
+            else:
+                batch = consume(num_messages, 0)
+                if batch and self._core.session_lapsed():
+                    self._core.give_back(batch)  # the lapse came during the record wait
+                    batch = []
             if batch:
                 self._telemetry.records_handed_out(len(batch))
                 await self._share_the_loop(now)

@@ -361,12 +361,14 @@ class NonEmptyGroupError(BrokerError):
 
 
 class CommitFailedError(KgroupError):
-    """A classic member's commit was refused because the group rebalanced.
+    """A commit was refused because the group moved on without this member.
 
-    As Java's ``CommitFailedException``: the member's generation ended
+    As Java's ``CommitFailedException``: a classic member's generation ended
     (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID) or is ending (REBALANCE_IN_PROGRESS),
-    so the partitions may have moved to another member and the commit cannot
-    be made for them. Not fatal: catch it, poll again (the member rejoins and
+    or a consumer-protocol member is no longer in the group at its epoch
+    (UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH: its session ran out, it was
+    fenced), so the partitions may have moved to another member and the
+    commit cannot be made for them. Not fatal: catch it, poll again (the member rejoins and
     the rebalance callbacks run) and carry on; records since the last
     successful commit may be delivered again. The broker's error is the
     ``__cause__``.

@@ -30,6 +30,7 @@ from anyio.from_thread import BlockingPortal
 
 from kgroup import _frontend as core
 from kgroup._frontend import (
+    LAPSED_WAIT,
     MIN_WAIT,
     SERVICE_SLICE,
     ConsumerBase,
@@ -205,7 +206,16 @@ class Consumer(ConsumerBase):
             if self._core.service_due():
                 self._take(self._core.service())
             wait = max(0.0, min(deadline - time.monotonic(), SERVICE_SLICE))
-            batch = consume(num_messages, wait)
+            if self._core.session_lapsed():
+                # Nothing taken from the data plane until the loop has acted (see
+                # FrontEndCore.session_lapsed); records left there are not lost.
+                time.sleep(min(wait, LAPSED_WAIT))
+                batch = []
+            else:
+                batch = consume(num_messages, wait)
+                if batch and self._core.session_lapsed():
+                    self._core.give_back(batch)  # the lapse came during the record wait
+                    batch = []
             if batch:
                 self._telemetry.records_handed_out(len(batch))
                 return batch

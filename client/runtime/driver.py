@@ -64,6 +64,7 @@ from kgroup.errors import (
     AuthorizationError,
     BrokerError,
     CommitFailedError,
+    FencedMemberEpochError,
     IllegalGenerationError,
     KgroupError,
     LogTruncationError,
@@ -204,6 +205,10 @@ class AlreadyAssignedError(KgroupError, ValueError):
 
 _REBALANCED_CLASSIC = (IllegalGenerationError, UnknownMemberIdError, RebalanceInProgressError)
 """Errors refusing a classic commit because the generation ended: CommitFailedError."""
+_FENCED_CONSUMER = (UnknownMemberIdError, FencedMemberEpochError)
+"""Errors refusing a consumer-protocol commit because the member is no longer in the
+group at that epoch (its session ran out, it was fenced): CommitFailedError, as the
+Java client's CommitFailedException."""
 
 
 @dataclass(slots=True)
@@ -315,6 +320,12 @@ class Driver:
         """The topic id each partition had when it last started fetching, where known."""
         self._stored: dict[TopicPartition, int] | None = None if auto_offset_store else {}
         """``store_offsets()``'s offsets (``enable.auto.offset.store=false``); None: positions."""
+        self.session_lapses_at: float | None = None
+        """``time.monotonic()`` past which the member's session has surely run out while
+        it owns partitions (None: no such risk), read by the front end without a thread
+        hop: records it takes from the data plane after that belong to partitions that
+        may be another member's already, and are not handed out (a process stopped
+        past its session and resumed runs the application's thread before the loop's)."""
         self.liveness = UnownedWatch()
         """When this member, idle, looks for partitions the group left unowned (see
         :mod:`kgroup.runtime.liveness`); None after the group could not be described."""
@@ -577,6 +588,10 @@ class Driver:
         self._forget_stored()
         self._refresh_truncation()
         self._tell_settled()
+        expiry = session.session_expiry() if assignment else None
+        self.session_lapses_at = (
+            None if expiry is None else time.monotonic() + (expiry - anyio.current_time())
+        )
         settled = (
             session.settled
             and not self.manual
@@ -1244,7 +1259,14 @@ class Driver:
     ) -> dict[TopicPartition, int]:
         manager = await self._connected(deadline)
         if self.session.group_protocol is not GroupProtocol.CLASSIC:
-            return await manager.commit(chosen, deadline=deadline, metadata=metadata)
+            try:
+                return await manager.commit(chosen, deadline=deadline, metadata=metadata)
+            except _FENCED_CONSUMER as exc:
+                raise CommitFailedError(
+                    f"commit of {sorted(chosen)} failed: this member is no longer in the group "
+                    f"at that epoch ({exc}); the partitions may have moved to another member; "
+                    "poll again (the member rejoins) and continue"
+                ) from exc
         try:
             return await manager.commit(
                 chosen, deadline=deadline, retry_rebalance_in_progress=False, metadata=metadata

@@ -64,6 +64,9 @@ class Member(Protocol[E_contra, A_co]):
 
     def poll_deadline(self) -> float | None: ...
 
+    @property
+    def session_expiry(self) -> float | None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class FinishedCommit:
@@ -130,6 +133,10 @@ class SessionBase(Generic[E, A]):
     def poll_deadline(self) -> float | None:
         """When the member's poll timer expires, or None (not in the group)."""
         return self._member.poll_deadline()
+
+    def session_expiry(self) -> float | None:
+        """When the member's session surely ran out unless a heartbeat succeeds first."""
+        return self._member.session_expiry
 
     def handle_next(self, now: float) -> list[DriverAction]:
         """Feed the oldest event (a timer tick if none) to the member; perform its own actions.

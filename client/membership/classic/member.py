@@ -421,6 +421,16 @@ class ClassicMember(
     ) -> None:
         self._on_commit_done(token, error is None, now, acts)
 
+    @property
+    def session_expiry(self) -> float | None:
+        """When the member's session surely ran out, unless a heartbeat succeeds first (None:
+        no session to lose). Past it, what the member owns may be another member's."""
+        if self._last_heartbeat_ok is None or not (
+            self._heartbeating() or self._unconfirmed_fetching()
+        ):
+            return None
+        return self._session_deadline(self._last_heartbeat_ok)
+
     def _session_deadline(self, since: float) -> float:
         return since + session_seconds(self._cfg.session_timeout_ms, self._cfg.session_margin_ms)
 

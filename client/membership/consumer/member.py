@@ -318,6 +318,12 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             self._session_expiry(),
         ]
 
+    @property
+    def session_expiry(self) -> float | None:
+        """When the member's session surely ran out, unless a heartbeat succeeds first (None:
+        no session to lose). Past it, what the member owns may be another member's."""
+        return self._session_expiry()
+
     def _session_expiry(self) -> float | None:
         """When the broker has surely dropped this member, heard from or not."""
         if self._state not in IN_GROUP or self._epoch <= 0 or self._last_heartbeat_ok is None:
