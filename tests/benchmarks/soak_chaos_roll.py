@@ -15,8 +15,6 @@ the other protocol; SIGKILL and replacement; SIGSTOP for 2.5 s or 8.5 s) for
 made, records produced and consumed, duplicates, and the time from the last
 change until every partition was consumed again; then PASS or the failure
 (ownership timeline and unconsumed partitions). Exit status 1 if any run failed.
-``--known-bugs`` also stops consumer-protocol kgroup members past their session
-(``test_chaos_roll.KNOWN_FENCED_COMMIT``; left out otherwise).
 """
 
 from __future__ import annotations
@@ -49,9 +47,7 @@ from kgroup.testing import KafkaBroker  # noqa: E402
 from kgroup.testing.topics import create_topic  # noqa: E402
 
 
-def soak(
-    bootstrap: str, variant: str, minutes: float, seed: int, log_dir: Path, *, known_bugs: bool
-) -> bool:
+def soak(bootstrap: str, variant: str, minutes: float, seed: int, log_dir: Path) -> bool:
     tag = uuid.uuid4().hex[:8]
     topic = f"soak-chaos-{variant}-{tag}"
     create_topic(bootstrap, topic, partitions=PARTITIONS)
@@ -64,7 +60,7 @@ def soak(
     ok = True
     try:
         start_group(chaos)
-        chaos.run(chaos.random_plan(random.Random(seed), known_bugs=known_bugs), steps)
+        chaos.run(chaos.random_plan(random.Random(seed)), steps)
         outcome = finish(chaos)
         done = [w for _, w in chaos.actions if not w.startswith(("start", "skip"))]
         print(
@@ -94,12 +90,6 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=10.0, help="chaos time per run")
     parser.add_argument("--seed", type=int, default=None, help="schedule seed (random if unset)")
     parser.add_argument("--variant", choices=[*VARIANTS, "both"], default="both")
-    parser.add_argument(
-        "--known-bugs",
-        action="store_true",
-        help="also stop consumer-protocol kgroup members past their session "
-        "(fails on test_chaos_roll.KNOWN_FENCED_COMMIT until it is fixed)",
-    )
     parser.add_argument("--logs", type=Path, default=None, help="member logs (default: a temp dir)")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
@@ -112,10 +102,7 @@ def main() -> int:
             broker = stack.enter_context(KafkaBroker())
             bootstrap = broker.bootstrap_servers
         print(f"broker {bootstrap}")
-        results = [
-            soak(bootstrap, v, args.minutes, seed, log_dir, known_bugs=args.known_bugs)
-            for v in variants
-        ]
+        results = [soak(bootstrap, v, args.minutes, seed, log_dir) for v in variants]
     return 0 if all(results) else 1
 
 

@@ -75,15 +75,6 @@ and the liveness watch's two looks 5 s apart)."""
 DRAIN_S = 60.0
 PRODUCE_INTERVAL_S = 0.05
 
-KNOWN_FENCED_COMMIT = (
-    "a consumer-protocol kgroup member SIGSTOPped past its session: after SIGCONT consume() "
-    "returns records of partitions the broker handed on, and the commit after them, answered "
-    "UNKNOWN_MEMBER_ID, raises UnknownMemberIdError (not CommitFailedError) before "
-    "on_partitions_lost runs"
-)
-"""Found by this roll (docs/reliability.md, "Chaos roll"); the random schedule
-leaves that change out unless asked (``random_plan(..., known_bugs=True)``)."""
-
 _REMOTE = {"cooperative-sticky": "uniform", "range": "range"}
 
 
@@ -207,6 +198,9 @@ class Chaos:
                     self.group,
                     group_protocol="consumer",
                     group_remote_assignor=_REMOTE[self.strategy],
+                    # The broker does not tell its session timeout: set as docs/consumer.md
+                    # says, so a member frozen past it knows its partitions are gone.
+                    group_consumer_session_timeout_ms=int(SESSION_S * 1000),
                     **extra,
                 )
             member = MemberProcess(
@@ -339,14 +333,8 @@ class Chaos:
             return action.seconds, "resume"
         raise ValueError(action.kind)
 
-    def random_plan(
-        self, rng: random.Random, *, known_bugs: bool = False
-    ) -> Iterator[Action | None]:
-        """Random actions on eligible slots (soak): restarts, kills, short and long stops.
-
-        A long stop of a consumer-protocol kgroup member only with ``known_bugs``
-        (:data:`KNOWN_FENCED_COMMIT`): it is made a short one otherwise.
-        """
+    def random_plan(self, rng: random.Random) -> Iterator[Action | None]:
+        """Random actions on eligible slots (soak): restarts, kills, short and long stops."""
         while True:
             kind = rng.choice(["restart", "restart", "kill", "stop"])
             slots = [s for s in range(len(self.slots)) if self.eligible(s, kind)]
@@ -356,8 +344,6 @@ class Chaos:
             slot = rng.choice(slots)
             if kind == "stop":
                 seconds = rng.choice([SHORT_STOP_S, LONG_STOP_S])
-                if self.protocol[slot] == "consumer" and not known_bugs:
-                    seconds = SHORT_STOP_S
                 yield Action("stop", slot, seconds=seconds)
                 continue
             to = self.protocol[slot]
@@ -588,10 +574,7 @@ def start_group(chaos: Chaos) -> None:
 
 
 # The CI schedules: every kind of change, on every kind of member, in a fixed
-# order (the timing around them is the real broker's). The long stops (past the
-# session) are of classic members only: a consumer-protocol kgroup member
-# resumed after its session expired hands the application a batch of what it
-# lost and then raises UnknownMemberIdError from commit() (KNOWN_FENCED_COMMIT).
+# order (the timing around them is the real broker's).
 PLANS: dict[str, list[Action]] = {
     "cooperative": [
         Action("restart", 0, "consumer"),  # static classic -> consumer (issue 29's step)
@@ -600,7 +583,7 @@ PLANS: dict[str, list[Action]] = {
         Action("restart", 4, "consumer"),  # librdkafka
         Action("restart", 1, "classic"),  # static consumer -> classic
         Action("kill", 0, "classic"),  # static consumer: replaced after its session
-        Action("stop", 3, seconds=SHORT_STOP_S),  # survives
+        Action("stop", 3, seconds=LONG_STOP_S),  # a consumer-protocol member, fenced
         Action("restart", 1, "consumer"),  # static classic -> consumer
         # Last: a dynamic member dies; its partitions wait for its session to expire.
         Action("kill", 2, "consumer"),
