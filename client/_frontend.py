@@ -633,10 +633,10 @@ class FrontEndCore:
         """
         first: dict[TopicPartition, int] = {}
         for record in batch:
-            offset = record.offset()
-            if offset is None or offset < 0:
+            topic, partition, offset = record.topic(), record.partition(), record.offset()
+            if topic is None or partition is None or offset is None or offset < 0:
                 continue
-            tp = TopicPartition(record.topic(), record.partition())
+            tp = TopicPartition(topic, partition)
             first[tp] = min(offset, first.get(tp, offset))
         dataplane = self.driver.dataplane
         for tp, offset in first.items():

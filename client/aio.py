@@ -206,12 +206,10 @@ class AsyncConsumer(ConsumerBase):
                 # Nothing taken from the data plane until the loop has acted (see
                 # FrontEndCore.session_lapsed); records left there are not lost.
                 await anyio.sleep(min(max(0.0, deadline - self._now()), LAPSED_WAIT))
-                batch = []
-            else:
-                batch = consume(num_messages, 0)
-                if batch and self._core.session_lapsed():
-                    self._core.give_back(batch)  # the lapse came during the record wait
-                    batch = []
+                if deadline - self._now() < MIN_WAIT:
+                    return []
+                continue
+            batch = consume(num_messages, 0)
             if batch:
                 self._telemetry.records_handed_out(len(batch))
                 await self._share_the_loop(now)
@@ -225,6 +223,9 @@ class AsyncConsumer(ConsumerBase):
             # reach the caller (abandoning them would skip them).
             batch = await anyio.to_thread.run_sync(consume, num_messages, wait)
             self._last_yield = self._now()
+            if batch and self._core.session_lapsed():
+                self._core.give_back(batch)  # the lapse came during the record wait
+                batch = []
             if batch:
                 self._telemetry.records_handed_out(len(batch))
                 return batch

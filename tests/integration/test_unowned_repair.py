@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,14 @@ def members(tmp_path: Path) -> Iterator[dict[str, MemberProcess]]:
     yield started
     for m in started.values():
         m.cleanup()
+
+
+def _has(kind: str, member: MemberProcess) -> Callable[[], bool]:
+    return lambda: bool(member.of(kind))
+
+
+def _owning(count: int, member: MemberProcess) -> Callable[[], bool]:
+    return lambda: len(member.assignment()) == count
 
 
 def _timeline(members: dict[str, MemberProcess], t0: float) -> str:
@@ -106,7 +114,7 @@ def test_a_converted_group_left_with_unowned_partitions_is_repaired(
         joiners = [start(f"inst-{i}", classic(f"inst-{i}")) for i in (0, 2, 3)]
         owner.wait_for(lambda: bool(owner.of("slow_start")), 60, "inst-1 revoking, slowly")
         for joiner in joiners:
-            joiner.wait_for(lambda j=joiner: bool(j.of("assigned")), 60, f"{joiner.name} synced")
+            joiner.wait_for(_has("assigned", joiner), 60, f"{joiner.name} synced")
         # The first round is over: inst-1 keeps a quarter, the rest belongs to nobody
         # until inst-1 rejoins. Now inst-0 is restarted on the consumer protocol.
         assert members["inst-0"].close(30) == 0
@@ -183,7 +191,7 @@ def test_an_assignment_stalled_after_the_last_consumer_member_left_is_repaired(
         ]
         members.update({m.name: m for m in classic})
         for m in classic:
-            m.wait_for(lambda m=m: len(m.assignment()) == 3, 60, f"{m.name} owning 3")
+            m.wait_for(_owning(3, m), 60, f"{m.name} owning 3")
         converter = MemberProcess(
             "consumer",
             consumer_conf(bootstrap, group, group_protocol="consumer"),
