@@ -176,7 +176,12 @@ class GroupDescription:
         unowned partitions is stuck: nothing will assign them until a member
         joins or leaves (``docs/reliability.md``). A partition counts as held
         when it is in a member's assignment or, in a consumer group, in its
-        target (it is on its way there). ``partition_counts`` gives each topic's
+        target (it is on its way there), or, in a classic group, in the owned
+        partitions of a cooperative member's last JoinGroup: between the two
+        rounds of a cooperative rebalance the first round gives the partitions
+        it moves to nobody, and the member giving them up owes the second round
+        (a slow revoke callback keeps the group so for as long as it runs).
+        ``partition_counts`` gives each topic's
         partition count; topics missing from it (unknown, or subscribed by
         regex) are left out.
         """
@@ -187,6 +192,7 @@ class GroupDescription:
         for m in self.members:
             held |= m.assignment
             held |= m.target_assignment or frozenset()
+            held |= m.owned_partitions
         wanted = {
             TopicPartition(topic, p)
             for topic in topics

@@ -9,7 +9,8 @@ The process subscribes, then polls in a loop (``consume(500, 0.1)``) and
 reports on stdout, one JSON object per line, each with ``"t"`` (the sender's
 ``time.monotonic()``; CLOCK_MONOTONIC, comparable across processes on Linux):
 
-- ``{"ev": "started", "pid": N}`` after subscribing;
+- ``{"ev": "started", "pid": N}`` after subscribing (with ``"wait_to_subscribe"``:
+  ``{"ev": "ready"}`` first, and the subscription waits for a ``subscribe`` command);
 - ``{"ev": "epoch", "member_id": s, "epoch": n}`` whenever the member id or
   epoch it sees between polls (or in a listener call) changed;
 - ``{"ev": "assigned" | "revoked" | "lost", "partitions": [[topic, p], ...],
@@ -47,7 +48,10 @@ Commands on stdin, one per line: ``commit`` (synchronous commit of the
 positions), ``switch PROTOCOL`` (``switch_protocol(PROTOCOL)``), ``close``
 (``close()`` then exit 0), ``exit`` (exit 0 at once, without leaving the group),
 ``slow_callback SECONDS`` (the next rebalance callback, whatever its kind, sleeps
-that long before returning: a callback longer than ``max.poll.interval.ms``).
+that long before returning: a callback longer than ``max.poll.interval.ms``),
+``hold_callback`` (the next rebalance callback returns only after a ``release``
+command, or 300 s: a callback as long as the test needs, whatever the machine's
+speed).
 End of input is ``close``: the process never outlives its parent's pipe.
 """
 
@@ -55,6 +59,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import queue
 import sys
@@ -68,6 +73,8 @@ from kgroup import TopicPartition
 from kgroup.errors import MalformedResponseError
 
 _out_lock = threading.Lock()
+_RELEASED = threading.Event()
+"""Set by a ``release`` command: ends a callback held by ``hold_callback``."""
 
 
 def emit(event: str, **fields: Any) -> None:
@@ -97,7 +104,10 @@ class _Listener:
             # The application's own slow work inside the callback (not a
             # synchronisation sleep): the consumer must cope with it.
             emit("slow_start", kind=kind)
-            time.sleep(slow)
+            if slow == math.inf:
+                _RELEASED.wait(300)  # held until the test's "release"
+            else:
+                time.sleep(slow)
             emit("slow_end", kind=kind)
 
     def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
@@ -126,7 +136,10 @@ class _Member:
         self.consumer = kgroup.Consumer(conf)
         self._seen: tuple[str, int] | None = None
         self.slow_next: float | None = None
-        self.consumer.subscribe(topics, _Listener(self))
+        self.topics = topics
+
+    def subscribe(self) -> None:
+        self.consumer.subscribe(self.topics, _Listener(self))
 
     def report_epoch(self) -> None:
         now = (self.consumer.member_id, self.consumer.member_epoch)
@@ -188,7 +201,9 @@ def _keep_fetching(keep: Collection[TopicPartition]) -> None:
 
 def _read_commands(commands: queue.Queue[str]) -> None:
     for line in sys.stdin:
-        if line.strip():
+        if line.strip() == "release":
+            _RELEASED.set()  # read here: the main thread may be in the held callback
+        elif line.strip():
             commands.put(line.strip())
     commands.put("close")
 
@@ -209,6 +224,18 @@ def main(spec: dict[str, Any]) -> int:
         list(spec["topics"]),
         commit_on_revoke=bool(spec.get("commit_on_revoke")),
     )
+    if spec.get("wait_to_subscribe"):
+        # Joins the group on the test's word: several processes, started one by
+        # one (Python's start-up is slow), then join within the same rebalance.
+        # A committed-offset read first connects to the group's coordinator, so
+        # the join goes out at once when told.
+        member.consumer.committed([TopicPartition(spec["topics"][0], 0)], timeout=30)
+        emit("ready")
+        while (command := commands.get()) != "subscribe":
+            if command == "close":
+                member.consumer.close(20)
+                return 0
+    member.subscribe()
     consumer = member.consumer
     emit("started", pid=os.getpid())
     try:
@@ -224,6 +251,8 @@ def main(spec: dict[str, Any]) -> int:
                 return 0
             if command == "exit":
                 return 0
+            if command == "hold_callback":
+                member.slow_next = math.inf
             if command is not None and command.startswith("slow_callback "):
                 member.slow_next = float(command.split()[1])
             if command is not None and command.startswith("switch "):

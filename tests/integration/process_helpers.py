@@ -77,6 +77,7 @@ class MemberProcess(EventViews):
         trace_commits: bool = False,
         commit_each_batch: bool = False,
         commit_on_revoke: bool = False,
+        wait_to_subscribe: bool = False,
         keep_fetching: Iterable[TopicPartition] = (),
     ) -> None:
         self.name = name
@@ -87,6 +88,7 @@ class MemberProcess(EventViews):
             "trace_commits": trace_commits,
             "commit_each_batch": commit_each_batch,
             "commit_on_revoke": commit_on_revoke,
+            "wait_to_subscribe": wait_to_subscribe,
             "keep_fetching": [[tp.topic, tp.partition] for tp in keep_fetching],
         }
         self._log: IO[bytes] = self.log_path.open("wb")

@@ -9,7 +9,8 @@ static classic cooperative-sticky members, one of which owns all 12 partitions
 when three others join. The cooperative first round takes 3..11 from it and
 gives them to nobody; the second round would hand them out once that member,
 done revoking, rejoins. Its revoke callback is slow (an application saving its
-state), and meanwhile a consumer-protocol process replaces another static
+state; the test holds it until the group is converted), and meanwhile a
+consumer-protocol process replaces another static
 member, which converts the group to a consumer group. The consumer group
 inherits the first round's assignment as its target, and nothing bumps its
 epoch again: static replacements and a classic member's unchanged rejoin do
@@ -93,9 +94,15 @@ def test_a_converted_group_left_with_unowned_partitions_is_repaired(
     def classic(instance: str) -> dict[str, Any]:
         return classic_conf(bootstrap, group, "cooperative-sticky", group_instance_id=instance)
 
-    def start(name: str, conf: dict[str, Any]) -> MemberProcess:
+    def start(name: str, conf: dict[str, Any], *, wait: bool = False) -> MemberProcess:
         member = MemberProcess(
-            name, conf, [topic], tmp_path, commit_each_batch=True, commit_on_revoke=True
+            name,
+            conf,
+            [topic],
+            tmp_path,
+            commit_each_batch=True,
+            commit_on_revoke=True,
+            wait_to_subscribe=wait,
         )
         members[name] = member
         return member
@@ -109,9 +116,15 @@ def test_a_converted_group_left_with_unowned_partitions_is_repaired(
             60,
             "inst-1 owning every partition",
         )
-        # Its next callback (the first round's revocation) takes 10 s.
-        owner.send("slow_callback 10")
-        joiners = [start(f"inst-{i}", classic(f"inst-{i}")) for i in (0, 2, 3)]
+        # Its next callback (the first round's revocation) lasts until released.
+        owner.send("hold_callback")
+        # The three join in one rebalance: a later joiner's round would wait for
+        # inst-1, which cannot rejoin while its callback is held.
+        joiners = [start(f"inst-{i}", classic(f"inst-{i}"), wait=True) for i in (0, 2, 3)]
+        for joiner in joiners:
+            joiner.wait_for(_has("ready", joiner), 60, f"{joiner.name} ready")
+        for joiner in joiners:
+            joiner.send("subscribe")
         owner.wait_for(lambda: bool(owner.of("slow_start")), 60, "inst-1 revoking, slowly")
         for joiner in joiners:
             joiner.wait_for(_has("assigned", joiner), 60, f"{joiner.name} synced")
@@ -128,8 +141,12 @@ def test_a_converted_group_left_with_unowned_partitions_is_repaired(
         described = cli_json(bootstrap, "groups", "describe", group)
         assert described["state"] == "Stable", described
         unowned = {p["partition"] for p in described["unowned_partitions"]}
-        assert unowned == everything - {tp.partition for tp in owner.assignment()}
+        assert unowned == everything - {tp.partition for tp in owner.assignment()}, (
+            described,
+            _timeline(members, t0),
+        )
         assert len(unowned) == PARTITIONS * 3 // 4
+        owner.send("release")  # the classic member's rejoin does not repair it either
 
         def consumed_since() -> set[int]:
             seen: set[int] = set()

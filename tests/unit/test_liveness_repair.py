@@ -88,6 +88,18 @@ def test_unowned_are_the_subscribed_partitions_in_no_assignment_and_no_target() 
     )
 
 
+def test_partitions_a_cooperative_member_still_claims_are_held() -> None:
+    # Between the two rounds of a cooperative rebalance: the first round gave t-1
+    # to nobody, and m1, whose last JoinGroup claimed it, owes the second round.
+    claimer = replace(
+        member("m1", frozenset({"t"}), frozenset({tp("t", 0)})),
+        protocol=MemberProtocol.CLASSIC,
+        owned_partitions=frozenset({tp("t", 0), tp("t", 1)}),
+    )
+    described = replace(group(claimer), group_type=GroupType.CLASSIC)
+    assert described.unowned_partitions({"t": 3}) == frozenset({tp("t", 2)})
+
+
 def test_a_group_that_is_not_settled_tells_nothing() -> None:
     described = group(member("m1", frozenset({"t"})), state="Reconciling")
     assert described.unowned_partitions({"t": 2}) is None
