@@ -231,8 +231,8 @@ def main(spec: dict[str, Any]) -> int:
         # the join goes out at once when told.
         member.consumer.committed([TopicPartition(spec["topics"][0], 0)], timeout=30)
         emit("ready")
-        while (command := commands.get()) != "subscribe":
-            if command == "close":
+        while (word := commands.get()) != "subscribe":
+            if word == "close":
                 member.consumer.close(20)
                 return 0
     member.subscribe()
