@@ -96,7 +96,16 @@ _RETRY_CODES = frozenset(
 # Answers after which a commit's topics are described again.
 _UNKNOWN = frozenset({ErrorCode.unknown_topic_id, ErrorCode.unknown_topic_or_partition})
 
-_FENCED_CODES = frozenset({ErrorCode.unknown_member_id, ErrorCode.fenced_member_epoch})
+_FENCED_CODES = frozenset(
+    {
+        ErrorCode.unknown_member_id,
+        ErrorCode.fenced_member_epoch,
+        # A classic member of a converted group fetching at a generation the group
+        # just left (its member epoch moved on between the SyncGroup and the fetch):
+        # the consumer members' STALE_MEMBER_EPOCH, retried at the next generation.
+        ErrorCode.illegal_generation,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
