@@ -167,16 +167,11 @@ async def test_member_without_heartbeats_for_a_session_timeout_self_fences_and_r
             consumer.subscribe(["orders"], listener=listener)
             await drive(consumer, until=lambda: told(consumer, listener, 2))
 
-            def in_group(seen: SeenRequest) -> bool:
-                epoch: int = seen.request.member_epoch
-                return epoch > 0
-
-            # The coordinator stops answering this member's heartbeats (a network partition).
+            # The coordinator stops answering this member (a network partition):
+            # its heartbeats, and its rejoin too until the partition heals, so
+            # the rejoin cannot complete before the loss is looked at.
             stall = broker.intercept(
-                ApiKey.CONSUMER_GROUP_HEARTBEAT,
-                lambda _seen: Verdict.NO_ANSWER,
-                times=None,
-                when=in_group,
+                ApiKey.CONSUMER_GROUP_HEARTBEAT, lambda _seen: Verdict.NO_ANSWER, times=None
             )
             await drive(consumer, until=lambda: bool(listener.of("lost")))
             lost_at = time.monotonic()
@@ -220,8 +215,13 @@ async def test_classic_member_without_heartbeats_for_a_session_timeout_loses_and
             member_id = broker.requests_of(ApiKey.SYNC_GROUP)[-1].request.member_id
             assert member_id
 
-            # The coordinator stops answering this member's heartbeats (a network partition).
+            # The coordinator stops answering this member (a network partition):
+            # its heartbeats, and its JoinGroup too until the partition heals, so
+            # the rejoin cannot complete before the loss is looked at.
             stall = broker.intercept(ApiKey.HEARTBEAT, lambda _seen: Verdict.NO_ANSWER, times=None)
+            stall_join = broker.intercept(
+                ApiKey.JOIN_GROUP, lambda _seen: Verdict.NO_ANSWER, times=None
+            )
             await drive(consumer, until=lambda: bool(listener.of("lost")))
             lost_at = time.monotonic()
             stalled_at = stall.calls[0].at
@@ -246,6 +246,7 @@ async def test_classic_member_without_heartbeats_for_a_session_timeout_loses_and
             # The partition heals: the member rejoins with its member id and owns
             # its partitions again.
             stall.remove()
+            stall_join.remove()
             await drive(consumer, until=lambda: told(consumer, listener, 2))
             rejoins = [r for r in broker.requests_of(ApiKey.JOIN_GROUP) if r.at > join.at]
             assert rejoins[0].request.member_id == member_id
