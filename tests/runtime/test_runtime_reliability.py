@@ -216,12 +216,12 @@ async def test_classic_member_without_heartbeats_for_a_session_timeout_loses_and
             assert member_id
 
             # The coordinator stops answering this member (a network partition):
-            # its heartbeats, and its JoinGroup too until the partition heals, so
-            # the rejoin cannot complete before the loss is looked at.
+            # its heartbeats go unanswered, and its JoinGroup does not get
+            # through either until the partition heals (the connection drops:
+            # an unanswered JoinGroup would be waited for a rebalance timeout),
+            # so the rejoin cannot complete before the loss is looked at.
             stall = broker.intercept(ApiKey.HEARTBEAT, lambda _seen: Verdict.NO_ANSWER, times=None)
-            stall_join = broker.intercept(
-                ApiKey.JOIN_GROUP, lambda _seen: Verdict.NO_ANSWER, times=None
-            )
+            stall_join = broker.intercept(ApiKey.JOIN_GROUP, lambda _seen: Verdict.DROP, times=None)
             await drive(consumer, until=lambda: bool(listener.of("lost")))
             lost_at = time.monotonic()
             stalled_at = stall.calls[0].at
