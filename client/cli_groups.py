@@ -115,7 +115,7 @@ def load_command_config(path: str) -> dict[str, str]:
             not one of those; the message names the file (and the line or key),
             never a value (it may be a password).
     """
-    from kgroup.transport.security import (  # noqa: PLC0415
+    from kgroup.config_security import (  # noqa: PLC0415
         SECURITY_KEYS,
         is_security_key,
         unsupported_key_message,
@@ -155,8 +155,8 @@ def load_command_config(path: str) -> dict[str, str]:
 def _run(args: argparse.Namespace, work: Callable[[KafkaClient], Awaitable[_T]]) -> _T:
     import anyio  # noqa: PLC0415 - keep `kgroup --help` fast
 
+    from kgroup.config_security import SecurityConfig  # noqa: PLC0415
     from kgroup.transport import KafkaClient  # noqa: PLC0415
-    from kgroup.transport.security import SecurityConfig  # noqa: PLC0415
 
     settings: dict[str, str] = {}
     if getattr(args, "command_config", None):

@@ -192,7 +192,7 @@ def _target(args: argparse.Namespace) -> _Target:
     # Imported here: reading a command config is the groups commands' job, and
     # the security module (ssl, anyio) is not needed for `kgroup --help`.
     from kgroup.cli_groups import load_command_config  # noqa: PLC0415
-    from kgroup.transport.security import SecurityConfig  # noqa: PLC0415
+    from kgroup.config_security import SecurityConfig  # noqa: PLC0415
 
     file: dict[str, str] = {}
     if args.command_config is not None:

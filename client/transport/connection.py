@@ -25,6 +25,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 import kgroup
+from kgroup.config_security import SecurityConfig
 from kgroup.errors import (
     KafkaConnectionError,
     KafkaProtocolError,
@@ -54,7 +55,6 @@ from kgroup.protocol.negotiation import (
 from kgroup.transport._tasks import OwnedTaskGroup, TaskGroupOwner
 from kgroup.transport.security import (
     Authenticator,
-    SecurityConfig,
     client_certificate_refusal,
     explain_tls_on_plaintext,
     looks_like_tls,

@@ -14,8 +14,8 @@ import kgroup.cli_topics
 import kgroup.transport
 from kgroup.cli import main
 from kgroup.cli_groups import load_command_config
+from kgroup.config_security import SaslMechanism, SecurityConfig, SecurityProtocol
 from kgroup.errors import ConfigError
-from kgroup.transport.security import SaslMechanism, SecurityConfig, SecurityProtocol
 
 
 def _file(tmp_path: Path, text: str) -> str:
