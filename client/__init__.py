@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from kgroup._version import __version__
 from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.errors import (
     BrokerError,
@@ -58,8 +59,6 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AlreadyAssignedError",

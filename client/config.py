@@ -12,10 +12,10 @@ that names the key and says what to do:
 - keys that make no sense for the chosen ``group.protocol`` are errors that say
   why, as the Java client does;
 - security keys (``security.protocol``, ``ssl.*``, ``sasl.*``, ``oauth_cb``)
-  become one :class:`~kgroup.transport.security.SecurityConfig`, used by
+  become one :class:`~kgroup.config_security.SecurityConfig`, used by
   kgroup's own connections and rendered back for the data plane, so both
   connect the same way. Secrets live only in it, wrapped in
-  :class:`~kgroup.transport.security.Secret`, never in :attr:`ConsumerConfig.passthrough`;
+  :class:`~kgroup.config_security.Secret`, never in :attr:`ConsumerConfig.passthrough`;
 - confluent-kafka's callbacks (``error_cb``, ``stats_cb``, ``throttle_cb``,
   ``on_commit``) and ``logger`` become :class:`Callbacks`: callables cannot go
   through librdkafka's string config, and ``on_commit`` is kgroup's to call
@@ -37,7 +37,7 @@ from kgroup.errors import ConfigError
 from kgroup.telemetry.config import TelemetryConfig, is_telemetry_key, parse_telemetry_config
 
 if TYPE_CHECKING:
-    from kgroup.transport.security import SecurityConfig
+    from kgroup.config_security import SecurityConfig
 
 __all__ = [
     "AutoOffsetReset",
@@ -484,11 +484,11 @@ def _telemetry(
 
 
 def _security_module() -> ModuleType:
-    # Imported on use: kgroup.transport needs anyio, and importing kgroup (for
-    # its protocol layer, say) must not pull anyio in.
-    from kgroup.transport import security  # noqa: PLC0415
+    # Imported on use: the security config loads ssl, which importing kgroup
+    # for a config-free use (its protocol layer, say) does not need.
+    from kgroup import config_security  # noqa: PLC0415
 
-    return security
+    return config_security
 
 
 def _offset_reset(conf: Mapping[str, Any]) -> AutoOffsetReset:

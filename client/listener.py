@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol, runtime_checkable
 
-from kgroup.membership.common.events import CallbackKind
-from kgroup.types import TopicPartition
+from kgroup.types import CallbackKind, TopicPartition
 
 __all__ = ["RebalanceListener", "listener_method"]
 

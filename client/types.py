@@ -17,12 +17,26 @@ from kgroup.errors import ConfigError
 
 __all__ = [
     "Backoff",
+    "CallbackKind",
     "OffsetAndMetadata",
     "RebalanceProtocol",
     "TopicIdPartition",
     "TopicPartition",
     "Truncation",
 ]
+
+
+class CallbackKind(enum.Enum):
+    """Which rebalance listener method is called: the value is the method's name.
+
+    A public value because the listener (:mod:`kgroup.listener`) and the
+    membership machines (whose callback actions carry it) both name it, and
+    the public layer may not import the machines.
+    """
+
+    REVOKED = "on_partitions_revoked"
+    ASSIGNED = "on_partitions_assigned"
+    LOST = "on_partitions_lost"
 
 
 class RebalanceProtocol(enum.Enum):

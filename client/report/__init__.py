@@ -4,8 +4,9 @@ The only part of kgroup that imports pyspark (the ``report`` extra installs
 it). Importing this package does not load Spark: the job
 (:mod:`kgroup.report.job`), its tables (:mod:`kgroup.report.analysis`) and
 the HTML page (:mod:`kgroup.report.html`) are imported by name when used, and
-the command-line front end (:mod:`kgroup.report.cli`) and the synthetic
-telemetry generator (:mod:`kgroup.report.synth`) need no Spark at all.
+the synthetic telemetry generator (:mod:`kgroup.report.synth`) needs no
+Spark at all. The command line (``kgroup report``) is :mod:`kgroup.cli.report`:
+the report does not import the CLI.
 
 ::
 

@@ -19,15 +19,12 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import TextIO
 
+from kgroup._maven import MavenClosure, cache_root, resolve_maven_closure
 from kgroup.report.errors import ConnectorJarError
-from kgroup.testing.jvm import MavenClosure, cache_root, resolve_maven_closure
 
 __all__ = ["installed_spark_version", "pyspark_jars_dir", "resolve_kafka_connector"]
 
 _log = logging.getLogger("kgroup.report")
-_MARKER = "complete"
-_TAIL = 40
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # Spark versions whose connector Maven Central serves (checked with
 # `mvn dependency:get`); named in the error for any other version.
 _KNOWN_GOOD = ("4.0.0", "4.0.1", "4.1.0", "4.1.1", "4.2.0")

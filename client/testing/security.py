@@ -44,11 +44,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Self
 
+from kgroup.config_security import SECRET_KEYS
 from kgroup.errors import HarnessError
 from kgroup.testing._lifecycle import StartsOnEnter
 from kgroup.testing.config import pick_free_ports
 from kgroup.testing.process import KafkaBroker
-from kgroup.transport.security import SECRET_KEYS
 
 __all__ = [
     "SECURED_LISTENERS",

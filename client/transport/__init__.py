@@ -6,24 +6,20 @@
   correlation-id dispatch, timeouts and the ApiVersions handshake.
 - :class:`Backoff`: Kafka's exponential backoff with jitter (:class:`kgroup.types.Backoff`,
   re-exported).
-- :class:`SecurityConfig` / :func:`open_stream` / :data:`Authenticator`: TLS
+- :class:`SecurityConfig` (from :mod:`kgroup.config_security`) / :func:`open_stream` /
+  :data:`Authenticator`: TLS
   (stdlib ``ssl``) and SASL (:class:`SaslAuthenticator`: PLAIN, SCRAM-SHA-256/512,
   OAUTHBEARER with ``oauth_cb`` or OIDC) on every connection; :class:`Secret`
   hides secrets from ``repr``/``str``.
 """
 
+from kgroup.config_security import Secret, SecurityConfig, SecurityProtocol
 from kgroup.transport.backoff import Backoff
 from kgroup.transport.client import KafkaClient, RequestBuilder, parse_bootstrap_servers
 from kgroup.transport.connection import BrokerConnection, ConnectionState, connect
 from kgroup.transport.metadata import BrokerAddress, ClusterMetadata, PartitionInfo, TopicInfo
 from kgroup.transport.sasl import SaslAuthenticator
-from kgroup.transport.security import (
-    Authenticator,
-    Secret,
-    SecurityConfig,
-    SecurityProtocol,
-    open_stream,
-)
+from kgroup.transport.security import Authenticator, open_stream
 
 __all__ = [
     "Authenticator",

@@ -11,6 +11,7 @@ import anyio.abc
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
+from kgroup.config_security import SecurityConfig, explain_denial
 from kgroup.errors import (
     BrokerError,
     ConfigError,
@@ -26,7 +27,7 @@ from kgroup.protocol.requests import find_coordinator, metadata
 from kgroup.transport._tasks import OwnedTaskGroup, TaskGroupOwner
 from kgroup.transport.connection import BrokerConnection, ConnectionSettings, open_connection
 from kgroup.transport.sasl import SaslAuthenticator
-from kgroup.transport.security import Authenticator, SecurityConfig, explain_denial
+from kgroup.transport.security import Authenticator
 from kgroup.types import Backoff
 
 __all__ = ["KafkaClient", "RequestBuilder", "parse_bootstrap_servers"]

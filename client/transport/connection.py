@@ -24,7 +24,8 @@ import anyio.abc
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
-import kgroup
+from kgroup._version import __version__
+from kgroup.config_security import SecurityConfig
 from kgroup.errors import (
     KafkaConnectionError,
     KafkaProtocolError,
@@ -54,7 +55,6 @@ from kgroup.protocol.negotiation import (
 from kgroup.transport._tasks import OwnedTaskGroup, TaskGroupOwner
 from kgroup.transport.security import (
     Authenticator,
-    SecurityConfig,
     client_certificate_refusal,
     explain_tls_on_plaintext,
     looks_like_tls,
@@ -357,7 +357,7 @@ class BrokerConnection:
     async def _handshake(self) -> None:
         version = API_VERSIONS_FIRST_VERSION
         while True:
-            request = api_versions_request(version, "kgroup", kgroup.__version__)
+            request = api_versions_request(version, "kgroup", __version__)
             response = await self._request(request, self.request_timeout)
             retry = api_versions_retry_version(response, version)
             if retry is None:

@@ -29,6 +29,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
+from kgroup.config_security import (
+    OAuthBearerMethod,
+    OAuthBearerSettings,
+    SaslMechanism,
+    SaslSettings,
+    Secret,
+)
 from kgroup.errors import AuthenticationError, ConfigError
 from kgroup.protocol.sasl import (
     OAuthBearerExchange,
@@ -39,13 +46,6 @@ from kgroup.protocol.sasl import (
     check_handshake,
     handshake_request,
     parse_authenticate,
-)
-from kgroup.transport.security import (
-    OAuthBearerMethod,
-    OAuthBearerSettings,
-    SaslMechanism,
-    SaslSettings,
-    Secret,
 )
 
 if TYPE_CHECKING:

@@ -23,8 +23,8 @@ from confluent_kafka.admin import AdminClient
 from helpers import consumer_conf, run_python
 
 import kgroup as kgroup_sdk
-from kgroup.cli import broker_state_dir
-from kgroup.cli_topics import record_value
+from kgroup.cli.state import broker_state_dir
+from kgroup.cli.topics import record_value
 
 pytestmark = pytest.mark.integration
 

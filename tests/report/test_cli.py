@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from kgroup.report.cli import add_report_command, main
+from kgroup.cli import report_main as main
+from kgroup.cli.report import add_report_command
 
 
 @pytest.mark.parametrize(
@@ -50,7 +51,7 @@ def test_subcommand_hooks_into_a_parent_parser() -> None:
 
 def test_importing_kgroup_never_imports_pyspark() -> None:
     code = (
-        "import sys, kgroup, kgroup.cli, kgroup.telemetry, kgroup.report, kgroup.report.cli,"
+        "import sys, kgroup, kgroup.cli, kgroup.telemetry, kgroup.report, kgroup.cli.report,"
         " kgroup.report.synth;"
         "print(','.join(m for m in ('pyspark', 'matplotlib') if m in sys.modules))"
     )

@@ -19,8 +19,9 @@ from matplotlib import image as mpimg
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from kgroup.cli import report_main as main
+from kgroup.cli.report import EXIT_DOUBLE_OWNERSHIP
 from kgroup.report import analysis
-from kgroup.report.cli import EXIT_DOUBLE_OWNERSHIP, main
 from kgroup.report.job import TABLES
 from kgroup.report.source import FileSource, parse, read_lines
 from kgroup.report.synth import SynthResult

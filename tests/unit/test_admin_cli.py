@@ -21,16 +21,17 @@ from kgroup.admin import (
     PartitionLag,
     Severity,
 )
-from kgroup.cli import BrokerRecord, build_parser, main
-from kgroup.cli_groups import (
+from kgroup.cli import build_parser, main
+from kgroup.cli.common import resolve_bootstrap_servers
+from kgroup.cli.groups import (
     describe_text,
     format_assignment,
     jsonable,
     lag_text,
     plan_text,
     report_text,
-    resolve_bootstrap_servers,
 )
+from kgroup.cli.state import BrokerRecord
 from kgroup.errors import ConfigError
 from kgroup.protocol.cluster import BrokerAddress
 from kgroup.types import TopicPartition

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-import kgroup.cli_topics
+import kgroup.cli.topics
 import kgroup.transport
 from kgroup.cli import main
-from kgroup.cli_groups import load_command_config
+from kgroup.cli.common import load_command_config
+from kgroup.config_security import SaslMechanism, SecurityConfig, SecurityProtocol
 from kgroup.errors import ConfigError
-from kgroup.transport.security import SaslMechanism, SecurityConfig, SecurityProtocol
 
 
 def _file(tmp_path: Path, text: str) -> str:
@@ -124,8 +124,8 @@ class _Recorder:
 @pytest.fixture
 def recorder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> _Recorder:
     recorder = _Recorder()
-    monkeypatch.setattr(kgroup.cli_topics, "AdminClient", recorder.admin)
-    monkeypatch.setattr(kgroup.cli_topics, "Producer", recorder.producer)
+    monkeypatch.setattr(kgroup.cli.topics, "AdminClient", recorder.admin)
+    monkeypatch.setattr(kgroup.cli.topics, "Producer", recorder.producer)
     monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
     monkeypatch.setenv("KGROUP_STATE_DIR", str(tmp_path / "no-state"))
     return recorder
@@ -257,7 +257,7 @@ def test_topics_report_a_refused_login_at_once_not_as_an_unreachable_broker(
             list_topics=list_topics, poll=lambda _t: error_cb(KafkaError(code, report))
         )
 
-    monkeypatch.setattr(kgroup.cli_topics, "AdminClient", admin)
+    monkeypatch.setattr(kgroup.cli.topics, "AdminClient", admin)
     path = _file(tmp_path, SASL_SSL_FILE)
     assert main(["topics", "create", "t", "--command-config", path, "--timeout", "60"]) == 2
     err = capsys.readouterr().err

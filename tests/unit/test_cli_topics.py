@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kgroup.cli import build_parser, main
-from kgroup.cli_topics import (
+from kgroup.cli.topics import (
     EXIT_FAILED,
     EXIT_UNREACHABLE,
     RecordedBootstrap,

@@ -12,15 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kgroup.cli import (
-    BrokerRecord,
-    NodeRecord,
-    broker_name,
-    broker_state_dir,
-    build_parser,
-    main,
-    state_dir,
-)
+from kgroup.cli import build_parser, main
+from kgroup.cli.state import BrokerRecord, NodeRecord, broker_name, broker_state_dir, state_dir
 from kgroup.errors import ConfigError
 
 

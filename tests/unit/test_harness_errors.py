@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from kgroup import _maven
 from kgroup.errors import BrokerStartError, JarResolutionError, JavaNotFoundError
 from kgroup.testing import KafkaBroker, NodeState, find_java, jvm, resolve_kafka_libs
 
@@ -132,7 +133,7 @@ def test_maven_runs_on_the_closures_own_pom(tmp_path: Path) -> None:
         'mkdir -p "$out" && cp pom.xml "$out/the-pom.jar"\n'
     )
     fake_mvn.chmod(fake_mvn.stat().st_mode | stat.S_IEXEC)
-    closure = jvm.MavenClosure(
+    closure = _maven.MavenClosure(
         title="a closure of its own",
         pom="<project><!-- not the broker's pom --></project>",
         properties={},
@@ -141,7 +142,7 @@ def test_maven_runs_on_the_closures_own_pom(tmp_path: Path) -> None:
         no_maven="no mvn",
         failure_hint="",
     )
-    jars = jvm.resolve_maven_closure(
+    jars = _maven.resolve_maven_closure(
         closure,
         tmp_path / "cache",
         "jars",

@@ -18,11 +18,7 @@ import trustme
 from cryptography.hazmat.primitives import serialization
 
 from kgroup import ConsumerConfig
-from kgroup.dataplane.librdkafka import validate_passthrough
-from kgroup.errors import AuthenticationError, ConfigError
-from kgroup.testing.security import redacted, unsecured_jwt
-from kgroup.transport.sasl import CallbackTokenSource, OidcTokenSource, SaslAuthenticator
-from kgroup.transport.security import (
+from kgroup.config_security import (
     EndpointIdentification,
     OAuthBearerMethod,
     SaslMechanism,
@@ -30,6 +26,10 @@ from kgroup.transport.security import (
     SecurityConfig,
     SecurityProtocol,
 )
+from kgroup.dataplane.librdkafka import validate_passthrough
+from kgroup.errors import AuthenticationError, ConfigError
+from kgroup.testing.security import redacted, unsecured_jwt
+from kgroup.transport.sasl import CallbackTokenSource, OidcTokenSource, SaslAuthenticator
 
 BASE = {"bootstrap.servers": "localhost:9092", "group.id": "g"}
 PASSWORD = "pa55-word-not-to-be-seen"

@@ -29,15 +29,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kgroup import ConsumerConfig
-from kgroup.dataplane.librdkafka import validate_passthrough
-from kgroup.errors import AuthenticationError, ConfigError
-from kgroup.transport.sasl import CallbackTokenSource, OidcTokenSource
-from kgroup.transport.security import (
+from kgroup.config_security import (
     SECRET_KEYS,
     SECURITY_KEYS,
     SaslMechanism,
     SecurityConfig,
 )
+from kgroup.dataplane.librdkafka import validate_passthrough
+from kgroup.errors import AuthenticationError, ConfigError
+from kgroup.transport.sasl import CallbackTokenSource, OidcTokenSource
 
 PASSWORD = " pa55 word "  # secrets keep their spaces
 CLIENT_SECRET = "client-secret"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from kgroup import ConsumerConfig
-from kgroup.transport.security import SecurityConfig
+from kgroup.config_security import SecurityConfig
 
 PASSWORD = "pa55-word-never-shown"
 CLIENT_SECRET = "client-secret-never-shown"

@@ -13,6 +13,10 @@ import enum
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+# Part of the members' event vocabulary (CallbackCompleted.kind), defined with
+# the public values so that the listener can name it without importing us.
+from kgroup.types import CallbackKind
+
 __all__ = [
     "CallbackCompleted",
     "CallbackKind",
@@ -30,14 +34,6 @@ __all__ = [
     "TimerTick",
     "Unsubscribe",
 ]
-
-
-class CallbackKind(enum.Enum):
-    """Which rebalance listener method a callback action asks for."""
-
-    REVOKED = "on_partitions_revoked"
-    ASSIGNED = "on_partitions_assigned"
-    LOST = "on_partitions_lost"
 
 
 class FailureKind(enum.Enum):

@@ -17,7 +17,7 @@ import kio.schema.api_versions.v3.response as v3
 import kio.schema.api_versions.v4.response as v4
 from kio.static.protocol import RequestPayload
 
-import kgroup
+from kgroup._version import __version__
 from kgroup.protocol.apis import ApiKey, VersionRange
 from kgroup.protocol.cluster import frozen_map
 from kgroup.protocol.errors import raise_for_error
@@ -61,7 +61,7 @@ class BrokerFeatures:
 
 def build(versions: NegotiatedVersions) -> RequestPayload:
     """ApiVersions at the version negotiated with the broker it goes to."""
-    return api_versions.build(versions.version(ApiKey.API_VERSIONS), "kgroup", kgroup.__version__)
+    return api_versions.build(versions.version(ApiKey.API_VERSIONS), "kgroup", __version__)
 
 
 def parse(response: Response) -> BrokerFeatures:

@@ -27,12 +27,12 @@ import dataclasses
 import enum
 import json
 import logging
-import os
 import textwrap
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kgroup.errors import ConfigError
+from kgroup.cli.common import load_command_config, resolve_bootstrap_servers
+from kgroup.config_security import SecurityConfig
 from kgroup.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -54,10 +54,8 @@ __all__ = [
     "jsonable",
     "lag_text",
     "list_text",
-    "load_command_config",
     "plan_text",
     "report_text",
-    "resolve_bootstrap_servers",
 ]
 
 _T = TypeVar("_T")
@@ -72,91 +70,12 @@ _GROUP_TYPES = ("classic", "consumer", "share", "streams")
 # ------------------------------------------------------------------ plumbing
 
 
-def resolve_bootstrap_servers(given: str | None, environ: Mapping[str, str] | None = None) -> str:
-    """The servers to use: ``given``, else ``$KAFKA_BOOTSTRAP_SERVERS``, else the broker
-    ``kgroup broker up`` recorded.
-
-    Raises:
-        ConfigError: none of the three names a broker.
-    """
-    if given:
-        return given
-    env = os.environ if environ is None else environ
-    if env.get("KAFKA_BOOTSTRAP_SERVERS"):
-        return env["KAFKA_BOOTSTRAP_SERVERS"]
-    # Imported here: kgroup.cli imports this module to register the commands.
-    from kgroup.cli import BrokerRecord, state_dir  # noqa: PLC0415
-
-    state = state_dir(env) / "broker.json"
-    try:
-        return BrokerRecord.from_json(state.read_text(encoding="utf-8")).bootstrap_servers
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    raise ConfigError(
-        "no broker to talk to: pass --bootstrap-servers HOST:PORT, set "
-        "KAFKA_BOOTSTRAP_SERVERS, or start a local broker with `kgroup broker up`"
-    )
-
-
-_COMMAND_CONFIG_KEYS = ("bootstrap.servers", "client.id")
-"""Keys a command config may hold besides the security keys."""
-
-
-def load_command_config(path: str) -> dict[str, str]:
-    """The settings in ``path``: a Java properties file (``key=value`` or ``key: value``
-    lines, ``#`` / ``!`` comments), as ``kafka-consumer-groups.sh --command-config`` reads.
-
-    Only connection settings make sense for these commands: ``security.protocol``,
-    ``ssl.*``, ``sasl.*`` (as kgroup's consumers take them), ``bootstrap.servers``
-    and ``client.id``.
-
-    Raises:
-        ConfigError: the file cannot be read, a line is not a setting, or a key is
-            not one of those; the message names the file (and the line or key),
-            never a value (it may be a password).
-    """
-    from kgroup.transport.security import (  # noqa: PLC0415
-        SECURITY_KEYS,
-        is_security_key,
-        unsupported_key_message,
-    )
-
-    try:
-        with open(path, encoding="utf-8") as file:
-            text = file.read()
-    except OSError as exc:
-        raise ConfigError(f"--command-config {path}: cannot read it ({exc.strerror})") from None
-    settings: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        cut = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
-        if cut < 0:
-            raise ConfigError(
-                f"--command-config {path} line {number}: expected key=value, "
-                f"got a line without '=' (starting {line[:20]!r})"
-            )
-        key, value = line[:cut].strip(), line[cut + 1 :].strip()
-        if is_security_key(key) and key not in SECURITY_KEYS:
-            # A Java client's file (truststore, JAAS) gets the hint a consumer config gets.
-            raise ConfigError(
-                f"--command-config {path} line {number}: {unsupported_key_message(key)}"
-            )
-        if key not in SECURITY_KEYS and key not in _COMMAND_CONFIG_KEYS:
-            raise ConfigError(
-                f"--command-config {path} line {number}: {key!r} is not a setting these "
-                "commands use (security.protocol, ssl.*, sasl.*, bootstrap.servers, client.id)"
-            )
-        settings[key] = value
-    return settings
-
-
 def _run(args: argparse.Namespace, work: Callable[[KafkaClient], Awaitable[_T]]) -> _T:
-    import anyio  # noqa: PLC0415 - keep `kgroup --help` fast
+    # anyio and the transport (kio) load only when a command talks to a broker:
+    # `kgroup --help` and the other commands stay fast.
+    import anyio  # noqa: PLC0415
 
     from kgroup.transport import KafkaClient  # noqa: PLC0415
-    from kgroup.transport.security import SecurityConfig  # noqa: PLC0415
 
     settings: dict[str, str] = {}
     if getattr(args, "command_config", None):
@@ -238,7 +157,7 @@ def _dash(value: object) -> str:
 
 
 def _groups_list(args: argparse.Namespace) -> int:
-    from kgroup.admin import GroupType, list_groups  # noqa: PLC0415
+    from kgroup.admin import GroupType, list_groups  # noqa: PLC0415 - see the module doc
 
     types = [GroupType(t) for t in args.type or ()]
     listings: tuple[GroupListing, ...] = _run(
@@ -333,7 +252,7 @@ def describe_text(
 
 
 def _groups_describe(args: argparse.Namespace) -> int:
-    from kgroup.admin import describe_group  # noqa: PLC0415
+    from kgroup.admin import describe_group  # noqa: PLC0415 - see the module doc
 
     async def work(
         client: KafkaClient,
@@ -398,7 +317,7 @@ def lag_text(lag: GroupLag) -> str:
 
 
 def _groups_lag(args: argparse.Namespace) -> int:
-    from kgroup.admin import group_lag  # noqa: PLC0415
+    from kgroup.admin import group_lag  # noqa: PLC0415 - see the module doc
 
     lag: GroupLag = _run(args, lambda client: group_lag(client, args.group))
     _emit(args, lag, lag_text)
@@ -409,7 +328,7 @@ def _groups_lag(args: argparse.Namespace) -> int:
 
 
 def _gather(args: argparse.Namespace) -> Any:
-    from kgroup.admin import gather_migration_facts  # noqa: PLC0415
+    from kgroup.admin import gather_migration_facts  # noqa: PLC0415 - see the module doc
 
     return _run(
         args,
@@ -430,7 +349,7 @@ def _wrap(label: str, text: str) -> list[str]:
 
 def report_text(report: MigrationReport) -> str:
     """The check's findings as text: a verdict line, then each finding, blockers first."""
-    from kgroup.admin import Severity  # noqa: PLC0415
+    from kgroup.admin import Severity  # noqa: PLC0415 - see the module doc
 
     counts = ", ".join(
         f"{len(report.of(s))} {s.value}"
@@ -452,7 +371,7 @@ def report_text(report: MigrationReport) -> str:
 
 
 def _migrate_check(args: argparse.Namespace) -> int:
-    from kgroup.admin import Severity, check_migration  # noqa: PLC0415
+    from kgroup.admin import Severity, check_migration  # noqa: PLC0415 - see the module doc
 
     report = check_migration(_gather(args))
     _emit(args, report, report_text)
@@ -499,7 +418,7 @@ def plan_text(plan: MigrationPlan) -> str:
 
 
 def _migrate_plan(args: argparse.Namespace) -> int:
-    from kgroup.admin import plan_migration  # noqa: PLC0415
+    from kgroup.admin import plan_migration  # noqa: PLC0415 - see the module doc
 
     plan = plan_migration(_gather(args))
     _emit(args, plan, plan_text)

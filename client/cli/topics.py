@@ -31,6 +31,9 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from kgroup.cli.common import EXIT_FAILED, EXIT_OK, load_command_config, parse_key_value
+from kgroup.cli.state import broker_name, recorded_bootstrap_servers
+from kgroup.config_security import SecurityConfig
 from kgroup.errors import (
     AuthenticationError,
     ConfigError,
@@ -51,14 +54,11 @@ __all__ = [
     "RecordedBootstrap",
     "add_topics_commands",
     "choose_bootstrap_servers",
-    "parse_key_value",
     "record_value",
 ]
 
-EXIT_OK = 0
 EXIT_TOPIC = 1
 """``create``: the topic exists already; ``produce``: it does not exist."""
-EXIT_FAILED = 2
 EXIT_UNREACHABLE = 3
 """No broker answered within ``--timeout``."""
 
@@ -189,11 +189,6 @@ def _target(args: argparse.Namespace) -> _Target:
         ConfigError: no broker is known, or ``--command-config`` is unreadable or
             holds a bad key or value (named; never a value).
     """
-    # Imported here: reading a command config is the groups commands' job, and
-    # the security module (ssl, anyio) is not needed for `kgroup --help`.
-    from kgroup.cli_groups import load_command_config  # noqa: PLC0415
-    from kgroup.transport.security import SecurityConfig  # noqa: PLC0415
-
     file: dict[str, str] = {}
     if args.command_config is not None:
         file = load_command_config(args.command_config)
@@ -468,24 +463,9 @@ _non_negative_int = _number_arg(int, "a whole number", lambda v: v >= 0, "must n
 _positive_float = _number_arg(float, "a number", lambda v: v > 0, "must be above 0")
 
 
-def parse_key_value(text: str) -> tuple[str, str]:
-    """argparse ``type=`` for ``KEY=VALUE`` options (shared with ``kgroup broker up``)."""
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
-    return key.strip(), value
-
-
-def add_topics_commands(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
-    recorded_bootstrap: RecordedBootstrap,
-    broker_name: Callable[[str], str],
-) -> None:
-    """Add ``topics create`` and ``topics produce`` to the ``kgroup`` parser.
-
-    ``recorded_bootstrap`` finds the broker ``kgroup broker up`` started;
-    ``broker_name`` checks a ``--broker-name`` as ``broker up --name`` does.
-    """
+def add_topics_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``topics create`` and ``topics produce`` to the ``kgroup`` parser."""
+    recorded_bootstrap: RecordedBootstrap = recorded_bootstrap_servers
     topics = subparsers.add_parser(
         "topics",
         help="create a topic, produce test records",

@@ -1,5 +1,8 @@
 """The ``kgroup report`` subcommand (also ``python -m kgroup.report``).
 
+The report's command line belongs to the CLI package, so that the shipped
+report (:mod:`kgroup.report`) stays importable without the CLI.
+
 ::
 
     kgroup report --input PATH [PATH ...] --out DIR [--master M]
@@ -8,7 +11,7 @@
 This module does not import pyspark: ``kgroup --help`` stays fast and works
 without the ``report`` extra; the job is imported when the command runs.
 
-``kgroup.cli`` hooks the subcommand in with :func:`add_report_command`.
+:mod:`kgroup.cli` hooks the subcommand in with :func:`add_report_command`.
 """
 
 from __future__ import annotations
@@ -17,13 +20,12 @@ import argparse
 import importlib.util
 import logging
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
-from kgroup.cli_topics import parse_key_value
+from kgroup.cli.common import parse_key_value
 from kgroup.report.errors import SparkMissingError
 
-__all__ = ["EXIT_DOUBLE_OWNERSHIP", "add_report_command", "main", "run"]
+__all__ = ["EXIT_DOUBLE_OWNERSHIP", "add_report_command", "run"]
 
 _log = logging.getLogger("kgroup.report")
 
@@ -130,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
             )
     # py4j logs every exchange with the JVM at INFO.
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    # pyspark is optional (the report extra) and the job imports it: both load
+    # only when the command runs, so `kgroup --help` works without the extra.
     from pyspark.sql import SparkSession  # noqa: PLC0415
 
     from kgroup.report.job import build_session, run_report, summaries_text  # noqa: PLC0415
@@ -170,10 +174,3 @@ def run(args: argparse.Namespace) -> int:
         )
         return EXIT_DOUBLE_OWNERSHIP
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m kgroup.report``: exactly ``kgroup report ARGS``; returns the exit code."""
-    from kgroup.cli import main as kgroup_main  # noqa: PLC0415 - kgroup.cli imports this module
-
-    return kgroup_main(["report", *(sys.argv[1:] if argv is None else argv)])
