@@ -32,8 +32,8 @@ from typing import Any, Final, Generic, TypeVar
 
 import confluent_kafka
 
-from kgroup._settings import bool_setting
 from kgroup.config import ConsumerConfig, GroupProtocol
+from kgroup.config_keys import ENABLE_AUTO_OFFSET_STORE
 from kgroup.dataplane import DataPlane, Record, validate_passthrough
 from kgroup.errors import ConfigError, KgroupError
 from kgroup.listener import RebalanceListener, listener_method
@@ -125,7 +125,7 @@ class ConsumerClosedError(KgroupError):
     """The consumer was closed; it cannot be used any more."""
 
 
-AUTO_OFFSET_STORE: Final = "enable.auto.offset.store"
+AUTO_OFFSET_STORE: Final = ENABLE_AUTO_OFFSET_STORE.name
 
 
 def auto_offset_store(conf: Mapping[str, Any]) -> bool:
@@ -137,7 +137,7 @@ def auto_offset_store(conf: Mapping[str, Any]) -> bool:
     Raises:
         ConfigError: the value is not a boolean.
     """
-    return bool_setting(conf, AUTO_OFFSET_STORE, True)
+    return ENABLE_AUTO_OFFSET_STORE.read(conf)
 
 
 def build_config(conf: Mapping[str, Any]) -> ConsumerConfig:

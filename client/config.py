@@ -24,15 +24,15 @@ that names the key and says what to do:
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType, ModuleType
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 
-from kgroup._settings import bool_setting, text_setting
+from kgroup import config_keys as keys
+from kgroup.config_keys import AutoOffsetReset, GroupProtocol
 from kgroup.errors import ConfigError
 from kgroup.telemetry.config import TelemetryConfig, is_telemetry_key, parse_telemetry_config
 
@@ -48,67 +48,17 @@ __all__ = [
 ]
 
 
-class GroupProtocol(enum.Enum):
-    """Which group membership protocol the consumer speaks."""
-
-    CONSUMER = "consumer"
-    """The next-generation protocol (KIP-848): the broker assigns partitions."""
-    CLASSIC = "classic"
-    """JoinGroup/SyncGroup: a member of the group (the leader) assigns partitions."""
-    AUTO = "auto"
-    """The new protocol when the broker supports it, otherwise classic."""
-
-
-class AutoOffsetReset(enum.Enum):
-    """Where to start a partition that has no committed offset."""
-
-    EARLIEST = "earliest"
-    LATEST = "latest"
-    ERROR = "error"
-
-
-# librdkafka's aliases for auto.offset.reset, accepted so configs move over unchanged.
-_OFFSET_RESET_ALIASES = {
-    "earliest": AutoOffsetReset.EARLIEST,
-    "smallest": AutoOffsetReset.EARLIEST,
-    "beginning": AutoOffsetReset.EARLIEST,
-    "latest": AutoOffsetReset.LATEST,
-    "largest": AutoOffsetReset.LATEST,
-    "end": AutoOffsetReset.LATEST,
-    "error": AutoOffsetReset.ERROR,
+_PROTOCOL_ONLY_KEYS = {
+    protocol: {k.name: k.why_only for k in keys.KEYS if k.only is protocol}
+    for protocol in (GroupProtocol.CLASSIC, GroupProtocol.CONSUMER)
 }
-
-_CLASSIC_ONLY_KEYS = {
-    "partition.assignment.strategy": (
-        "with group.protocol=consumer the broker assigns partitions; choose its "
-        "assignor with group.remote.assignor (uniform or range)"
-    ),
-    "session.timeout.ms": (
-        "with group.protocol=consumer the session timeout is set on the broker "
-        "(group.consumer.session.timeout.ms, or the group config consumer.session.timeout.ms)"
-    ),
-    "heartbeat.interval.ms": (
-        "with group.protocol=consumer the broker sets the heartbeat interval "
-        "(group.consumer.heartbeat.interval.ms, or the group config "
-        "consumer.heartbeat.interval.ms)"
-    ),
-}
-_CONSUMER_ONLY_KEYS = {
-    "group.consumer.session.timeout.ms": (
-        "it tells a consumer-protocol member the broker's session timeout; with "
-        "group.protocol=classic use session.timeout.ms"
-    ),
-    "group.remote.assignor": (
-        "it names a broker-side assignor of the new protocol; with group.protocol=classic "
-        "use partition.assignment.strategy"
-    ),
-}
+"""Keys that make no sense with the other protocol, with why (as the Java client says)."""
 
 # The KIP-848 draft's client-side assignors (the draft called the key
 # group.local.assignors). No Apache Kafka broker offers the mode, so outside the
 # simulator both names are refused at construction with what to use instead.
-CLIENT_ASSIGNORS_KEY = "group.client.assignors"
-DEFAULT_METADATA_MAX_AGE_MS = 300_000
+CLIENT_ASSIGNORS_KEY = keys.CLIENT_ASSIGNORS.name
+DEFAULT_METADATA_MAX_AGE_MS = keys.METADATA_MAX_AGE_MS.default
 """``metadata.max.age.ms`` when not set (the Java client's default)."""
 _CLIENT_ASSIGNOR_KEYS = (CLIENT_ASSIGNORS_KEY, "group.local.assignors")
 _CLIENT_SIDE_MODE_UNAVAILABLE = (
@@ -123,27 +73,7 @@ _CLIENT_SIDE_MODE_UNAVAILABLE = (
 # Keys kgroup itself implements. librdkafka has keys of the same names but must
 # not see them: its own group machinery stays idle (design: assign mode).
 _OWNED_KEYS = frozenset(
-    {
-        "bootstrap.servers",
-        "group.id",
-        "group.protocol",
-        "group.instance.id",
-        "group.remote.assignor",
-        "partition.assignment.strategy",
-        "session.timeout.ms",
-        "group.consumer.session.timeout.ms",
-        "heartbeat.interval.ms",
-        "enable.auto.commit",
-        "auto.commit.interval.ms",
-        "auto.offset.reset",
-        "max.poll.interval.ms",
-        "client.rack",
-        "client.id",
-        "retry.backoff.ms",
-        "retry.backoff.max.ms",
-        "request.timeout.ms",
-        *_CLIENT_ASSIGNOR_KEYS,
-    }
+    {*(k.name for k in keys.KEYS if k.owner is keys.Owner.CONFIG), *_CLIENT_ASSIGNOR_KEYS}
 )
 
 # confluent-kafka's callback keys, with the signature each is called with (for errors).
@@ -156,8 +86,6 @@ _CALLBACK_KEYS = {
         "partitions: list[confluent_kafka.TopicPartition])"
     ),
 }
-
-_E = TypeVar("_E", bound=enum.Enum)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -201,67 +129,33 @@ PassthroughValidator = Callable[[Mapping[str, str]], None]
 """Checks the keys kgroup hands to the data plane; raises ConfigError on the first bad one."""
 
 
-def _require_str(conf: Mapping[str, Any], key: str) -> str:
-    value = text_setting(conf, key)
-    if value is None:
-        raise ConfigError(f"{key} is required: set it in the consumer config")
-    return value
-
-
-def _int(conf: Mapping[str, Any], key: str, default: int, *, minimum: int = 0) -> int:
-    value = conf.get(key, default)
-    if isinstance(value, bool):
-        raise ConfigError(f"{key} must be an integer, got {value!r}")
-    if isinstance(value, str):
-        try:
-            value = int(value.strip())
-        except ValueError:
-            raise ConfigError(f"{key} must be an integer, got {value!r}") from None
-    if not isinstance(value, int):
-        raise ConfigError(f"{key} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ConfigError(f"{key} must be >= {minimum}, got {value}")
-    return value
-
-
-def _enum_value(conf: Mapping[str, Any], key: str, enum_type: type[_E], default: _E) -> _E:
-    value = conf.get(key, default.value)
-    if isinstance(value, enum_type):
-        return value
-    try:
-        return enum_type(str(value).strip().lower())
-    except ValueError:
-        valid = ", ".join(str(m.value) for m in enum_type)
-        raise ConfigError(f"{key} must be one of {valid}; got {value!r}") from None
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumerConfig:
     """A validated consumer configuration. Build it with :meth:`from_dict`."""
 
     bootstrap_servers: tuple[str, ...]
     group_id: str
-    group_protocol: GroupProtocol = GroupProtocol.CONSUMER
-    group_instance_id: str | None = None
-    group_remote_assignor: str | None = None
-    partition_assignment_strategy: tuple[object, ...] = ()
+    group_protocol: GroupProtocol = keys.GROUP_PROTOCOL.default
+    group_instance_id: str | None = keys.GROUP_INSTANCE_ID.default
+    group_remote_assignor: str | None = keys.GROUP_REMOTE_ASSIGNOR.default
+    partition_assignment_strategy: tuple[object, ...] = keys.PARTITION_ASSIGNMENT_STRATEGY.default
     """Classic protocol: assignor names, instances or classes, in preference order."""
-    session_timeout_ms: int = 45_000
-    consumer_session_timeout_ms: int = 45_000
+    session_timeout_ms: int = keys.SESSION_TIMEOUT_MS.default
+    consumer_session_timeout_ms: int = keys.CONSUMER_SESSION_TIMEOUT_MS.default
     """Consumer protocol: the broker's ``group.consumer.session.timeout.ms`` (the
     client is not told it); a member with no successful heartbeat for this long
     treats its partitions as lost."""
-    heartbeat_interval_ms: int = 3_000
-    enable_auto_commit: bool = True
-    auto_commit_interval_ms: int = 5_000
-    auto_offset_reset: AutoOffsetReset = AutoOffsetReset.LATEST
-    max_poll_interval_ms: int = 300_000
-    client_rack: str | None = None
-    client_id: str = "kgroup"
-    retry_backoff_ms: int = 100
-    retry_backoff_max_ms: int = 1_000
-    request_timeout_ms: int = 30_000
-    group_client_assignors: tuple[str, ...] = ()
+    heartbeat_interval_ms: int = keys.HEARTBEAT_INTERVAL_MS.default
+    enable_auto_commit: bool = keys.ENABLE_AUTO_COMMIT.default
+    auto_commit_interval_ms: int = keys.AUTO_COMMIT_INTERVAL_MS.default
+    auto_offset_reset: AutoOffsetReset = keys.AUTO_OFFSET_RESET.default
+    max_poll_interval_ms: int = keys.MAX_POLL_INTERVAL_MS.default
+    client_rack: str | None = keys.CLIENT_RACK.default
+    client_id: str = keys.CLIENT_ID.default
+    retry_backoff_ms: int = keys.RETRY_BACKOFF_MS.default
+    retry_backoff_max_ms: int = keys.RETRY_BACKOFF_MAX_MS.default
+    request_timeout_ms: int = keys.REQUEST_TIMEOUT_MS.default
+    group_client_assignors: tuple[str, ...] = keys.CLIENT_ASSIGNORS.default
     """The draft's client-side assignor names; only ever set through the test-only
     ``client_side_mode`` of :meth:`from_dict` (no broker offers the mode)."""
     passthrough: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -301,55 +195,31 @@ class ConsumerConfig:
             if not isinstance(key, str):
                 raise ConfigError(f"config keys must be strings, got {key!r}")
 
-        protocol = _enum_value(conf, "group.protocol", GroupProtocol, GroupProtocol.CONSUMER)
+        protocol = keys.GROUP_PROTOCOL.read(conf)
         for key in _CLIENT_ASSIGNOR_KEYS:
             if key in conf and not (client_side_mode and key == CLIENT_ASSIGNORS_KEY):
                 raise ConfigError(f"{key} cannot be used: {_CLIENT_SIDE_MODE_UNAVAILABLE}")
-        client_assignors = conf.get(CLIENT_ASSIGNORS_KEY, ())
-        if isinstance(client_assignors, str):
-            client_assignors = tuple(s.strip() for s in client_assignors.split(",") if s.strip())
-        if not isinstance(client_assignors, (list, tuple)) or not all(
-            isinstance(n, str) and n for n in client_assignors
-        ):
-            raise ConfigError(
-                f"{CLIENT_ASSIGNORS_KEY} must be assignor names (a comma-separated string or a "
-                f"list), got {client_assignors!r}"
-            )
-        if protocol is GroupProtocol.CONSUMER:
-            for key, why in _CLASSIC_ONLY_KEYS.items():
+        client_assignors = keys.CLIENT_ASSIGNORS.read(conf)
+        for only, refused in _PROTOCOL_ONLY_KEYS.items():
+            if protocol is only or protocol is GroupProtocol.AUTO:
+                continue
+            for key, why in refused.items():
                 if key in conf:
-                    raise ConfigError(f"{key} cannot be used with group.protocol=consumer: {why}")
-        if protocol is GroupProtocol.CLASSIC:
-            for key, why in _CONSUMER_ONLY_KEYS.items():
-                if key in conf:
-                    raise ConfigError(f"{key} cannot be used with group.protocol=classic: {why}")
+                    raise ConfigError(
+                        f"{key} cannot be used with group.protocol={protocol.value}: {why}"
+                    )
 
-        servers = tuple(s.strip() for s in _require_str(conf, "bootstrap.servers").split(","))
-        for server in servers:
-            host, sep, port = server.rpartition(":")
-            if not sep or not host or not port.isdigit():
-                raise ConfigError(
-                    f"bootstrap.servers entry {server!r} must look like host:port "
-                    "(comma-separated for several)"
-                )
-
-        strategy = conf.get("partition.assignment.strategy", ())
-        if isinstance(strategy, str):
-            strategy = tuple(s.strip() for s in strategy.split(",") if s.strip())
-        elif isinstance(strategy, (list, tuple)):
-            strategy = tuple(strategy)
-        else:
-            strategy = (strategy,)
-
-        session_timeout = _int(conf, "session.timeout.ms", 45_000, minimum=1)
-        heartbeat_interval = _int(conf, "heartbeat.interval.ms", 3_000, minimum=1)
+        servers = keys.BOOTSTRAP_SERVERS.read(conf)
+        strategy = keys.PARTITION_ASSIGNMENT_STRATEGY.read(conf)
+        session_timeout = keys.SESSION_TIMEOUT_MS.read(conf)
+        heartbeat_interval = keys.HEARTBEAT_INTERVAL_MS.read(conf)
         if heartbeat_interval >= session_timeout:
             raise ConfigError(
                 f"heartbeat.interval.ms ({heartbeat_interval}) must be lower than "
                 f"session.timeout.ms ({session_timeout})"
             )
-        backoff = _int(conf, "retry.backoff.ms", 100, minimum=1)
-        backoff_max = _int(conf, "retry.backoff.max.ms", 1_000, minimum=1)
+        backoff = keys.RETRY_BACKOFF_MS.read(conf)
+        backoff_max = keys.RETRY_BACKOFF_MAX_MS.read(conf)
         if backoff_max < backoff:
             raise ConfigError(
                 f"retry.backoff.max.ms ({backoff_max}) must be >= retry.backoff.ms ({backoff})"
@@ -386,26 +256,24 @@ class ConsumerConfig:
 
         return cls(
             bootstrap_servers=servers,
-            group_id=_require_str(conf, "group.id"),
+            group_id=keys.GROUP_ID.read(conf),
             group_protocol=protocol,
-            group_instance_id=text_setting(conf, "group.instance.id"),
-            group_remote_assignor=text_setting(conf, "group.remote.assignor"),
+            group_instance_id=keys.GROUP_INSTANCE_ID.read(conf),
+            group_remote_assignor=keys.GROUP_REMOTE_ASSIGNOR.read(conf),
             partition_assignment_strategy=strategy,
             session_timeout_ms=session_timeout,
-            consumer_session_timeout_ms=_int(
-                conf, "group.consumer.session.timeout.ms", 45_000, minimum=1
-            ),
+            consumer_session_timeout_ms=keys.CONSUMER_SESSION_TIMEOUT_MS.read(conf),
             heartbeat_interval_ms=heartbeat_interval,
-            enable_auto_commit=bool_setting(conf, "enable.auto.commit", True),
-            auto_commit_interval_ms=_int(conf, "auto.commit.interval.ms", 5_000, minimum=1),
-            auto_offset_reset=_offset_reset(conf),
-            max_poll_interval_ms=_int(conf, "max.poll.interval.ms", 300_000, minimum=1),
-            client_rack=text_setting(conf, "client.rack"),
-            client_id=text_setting(conf, "client.id") or "kgroup",
+            enable_auto_commit=keys.ENABLE_AUTO_COMMIT.read(conf),
+            auto_commit_interval_ms=keys.AUTO_COMMIT_INTERVAL_MS.read(conf),
+            auto_offset_reset=keys.AUTO_OFFSET_RESET.read(conf),
+            max_poll_interval_ms=keys.MAX_POLL_INTERVAL_MS.read(conf),
+            client_rack=keys.CLIENT_RACK.read(conf),
+            client_id=keys.CLIENT_ID.read(conf),
             retry_backoff_ms=backoff,
             retry_backoff_max_ms=backoff_max,
-            request_timeout_ms=_int(conf, "request.timeout.ms", 30_000, minimum=1),
-            group_client_assignors=tuple(client_assignors),
+            request_timeout_ms=keys.REQUEST_TIMEOUT_MS.read(conf),
+            group_client_assignors=client_assignors,
             passthrough=MappingProxyType(passthrough),
             security=security,
             callbacks=callbacks,
@@ -419,10 +287,7 @@ class ConsumerConfig:
         A data-plane key that kgroup reads too: the classic leader's metadata
         watch, and how old the metadata a truncation check relies on may be.
         """
-        age = self.passthrough.get("metadata.max.age.ms")
-        return (
-            int(age) if age is not None and age.isdigit() else DEFAULT_METADATA_MAX_AGE_MS
-        ) / 1000
+        return keys.METADATA_MAX_AGE_MS.read(self.passthrough) / 1000
 
     @property
     def security_protocol(self) -> str:
@@ -489,15 +354,3 @@ def _security_module() -> ModuleType:
     from kgroup import config_security  # noqa: PLC0415
 
     return config_security
-
-
-def _offset_reset(conf: Mapping[str, Any]) -> AutoOffsetReset:
-    value = conf.get("auto.offset.reset", "latest")
-    if isinstance(value, AutoOffsetReset):
-        return value
-    try:
-        return _OFFSET_RESET_ALIASES[str(value).strip().lower()]
-    except KeyError:
-        raise ConfigError(
-            f"auto.offset.reset must be earliest, latest or error; got {value!r}"
-        ) from None

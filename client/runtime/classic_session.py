@@ -54,6 +54,7 @@ from kgroup.assignors import (
 )
 from kgroup.assignors import RebalanceProtocol as AssignorProtocol
 from kgroup.config import ConsumerConfig, GroupProtocol
+from kgroup.config_keys import DEFAULT_ASSIGNMENT_STRATEGY
 from kgroup.errors import AssignorError, BrokerError, KgroupError
 from kgroup.membership import (
     AssignmentComputed,
@@ -130,10 +131,6 @@ class _RebalanceApi(Protocol[_Q_contra, R, _P_co]):
     def narrow(self) -> Narrow[R]: ...
 
     def parse(self, response: R, /) -> _P_co: ...
-
-
-DEFAULT_ASSIGNMENT_STRATEGY = "range,cooperative-sticky"
-"""``partition.assignment.strategy`` when not set: the Java client's default since 3.0."""
 
 
 # Which kgroup.membership protocol each assignor protocol is.

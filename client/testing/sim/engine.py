@@ -41,6 +41,7 @@ from kgroup.assignors import (
     resolve_assignors,
     validate_assignment,
 )
+from kgroup.config_keys import RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS
 from kgroup.errors import AssignmentViolation, InvalidAssignmentError, KgroupError
 from kgroup.listener import listener_method
 from kgroup.membership import (
@@ -212,8 +213,8 @@ class SimulationConfig:
     lookup_delay: float = 0.05
     restart_delay: tuple[float, float] = (0.5, 2.0)
     close_timeout: float = 5.0
-    retry_backoff_ms: int = 100
-    retry_backoff_max_ms: int = 1000
+    retry_backoff_ms: int = RETRY_BACKOFF_MS.default
+    retry_backoff_max_ms: int = RETRY_BACKOFF_MAX_MS.default
     auto_commit_interval: float = 2.0
     # How long a new topic stays invisible to the members' metadata after the
     # coordinator sees it (each creation draws up to this): assignments then
