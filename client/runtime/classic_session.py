@@ -101,7 +101,13 @@ from kgroup.runtime.session import SESSION_MARGIN_MS, FinishedCommit, SessionBas
 from kgroup.transport import ClusterMetadata
 from kgroup.types import TopicPartition
 
-__all__ = ["DEFAULT_ASSIGNMENT_STRATEGY", "ClassicSession", "classic_assignors"]
+__all__ = [
+    "DEFAULT_ASSIGNMENT_STRATEGY",
+    "ClassicSession",
+    "classic_assignors",
+    "classic_member_config",
+    "classic_member_protocols",
+]
 
 R = TypeVar("R")
 A = TypeVar("A", SendClassicHeartbeat, SendLeaveGroup)
@@ -150,6 +156,33 @@ def classic_assignors(config: ConsumerConfig) -> dict[str, ConsumerPartitionAssi
     return {a.name: a for a in resolve_assignors(strategy)}
 
 
+def classic_member_config(config: ConsumerConfig) -> ClassicMemberConfig:
+    """The member's configuration the session builds its member with (pure: the
+    simulator builds its members with it too, so they run the runtime's values)."""
+    return ClassicMemberConfig(
+        group_id=config.group_id,
+        instance_id=config.group_instance_id,
+        rack_id=config.client_rack,
+        session_timeout_ms=config.session_timeout_ms,
+        session_margin_ms=SESSION_MARGIN_MS,
+        heartbeat_interval_ms=config.heartbeat_interval_ms,
+        max_poll_interval_ms=config.max_poll_interval_ms,
+        auto_commit=config.enable_auto_commit,
+        retry_backoff_ms=config.retry_backoff_ms,
+        retry_backoff_max_ms=config.retry_backoff_max_ms,
+    )
+
+
+def classic_member_protocols(
+    assignors: Mapping[str, ConsumerPartitionAssignor],
+) -> dict[str, set[RebalanceProtocol]]:
+    """The rebalance protocols each assignor supports, as the member takes them."""
+    return {
+        name: {_PROTOCOLS[p] for p in assignor.supported_protocols}
+        for name, assignor in assignors.items()
+    }
+
+
 class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
     """Drives one :class:`~kgroup.membership.ClassicMember` for a driver (see the module)."""
 
@@ -162,22 +195,7 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
         self.assignors = classic_assignors(config)
         """The configured assignors by name, in preference order."""
         self.member = ClassicMember(
-            ClassicMemberConfig(
-                group_id=config.group_id,
-                instance_id=config.group_instance_id,
-                rack_id=config.client_rack,
-                session_timeout_ms=config.session_timeout_ms,
-                session_margin_ms=SESSION_MARGIN_MS,
-                heartbeat_interval_ms=config.heartbeat_interval_ms,
-                max_poll_interval_ms=config.max_poll_interval_ms,
-                auto_commit=config.enable_auto_commit,
-                retry_backoff_ms=config.retry_backoff_ms,
-                retry_backoff_max_ms=config.retry_backoff_max_ms,
-            ),
-            {
-                name: {_PROTOCOLS[p] for p in assignor.supported_protocols}
-                for name, assignor in self.assignors.items()
-            },
+            classic_member_config(config), classic_member_protocols(self.assignors)
         )
         """The member, with its classic views (generation id, leader, chosen assignor)."""
         super().__init__(host, self.member)

@@ -20,7 +20,7 @@ import uuid
 import anyio
 from kio.static.protocol import RequestPayload
 
-from kgroup.config import GroupProtocol
+from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.errors import KgroupError
 from kgroup.membership import (
     CommitCompleted,
@@ -45,7 +45,25 @@ from kgroup.runtime.coordinator import Answered, CallFailed, coordinator_call
 from kgroup.runtime.interfaces import Host, SubscriptionChange
 from kgroup.runtime.session import SESSION_MARGIN_MS, FinishedCommit, SessionBase
 
-__all__ = ["ConsumerSession"]
+__all__ = ["ConsumerSession", "consumer_member_config"]
+
+
+def consumer_member_config(config: ConsumerConfig, member_id: str) -> MemberConfig:
+    """The member's configuration the session builds its member with (pure: the
+    simulator builds its members with it too, so they run the runtime's values)."""
+    return MemberConfig(
+        group_id=config.group_id,
+        member_id=member_id,
+        instance_id=config.group_instance_id,
+        rack_id=config.client_rack,
+        server_assignor=config.group_remote_assignor,
+        max_poll_interval_ms=config.max_poll_interval_ms,
+        auto_commit=config.enable_auto_commit,
+        retry_backoff_ms=config.retry_backoff_ms,
+        retry_backoff_max_ms=config.retry_backoff_max_ms,
+        session_timeout_ms=config.consumer_session_timeout_ms,
+        session_margin_ms=SESSION_MARGIN_MS,
+    )
 
 
 class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
@@ -56,21 +74,7 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
 
     def __init__(self, host: Host) -> None:
         config = host.config
-        self.member = ConsumerMember(
-            MemberConfig(
-                group_id=config.group_id,
-                member_id=str(uuid.uuid4()),
-                instance_id=config.group_instance_id,
-                rack_id=config.client_rack,
-                server_assignor=config.group_remote_assignor,
-                max_poll_interval_ms=config.max_poll_interval_ms,
-                auto_commit=config.enable_auto_commit,
-                retry_backoff_ms=config.retry_backoff_ms,
-                retry_backoff_max_ms=config.retry_backoff_max_ms,
-                session_timeout_ms=config.consumer_session_timeout_ms,
-                session_margin_ms=SESSION_MARGIN_MS,
-            )
-        )
+        self.member = ConsumerMember(consumer_member_config(config, str(uuid.uuid4())))
         super().__init__(host, self.member)
         self._accepted = False
         # An idle member's heartbeats repeat, and so do their answers: the last

@@ -24,7 +24,8 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, TypeVar
 
 from kgroup.assignors import Assignment as ClassicAssignorAssignment
 from kgroup.assignors import (
@@ -38,9 +39,9 @@ from kgroup.assignors import (
     PartitionAssignor,
     TargetAssignment,
     TopicMetadata,
-    resolve_assignors,
     validate_assignment,
 )
+from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.config_keys import RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS
 from kgroup.errors import AssignmentViolation, InvalidAssignmentError, KgroupError
 from kgroup.listener import listener_method
@@ -111,6 +112,12 @@ from kgroup.membership.consumer import (
     SendPrepareAssignment,
 )
 from kgroup.protocol.cluster import BrokerAddress
+from kgroup.runtime.classic_session import (
+    classic_assignors,
+    classic_member_config,
+    classic_member_protocols,
+)
+from kgroup.runtime.consumer_session import consumer_member_config
 from kgroup.runtime.fetch_state import Assign, FetchState, FetchTicket, Unassign
 from kgroup.runtime.leader import group_subscription, member_assignments, validation_protocol
 from kgroup.runtime.liveness import NOTHING_SEEN, LivenessTimes, Look, Repair, UnownedWatch
@@ -131,6 +138,8 @@ from kgroup.testing.sim.coordinator import (
 from kgroup.testing.sim.errors import InvariantViolationError, ScenarioError, SimulationError
 from kgroup.testing.sim.invariants import EpochLedger, Invariant, Span, Violation
 from kgroup.types import Backoff, TopicIdPartition, TopicPartition
+
+_M = TypeVar("_M", ClassicMemberConfig, MemberConfig)
 
 __all__ = [
     "CoordinatorStatus",
@@ -157,6 +166,11 @@ class InjectedBug(enum.Enum):
     NO_LIVENESS_REPAIR = (
         "the members' runtime never looks at the group (runtime.liveness reverted): a group "
         "left settled with partitions owned by nobody stays so"
+    )
+    NO_SESSION_MARGIN = (
+        "the members give their session up at the session timeout itself "
+        "(session_margin_ms 0): a stop waiting for the record wait in progress "
+        "ends after the coordinator may have handed the partitions on"
     )
 
 
@@ -362,8 +376,8 @@ _RETRY_CLASSIC_COMMIT = frozenset(
         int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
     }
 )
-# The classic leader's metadata watch interval (metadata.max.age.ms, scaled down).
-_METADATA_WATCH = 2.0
+# metadata.max.age.ms, scaled down: the classic leader's metadata watch interval.
+_METADATA_MAX_AGE_MS = 2000
 # How often a member may ask to be woken at the same instant before it counts as a busy loop.
 _SAME_INSTANT_LIMIT = 200
 # Fencing answers a member may get within one session timeout (FENCE_LOOP).
@@ -448,6 +462,7 @@ class _Proc:
         "callbacks",
         "closing",
         "commits",
+        "config",
         "conn",
         "epoch",
         "fences",
@@ -481,10 +496,12 @@ class _Proc:
         slot: _Slot,
         member: ConsumerMember | ClassicMember,
         label: str,
+        config: ConsumerConfig,
         assignors: Mapping[str, ConsumerPartitionAssignor] | None = None,
     ) -> None:
         self.slot = slot
         self.member = member
+        self.config = config
         self.member_id = member.member_id
         self.assignors = assignors or {}
         # Partition counts the classic leader's last assignor run saw.
@@ -971,26 +988,17 @@ class Simulation:
         slot.restarts += 1
         slot.wanted = True
         label = f"{slot.name}#{slot.restarts}"
-        cfg = self.config
         if plan.protocol == "classic":
             self._start_classic(slot, label)
             return
         member_id = str(_uuid4(self.rng))
-        member = ConsumerMember(
-            MemberConfig(
-                group_id=cfg.group_id,
-                member_id=member_id,
-                instance_id=plan.instance_id,
-                rack_id=plan.rack_id,
-                server_assignor=plan.server_assignor,
-                max_poll_interval_ms=plan.max_poll_interval_ms,
-                auto_commit=plan.auto_commit,
-                retry_backoff_ms=cfg.retry_backoff_ms,
-                retry_backoff_max_ms=cfg.retry_backoff_max_ms,
-                heartbeat_interval_ms=cfg.coordinator.heartbeat_interval_ms,
-                # As a deployment configures group.consumer.session.timeout.ms on
-                # the client to the broker's value (the broker never sends it).
-                session_timeout_ms=cfg.coordinator.session_timeout_ms,
+        config = self._consumer_config(plan)
+        member_config = consumer_member_config(config, member_id)
+        if plan.client_assignors:
+            # The KIP-848 draft's client-side mode: a simulated coordinator offers
+            # it, the runtime has no such assignors to configure.
+            member_config = dataclasses.replace(
+                member_config,
                 client_assignors=tuple(
                     ClientAssignor(
                         a.name,
@@ -1001,35 +1009,56 @@ class Simulation:
                     )
                     for a in plan.client_assignors
                 ),
-            ),
-            random=self.rng.random,
-        )
-        proc = _Proc(slot, member, label)
+            )
+        member = ConsumerMember(self._with_bug(member_config), random=self.rng.random)
+        proc = _Proc(slot, member, label, config)
         self._by_member_id[member_id] = proc
         self._run_proc(proc, f"starts, member id {member_id[:8]}", slot.pattern)
 
     def _start_classic(self, slot: _Slot, label: str) -> None:
-        plan = slot.plan
-        cfg = self.config
-        assignors = {a.name: a for a in resolve_assignors(list(plan.assignors))}
+        config = self._consumer_config(slot.plan)
+        # As the classic session builds its member.
+        assignors = classic_assignors(config)
         member = ClassicMember(
-            ClassicMemberConfig(
-                group_id=cfg.group_id,
-                instance_id=plan.instance_id,
-                rack_id=plan.rack_id,
-                session_timeout_ms=plan.session_timeout_ms,
-                heartbeat_interval_ms=plan.heartbeat_interval_ms,
-                max_poll_interval_ms=plan.max_poll_interval_ms,
-                auto_commit=plan.auto_commit,
-                retry_backoff_ms=cfg.retry_backoff_ms,
-                retry_backoff_max_ms=cfg.retry_backoff_max_ms,
-            ),
-            {name: a.supported_protocols for name, a in assignors.items()},
+            self._with_bug(classic_member_config(config)),
+            classic_member_protocols(assignors),
             random=self.rng.random,
         )
-        proc = _Proc(slot, member, label, assignors)
+        proc = _Proc(slot, member, label, config, assignors)
         self._run_proc(proc, "starts (classic)", None)
-        self._q.after(_METADATA_WATCH, self._ev_metadata_watch, proc)
+        self._q.after(proc.config.metadata_max_age, self._ev_metadata_watch, proc)
+
+    def _consumer_config(self, plan: MemberPlan) -> ConsumerConfig:
+        """The process's consumer configuration: the real defaults, with the values the
+        scenario sets (the world's timing and the plan's), as an application would."""
+        cfg = self.config
+        return ConsumerConfig(
+            bootstrap_servers=("sim:9092",),
+            group_id=cfg.group_id,
+            group_protocol=GroupProtocol(plan.protocol),
+            group_instance_id=plan.instance_id,
+            group_remote_assignor=plan.server_assignor,
+            partition_assignment_strategy=plan.assignors,
+            session_timeout_ms=plan.session_timeout_ms,
+            # As a deployment sets group.consumer.session.timeout.ms on the client
+            # to the broker's value (the broker never sends it).
+            consumer_session_timeout_ms=cfg.coordinator.session_timeout_ms,
+            heartbeat_interval_ms=plan.heartbeat_interval_ms,
+            enable_auto_commit=plan.auto_commit,
+            auto_commit_interval_ms=round(cfg.auto_commit_interval * 1000),
+            max_poll_interval_ms=plan.max_poll_interval_ms,
+            client_rack=plan.rack_id,
+            retry_backoff_ms=cfg.retry_backoff_ms,
+            retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+            request_timeout_ms=round(cfg.request_timeout * 1000),
+            passthrough=MappingProxyType({"metadata.max.age.ms": str(_METADATA_MAX_AGE_MS)}),
+        )
+
+    def _with_bug(self, config: _M) -> _M:
+        """``config`` as the injected bug leaves it."""
+        if self.bug is InjectedBug.NO_SESSION_MARGIN:
+            return dataclasses.replace(config, session_margin_ms=0)
+        return config
 
     def _run_proc(self, proc: _Proc, started: str, pattern: str | None) -> None:
         """``proc`` takes its slot: it subscribes as the slot says, then polls and commits."""
@@ -1044,8 +1073,8 @@ class Simulation:
             self._subscribe(proc, slot.topics, pattern)
         plan = slot.plan
         self._q.after(plan.poll_interval * self.rng.random(), self._ev_poll, (proc, proc.poll_gen))
-        if plan.auto_commit:
-            self._q.after(self.config.auto_commit_interval, self._ev_auto_commit, proc)
+        if proc.config.enable_auto_commit:
+            self._q.after(proc.config.auto_commit_interval_ms / 1000, self._ev_auto_commit, proc)
 
     def _subscribe(self, proc: _Proc, topics: frozenset[str], pattern: str | None) -> None:
         # As the runtime: learn the named topics' ids first, so the first
@@ -1226,7 +1255,7 @@ class Simulation:
         """
         if not proc.alive:
             return
-        self._q.after(_METADATA_WATCH, self._ev_metadata_watch, proc)
+        self._q.after(proc.config.metadata_max_age, self._ev_metadata_watch, proc)
         member = proc.member
         if not isinstance(member, ClassicMember) or not member.is_leader or proc.watched is None:
             return
@@ -1868,11 +1897,11 @@ class Simulation:
         )
         request = dataclasses.replace(request, protocols=protocols)
         # The broker holds a JoinGroup until the rebalance completes.
-        timeout = self.config.request_timeout + request.rebalance_timeout_ms / 1000.0
+        timeout = _request_timeout(proc) + request.rebalance_timeout_ms / 1000.0
         self._send(proc, _JOIN, action.seq, request, timeout=timeout)
 
     def _do_sync(self, proc: _Proc, action: SendSyncGroup) -> None:
-        timeout = self.config.request_timeout + proc.slot.plan.max_poll_interval_ms / 1000.0
+        timeout = _request_timeout(proc) + proc.config.max_poll_interval_ms / 1000.0
         self._send(proc, _SYNC, action.seq, action.request, timeout=timeout)
 
     def _do_classic_heartbeat(self, proc: _Proc, action: SendClassicHeartbeat) -> None:
@@ -2119,12 +2148,12 @@ class Simulation:
     def _ev_auto_commit(self, proc: _Proc) -> None:
         if not proc.alive:
             return
-        self._q.after(self.config.auto_commit_interval, self._ev_auto_commit, proc)
+        self._q.after(proc.config.auto_commit_interval_ms / 1000, self._ev_auto_commit, proc)
         if proc.fetching and not proc.closing:
             task = _Commit(
                 None,
                 frozenset(proc.fetching),
-                self._q.now + self.config.request_timeout,
+                self._q.now + _request_timeout(proc),
                 proc.fetch,
             )
             proc.commits.append(task)
@@ -2205,7 +2234,7 @@ class Simulation:
         self._next_rid += 1
         rid = self._next_rid
         q = self._q
-        deadline = q.now + (self.config.request_timeout if timeout is None else timeout)
+        deadline = q.now + (_request_timeout(proc) if timeout is None else timeout)
         proc.pending[rid] = (kind, ident, proc.conn, deadline)
         if timeout is not None:
             # Held requests (JoinGroup, SyncGroup) are answered whenever the group
@@ -2790,6 +2819,10 @@ def _position(member: ConsumerMember | ClassicMember) -> int:
     if isinstance(member, ClassicMember):
         return member.synced_generation
     return member.member_epoch
+
+
+def _request_timeout(proc: _Proc) -> float:
+    return proc.config.request_timeout_ms / 1000
 
 
 def _gone(proc: _Proc) -> bool:
