@@ -16,6 +16,14 @@ from kgroup.membership import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from kgroup.testing.groups.classic import (
+    ILLEGAL_GENERATION,
+    MEMBER_ID_REQUIRED,
+    REBALANCE_IN_PROGRESS,
+    ClassicCoordinatorConfig,
+    ClassicGroupCoordinator,
+    ClassicGroupState,
+)
 from kgroup.testing.sim import (
     Fault,
     FaultKind,
@@ -24,14 +32,6 @@ from kgroup.testing.sim import (
     Scenario,
     Simulation,
     run,
-)
-from kgroup.testing.sim.classic import (
-    ILLEGAL_GENERATION,
-    MEMBER_ID_REQUIRED,
-    REBALANCE_IN_PROGRESS,
-    ClassicCoordinatorConfig,
-    ClassicGroupCoordinator,
-    ClassicGroupState,
 )
 from kgroup.types import TopicPartition
 

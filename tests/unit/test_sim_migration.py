@@ -14,12 +14,12 @@ from kgroup.membership import (
     MemberSubscription,
     SyncGroupRequest,
 )
-from kgroup.testing.sim import ConsumerGroupCoordinator, CoordinatorConfig, ErrorCode, SimCluster
-from kgroup.testing.sim.classic import (
+from kgroup.testing.groups.classic import (
     ClassicCoordinatorConfig,
     ClassicGroupCoordinator,
     ClassicGroupState,
 )
+from kgroup.testing.sim import ConsumerGroupCoordinator, CoordinatorConfig, ErrorCode, SimCluster
 from kgroup.types import TopicPartition
 
 GROUP = "g"

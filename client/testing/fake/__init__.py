@@ -2,7 +2,8 @@
 
 :class:`FakeBroker` speaks the real wire protocol (kio codecs) on 127.0.0.1
 and answers the metadata, coordinator, group (both protocols) and offset APIs
-from a tiny coordinator model; a test can intercept any request to answer it
+from a coordinator model (the consumer protocol's is :mod:`kgroup.testing.groups`,
+which the simulator runs too); a test can intercept any request to answer it
 itself, fail it, delay it, drop the connection, or never answer.
 :class:`FakeDataPlane` replaces librdkafka with per-partition record lists.
 Together they run the real consumers, runtime and membership machines without
@@ -22,7 +23,7 @@ See ``docs/testing.md``.
 """
 
 from kgroup.testing.fake._classic_group import ClassicGroup, ClassicMember, ClassicState
-from kgroup.testing.fake._consumer_group import ConsumerGroup, ConsumerMember, MemberState
+from kgroup.testing.fake._consumer_group import ConsumerGroup, ConsumerMember
 from kgroup.testing.fake._topics import FakeTopic
 from kgroup.testing.fake.broker import (
     FakeBroker,
@@ -47,7 +48,6 @@ __all__ = [
     "Handler",
     "HandlerResult",
     "Interception",
-    "MemberState",
     "RecordLog",
     "SeenRequest",
     "Verdict",

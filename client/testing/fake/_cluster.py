@@ -25,6 +25,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import uuid_zero
 
 from kgroup.errors import KafkaProtocolError, KgroupError
+from kgroup.membership import HeartbeatRequest
 from kgroup.protocol import ApiKey, VersionRange, response_module
 from kgroup.testing.fake._classic_group import (
     ClassicGroup,
@@ -33,7 +34,7 @@ from kgroup.testing.fake._classic_group import (
     Pending,
     SyncResult,
 )
-from kgroup.testing.fake._consumer_group import ConsumerGroup, HeartbeatInput
+from kgroup.testing.fake._consumer_group import ConsumerGroup
 from kgroup.testing.fake._errors import described_error, error_response
 from kgroup.testing.fake._kio import SeenRequest, make, millis, respond, timedelta_ms
 from kgroup.testing.fake._topics import FakeTopic, Topics
@@ -315,23 +316,30 @@ class Cluster:
             if group is None:
                 if request.member_epoch != 0:
                     return error_response(seen, ErrorCode.unknown_member_id)
-                group = ConsumerGroup(request.group_id, self.session_timeout_ms)
+                group = ConsumerGroup(
+                    request.group_id,
+                    heartbeat_interval_ms=self.heartbeat_interval_ms,
+                    session_timeout_ms=self.session_timeout_ms,
+                    topics=self.topics,
+                    lock=self.lock,
+                    now=now(),
+                )
                 self.consumer_groups[request.group_id] = group
             rebalance = millis(request.rebalance_timeout)
             outcome = group.heartbeat(
-                HeartbeatInput(
+                HeartbeatRequest(
+                    group_id=request.group_id,
                     member_id=request.member_id,
                     member_epoch=int(request.member_epoch),
                     instance_id=request.instance_id,
                     rack_id=request.rack_id,
-                    client_id=seen.client_id or "",
                     rebalance_timeout_ms=rebalance if rebalance >= 0 else None,
-                    subscribed_names=None
+                    subscribed_topic_names=None
                     if request.subscribed_topic_names is None
-                    else tuple(request.subscribed_topic_names),
-                    regex=getattr(request, "subscribed_topic_regex", None),
-                    assignor=request.server_assignor,
-                    owned=None
+                    else tuple(sorted(request.subscribed_topic_names)),
+                    subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
+                    server_assignor=request.server_assignor,
+                    topic_partitions=None
                     if request.topic_partitions is None
                     else frozenset(
                         TopicIdPartition(t.topic_id, int(p))
@@ -339,15 +347,22 @@ class Cluster:
                         for p in t.partitions
                     ),
                 ),
-                self.topics,
+                seen.client_id or "",
                 now(),
             )
-        if outcome.error is not ErrorCode.none:
-            return error_response(seen, outcome.error, outcome.message)
+        if outcome.error_code != ErrorCode.none:
+            return error_response(seen, ErrorCode(outcome.error_code), outcome.error_message)
         m = self._module(seen)
         assignment = None
         if outcome.assignment is not None:
-            assignment = _assignment(m, outcome.assignment)
+            assignment = _assignment(
+                m,
+                frozenset(
+                    TopicIdPartition(topic_id, p)
+                    for topic_id, partitions in outcome.assignment.items()
+                    for p in partitions
+                ),
+            )
         return respond(
             m,
             "ConsumerGroupHeartbeatResponse",
@@ -553,16 +568,7 @@ class Cluster:
         # Caller holds the lock.
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is not None and consumer_group.members:
-            if epoch < 0 and not member_id:
-                return ErrorCode.unknown_member_id
-            current = consumer_group.member_epoch(member_id)
-            if current is None:
-                return ErrorCode.unknown_member_id
-            if epoch > current:
-                return ErrorCode.fenced_member_epoch
-            if epoch < current:
-                return ErrorCode.stale_member_epoch
-            return ErrorCode.none
+            return ErrorCode(int(consumer_group.commit_error(member_id, epoch)))
         classic_group = self.classic_groups.get(group_id)
         if classic_group is not None and classic_group.members:
             return classic_group.check_commit(member_id, instance_id, epoch)
@@ -763,12 +769,7 @@ class Cluster:
         consumer_group = self.consumer_groups.get(group_id)
         if consumer_group is None or not consumer_group.members:
             return ErrorCode.none  # classic groups do not check OffsetFetch's member
-        current = consumer_group.member_epoch(member_id)
-        if current is None:
-            return ErrorCode.unknown_member_id
-        if epoch != current:
-            return ErrorCode.stale_member_epoch
-        return ErrorCode.none
+        return ErrorCode(int(consumer_group.fetch_error(member_id, epoch)))
 
 
 def _assignment(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 
 from kgroup.errors import KgroupError
@@ -17,11 +16,17 @@ FakeTopic = Topic
 
 
 class Topics:
-    """Topics by name and by id. Not thread-safe: the broker's lock guards it."""
+    """Topics by name and by id. Not thread-safe: the broker's lock guards it.
+
+    ``version`` grows with every change: the group model notices a subscribed
+    topic that appeared, grew or went on a member's next heartbeat, as the
+    broker's coordinator does.
+    """
 
     def __init__(self) -> None:
         self.by_name: dict[str, FakeTopic] = {}
         self.by_id: dict[uuid.UUID, FakeTopic] = {}
+        self.version = 0
 
     def create(self, name: str, partitions: int, topic_id: uuid.UUID | None = None) -> FakeTopic:
         """Create ``name``, or grow it to ``partitions`` (Kafka never shrinks a topic).
@@ -46,6 +51,7 @@ class Topics:
             topic = FakeTopic(name, topic_id or uuid.uuid4(), partitions)
         self.by_name[name] = topic
         self.by_id[topic.topic_id] = topic
+        self.version += 1
         return topic
 
     def delete(self, name: str) -> FakeTopic | None:
@@ -53,17 +59,8 @@ class Topics:
         topic = self.by_name.pop(name, None)
         if topic is not None:
             self.by_id.pop(topic.topic_id, None)
+            self.version += 1
         return topic
-
-    def matching(self, names: tuple[str, ...], regex: str | None) -> dict[uuid.UUID, FakeTopic]:
-        """Existing topics named in ``names`` or fully matching ``regex``, by id."""
-        found = {self.by_name[n].topic_id: self.by_name[n] for n in names if n in self.by_name}
-        if regex:
-            pattern = re.compile(regex)
-            found.update(
-                {t.topic_id: t for t in self.by_name.values() if pattern.fullmatch(t.name)}
-            )
-        return found
 
     def name_of(self, partition: TopicIdPartition) -> TopicPartition | None:
         """The named form of ``partition``, None if its topic is unknown."""

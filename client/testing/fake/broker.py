@@ -241,8 +241,6 @@ class FakeBroker(LoopServed):
         with self._lock:
             topic = self._cluster.topics.create(name, partitions)
             self.records.create(name, partitions)
-            for group in self._cluster.consumer_groups.values():
-                group.topics_changed(name)
         self._changed()
         return topic.topic_id
 
@@ -255,8 +253,6 @@ class FakeBroker(LoopServed):
         """
         with self._lock:
             self._delete(name)
-            for group in self._cluster.consumer_groups.values():
-                group.topics_changed(name)
         self._changed()
 
     def _delete(self, name: str) -> FakeTopic:
@@ -289,8 +285,6 @@ class FakeBroker(LoopServed):
         with self._lock:
             old = self._delete(name)
             topic = self._cluster.topics.create(name, old.partitions)
-            for group in self._cluster.consumer_groups.values():
-                group.topics_changed(name)
         self._changed()
         return topic.topic_id
 

@@ -21,8 +21,7 @@ Seeded scenarios: :func:`run_scenario` (one seed -> one reproducible run),
 / ``--replay SEED``.
 """
 
-from kgroup.testing.sim.cluster import SimCluster, Topic
-from kgroup.testing.sim.coordinator import (
+from kgroup.testing.groups.consumer import (
     AssignmentState,
     ConsumerGroupCoordinator,
     CoordinatorConfig,
@@ -31,6 +30,7 @@ from kgroup.testing.sim.coordinator import (
     PersistedGroup,
     PersistedMember,
 )
+from kgroup.testing.sim.cluster import SimCluster, Topic
 from kgroup.testing.sim.engine import (
     CoordinatorStatus,
     InjectedBug,

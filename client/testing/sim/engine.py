@@ -3,7 +3,7 @@
 :class:`Simulation` drives kgroup's sans-IO :class:`~kgroup.membership.ConsumerMember`
 machines the way the runtime does (heartbeats over a network, offset commits,
 listener callbacks inside the application's poll, metadata and coordinator
-lookups), against a :class:`~kgroup.testing.sim.coordinator.ConsumerGroupCoordinator`,
+lookups), against a :class:`~kgroup.testing.groups.consumer.ConsumerGroupCoordinator`,
 on a virtual clock. Faults are scheduled with its methods (crash, close,
 partition, stall, failover, lossy network, slow or failing callbacks,
 subscription changes, new topics and partitions). Invariants are checked as
@@ -122,19 +122,19 @@ from kgroup.runtime.fetch_state import Assign, FetchState, FetchTicket, Unassign
 from kgroup.runtime.leader import group_subscription, member_assignments, validation_protocol
 from kgroup.runtime.liveness import NOTHING_SEEN, LivenessTimes, Look, Repair, UnownedWatch
 from kgroup.testing._topics import by_topic_id
-from kgroup.testing.sim._queue import EventQueue
-from kgroup.testing.sim.classic import (
+from kgroup.testing.groups.classic import (
     ClassicCoordinatorConfig,
     ClassicGroupCoordinator,
     ClassicGroupState,
 )
-from kgroup.testing.sim.cluster import SimCluster
-from kgroup.testing.sim.coordinator import (
+from kgroup.testing.groups.consumer import (
     ConsumerGroupCoordinator,
     CoordinatorConfig,
     ErrorCode,
     MemberRecord,
 )
+from kgroup.testing.sim._queue import EventQueue
+from kgroup.testing.sim.cluster import SimCluster
 from kgroup.testing.sim.errors import InvariantViolationError, ScenarioError, SimulationError
 from kgroup.testing.sim.invariants import EpochLedger, Invariant, Span, Violation
 from kgroup.types import Backoff, TopicIdPartition, TopicPartition

@@ -4,20 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kgroup.errors import KgroupError
+from kgroup.testing.groups.errors import ScenarioError, SimulationError
 
 if TYPE_CHECKING:
     from kgroup.testing.sim.invariants import Violation
 
 __all__ = ["InvariantViolationError", "ScenarioError", "SimulationError"]
-
-
-class SimulationError(KgroupError):
-    """The simulator could not run, or a run broke one of its rules."""
-
-
-class ScenarioError(SimulationError, ValueError):
-    """A scenario or simulation setting is invalid; the message names it and the fix."""
 
 
 class InvariantViolationError(SimulationError):

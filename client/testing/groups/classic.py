@@ -55,8 +55,8 @@ from kgroup.membership import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from kgroup.testing.sim.coordinator import ErrorCode
-from kgroup.testing.sim.errors import ScenarioError
+from kgroup.testing.groups.consumer import ErrorCode
+from kgroup.testing.groups.errors import ScenarioError
 from kgroup.types import TopicPartition
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""KIP-848 ConsumerGroupHeartbeat rules that both in-process coordinators apply.
+"""KIP-848 ConsumerGroupHeartbeat rules of the group model (:mod:`kgroup.testing.groups`).
 
 The fake broker (:mod:`kgroup.testing.fake`) and the simulator
 (:mod:`kgroup.testing.sim`) model a consumer group coordinator differently,

@@ -74,16 +74,16 @@ from kgroup.membership.consumer import (
     PreparedMember,
     PreparedTopic,
 )
-from kgroup.testing._heartbeat_rules import member_epoch_fenced, sent_or_kept
 from kgroup.testing._topics import by_topic_id
-from kgroup.testing.sim.cluster import SimCluster
-from kgroup.testing.sim.errors import ScenarioError, SimulationError
+from kgroup.testing.groups.catalog import TopicCatalog
+from kgroup.testing.groups.errors import ScenarioError, SimulationError
+from kgroup.testing.groups.rules import member_epoch_fenced, sent_or_kept
 from kgroup.types import TopicIdPartition, TopicPartition
 
 if TYPE_CHECKING:  # classic.py imports this module
     from kgroup.admin.model import GroupDescription
     from kgroup.protocol.cluster import BrokerAddress
-    from kgroup.testing.sim.classic import ExportedMember
+    from kgroup.testing.groups.classic import ExportedMember
 
 __all__ = [
     "AssignmentState",
@@ -353,7 +353,7 @@ class ConsumerGroupCoordinator:
         self,
         group_id: str,
         config: CoordinatorConfig,
-        cluster: SimCluster,
+        cluster: TopicCatalog,
         *,
         schedule: Schedule,
         clock: Callable[[], float],
@@ -443,13 +443,29 @@ class ConsumerGroupCoordinator:
                 out |= topic.id_partitions()
         return frozenset(out)
 
-    def describe(self, coordinator: BrokerAddress) -> GroupDescription:
-        """The group as ConsumerGroupDescribe shows it (what a member's look reads).
+    @property
+    def state(self) -> str:
+        """The group's state as ConsumerGroupDescribe names it (``ConsumerGroup``'s).
 
-        The state follows ``ConsumerGroup``'s: Empty without members, Assigning
-        while the group epoch is ahead of the target's, Reconciling while a
-        member has not reached its target at that epoch, else Stable.
+        Empty without members, Assigning while the group epoch is ahead of the
+        target's, Reconciling while a member has not reached its target at that
+        epoch, else Stable.
         """
+        if not self._members:
+            return "Empty"
+        if self.group_epoch > self.assignment_epoch:
+            return "Assigning"
+        for rec in self._members.values():
+            if (
+                rec.epoch != self.assignment_epoch
+                or rec.assigned != self._targets.get(rec.member_id, _EMPTY)
+                or rec.pending_revocation
+            ):
+                return "Reconciling"
+        return "Stable"
+
+    def describe(self, coordinator: BrokerAddress) -> GroupDescription:
+        """The group as ConsumerGroupDescribe shows it (what a member's look reads)."""
         from kgroup.admin.model import (  # noqa: PLC0415 (only looks need it)
             GroupDescription,
             GroupType,
@@ -461,15 +477,8 @@ class ConsumerGroupCoordinator:
             return frozenset(self._cluster.to_name(t) for t in tips)
 
         members = []
-        reconciling = False
         for rec in self._members.values():
             target = self._targets.get(rec.member_id, _EMPTY)
-            if (
-                rec.epoch != self.assignment_epoch
-                or rec.assigned != target
-                or rec.pending_revocation
-            ):
-                reconciling = True
             members.append(
                 MemberDescription(
                     member_id=rec.member_id,
@@ -488,12 +497,7 @@ class ConsumerGroupCoordinator:
                     target_assignment=names(target),
                 )
             )
-        if not members:
-            state = "Empty"
-        elif self.group_epoch > self.assignment_epoch:
-            state = "Assigning"
-        else:
-            state = "Reconciling" if reconciling else "Stable"
+        state = self.state
         return GroupDescription(
             group_id=self.group_id,
             group_type=GroupType.CONSUMER,
@@ -805,6 +809,23 @@ class ConsumerGroupCoordinator:
         if released:
             self._obs.released(rec.member_id, released, "static member left temporarily")
         return HeartbeatResponse(member_id=mid, member_epoch=-2)
+
+    def remove(self, member_id: str, why: str) -> bool:
+        """Remove ``member_id`` as the coordinator fences a member (a test's session
+        expiry, for example); False if it is not a member."""
+        rec = self._members.get(member_id)
+        if rec is None:
+            return False
+        self._fence(rec, why)
+        return True
+
+    def replace_targets(self, targets: Mapping[str, frozenset[TopicIdPartition]]) -> None:
+        """Make ``targets`` the target assignment, with no assignor run and no epoch
+        change (a test staging what a conversion leaves, for example)."""
+        self._targets = dict(targets)
+        self._target_maps = {
+            mid: MappingProxyType(by_topic_id(sorted(tips))) for mid, tips in targets.items()
+        }
 
     def _fence(self, rec: MemberRecord, why: str) -> None:
         """Remove the member from the group (leave, session or rebalance timeout)."""
@@ -1256,7 +1277,7 @@ class ConsumerGroupCoordinator:
         Each member goes with what it owns now (assigned and still revoking);
         the classic group starts at generation = the group epoch.
         """
-        from kgroup.testing.sim.classic import ExportedMember  # noqa: PLC0415 (import cycle)
+        from kgroup.testing.groups.classic import ExportedMember  # noqa: PLC0415 (import cycle)
 
         exported = []
         for rec in self._members.values():
@@ -1605,18 +1626,48 @@ class ConsumerGroupCoordinator:
 
     # ---------------------------------------------------------------- commits
 
-    def commit(
-        self, member_id: str, member_epoch: int, partitions: frozenset[TopicPartition]
-    ) -> ErrorCode:
-        """Judge an OffsetCommit from ``member_id`` at ``member_epoch``."""
+    def commit_error(self, member_id: str, member_epoch: int) -> ErrorCode:
+        """The error of an OffsetCommit from ``member_id`` at ``member_epoch`` (NONE: accepted).
+
+        As ``ConsumerGroup.validateOffsetCommit``: with no members, a commit from
+        outside the group (epoch -1) is accepted; otherwise the member must exist
+        and its epoch match, else STALE_MEMBER_EPOCH (ILLEGAL_GENERATION for a
+        classic member of a converted group, whose epoch is its generation).
+        """
+        if member_epoch < 0 and not self._members:
+            return ErrorCode.NONE
         rec = self._members.get(member_id)
         if rec is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != rec.epoch:
-            # A classic member's commit is checked against its generation.
             if rec.classic_protocols is not None:
                 return ErrorCode.ILLEGAL_GENERATION
             return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+    def fetch_error(self, member_id: str, member_epoch: int) -> ErrorCode:
+        """The error of an OffsetFetch (v9+, require_stable) naming ``member_id`` at
+        ``member_epoch`` (NONE: accepted), as ``ConsumerGroup.validateOffsetFetch``."""
+        rec = self._members.get(member_id)
+        if rec is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != rec.epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+    def commit(
+        self, member_id: str, member_epoch: int, partitions: frozenset[TopicPartition]
+    ) -> ErrorCode:
+        """Judge an OffsetCommit from ``member_id`` at ``member_epoch``.
+
+        The simulator's "offsets" are how many commits each partition received.
+        """
+        rec = self._members.get(member_id)
+        if rec is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        error = self.commit_error(member_id, member_epoch)
+        if error is not ErrorCode.NONE:
+            return error
         for tp in partitions:
             self._offsets[tp] = self._offsets.get(tp, 0) + 1
         self._obs.commit_accepted(rec, member_epoch, partitions)
@@ -1629,11 +1680,9 @@ class ConsumerGroupCoordinator:
 
         The "offsets" are how many commits each partition received (None: none).
         """
-        rec = self._members.get(member_id)
-        if rec is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID, {}
-        if member_epoch != rec.epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH, {}
+        error = self.fetch_error(member_id, member_epoch)
+        if error is not ErrorCode.NONE:
+            return error, {}
         return ErrorCode.NONE, {tp: self._offsets.get(tp) for tp in partitions}
 
     def _note(self, text: str) -> None:
