@@ -132,11 +132,9 @@ def run(args: argparse.Namespace) -> int:
             )
     # py4j logs every exchange with the JVM at INFO.
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    # pyspark is optional (the report extra) and the job imports it: both load
+    # The job imports pyspark, which is optional (the report extra): it loads
     # only when the command runs, so `kgroup --help` works without the extra.
-    from pyspark.sql import SparkSession  # noqa: PLC0415
-
-    from kgroup.report.job import build_session, run_report, summaries_text  # noqa: PLC0415
+    from kgroup.report.job import run_report_in_session, summaries_text  # noqa: PLC0415
     from kgroup.report.source import FileSource, KafkaSource  # noqa: PLC0415
 
     source: FileSource | KafkaSource
@@ -144,22 +142,15 @@ def run(args: argparse.Namespace) -> int:
         source = KafkaSource(args.bootstrap_servers, args.topic, dict(args.kafka_option))
     else:
         source = FileSource(tuple(args.input))
-    # A session already running in this process (an application embedding the
-    # command, a test) is used as it is and left running.
-    owned = SparkSession.getActiveSession() is None
-    spark = build_session(
-        args.master,
-        kafka=isinstance(source, KafkaSource),
+    result = run_report_in_session(
+        source,
+        args.out,
+        master=args.master,
         driver_memory=args.driver_memory,
         conf=dict(args.conf),
+        clock_skew_s=args.clock_skew,
+        html=not args.no_html,
     )
-    try:
-        result = run_report(
-            spark, source, args.out, clock_skew_s=args.clock_skew, html=not args.no_html
-        )
-    finally:
-        if owned:
-            spark.stop()
     for line in summaries_text(result.groups):
         print(line)
     if result.malformed:

@@ -31,6 +31,7 @@ __all__ = [
     "ReportResult",
     "build_session",
     "run_report",
+    "run_report_in_session",
 ]
 
 _log = logging.getLogger("kgroup.report")
@@ -142,6 +143,36 @@ def build_session(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def run_report_in_session(
+    source: Source,
+    out_dir: str | Path,
+    *,
+    master: str = "local[*]",
+    driver_memory: str | None = "2g",
+    conf: Mapping[str, str] | None = None,
+    clock_skew_s: float = 0.0,
+    html: bool = True,
+) -> ReportResult:
+    """:func:`run_report` in a session of :func:`build_session` (the Kafka connector if
+    ``source`` is a topic), stopped afterwards unless it was running already.
+
+    What ``kgroup report`` runs: a session already running in this process (an
+    application embedding the command, a test) is used as it is and left running.
+    """
+    owned = SparkSession.getActiveSession() is None
+    spark = build_session(
+        master,
+        kafka=isinstance(source, KafkaSource),
+        driver_memory=driver_memory,
+        conf=conf,
+    )
+    try:
+        return run_report(spark, source, out_dir, clock_skew_s=clock_skew_s, html=html)
+    finally:
+        if owned:
+            spark.stop()
 
 
 def _write(df: DataFrame, path: Path) -> Path:
