@@ -44,6 +44,7 @@ from kgroup.runtime._log import log
 from kgroup.runtime.coordinator import Answered, CallFailed, coordinator_call
 from kgroup.runtime.interfaces import Host, SubscriptionChange
 from kgroup.runtime.session import SESSION_MARGIN_MS, FinishedCommit, SessionBase
+from kgroup.telemetry.recorder import ConsumerTelemetry
 
 __all__ = ["ConsumerSession"]
 
@@ -56,6 +57,8 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
 
     def __init__(self, host: Host) -> None:
         config = host.config
+        # The driver's telemetry learns the member's states from the member.
+        telemetry: ConsumerTelemetry | None = getattr(host, "telemetry", None)
         self.member = ConsumerMember(
             MemberConfig(
                 group_id=config.group_id,
@@ -69,7 +72,8 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
                 retry_backoff_max_ms=config.retry_backoff_max_ms,
                 session_timeout_ms=config.consumer_session_timeout_ms,
                 session_margin_ms=SESSION_MARGIN_MS,
-            )
+            ),
+            listener=telemetry,
         )
         super().__init__(host, self.member)
         self._accepted = False
