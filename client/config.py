@@ -5,7 +5,8 @@ client: a dict of Kafka's dotted keys. :meth:`ConsumerConfig.from_dict` turns
 it into a frozen value, rejecting what cannot work with a :class:`ConfigError`
 that names the key and says what to do:
 
-- keys kgroup owns are parsed and checked here;
+- keys kgroup owns are parsed and checked here, each through its one
+  definition in :mod:`kgroup.config_keys` (name, type, default, check, doc);
 - keys kgroup does not own are handed to the data plane (librdkafka), which is
   asked whether it knows them, so a typo is an error naming the key instead of
   a setting silently ignored;

@@ -98,6 +98,7 @@ from kgroup.runtime.coordinator import Answered, CallFailed, LookupRefused, coor
 from kgroup.runtime.interfaces import Host, SubscriptionChange
 from kgroup.runtime.leader import group_subscription, member_assignments, validation_protocol
 from kgroup.runtime.session import SESSION_MARGIN_MS, FinishedCommit, SessionBase
+from kgroup.telemetry.recorder import ConsumerTelemetry
 from kgroup.transport import ClusterMetadata
 from kgroup.types import TopicPartition
 
@@ -191,11 +192,15 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
 
     def __init__(self, host: Host) -> None:
         config = host.config
+        # The driver's telemetry learns the member's states from the member.
+        telemetry: ConsumerTelemetry | None = getattr(host, "telemetry", None)
         self._group_id = config.group_id
         self.assignors = classic_assignors(config)
         """The configured assignors by name, in preference order."""
         self.member = ClassicMember(
-            classic_member_config(config), classic_member_protocols(self.assignors)
+            classic_member_config(config),
+            classic_member_protocols(self.assignors),
+            listener=telemetry,
         )
         """The member, with its classic views (generation id, leader, chosen assignor)."""
         super().__init__(host, self.member)

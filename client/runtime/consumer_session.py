@@ -44,6 +44,7 @@ from kgroup.runtime._log import log
 from kgroup.runtime.coordinator import Answered, CallFailed, coordinator_call
 from kgroup.runtime.interfaces import Host, SubscriptionChange
 from kgroup.runtime.session import SESSION_MARGIN_MS, FinishedCommit, SessionBase
+from kgroup.telemetry.recorder import ConsumerTelemetry
 
 __all__ = ["ConsumerSession", "consumer_member_config"]
 
@@ -74,7 +75,11 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
 
     def __init__(self, host: Host) -> None:
         config = host.config
-        self.member = ConsumerMember(consumer_member_config(config, str(uuid.uuid4())))
+        # The driver's telemetry learns the member's states from the member.
+        telemetry: ConsumerTelemetry | None = getattr(host, "telemetry", None)
+        self.member = ConsumerMember(
+            consumer_member_config(config, str(uuid.uuid4())), listener=telemetry
+        )
         super().__init__(host, self.member)
         self._accepted = False
         # An idle member's heartbeats repeat, and so do their answers: the last

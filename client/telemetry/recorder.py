@@ -2,6 +2,9 @@
 
 The runtime calls it at a few points (each hook is one line there):
 
+- the member itself, whose
+  :class:`~kgroup.membership.common.listener.MemberListener` it is (the
+  sessions hand it over): the member's states, typed, as they change;
 - the driver, after every step of the member (:meth:`ConsumerTelemetry.step`)
   with the actions the step returned: state, epoch and membership changes,
   rebalance start and end, assigned / revoked / lost partitions;
@@ -42,23 +45,33 @@ __all__ = ["ConsumerTelemetry", "SessionView", "open_telemetry"]
 
 _log = logging.getLogger("kgroup.telemetry")
 
-# State names (the members' enum names) in which a member is rebalancing.
-_REBALANCING = frozenset(
+_MS = m.MemberState
+_CS = m.ClassicState
+
+# The states (either protocol's) in which a member is rebalancing.
+_REBALANCING: frozenset[enum.Enum] = frozenset(
     {
-        # consumer protocol
-        "JOINING",
-        "RECONCILING",
-        "ACKNOWLEDGING",
-        "FENCED",
-        # classic protocol (JOINING and RECONCILING too)
-        "PREPARING",
-        "AWAITING_ASSIGNOR",
-        "SYNCING",
+        _MS.JOINING,
+        _MS.RECONCILING,
+        _MS.ACKNOWLEDGING,
+        _MS.FENCED,
+        _CS.JOINING,
+        _CS.RECONCILING,
+        _CS.PREPARING,
+        _CS.AWAITING_ASSIGNOR,
+        _CS.SYNCING,
     }
 )
-_STABLE = "STABLE"
-_LEAVING = frozenset({"PREPARE_LEAVING", "LEAVING", "CLOSED", "UNSUBSCRIBED", "UNJOINED"})
-_LOSING = frozenset({"FENCED", "STALE"})
+_STABLE: frozenset[enum.Enum] = frozenset({_MS.STABLE, _CS.STABLE})
+_RECONCILING: frozenset[enum.Enum] = frozenset({_MS.RECONCILING, _CS.RECONCILING})
+_LEAVING: frozenset[enum.Enum] = frozenset(
+    {_MS.PREPARE_LEAVING, _MS.LEAVING, _MS.UNSUBSCRIBED, _CS.LEAVING, _CS.CLOSED, _CS.UNJOINED}
+)
+_OUTSIDE: frozenset[enum.Enum] = frozenset({_MS.UNSUBSCRIBED, _CS.UNJOINED})
+"""Where a member joins from (or from nothing: no state seen yet)."""
+_STALE: frozenset[enum.Enum] = frozenset({_MS.STALE, _CS.STALE})
+_FATAL: frozenset[enum.Enum] = frozenset({_MS.FATAL, _CS.FATAL})
+_LOSING: frozenset[enum.Enum] = frozenset({_MS.FENCED, *_STALE})
 
 # Error codes with which a coordinator fences a member (either protocol).
 _FENCING_CODES = frozenset(
@@ -83,13 +96,14 @@ _CALLBACK_KINDS = {
 
 
 class SessionView(Protocol):
-    """What :meth:`ConsumerTelemetry.step` reads of a runtime session."""
+    """What :meth:`ConsumerTelemetry.step` reads of a runtime session.
+
+    Not its member's state: the member tells that to the telemetry, its
+    :class:`~kgroup.membership.common.listener.MemberListener`.
+    """
 
     @property
     def member_id(self) -> str: ...
-
-    @property
-    def state_name(self) -> str: ...
 
     @property
     def generation_or_epoch(self) -> int: ...
@@ -138,8 +152,10 @@ class ConsumerTelemetry:
         self._commit_latency = Histogram()
         self._callback_latency = Histogram()
         self._records = 0
+        # The member's state, as its listener hooks report it.
+        self._member_state: enum.Enum | None = None
         # What the previous step saw.
-        self._state = ""
+        self._state: enum.Enum | None = None
         self._epoch = 0
         self._joined = False
         self._rebalance_since: float | None = None
@@ -169,6 +185,20 @@ class ConsumerTelemetry:
                 self.emitter.emit(body, at=at)
         self._pending.clear()
 
+    # ------------------------------------------------------ member listener
+
+    def started(self, state: enum.Enum, now: float) -> None:
+        """The member handles its first event, in ``state`` (a new member: a protocol switch)."""
+        self._member_state = state
+
+    def state_changed(self, old: enum.Enum, new: enum.Enum, now: float) -> None:
+        """The member moved from ``old`` to ``new``; the next :meth:`step` reports it.
+
+        A step may move a member through several states; what the events
+        show is where each step left it (as ``consumer.metrics()`` counts).
+        """
+        self._member_state = new
+
     # ---------------------------------------------------------- driver side
 
     def closing(self) -> None:
@@ -183,25 +213,32 @@ class ConsumerTelemetry:
             _log.warning("telemetry could not record a step", exc_info=True)
 
     def _step(self, session: SessionView, actions: Sequence[object]) -> None:
+        state = self._member_state
+        if state is None:
+            return  # no member handled an event yet: there is no step to report
         emitter = self.emitter
         if emitter is not None:
             if session.member_id:
                 emitter.member_id = session.member_id
                 if self._pending:
                     self._flush_pending()
-            elif session.state_name not in _LEAVING:
+            elif state not in _LEAVING:
                 # Rejoining without an id (a classic member told UNKNOWN_MEMBER_ID):
                 # what follows belongs to the id it gets next. A member that left
                 # keeps the id it left with.
                 emitter.member_id = ""
             # group.protocol=auto is resolved before the member joins.
             emitter.protocol = ev.TelemetryProtocol(session.group_protocol.value)
-        old_state, state = self._state, session.state_name
+        old_state = self._state
         old_epoch, epoch = self._epoch, session.generation_or_epoch
         now = self._now()
-        if state != old_state:
+        if state is not old_state:
             self._state = state
-            self._emit(ev.StateChanged(old_state=old_state or "NEW", new_state=state))
+            self._emit(
+                ev.StateChanged(
+                    old_state="NEW" if old_state is None else old_state.name, new_state=state.name
+                )
+            )
         if epoch != old_epoch:
             self._epoch = epoch
             self._emit(ev.EpochChanged(old_epoch=old_epoch, new_epoch=epoch))
@@ -214,7 +251,7 @@ class ConsumerTelemetry:
             self._stop_reason = ev.StopReason.CLOSED
         else:
             self._stop_reason = ev.StopReason.REVOKED
-        if state != old_state:
+        if state is not old_state:
             self._rebalance_transition(old_state, state, epoch, now)
         if epoch > 0 and not self._joined:
             self._joined = True
@@ -227,25 +264,27 @@ class ConsumerTelemetry:
             if isinstance(action, m.RunCallback) and action.partitions:
                 self._partitions_changed(action, epoch if epoch > 0 else old_epoch)
 
-    def _leave_reason(self, state: str) -> ev.LeaveReason:
-        if state == "STALE":
+    def _leave_reason(self, state: enum.Enum) -> ev.LeaveReason:
+        if state in _STALE:
             return ev.LeaveReason.POLL_TIMEOUT
-        if state == "FATAL":
+        if state in _FATAL:
             return ev.LeaveReason.FATAL
-        if state == "FENCED" or self._fenced_by is not None:
+        if state is _MS.FENCED or self._fenced_by is not None:
             return ev.LeaveReason.FENCED
         return ev.LeaveReason.CLOSED if self._closing else ev.LeaveReason.UNSUBSCRIBED
 
-    def _rebalance_transition(self, old: str, new: str, epoch: int, now: float) -> None:
+    def _rebalance_transition(
+        self, old: enum.Enum | None, new: enum.Enum, epoch: int, now: float
+    ) -> None:
         if new in _REBALANCING and self._rebalance_since is None:
             self._rebalance_since = now
-            if new == "FENCED":
+            if new is _MS.FENCED:
                 trigger = "fenced"
-            elif old == "STALE":
+            elif old in _STALE:
                 trigger = "poll_timeout"
-            elif old in ("", "UNSUBSCRIBED", "UNJOINED"):
+            elif old is None or old in _OUTSIDE:
                 trigger = "join"
-            elif old == _STABLE and new == "RECONCILING":
+            elif old in _STABLE and new in _RECONCILING:
                 trigger = "assignment_changed"
             else:
                 trigger = "rejoin"
@@ -253,7 +292,7 @@ class ConsumerTelemetry:
         elif new not in _REBALANCING and self._rebalance_since is not None:
             duration = now - self._rebalance_since
             self._rebalance_since = None
-            error = None if new == _STABLE else new.lower()
+            error = None if new in _STABLE else new.name.lower()
             if error is None:
                 with self._lock:
                     self._rebalances += 1

@@ -108,11 +108,28 @@ _CHOICES = [
 ]
 
 
+class StateSeen:
+    """The member's listener: the state it was last told, checked against the member's."""
+
+    def __init__(self) -> None:
+        self.state: object = None
+
+    def started(self, state: object, now: float) -> None:
+        assert self.state is None
+        self.state = state
+
+    def state_changed(self, old: object, new: object, now: float) -> None:
+        assert old is self.state
+        assert new is not old
+        self.state = new
+
+
 class World:
     """A runtime and coordinator stand-in that checks every action list the member returns."""
 
     def __init__(self, assignors: Mapping[str, set[RebalanceProtocol]], static: bool) -> None:
         self.assignors = assignors
+        self.seen = StateSeen()
         self.m = ClassicMember(
             ClassicMemberConfig(
                 group_id="g",
@@ -123,6 +140,7 @@ class World:
             ),
             assignors,
             random=lambda: 0.5,
+            listener=self.seen,
         )
         self.now = 0.0
         self.generation = 0
@@ -138,6 +156,7 @@ class World:
     def handle(self, event: ClassicEvent, synced: frozenset[TopicPartition] | None = None) -> None:
         before = self.m.state
         acts = self.m.handle(event, self.now)
+        assert self.seen.state is self.m.state  # the listener was told every change
         accepted_sync = (
             synced is not None
             and before is ClassicState.SYNCING

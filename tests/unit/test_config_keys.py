@@ -69,6 +69,19 @@ def test_every_key_is_documented_with_its_default(key: keys.ConfigKey[Any]) -> N
     )
 
 
+def test_defaults_mentioned_in_the_docs_prose_are_the_keys_defaults() -> None:
+    # "`session.timeout.ms` (default 45000)" anywhere in docs/ or the README.
+    mention = re.compile(r"`([a-z.]+)` \(default ([^,)]+)")
+    found = 0
+    for path in [*sorted(DOCS.parent.glob("*.md")), DOCS.parents[1] / "README.md"]:
+        for name, shown in mention.findall(path.read_text()):
+            if name in {k.name for k in keys.KEYS}:
+                found += 1
+                expected = keys.key(name).shown_default.strip("`")
+                assert shown.strip("` ") == expected, f"{path.name}: {name} (default {shown})"
+    assert found  # the pattern still finds the mentions it is there for
+
+
 def test_keys_are_defined_once() -> None:
     names = [k.name for k in keys.KEYS]
     assert len(names) == len(set(names))

@@ -51,10 +51,27 @@ IN_GROUP = {
 }
 
 
+class StateSeen:
+    """The member's listener: the state it was last told, checked against the member's."""
+
+    def __init__(self) -> None:
+        self.state: object = None
+
+    def started(self, state: object, now: float) -> None:
+        assert self.state is None
+        self.state = state
+
+    def state_changed(self, old: object, new: object, now: float) -> None:
+        assert old is self.state
+        assert new is not old
+        self.state = new
+
+
 class World:
     """A runtime and broker stand-in that checks every action list the member returns."""
 
     def __init__(self, auto_commit: bool, static: bool) -> None:
+        self.seen = StateSeen()
         self.m = ConsumerMember(
             MemberConfig(
                 group_id="g",
@@ -64,6 +81,7 @@ class World:
                 max_poll_interval_ms=20_000,
             ),
             random=lambda: 0.5,
+            listener=self.seen,
         )
         self.now = 0.0
         self.epoch = 0
@@ -87,6 +105,7 @@ class World:
         assigned_done = isinstance(event, CallbackCompleted) and event.kind is CallbackKind.ASSIGNED
         before = self.latest_target()
         acts = self.m.handle(event, self.now)
+        assert self.seen.state is self.m.state  # the listener was told every change
         if assigned_done:
             for a in acts:
                 if isinstance(a, StartFetching):

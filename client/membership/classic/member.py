@@ -84,6 +84,7 @@ from kgroup.membership.common.lifecycle import (
     check_optional_ids,
     session_seconds,
 )
+from kgroup.membership.common.listener import MemberListener
 from kgroup.membership.common.member import MemberBase
 from kgroup.types import RebalanceProtocol, TopicPartition
 
@@ -247,6 +248,7 @@ class ClassicMember(
         assignors: Mapping[str, Collection[RebalanceProtocol]],
         *,
         random: Callable[[], float] | None = None,
+        listener: MemberListener[ClassicState] | None = None,
     ) -> None:
         if not assignors:
             raise ValueError("at least one assignor is needed")
@@ -255,7 +257,7 @@ class ClassicMember(
                 raise ValueError("assignor names must be non-empty")
             if not protocols:
                 raise ValueError(f"assignor {name!r} supports no rebalance protocol")
-        super().__init__(config, CLASSIC_MACHINE, member_id="", random=random)
+        super().__init__(config, CLASSIC_MACHINE, member_id="", random=random, listener=listener)
         self._cfg = config
         self._assignors: tuple[tuple[str, frozenset[RebalanceProtocol]], ...] = tuple(
             (name, frozenset(protocols)) for name, protocols in assignors.items()

@@ -31,6 +31,7 @@ from kgroup.membership.common.events import (
     Unsubscribe,
 )
 from kgroup.membership.common.lifecycle import Lifecycle, MemberSettings, Step, Waiting
+from kgroup.membership.common.listener import NO_LISTENER, MemberListener
 from kgroup.membership.common.retry import RetryDelay
 from kgroup.membership.common.transitions import TransitionTable
 from kgroup.types import Backoff, TopicPartition
@@ -58,7 +59,9 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
 
     ``random`` is the random source of the retry backoff
     (:meth:`kgroup.types.Backoff.delay`: floats in ``[0, 1)``; tests pass
-    ``lambda: 0.5``, no jitter).
+    ``lambda: 0.5``, no jitter). ``listener`` is told the member's first
+    state and every state change (:class:`~kgroup.membership.common.listener.MemberListener`;
+    None: nobody is).
     """
 
     _LOG: ClassVar[logging.Logger]
@@ -74,10 +77,16 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
         *,
         member_id: str,
         random: Callable[[], float] | None,
+        listener: MemberListener[_St] | None = None,
     ) -> None:
         self._group_id = config.group_id
         self._member_id = member_id
         self._state = transitions.initial
+        self._listener: MemberListener[_St] = NO_LISTENER if listener is None else listener
+        # The time of the event being handled (None before the first one): a
+        # transition tells the listener when it happened without every handler
+        # passing ``now`` down to _go.
+        self._now: float | None = None
         self._transitions = transitions
         self._life = Lifecycle(config.max_poll_interval_ms)
         backoff = Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms)
@@ -114,6 +123,9 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
         acts: list[_Ac] = []
         if self.closed:
             return acts
+        if self._now is None:
+            self._listener.started(self._state, now)
+        self._now = now
         if self._life.close_deadline_passed(now):
             self._close_deadline_reached(now, acts)
         else:
@@ -183,8 +195,9 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
         self._unsubscribe(now, acts)
 
     def _go(self, trigger: _Tr) -> None:
-        new = self._transitions.next(self._state, trigger)
-        if new is not self._state:
+        old = self._state
+        new = self._transitions.next(old, trigger)
+        if new is not old:
             self._LOG.info(
                 "group %s member %s %s %d: %s -> %s (%s)",
                 self._group_id,
@@ -196,6 +209,8 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
                 trigger.value,
             )
         self._state = new
+        if new is not old and self._now is not None:
+            self._listener.state_changed(old, new, self._now)
 
     def _next_token(self) -> int:
         self._token += 1

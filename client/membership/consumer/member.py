@@ -46,6 +46,7 @@ from kgroup.membership.common.lifecycle import (
     check_optional_ids,
     session_seconds,
 )
+from kgroup.membership.common.listener import MemberListener
 from kgroup.membership.common.member import MemberBase
 from kgroup.membership.consumer import reconcile
 from kgroup.membership.consumer.actions import (
@@ -196,7 +197,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
     - every state change follows :data:`kgroup.membership.consumer.states.TRANSITIONS`;
       anything else raises :class:`~kgroup.membership.common.IllegalTransitionError`.
 
-    ``random``: see :class:`~kgroup.membership.common.member.MemberBase`.
+    ``random`` and ``listener``: see :class:`~kgroup.membership.common.member.MemberBase`.
     """
 
     _LOG = log
@@ -205,8 +206,16 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
     _STALE = _S.STALE
     _IN_GROUP = IN_GROUP
 
-    def __init__(self, config: MemberConfig, *, random: Callable[[], float] | None = None) -> None:
-        super().__init__(config, MACHINE, member_id=config.member_id, random=random)
+    def __init__(
+        self,
+        config: MemberConfig,
+        *,
+        random: Callable[[], float] | None = None,
+        listener: MemberListener[MemberState] | None = None,
+    ) -> None:
+        super().__init__(
+            config, MACHINE, member_id=config.member_id, random=random, listener=listener
+        )
         self._cfg = config
         self._epoch = JOIN_EPOCH
         self._subscription: SubscribedTopics | None = None
