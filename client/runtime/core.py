@@ -26,6 +26,15 @@ a session of another protocol. :meth:`RuntimeCore.next_deadline` says when its
 own timers (the poll pass-on, the liveness look, callbacks held for
 asynchronous commits) need a call to :meth:`RuntimeCore.timers`.
 
+Why the commit before a revocation waits for the application: positions count
+records *handed out*; the application may still be processing the last batch
+when a revocation starts. The positions of the revoked partitions are captured
+when they stop fetching, and committed at the application's next service point
+(the start of its next poll, when it has finished with every record handed out
+before), so a commit never covers a record the application has not finished
+with. The revoke callback needs that same poll anyway. Interval auto-commits
+are made at service points too (like the Java client's auto-commit in poll).
+
 Two things it reads without asking, both local and synchronous: the session's
 view of its member (:class:`SessionView`: assignment, epoch, settled) and the
 data plane's local positions (:class:`DataPlaneView`), as Java's
@@ -395,6 +404,9 @@ class RuntimeCore(Generic[S]):
         self.topics: frozenset[str] = frozenset()
         """Subscribed names, for denial messages (set as the session takes them)."""
         self.truncation: LogTruncationError | None = None
+        """Owned partitions whose logs were truncated below their committed offsets
+        (``auto.offset.reset=error``), waiting for the application's ``seek()``:
+        raised from every poll until none is left (replaced, never changed)."""
         self._truncations: dict[TopicPartition, Truncation] = {}
         self.latest_subscription: SubscriptionChange | None = None
         # switch_protocol(): the protocol to join next once the leave completes,
@@ -414,15 +426,24 @@ class RuntimeCore(Generic[S]):
         self._hold_wait = config.request_timeout_ms / 1000
         self._told_settled = False
         self.poll_events_wanted = True
-        """Whether the application's polls must reach the member at once (see the driver)."""
+        """Whether the application's polls must reach the member at once (read by the
+        front end's thread): while the member is not settled, a poll may move it on
+        (a rejoin after its poll timer expired, a retried rebalance step). Settled,
+        polls only keep its poll timer from expiring: the front end notes them (the
+        driver's ``note_poll``, no thread hop, sets :attr:`app_polled`) and
+        :meth:`pass_on_polls` passes the latest on shortly before the timer would
+        expire."""
         self.poll_slack = min(1.0, config.max_poll_interval_ms / 10_000)
         # The front end notes polls at most once a second: the first look is that
         # long before the poll timer expires (a tenth of a shorter timer).
         self.app_polled = -float("inf")  # monotonic time of the latest noted poll
         self._app_poll_passed = -float("inf")  # ... of the latest poll the member was told of
         self.session_lapses_at: float | None = None
-        """Monotonic time past which the member's session has surely run out while it
-        owns partitions (None: no such risk)."""
+        """``time.monotonic()`` past which the member's session has surely run out while
+        it owns partitions (None: no such risk), read by the front end without a thread
+        hop: records it takes from the data plane after that belong to partitions that
+        may be another member's already, and are not handed out (a process stopped
+        past its session and resumed runs the application's thread before the loop's)."""
         self.liveness = UnownedWatch()
         self.liveness_on = True
         self.last_epoch = session.generation_or_epoch
@@ -1027,6 +1048,16 @@ class RuntimeCore(Generic[S]):
 
     def switch_protocol(self, protocol: GroupProtocol) -> list[Effect]:
         """Leave the group on the protocol in use and join it again on ``protocol``.
+
+        The member releases its partitions as an unsubscribe does (revoke
+        callback, commit, leave; a static member leaves as static members do,
+        keeping its instance id for its successor), then a new session of
+        ``protocol`` joins with the same subscription, listener and
+        ``group.instance.id``. The coordinator converts the group when this
+        member is the first consumer-protocol member of a classic group, or the
+        last one of a consumer group. Calling it again before the switch is
+        done retargets it; asking for the protocol in use (and no switch is
+        under way) does nothing.
 
         Raises:
             ValueError: ``protocol`` is AUTO.

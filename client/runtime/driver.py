@@ -6,31 +6,22 @@ task group, and drives the member of one **session** (the consumer protocol's
 :class:`~kgroup.runtime.consumer_session.ConsumerSession` or the classic
 :class:`~kgroup.runtime.classic_session.ClassicSession`) with the time from
 ``anyio.current_time()``. Every decision above the member is the sans-IO
-:class:`~kgroup.runtime.core.RuntimeCore`'s; the driver carries out the
+:class:`~kgroup.runtime.core.RuntimeCore`'s (commits, revocation, truncation,
+manual assignment, settled rules, protocol switch); the driver carries out the
 effects it returns:
 
 - the session performs its own protocol's actions (group requests, assignors)
   as background tasks that report back as events, so heartbeats never wait
   for the application;
 - data-plane changes are made at once; offset fetches, truncation checks and
-  commits run in the background and report to the core;
+  commits run in the background (:mod:`kgroup.runtime.offset_io`) and report
+  to the core;
 - everything that must happen in the application's context is queued as
   *application work* (:data:`~kgroup.runtime.work.AppWork`): rebalance
-  callbacks, errors to raise, results of asynchronous commits, and the commit
-  before a revocation (see below). The consumer front ends drain the queue
+  callbacks, errors to raise, results of asynchronous commits, and the release
+  of the commit before a revocation. The consumer front ends drain the queue
   inside ``poll()`` at points where the application holds no unprocessed
   record (:mod:`kgroup._frontend`).
-
-Why the revocation commit waits for the application: positions count records
-*handed out*; the application may still be processing the last batch when a
-revocation starts. The positions of the revoked partitions are captured when
-they stop fetching, and committed at the application's next service point
-(the start of its next poll, when it has finished with every record handed
-out before), so a commit never covers a record the application has not
-finished with. The revoke callback needs that same poll anyway.
-
-Interval auto-commits are made at service points too (like the Java client's
-auto-commit in poll) for the same reason.
 
 ``group.protocol=auto`` is resolved here, with the driver's own client
 (:mod:`kgroup.runtime.choice`): before joining, and again when the first
@@ -49,7 +40,7 @@ import collections
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
@@ -58,14 +49,10 @@ import anyio.abc
 from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.dataplane.librdkafka import DataPlaneError, commit_reporter
 from kgroup.errors import (
-    AuthorizationError,
-    BrokerError,
     KgroupError,
     LogTruncationError,
     NoBrokersAvailableError,
     RequestTimeoutError,
-    TopicAuthorizationFailedError,
-    UnknownTopicOrPartitionError,
 )
 from kgroup.membership import (
     CloseRequested,
@@ -73,9 +60,8 @@ from kgroup.membership import (
     SubscriptionChanged,
     Unsubscribe,
 )
-from kgroup.offsets import MemberView, OffsetManager, check_truncation
-from kgroup.protocol import broker_error
-from kgroup.runtime import choice, core, work
+from kgroup.offsets import MemberView, OffsetManager
+from kgroup.runtime import choice, core, topic_watch, work
 from kgroup.runtime._log import log
 from kgroup.runtime.connect import open_kafka_client
 from kgroup.runtime.fetch_state import (
@@ -86,6 +72,7 @@ from kgroup.runtime.fetch_state import (
     Seek,
     Unassign,
 )
+from kgroup.runtime.group_look import look_at_group
 from kgroup.runtime.interfaces import (
     DataPlaneInterface,
     KnowsLogEnds,
@@ -94,9 +81,10 @@ from kgroup.runtime.interfaces import (
     TransportInterface,
     WaitsInChunks,
 )
-from kgroup.runtime.liveness import NOTHING_SEEN, Look, UnownedWatch
+from kgroup.runtime.liveness import UnownedWatch
+from kgroup.runtime.offset_io import OffsetIO
+from kgroup.runtime.topic_watch import MISSING_TOPIC_WARNINGS, missing_topic_delays
 from kgroup.telemetry.recorder import ConsumerTelemetry
-from kgroup.transport.security import explain_denial
 from kgroup.types import Backoff, OffsetAndMetadata, TopicPartition
 
 if TYPE_CHECKING:
@@ -110,22 +98,6 @@ __all__ = [
     "missing_topic_delays",
     "open_kafka_client",
 ]
-
-MISSING_TOPIC_WARNINGS = (1.0, 60.0)
-"""Seconds before the first repeat of the missing-topic warning, and the cap.
-
-The wait doubles between warnings: loud at first, when a typo or a topic not
-created yet is the likely cause, then rare, so a long wait stays in the log
-without flooding it.
-"""
-
-
-def missing_topic_delays(first: float, cap: float) -> Iterator[float]:
-    """The waits between missing-topic warnings: first, doubling, capped."""
-    delay = first
-    while True:
-        yield delay
-        delay = min(delay * 2, cap)
 
 
 class MixedAssignmentError(KgroupError, RuntimeError):
@@ -178,7 +150,8 @@ class Driver:
             math.inf
         )
         self._client: TransportInterface | None = None
-        self._offsets: OffsetManager | None = None
+        self.offsets: OffsetManager | None = None
+        """Fetches and commits the group's offsets (only while connected)."""
         self._tg: anyio.abc.TaskGroup | None = None
         self._scope: anyio.CancelScope | None = None
         self._done: anyio.Event | None = None
@@ -187,7 +160,6 @@ class Driver:
         self._bootstrap_scope: anyio.CancelScope | None = None  # the current connect-and-drive
         self._protocol_known: anyio.Event | None = None  # group.protocol=auto only
         self._deferred: list[tuple[Callable[..., Awaitable[None]], tuple[object, ...]]] = []
-        self._background_commits_done: anyio.Event | None = None
         on_commit = config.callbacks.on_commit
         self.core: core.RuntimeCore[Session] = core.RuntimeCore(
             config,
@@ -201,6 +173,8 @@ class Driver:
             commit_callback=None if on_commit is None else commit_reporter(on_commit),
         )
         """Every decision of the runtime (:mod:`kgroup.runtime.core`)."""
+        self.offset_io = OffsetIO(self, self.core)
+        """Carries out the offset requests (commits, fetches, truncation checks)."""
 
     # ------------------------------------------------------------------ views
 
@@ -221,34 +195,22 @@ class Driver:
 
     @property
     def truncation(self) -> LogTruncationError | None:
-        """Owned partitions whose logs were truncated below their committed offsets
-        (``auto.offset.reset=error``), waiting for the application's ``seek()``:
-        raised from every poll until none is left (replaced, never changed)."""
+        """Truncated partitions awaiting a ``seek()`` (see :attr:`RuntimeCore.truncation`)."""
         return self.core.truncation
 
     @property
     def poll_events_wanted(self) -> bool:
-        """Whether the application's polls must reach the member at once (read by the
-        front end's thread): while the member is not settled, a poll may move it on
-        (a rejoin after its poll timer expired, a retried rebalance step). Settled,
-        polls only keep its poll timer from expiring: the front end notes them
-        (:meth:`note_poll`, no thread hop) and the driver passes the latest on
-        shortly before the timer would expire."""
+        """Whether polls must reach the member at once (:attr:`RuntimeCore.poll_events_wanted`)."""
         return self.core.poll_events_wanted
 
     @property
     def session_lapses_at(self) -> float | None:
-        """``time.monotonic()`` past which the member's session has surely run out while
-        it owns partitions (None: no such risk), read by the front end without a thread
-        hop: records it takes from the data plane after that belong to partitions that
-        may be another member's already, and are not handed out (a process stopped
-        past its session and resumed runs the application's thread before the loop's)."""
+        """When the session surely lapsed (:attr:`RuntimeCore.session_lapses_at`)."""
         return self.core.session_lapses_at
 
     @property
     def liveness(self) -> UnownedWatch:
-        """When this member, idle, looks for partitions the group left unowned (see
-        :mod:`kgroup.runtime.liveness`)."""
+        """When this member, idle, looks for partitions the group left unowned."""
         return self.core.liveness
 
     @liveness.setter
@@ -373,7 +335,7 @@ class Driver:
                 self.group_id,
                 exc,
             )
-            self._queue(work.ErrorWork(exc))
+            self.queue(work.ErrorWork(exc))
             if self._protocol_known is not None and not self._protocol_known.is_set():
                 choice.assume_consumer(
                     self.config,
@@ -404,7 +366,7 @@ class Driver:
                 )
             if self._protocol_known is not None:
                 await self._choose(client, choose_by)
-            self._offsets = OffsetManager(
+            self.offsets = OffsetManager(
                 client,
                 self.group_id,
                 MemberView(
@@ -415,7 +377,7 @@ class Driver:
                     instance_id=self.config.group_instance_id,
                     tenure=self.core.fetch.tenure,
                     fetched_topic_id=self.core.fetched_ids.get,
-                    topic_recreated=lambda tps: self._execute(self.core.topic_recreated(tps)),
+                    topic_recreated=lambda tps: self.execute(self.core.topic_recreated(tps)),
                     topics_deleted=self._topics_deleted,
                     beyond_log_end=self.core.beyond_log_end,
                 ),
@@ -431,7 +393,7 @@ class Driver:
                 tg.start_soon(self._guarded, fn, *args)
             self._deferred.clear()
             await self._drive()
-            await self._finish_background_commits()
+            await self.offset_io.finish_background_commits()
             tg.cancel_scope.cancel()
 
     async def _choose(self, client: TransportInterface, deadline: float) -> None:
@@ -447,7 +409,7 @@ class Driver:
         effects = self.core.session_switched(choice.new_session(protocol, self))
         if self._tg is not None and self._ready is not None and self._ready.is_set():
             self.session.start()
-            self._execute(effects)
+            self.execute(effects)
 
     async def _drive(self) -> None:
         core = self.core
@@ -458,7 +420,7 @@ class Driver:
                 continue
             now = anyio.current_time()
             effects, check = core.pass_on_polls(now, time.monotonic())
-            self._execute(effects + core.timers(now))
+            self.execute(effects + core.timers(now))
             if session.has_events():
                 continue
             deadline = session.next_deadline()
@@ -466,7 +428,7 @@ class Driver:
                 self._step(session)
                 continue
             effects, look = core.look_at_group(now)
-            self._execute(effects)
+            self.execute(effects)
             for other in (check, look, core.held_until()):
                 if other is not None and (deadline is None or other < deadline):
                     deadline = other
@@ -479,38 +441,21 @@ class Driver:
         actions = session.handle_next(anyio.current_time())
         self.telemetry.step(session, actions)
         for action in actions:
-            self._execute(self.core.perform(action, anyio.current_time()))
+            self.execute(self.core.perform(action, anyio.current_time()))
         if session is not self.session:
             return  # switched protocols: the new member starts from scratch
-        self._execute(self.core.stepped(anyio.current_time(), time.monotonic()))
+        self.execute(self.core.stepped(anyio.current_time(), time.monotonic()))
 
     async def _look_at_group(self, session: Session) -> None:
         """Describe the group; the core decides whether the member must rejoin."""
-        from kgroup.admin.groups import describe_group_once  # noqa: PLC0415 - idle members only
-        from kgroup.transport import KafkaClient  # noqa: PLC0415
-
-        client = self.client
-        if not isinstance(client, KafkaClient):
-            self.core.liveness_on = False  # a test transport that cannot describe groups
-            return
-        look = NOTHING_SEEN  # what a failed look counts as: the next comes after the quiet wait
-        try:
-            with anyio.fail_after(2 * self.request_timeout):
-                group = await describe_group_once(client, self.group_id)
-                topics = sorted({t for m in group.members for t in m.subscribed_topics})
-                meta = await client.metadata(topics, timeout=self.request_timeout)
-            counts = {name: t.partition_count for name, t in meta.topics.items()}
-            look = Look.of(group, counts, session.member_id)
-        except AuthorizationError as exc:
-            # Describing the group needs DESCRIBE on it, which a consumer's
-            # principal may lack: this member stops looking, it still consumes.
-            log.info("group %s: not looking at the group's assignment: %s", self.group_id, exc)
-            self.core.liveness_on = False
-        except (KgroupError, TimeoutError) as exc:
-            log.info("group %s: could not look at the group's assignment: %s", self.group_id, exc)
-        self._execute(
-            self.core.group_looked(anyio.current_time(), look, current=session is self.session)
+        look, again = await look_at_group(
+            self.client, self.group_id, session.member_id, self.request_timeout
         )
+        self.core.liveness_on = self.core.liveness_on and again
+        if look is None:
+            return
+        now = anyio.current_time()
+        self.execute(self.core.group_looked(now, look, current=session is self.session))
         self.wake()
 
     async def _subscriptions(self) -> None:
@@ -521,78 +466,21 @@ class Driver:
                 watch = None
             if isinstance(change, SubscriptionChanged) and change.topics:
                 self.core.topics = change.topics  # named in authorization errors
-                if await self._topics_denied(change.topics):
+                error = await topic_watch.denied(
+                    self.client, self.config, change.topics, self.request_timeout
+                )
+                if error is not None:
+                    self.set_fatal(error)
                     return
                 watch = anyio.CancelScope()
                 self.spawn(self._warn_while_missing, change.topics, watch)
             await self.session.subscribe(change)
 
     async def _warn_while_missing(self, topics: frozenset[str], scope: anyio.CancelScope) -> None:
-        """Log a WARNING while a subscribed topic is unknown, repeated with backoff.
-
-        Without it a consumer of a topic that does not exist waits silently:
-        the group assigns it nothing and no error is due (the topic may be
-        created later, as the Java client waits too). The broker answers
-        UNKNOWN_TOPIC_OR_PARTITION both for a missing topic and, with some
-        authorizers, for one the principal may not describe, so both are named.
-        """
         with scope:
-            for delay in missing_topic_delays(*MISSING_TOPIC_WARNINGS):
-                try:
-                    cluster = await self.client.metadata(
-                        sorted(topics), timeout=self.request_timeout
-                    )
-                except KgroupError as exc:
-                    log.info(
-                        "group %s: metadata for %s failed: %s", self.group_id, sorted(topics), exc
-                    )
-                else:
-                    errors = cluster.topic_errors
-                    missing = sorted(
-                        t
-                        for t in topics
-                        if errors.get(t)
-                        and isinstance(broker_error(errors[t]), UnknownTopicOrPartitionError)
-                    )
-                    if not missing:
-                        return
-                    names = ", ".join(missing)
-                    log.warning(
-                        "group %s: subscribed topic %s does not exist or is not authorized for "
-                        "this client, so no partitions are assigned; create it (for example "
-                        "`kgroup topics create %s --bootstrap-servers %s`), check the spelling, "
-                        "or grant DESCRIBE and READ on it; checking again in %.0f s",
-                        self.group_id,
-                        names,
-                        missing[0],
-                        ",".join(self.config.bootstrap_servers),
-                        delay,
-                    )
-                await anyio.sleep(delay)
-
-    async def _topics_denied(self, topics: frozenset[str]) -> bool:
-        """Make a subscribed topic the principal may not describe fatal; True if so.
-
-        As the Java client: the ACL denial is the application's error, raised
-        from poll, not a retry loop (and no partition is ever held). A failed
-        lookup is not a denial: the member joins and the session reports what fails.
-        """
-        try:
-            cluster = await self.client.metadata(sorted(topics), timeout=self.request_timeout)
-        except KgroupError as exc:
-            log.info("group %s: metadata for %s failed: %s", self.group_id, sorted(topics), exc)
-            return False
-        errors = cluster.topic_errors
-        denied = sorted(
-            t
-            for t in topics
-            if errors.get(t) and isinstance(broker_error(errors[t]), TopicAuthorizationFailedError)
-        )
-        if denied:
-            self.set_fatal(
-                explain_denial(broker_error(errors[denied[0]]), group=self.group_id, topics=denied)
+            await topic_watch.warn_while_missing(
+                self.client, self.config, topics, self.request_timeout
             )
-        return bool(denied)
 
     # ------------------------------------------------------------- the host
 
@@ -626,30 +514,31 @@ class Driver:
             self.fatal = error
         self._wakeup()
 
-    def _queue(self, item: work.AppWork) -> None:
+    def queue(self, item: work.AppWork) -> None:
+        """Hand ``item`` to the application's context."""
         self.app_work.append(item)
         self._wakeup()
 
     # ------------------------------------------------------------ the effects
 
-    def _execute(self, effects: Sequence[core.Effect]) -> None:
+    def execute(self, effects: Sequence[core.Effect]) -> None:
         """Carry out what the core decided, in order."""
         for effect in effects:
             match effect:
                 case core.DataPlaneOps():
                     self._apply(effect)
                 case core.FetchCommitted():
-                    self.spawn(self._fetch_committed, effect)
+                    self.spawn(self.offset_io.fetch_committed, effect)
                 case core.CheckTruncation():
-                    self.spawn(self._check_truncation, effect)
+                    self.spawn(self.offset_io.check_truncation, effect)
                 case core.SendMemberCommit():
-                    self.spawn(self._member_commit, effect)
+                    self.spawn(self.offset_io.member_commit, effect)
                 case core.FinishCommit():
                     self.session.commit_done(effect.finished)
                 case core.Post():
                     self.session.post(effect.event)
                 case core.QueueWork():
-                    self._queue(effect.item)
+                    self.queue(effect.item)
                 case core.Fatal():
                     self.set_fatal(effect.error)
                 case core.Rediscover():
@@ -689,7 +578,7 @@ class Driver:
                     try:
                         dataplane.assign(op.offsets, leader_epochs=self.core.start_epochs(op))
                     except DataPlaneError as exc:
-                        self._execute(self.core.assign_failed(op, exc))
+                        self.execute(self.core.assign_failed(op, exc))
                         return
                     self.telemetry.fetch_started(op.offsets)
                     self.core.fetch_started(op.offsets.keys())
@@ -709,96 +598,13 @@ class Driver:
                     dataplane.resume(op.partitions)
                 case Seek():
                     dataplane.seek(op.partition, op.offset)
-        self._execute(self.core.ops_done())
-
-    async def _fetch_committed(self, effect: core.FetchCommitted) -> None:
-        """The committed offsets a start of fetching needs; the core decides the rest."""
-        assert self._offsets is not None
-        fetch, ticket = self.fetch, effect.ticket
-        committed: dict[TopicPartition, int | None] = {}
-        if effect.manual:
-            need = self.core.manual_fetch_needs(ticket)
-            if need:
-                # The truncation check asks only about offsets whose leader epoch
-                # is older than the leader's current one in the metadata; metadata
-                # this consumer learned before an unclean election (an earlier
-                # assign()) would hide the truncation. One Metadata request per
-                # assign(); the offset fetch then finds the topics known.
-                await self._refresh_topics({tp.topic for tp in need})
-                try:
-                    # A plain read: a manual consumer is no member of the group.
-                    committed = await self._offsets.fetch(
-                        need,
-                        deadline=anyio.current_time() + self.request_timeout,
-                        as_member=False,
-                        wanted=lambda: bool(fetch.wanted(ticket)),
-                    )
-                except KgroupError as exc:
-                    self._execute(self.core.offset_fetch_failed(True, exc))
-                    return
-        else:
-            while fetch.wanted(ticket):
-                try:
-                    committed = await self._offsets.fetch(
-                        sorted(fetch.wanted(ticket)),
-                        deadline=anyio.current_time() + self.request_timeout,
-                        wanted=lambda: bool(fetch.wanted(ticket)),
-                    )
-                    break
-                except RequestTimeoutError as exc:
-                    log.info("group %s: offset fetch timed out (%s); retrying", self.group_id, exc)
-                except BrokerError as exc:
-                    self._execute(self.core.offset_fetch_failed(False, exc))
-                    return
-        # Checked in this task (no other start of fetching overtakes it).
-        for effect_ in self.core.offsets_fetched(ticket, committed):
-            if isinstance(effect_, core.CheckTruncation):
-                await self._check_truncation(effect_)
-            else:
-                self._execute([effect_])
-
-    async def _check_truncation(self, effect: core.CheckTruncation) -> None:
-        cuts = await check_truncation(
-            self.client,
-            effect.starts,
-            self.core.leader_epochs,
-            timeout=self.request_timeout,
-            max_age=self.config.metadata_max_age,
-        )
-        self._execute(self.core.truncation_checked(effect.ticket, effect.committed, cuts))
-
-    async def _refresh_topics(self, topics: Collection[str]) -> None:
-        """Refresh the metadata of ``topics``; on failure the check uses what is known."""
-        try:
-            await self.client.metadata(sorted(topics), timeout=self.request_timeout)
-        except KgroupError as exc:
-            log.info("group %s: metadata for %s failed: %s", self.group_id, sorted(topics), exc)
+        self.execute(self.core.ops_done())
 
     # --------------------------------------------------------------- commits
 
     def release_revocation_commit(self, token: int) -> None:
         """The application reached a service point: start the commit ``token`` waits for."""
-        self._execute(self.core.release_revocation_commit(token))
-
-    async def _member_commit(self, effect: core.SendMemberCommit) -> None:
-        assert self._offsets is not None
-        session = self.session
-        generation = session.generation_or_epoch
-        error: BaseException | None = None
-        started = anyio.current_time()
-        offsets = dict(effect.offsets)
-        try:
-            await self._offsets.commit(offsets, deadline=effect.deadline)
-        except KgroupError as exc:
-            error = exc
-        for done in self.core.member_commit_done(effect.token, offsets, error, generation):
-            if isinstance(done, core.FinishCommit):
-                self.telemetry.commit_done(
-                    offsets, generation, anyio.current_time() - started, error
-                )
-                session.commit_done(done.finished)  # the member that asked, even if switched
-            else:
-                self._execute([done])
+        self.execute(self.core.release_revocation_commit(token))
 
     def current_offsets(self) -> dict[TopicPartition, int]:
         """Positions of the owned partitions (records handed out, see the core)."""
@@ -824,61 +630,7 @@ class Driver:
         ``metadata``: the application's string to store with some of the offsets.
         Returns what was committed (owned partitions only).
         """
-        started = anyio.current_time()
-        epoch = self.session.generation_or_epoch
-        try:
-            done = await self._commit(offsets, timeout=timeout, metadata=metadata)
-        except KgroupError as exc:
-            tried = self.current_offsets() if offsets is None else offsets
-            self.telemetry.commit_done(tried, epoch, anyio.current_time() - started, exc)
-            raise
-        if done:
-            self.telemetry.commit_done(done, epoch, anyio.current_time() - started, None)
-        return done
-
-    async def _commit(
-        self,
-        offsets: Mapping[TopicPartition, int] | None,
-        *,
-        timeout: float | None,
-        metadata: Mapping[TopicPartition, str] | None = None,
-    ) -> dict[TopicPartition, int]:
-        chosen = self.current_offsets() if offsets is None else dict(offsets)
-        if not chosen:
-            return {}
-        budget = self.request_timeout if timeout is None else timeout
-        deadline = anyio.current_time() + budget
-        try:
-            manager = await self._connected(deadline)
-            protocol = self.session.group_protocol
-            try:
-                # A classic commit's REBALANCE_IN_PROGRESS is not retried: the
-                # generation it carries is about to end.
-                done = await manager.commit(
-                    chosen,
-                    deadline=deadline,
-                    retry_rebalance_in_progress=protocol is not GroupProtocol.CLASSIC,
-                    metadata=metadata,
-                )
-            except KgroupError as exc:
-                refused = core.refused_commit(protocol, chosen, exc)
-                if refused is None:
-                    raise
-                raise refused from exc
-        except KgroupError as exc:
-            self._execute(self.core.commit_reported(chosen, exc))
-            raise
-        self._execute(self.core.commit_reported(done, None))
-        return done
-
-    async def _connected(self, deadline: float) -> OffsetManager:
-        # Before run() bootstrapped there is no client yet: wait for it (or its failure).
-        if self._offsets is None and self._ready is not None:
-            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
-                await self._ready.wait()
-        if self._offsets is None or self._ended:
-            raise self.fatal or RequestTimeoutError("the consumer could not connect in time")
-        return self._offsets
+        return await self.offset_io.commit(offsets, timeout=timeout, metadata=metadata)
 
     def commit_in_background(
         self,
@@ -887,86 +639,36 @@ class Driver:
         metadata: Mapping[TopicPartition, str] | None = None,
     ) -> None:
         """Start a commit; its outcome goes to ``callback`` in the application's next poll."""
-        chosen = self.current_offsets() if offsets is None else dict(offsets)
-        if not chosen:
-            if callback is not None:
-                self._queue(work.CommitResultWork(callback, {}, None))
-            return
-        # Counted from here, not from when the task starts: close must wait for it either way.
-        self.core.background_commit_started()
-        self.spawn(self._background_commit, chosen, callback, metadata)
-
-    async def _finish_background_commits(self) -> None:
-        """The member closed: let asynchronous commits in flight end (as Java's close).
-
-        An application's ``commit_async`` from the revoke callback that
-        ``close()`` runs would otherwise be cancelled with the runtime, and
-        everything since the previous commit redelivered. Bounded by
-        ``request.timeout.ms`` (each commit is too).
-        """
-        if self.core.background_commits:
-            done = self._background_commits_done
-            if done is None or done.is_set():
-                # One event per wait for zero: every waiter meanwhile shares it.
-                done = self._background_commits_done = anyio.Event()
-            with anyio.move_on_after(self.request_timeout):
-                await done.wait()
-
-    async def _background_commit(
-        self,
-        offsets: dict[TopicPartition, int],
-        callback: work.CommitCallback | None,
-        metadata: Mapping[TopicPartition, str] | None,
-    ) -> None:
-        try:
-            done = await self.commit(offsets, metadata=metadata)
-        except KgroupError as exc:
-            log.warning("group %s: asynchronous commit failed: %s", self.group_id, exc)
-            if callback is not None:
-                self._queue(work.CommitResultWork(callback, offsets, exc))
-        else:
-            if callback is not None:
-                self._queue(work.CommitResultWork(callback, done, None))
-        finally:
-            self._execute(self.core.background_commit_ended())
-            if not self.core.background_commits and self._background_commits_done is not None:
-                self._background_commits_done.set()
+        self.offset_io.commit_in_background(offsets, callback, metadata)
 
     def auto_commit(self) -> None:
         """Interval auto-commit of the current positions (called at a service point)."""
-        offsets = self.core.auto_commit_offsets()
-        if offsets:
-            self.spawn(self._auto_commit, offsets)
-
-    async def _auto_commit(self, offsets: dict[TopicPartition, int]) -> None:
-        try:
-            await self.commit(offsets, timeout=self.config.auto_commit_interval_ms / 1000)
-        except KgroupError as exc:
-            log.warning("group %s: auto-commit failed: %s", self.group_id, exc)
+        self.offset_io.auto_commit()
 
     async def committed(
         self, partitions: Collection[TopicPartition], *, timeout: float
     ) -> dict[TopicPartition, int | None]:
         """The group's committed offsets of ``partitions`` (None: nothing committed)."""
-        if not partitions:
-            # Nothing to ask (as Java's committed() of an empty set): no request,
-            # so no wait for a coordinator that may not answer.
-            return {}
-        deadline = anyio.current_time() + timeout
-        manager = await self._connected(deadline)
-        return await manager.fetch(list(partitions), deadline=deadline, as_member=False)
+        return await self.offset_io.committed(partitions, timeout=timeout)
 
     async def committed_with_metadata(
         self, partitions: Collection[TopicPartition], *, timeout: float
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """:meth:`committed` with the metadata committed with each offset."""
-        offsets = await self.committed(partitions, timeout=timeout)
-        # Noted by that very fetch (no await since): this answer's metadata.
-        texts = {} if self._offsets is None else self._offsets.fetched_metadata
-        return {
-            tp: None if offset is None else OffsetAndMetadata(offset, texts.get(tp, ""))
-            for tp, offset in offsets.items()
-        }
+        return await self.offset_io.committed_with_metadata(partitions, timeout=timeout)
+
+    async def connected(self, deadline: float) -> OffsetManager:
+        """The offset manager, once connected (waits for the bootstrap until ``deadline``).
+
+        Raises:
+            RequestTimeoutError: not connected by then (or the fatal error, if any).
+        """
+        if self.offsets is None and self._ready is not None:
+            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+                await self._ready.wait()
+        if self.offsets is None or self._ended:
+            raise self.fatal or RequestTimeoutError("the consumer could not connect in time")
+        return self.offsets
 
     # ------------------------------------------------- application's requests
 
@@ -978,34 +680,24 @@ class Driver:
         Raises:
             MixedAssignmentError: partitions are assigned manually (``assign()``).
         """
-        self._execute(self.core.subscribe(SubscriptionChanged(topics, pattern), listener))
+        self.execute(self.core.subscribe(SubscriptionChanged(topics, pattern), listener))
 
     def unsubscribe(self) -> None:
         """Leave the group (partitions are revoked first)."""
-        self._execute(self.core.change_subscription(Unsubscribe()))
+        self.execute(self.core.change_subscription(Unsubscribe()))
 
     def switch_protocol(self, protocol: GroupProtocol) -> None:
-        """Leave the group on the protocol in use and join it again on ``protocol``.
-
-        The member releases its partitions as an unsubscribe does (revoke
-        callback, commit, leave; a static member leaves as static members do,
-        keeping its instance id for its successor), then a new session of
-        ``protocol`` joins with the same subscription, listener and
-        ``group.instance.id``. The coordinator converts the group when this
-        member is the first consumer-protocol member of a classic group, or the
-        last one of a consumer group. Calling it again before the switch is
-        done retargets it; asking for the protocol in use (and no switch is
-        under way) does nothing.
+        """Leave the group and join it again on ``protocol`` (:meth:`RuntimeCore.switch_protocol`).
 
         Raises:
             ValueError: ``protocol`` is AUTO.
             RuntimeError: the consumer is not subscribed.
         """
-        self._execute(self.core.switch_protocol(protocol))
+        self.execute(self.core.switch_protocol(protocol))
 
     def poll_called(self) -> None:
         """The application polled."""
-        self._execute(self.core.poll_called(time.monotonic()))
+        self.execute(self.core.poll_called(time.monotonic()))
 
     def note_poll(self) -> None:
         """The application polled, while :attr:`poll_events_wanted` is False.
@@ -1019,7 +711,7 @@ class Driver:
         self, item: work.CallbackWork, error: BaseException | None, raised: bool
     ) -> None:
         """A callback returned (``error`` None) or raised; ``raised``: already raised to the app."""
-        self._execute(self.core.callback_done(item, error, raised, anyio.current_time()))
+        self.execute(self.core.callback_done(item, error, raised, anyio.current_time()))
         self.wake()  # a completion held for asynchronous commits has a deadline
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
@@ -1028,15 +720,15 @@ class Driver:
         Raises:
             NotAssignedError: ``partition`` is not assigned to this consumer.
         """
-        self._execute(self.core.seek(partition, offset))
+        self.execute(self.core.seek(partition, offset))
 
     def pause(self, partitions: Collection[TopicPartition]) -> None:
         """Stop handing out records of ``partitions`` (also before they start fetching)."""
-        self._execute(self.core.pause(partitions))
+        self.execute(self.core.pause(partitions))
 
     def resume(self, partitions: Collection[TopicPartition]) -> None:
         """Resume ``partitions`` paused with :meth:`pause`."""
-        self._execute(self.core.resume(partitions))
+        self.execute(self.core.resume(partitions))
 
     def assign(self, offsets: Mapping[TopicPartition, int | None], incremental: bool) -> None:
         """Fetch these partitions without group membership (``assign()``).
@@ -1049,7 +741,7 @@ class Driver:
             MixedAssignmentError: the consumer is subscribed.
             AlreadyAssignedError: ``incremental`` and a partition is assigned already.
         """
-        self._execute(self.core.assign(offsets, incremental))
+        self.execute(self.core.assign(offsets, incremental))
 
     def unassign(self, partitions: Collection[TopicPartition] | None) -> None:
         """Stop fetching manually assigned ``partitions`` (None: all of them).
@@ -1058,7 +750,7 @@ class Driver:
             MixedAssignmentError: the consumer is subscribed.
             NotAssignedError: a partition is not assigned manually.
         """
-        self._execute(self.core.unassign(partitions))
+        self.execute(self.core.unassign(partitions))
 
     def request_close(self, timeout: float) -> None:
         """Start closing: release the assignment and leave within ``timeout`` seconds."""
