@@ -23,8 +23,9 @@ owns the :class:`~kgroup.runtime.fetch_state.FetchState`), requests to send
 a truncation check, a coordinator lookup, a look at the group), events for the
 member, application work (:data:`~kgroup.runtime.work.AppWork`), a fatal error,
 a session of another protocol. :meth:`RuntimeCore.next_deadline` says when its
-own timers (the poll pass-on, the liveness look, callbacks held for
-asynchronous commits) need a call to :meth:`RuntimeCore.timers`.
+own timers (the poll pass-on, callbacks held for asynchronous commits, the
+liveness look) need a call to :meth:`RuntimeCore.timers` (before the member's
+step) and :meth:`RuntimeCore.look_at_group` (after it).
 
 Why the commit before a revocation waits for the application: positions count
 records *handed out*; the application may still be processing the last batch
@@ -423,6 +424,7 @@ class RuntimeCore(Generic[S]):
         self.background_commits = 0
         """Asynchronous commits in flight (counted by the executor: started, ended)."""
         self._held: list[_HeldCompletion] = []
+        self._poll_check: float | None = None  # when to look at the poll timer again
         self._hold_wait = config.request_timeout_ms / 1000
         self._told_settled = False
         self.poll_events_wanted = True
@@ -607,14 +609,11 @@ class RuntimeCore(Generic[S]):
         left = expires - now
         return [], (now + left / 2 if left > _LAST_POLL_LOOK else None)
 
-    def look_at_group(self, now: float) -> tuple[list[Effect], float | None]:
-        """Whether to look at the group now, else when (None: no look due)."""
-        if not self.liveness_on:
-            return [], None
-        look = self.liveness.next_deadline()
-        if look is not None and self.liveness.due(now):
-            return [LookAtGroup()], None
-        return [], look
+    def look_at_group(self, now: float) -> list[Effect]:
+        """Look at the group now if the liveness watch says so (after the member's step)."""
+        if self.liveness_on and self.liveness.due(now):
+            return [LookAtGroup()]
+        return []
 
     def group_looked(self, now: float, look: Look, current: bool) -> list[Effect]:
         """A look at the group ended; ``current``: the session that looked is still in use."""
@@ -628,11 +627,21 @@ class RuntimeCore(Generic[S]):
         """When the first callback completion held for asynchronous commits is let go."""
         return min((h.until for h in self._held), default=None)
 
-    def timers(self, now: float) -> list[Effect]:
-        """Callback completions held past their wait go to the member."""
+    def timers(self, now: float, monotonic: float) -> list[Effect]:
+        """The core's timers due before the member's: polls passed on, held completions.
+
+        ``monotonic``: the front end's clock at ``now`` (polls are noted on it).
+        """
+        effects, self._poll_check = self.pass_on_polls(now, monotonic)
         due = [h for h in self._held if h.until <= now]
         self._held = [h for h in self._held if h.until > now]
-        return [Post(h.completed) for h in due]
+        return effects + [Post(h.completed) for h in due]
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`timers` or :meth:`look_at_group` next has something to do (None: never)."""
+        look = self.liveness.next_deadline() if self.liveness_on else None
+        times = [t for t in (self._poll_check, self.held_until(), look) if t is not None]
+        return min(times, default=None)
 
     # ------------------------------------------------------------ data plane
 
@@ -663,13 +672,24 @@ class RuntimeCore(Generic[S]):
         self.fetch.assign_failed(op)
         return [QueueWork(work.ErrorWork(error)), *self._refresh_truncation()]
 
-    def fetch_started(self, partitions: Collection[TopicPartition]) -> None:
-        """The data plane now fetches ``partitions``: remember their topics' ids.
+    def fetch_started(
+        self, offsets: Mapping[TopicPartition, int | None], *, announce: bool = False
+    ) -> None:
+        """The data plane now fetches ``offsets``' partitions: remember their topics' ids.
 
         The offset fetch before a start described the topics (it names them by
         id), so the ids are those of the topics the data plane now fetches.
+        ``announce``: log where they start (:attr:`DataPlaneOps.announce`).
         """
-        for tp in partitions:
+        if announce:
+            starts = sorted(offsets.items())
+            log.info(
+                "group %s member %s: fetching %s",
+                self.group_id,
+                self.session.member_id,
+                ", ".join(f"{tp}@{'reset' if o is None else o}" for tp, o in starts),
+            )
+        for tp in offsets:
             topic_id = self._topic_id(tp.topic)
             if topic_id is not None and topic_id.int:
                 self.fetched_ids[tp] = topic_id

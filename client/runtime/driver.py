@@ -419,19 +419,17 @@ class Driver:
                 self._step(session)
                 continue
             now = anyio.current_time()
-            effects, check = core.pass_on_polls(now, time.monotonic())
-            self.execute(effects + core.timers(now))
+            self.execute(core.timers(now, time.monotonic()))
             if session.has_events():
                 continue
             deadline = session.next_deadline()
             if deadline is not None and now >= deadline:
                 self._step(session)
                 continue
-            effects, look = core.look_at_group(now)
-            self.execute(effects)
-            for other in (check, look, core.held_until()):
-                if other is not None and (deadline is None or other < deadline):
-                    deadline = other
+            self.execute(core.look_at_group(now))
+            other = core.next_deadline()
+            if other is not None and (deadline is None or other < deadline):
+                deadline = other
             wake = self._loop_wake = anyio.Event()
             timeout = math.inf if deadline is None else deadline - anyio.current_time()
             with anyio.move_on_after(timeout):
@@ -581,17 +579,7 @@ class Driver:
                         self.execute(self.core.assign_failed(op, exc))
                         return
                     self.telemetry.fetch_started(op.offsets)
-                    self.core.fetch_started(op.offsets.keys())
-                    if effect.announce:
-                        log.info(
-                            "group %s member %s: fetching %s",
-                            self.group_id,
-                            self.session.member_id,
-                            ", ".join(
-                                f"{tp}@{'reset' if o is None else o}"
-                                for tp, o in sorted(op.offsets.items())
-                            ),
-                        )
+                    self.core.fetch_started(op.offsets, announce=effect.announce)
                 case Pause():
                     dataplane.pause(op.partitions)
                 case Resume():

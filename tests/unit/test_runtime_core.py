@@ -6,6 +6,7 @@ data plane a dict of positions, time a number.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,13 +105,19 @@ def _core(
     auto_offset_store: bool = True,
     on_commit: Any = None,
     conf: dict[str, str] | None = None,
+    topic_ids: dict[str, uuid.UUID] | None = None,
+    log_ends: dict[TopicPartition, int] | None = None,
 ) -> c.RuntimeCore[FakeSession]:
+    ids = {} if topic_ids is None else topic_ids
+    ends = log_ends
     return c.RuntimeCore(
         _config(**(conf or {})),
         session or FakeSession(),
         dataplane or FakeDataPlane(),
         auto_offset_store=auto_offset_store,
         commit_callback=on_commit,
+        topic_id=ids.get,
+        log_ends=None if ends is None else lambda tps: {tp: ends[tp] for tp in tps if tp in ends},
     )
 
 
@@ -230,8 +237,9 @@ def test_a_held_revocation_is_let_go_after_the_request_timeout() -> None:
     core = _core(conf={"request.timeout.ms": "1000"})
     core.background_commit_started()
     assert core.perform(RunCallback(CallbackKind.REVOKED, 2, frozenset()), 5.0) == []
-    assert core.timers(5.9) == []
-    assert core.timers(6.0) == [c.Post(CallbackCompleted(CallbackKind.REVOKED, 2))]
+    assert core.next_deadline() == 6.0
+    assert core.timers(5.9, 0.0) == []
+    assert core.timers(6.0, 0.0) == [c.Post(CallbackCompleted(CallbackKind.REVOKED, 2))]
     assert core.background_commit_ended() == []  # already let go
 
 
@@ -363,6 +371,31 @@ def test_a_commit_refused_for_a_finished_membership_is_a_commit_failed_error(
 ) -> None:
     result = c.refused_commit(protocol, [A0], error)
     assert isinstance(result, CommitFailedError) is refused
+
+
+def test_a_topic_created_again_is_committed_once_more_and_fetched_anew() -> None:
+    ids = {"a": uuid.uuid4()}
+    core = _core(dataplane=FakeDataPlane({A0: 42}), topic_ids=ids)
+    _fetching(core, {A0: 1})
+    core.fetch_started({A0: 1})  # the data plane took it: its topic's id is noted
+    core.committed.note({A0: 42}, {A0: core.fetch.tenure(A0)})
+    assert core.auto_commit_offsets() == {}  # unchanged since committed
+    ids["a"] = uuid.uuid4()  # deleted and created again
+    assert core.recreated([A0]) == {A0}
+    # Sent anyway: the commit is where the new topic is noticed (and left out).
+    assert core.auto_commit_offsets() == {A0: 42}
+    assert core.topic_recreated(frozenset({A0, B0})) == [
+        c.DataPlaneOps((Unassign(frozenset({A0})), Assign({A0: None})))
+    ]
+
+
+def test_an_offset_past_the_log_end_goes_to_the_commit_even_if_unchanged() -> None:
+    core = _core(dataplane=FakeDataPlane({A0: 42, A1: 5}), log_ends={A0: 10, A1: 5})
+    _fetching(core, {A0: 1, A1: 1})
+    tenure = {A0: core.fetch.tenure(A0), A1: core.fetch.tenure(A1)}
+    core.committed.note({A0: 42, A1: 5}, tenure)
+    assert core.beyond_log_end({A0: 42, A1: 5}) == {"a"}
+    assert core.uncommitted({A0: 42, A1: 5}) == {A0: 42, A1: 5}  # the whole topic
 
 
 # --------------------------------------------------------------- truncation
@@ -539,6 +572,8 @@ def test_a_step_notes_when_the_session_lapses_on_the_front_ends_clock() -> None:
 def test_polls_are_passed_on_shortly_before_the_poll_timer_expires() -> None:
     core = _core(FakeSession(poll_at=100.0))  # max.poll.interval.ms 300 s: 1 s slack
     assert core.pass_on_polls(10.0, 1010.0) == ([], 99.0)
+    assert core.timers(10.0, 1010.0) == []
+    assert core.next_deadline() == 99.0
     core.app_polled = 1050.0  # noted at 50.0 on the loop's clock
     effects, again = core.pass_on_polls(99.0, 1099.0)
     assert effects == [c.Post(PollCalled(at=50.0))]
@@ -561,13 +596,13 @@ def test_an_idle_settled_member_looks_at_the_group_and_repairs_it() -> None:
     core = _core(FakeSession(assignment=frozenset()))
     core.subscribe(SubscriptionChanged(frozenset({"a"}), None), None)
     core.stepped(0.0, 0.0)
-    effects, at = core.look_at_group(0.0)
-    assert effects == []
-    assert at == 5.0
-    assert core.look_at_group(5.0) == ([c.LookAtGroup()], None)
+    assert core.look_at_group(0.0) == []
+    assert core.next_deadline() == 5.0
+    assert core.look_at_group(5.0) == [c.LookAtGroup()]
+    assert core.next_deadline() is None  # a look under way
     stuck = Look(frozenset({A0}))
     assert core.group_looked(5.0, stuck, current=True) == []  # seen once
-    assert core.look_at_group(10.0) == ([c.LookAtGroup()], None)
+    assert core.look_at_group(10.0) == [c.LookAtGroup()]
     (rejoin,) = core.group_looked(10.0, stuck, current=True)
     assert isinstance(rejoin, c.Post)
     assert isinstance(rejoin.event, RejoinRequested)
@@ -583,7 +618,8 @@ def test_a_look_is_dropped_when_the_session_changed_or_looking_is_off() -> None:
     core.look_at_group(10.0)
     assert core.group_looked(10.0, Look(frozenset({A0})), current=False) == []
     core.liveness_on = False
-    assert core.look_at_group(100.0) == ([], None)
+    assert core.look_at_group(100.0) == []
+    assert core.next_deadline() is None
 
 
 # ---------------------------------------------------------- protocol switch
