@@ -61,13 +61,20 @@ from kgroup.types import Backoff, TopicPartition, Truncation
 
 __all__ = [
     "TRUNCATION_CHECK_TIMEOUT",
+    "CommitAnswer",
+    "CommitIdentity",
     "CommittedBook",
     "EpochBook",
     "MemberView",
     "OffsetManager",
     "Truncation",
     "check_truncation",
+    "commit_identity",
+    "fetch_error_retried",
+    "judge_commit_errors",
+    "recreated_partitions",
     "truncations",
+    "unowned",
 ]
 
 log = logging.getLogger("kgroup.offsets")
@@ -361,6 +368,108 @@ async def _describe_if_older(
         log.info("metadata for %s failed (%s): checking truncation with what is known", stale, exc)
 
 
+def recreated_partitions(
+    partitions: Collection[TopicPartition],
+    fetched_id: Callable[[TopicPartition], uuid.UUID | None],
+    current_id: Callable[[str], uuid.UUID | None],
+) -> frozenset[TopicPartition]:
+    """Those of ``partitions`` whose topic's id (``current_id``) is not the one they
+    were fetched from (``fetched_id``): the topic was deleted and created again.
+
+    A nil id is no id (metadata from a broker that sends none).
+    """
+    recreated = set()
+    for tp in partitions:
+        fetched = fetched_id(tp)
+        current = current_id(tp.topic)
+        known = fetched is not None and fetched.int and current is not None and current.int
+        if known and current != fetched:
+            recreated.add(tp)
+    return frozenset(recreated)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitIdentity:
+    """Who a commit is sent as: a member (id, epoch, instance id), or a simple consumer."""
+
+    member_id: str
+    epoch: int
+    instance_id: str | None
+    simple: bool = False
+
+    @property
+    def may_send(self) -> bool:
+        """A member with no epoch yet (joining) cannot commit; a simple consumer can."""
+        return self.epoch > 0 or self.simple
+
+
+def commit_identity(view: MemberView) -> CommitIdentity:
+    """Who the member of ``view`` commits as right now.
+
+    A consumer with no group membership (manual assignment) commits as a simple
+    consumer, as librdkafka and Java do: member id "", generation -1, no
+    instance id. The broker accepts that while the group has no members.
+    """
+    if view.simple():
+        return CommitIdentity("", -1, None, simple=True)
+    return CommitIdentity(view.member_id(), view.member_epoch(), view.instance_id)
+
+
+def unowned(
+    offsets: Collection[TopicPartition],
+    owned: Collection[TopicPartition],
+    tenure: Callable[[TopicPartition], int],
+    started: Mapping[TopicPartition, int],
+) -> list[TopicPartition]:
+    """Those of a commit's ``offsets`` it must drop: no longer owned, or owned again
+    since (a tenure changed from ``started``: the offsets date from before a loss)."""
+    return [tp for tp in offsets if tp not in owned or tenure(tp) != started[tp]]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitAnswer:
+    """What a commit makes of the partitions an OffsetCommit answer failed."""
+
+    fatal: BrokerError | None
+    """The error to raise (no retry makes it), or None: retry the failed partitions."""
+    describe: frozenset[str]
+    """Topics to describe again before the retry (not known by the id or name sent)."""
+    stale: bool
+    """The member's epoch moved on while the request was in flight."""
+
+
+def judge_commit_errors(
+    errors: Mapping[TopicPartition, BrokerError], *, retry_rebalance_in_progress: bool
+) -> CommitAnswer:
+    """Decide a commit's next step from an answer's per-partition ``errors`` (not empty).
+
+    Retried: :data:`_RETRY_CODES` (REBALANCE_IN_PROGRESS only when
+    ``retry_rebalance_in_progress``: an application's classic commit is not
+    retried, the generation it carries is about to end); anything else is raised.
+    """
+    fatal = [
+        e
+        for e in errors.values()
+        if e.code not in _RETRY_CODES
+        or (e.code == ErrorCode.rebalance_in_progress and not retry_rebalance_in_progress)
+    ]
+    return CommitAnswer(
+        fatal[0] if fatal else None,
+        frozenset(tp.topic for tp, e in errors.items() if e.code in _UNKNOWN),
+        any(isinstance(e, StaleMemberEpochError) for e in errors.values()),
+    )
+
+
+def fetch_error_retried(error: BrokerError, *, as_member: bool) -> bool:
+    """Whether an OffsetFetch failing with ``error`` is tried again.
+
+    A fenced member's fetch fails until it rejoins; by then the caller no longer
+    wants it or the new epoch works, so fencing is retried for a member's fetch.
+    """
+    fenced = error.code in _FENCED_CODES and as_member
+    return error.code in _RETRY_CODES or error.retriable or fenced
+
+
 @dataclass(eq=False, slots=True)
 class OffsetManager:
     """Fetches and commits a group's offsets for one member, through ``client``."""
@@ -448,12 +557,8 @@ class OffsetManager:
                         self.member.topics_deleted(news)
                     for tp in deleted:
                         del remaining[tp]
-            owned = set(self.member.owned())
-            simple = self.member.simple()
-            epoch = -1 if simple else self.member.member_epoch()
-            dropped = [
-                tp for tp in remaining if tp not in owned or self.member.tenure(tp) != tenure[tp]
-            ]
+            who = commit_identity(self.member)
+            dropped = unowned(remaining, set(self.member.owned()), self.member.tenure, tenure)
             if dropped:
                 log.info(
                     "group %s: not committing %s: no longer owned by this member",
@@ -476,9 +581,9 @@ class OffsetManager:
                 self.member.topic_recreated(recreated)
             if not remaining:
                 return done
-            if epoch > 0 or simple:
+            if who.may_send:
                 try:
-                    errors = await self._commit_once(remaining, epoch, deadline, metadata)
+                    errors = await self._commit_once(remaining, who.epoch, deadline, metadata)
                 except (TransportError, RetriableBrokerError) as exc:
                     retry.failed(exc)
                 else:
@@ -487,25 +592,19 @@ class OffsetManager:
                     self.committed.note(acked, tenure)
                     if not remaining:
                         return done
-                    fatal = [
-                        e
-                        for e in errors.values()
-                        if e.code not in _RETRY_CODES
-                        or (
-                            e.code == ErrorCode.rebalance_in_progress
-                            and not retry_rebalance_in_progress
-                        )
-                    ]
-                    if fatal:
-                        raise fatal[0]
+                    answer = judge_commit_errors(
+                        errors, retry_rebalance_in_progress=retry_rebalance_in_progress
+                    )
+                    if answer.fatal is not None:
+                        raise answer.fatal
                     retry.failed(*errors.values())
-                    describe.update(tp.topic for tp, e in errors.items() if e.code in _UNKNOWN)
-                    if any(isinstance(e, StaleMemberEpochError) for e in errors.values()):
+                    describe.update(answer.describe)
+                    if answer.stale:
                         log.info(
                             "group %s: commit with epoch %d was stale; retrying with the "
                             "member's new epoch for partitions still owned",
                             self.group_id,
-                            epoch,
+                            who.epoch,
                         )
             await retry.wait(f"commit of {sorted(remaining)}")
 
@@ -516,18 +615,16 @@ class OffsetManager:
         deadline: float,
         metadata: Mapping[TopicPartition, str] | None,
     ) -> dict[TopicPartition, BrokerError]:
-        simple = self.member.simple()
-        member_id = "" if simple else self.member.member_id()
-        instance_id = None if simple else self.member.instance_id
+        who = commit_identity(self.member)
         response, names = await self._coordinator_call(
             offsets,
             deadline,
             lambda versions, ids: offset_commit.build(
                 versions,
                 group_id=self.group_id,
-                member_id=member_id,
+                member_id=who.member_id,
                 member_epoch=epoch,
-                instance_id=instance_id,
+                instance_id=who.instance_id,
                 offsets=offsets,
                 topic_ids=ids,
                 leader_epochs=self.leader_epochs.of(offsets),
@@ -584,10 +681,7 @@ class OffsetManager:
                     describe_again = True
                     retry.failed(exc)
                 except BrokerError as exc:
-                    # A fenced member's fetch fails until it rejoins; by then the
-                    # caller no longer wants it (``wanted``) or the new epoch works.
-                    fenced = exc.code in _FENCED_CODES and as_member
-                    if exc.code not in _RETRY_CODES and not exc.retriable and not fenced:
+                    if not fetch_error_retried(exc, as_member=as_member):
                         raise
                     retry.failed(exc)
                 except TransportError as exc:
@@ -632,20 +726,12 @@ class OffsetManager:
     def recreated(self, partitions: Collection[TopicPartition]) -> frozenset[TopicPartition]:
         """Those of ``partitions`` whose topic's id is no longer the one they were fetched from."""
         topics = self.client.cluster.topics
-        recreated = set()
-        for tp in partitions:
-            fetched = self.member.fetched_topic_id(tp)
-            info = topics.get(tp.topic)
-            # A nil id is no id (metadata from a broker that sends none).
-            if (
-                fetched is not None
-                and fetched.int
-                and info is not None
-                and info.topic_id.int
-                and info.topic_id != fetched
-            ):
-                recreated.add(tp)
-        return frozenset(recreated)
+
+        def current(topic: str) -> uuid.UUID | None:
+            info = topics.get(topic)
+            return None if info is None else info.topic_id
+
+        return recreated_partitions(partitions, self.member.fetched_topic_id, current)
 
     async def _describe_again(self, topics: Collection[str], deadline: float) -> None:
         """Describe ``topics`` anew: they may be gone, or have a new id."""

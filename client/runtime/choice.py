@@ -21,7 +21,7 @@ the driver, with its own cluster client, in two places:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import anyio
 from kio.schema.errors import ErrorCode
@@ -143,7 +143,14 @@ def assume_consumer(config: ConsumerConfig, why: str) -> GroupProtocol:
     return GroupProtocol.CONSUMER
 
 
-def falls_back(config: ConsumerConfig, session: Session, action: ReportFatalError) -> bool:
+class MayFallBack(Protocol):
+    """What :func:`falls_back` reads of a session."""
+
+    @property
+    def may_fall_back(self) -> bool: ...
+
+
+def falls_back(config: ConsumerConfig, session: MayFallBack, action: ReportFatalError) -> bool:
     """Whether ``action`` switches the consumer to the classic protocol instead of failing.
 
     Only with ``group.protocol=auto``, only for a refusal of the protocol

@@ -9,7 +9,7 @@ import pytest
 
 from kgroup import AsyncConsumer
 from kgroup.dataplane import Record
-from kgroup.runtime import driver
+from kgroup.runtime import topic_watch
 from kgroup.testing.fake import FakeBroker
 
 from .helpers import Recorder, consumer_config, drive, told
@@ -26,7 +26,7 @@ def _warnings(caplog: pytest.LogCaptureFixture, topic: str) -> list[str]:
 
 
 def test_the_waits_between_warnings_double_up_to_the_cap() -> None:
-    delays = driver.missing_topic_delays(*driver.MISSING_TOPIC_WARNINGS)
+    delays = topic_watch.missing_topic_delays(*topic_watch.MISSING_TOPIC_WARNINGS)
     assert list(itertools.islice(delays, 9)) == [1, 2, 4, 8, 16, 32, 60, 60, 60]
 
 
@@ -37,7 +37,7 @@ async def test_a_missing_topic_is_warned_about_again_and_again_naming_what_to_do
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Shorter waits than the real 1 s, 2 s ...: the same code path, a fast test.
-    monkeypatch.setattr(driver, "MISSING_TOPIC_WARNINGS", (0.02, 0.04))
+    monkeypatch.setattr(topic_watch, "MISSING_TOPIC_WARNINGS", (0.02, 0.04))
     caplog.set_level(logging.WARNING, logger="kgroup")
     async with AsyncConsumer(
         consumer_config(broker, group_id), dataplane=broker.dataplane()
@@ -58,7 +58,7 @@ async def test_the_warnings_stop_once_the_topic_exists(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(driver, "MISSING_TOPIC_WARNINGS", (0.02, 0.02))
+    monkeypatch.setattr(topic_watch, "MISSING_TOPIC_WARNINGS", (0.02, 0.02))
     caplog.set_level(logging.WARNING, logger="kgroup")
     listener = Recorder()
     got: list[Record] = []

@@ -1,0 +1,43 @@
+"""One look at the group for the liveness watch (:mod:`kgroup.runtime.liveness`)."""
+
+from __future__ import annotations
+
+import anyio
+
+from kgroup.errors import AuthorizationError, KgroupError
+from kgroup.runtime._log import log
+from kgroup.runtime.interfaces import TransportInterface
+from kgroup.runtime.liveness import NOTHING_SEEN, Look
+
+__all__ = ["look_at_group"]
+
+
+async def look_at_group(
+    client: TransportInterface, group_id: str, member_id: str, timeout: float
+) -> tuple[Look | None, bool]:
+    """Describe the group and its topics: what the look saw, and whether to look again.
+
+    The look is None when ``client`` cannot describe groups (a test transport);
+    a failed look counts as :data:`~kgroup.runtime.liveness.NOTHING_SEEN` (the
+    next comes after the quiet wait).
+    """
+    from kgroup.admin.groups import describe_group_once  # noqa: PLC0415 - idle members only
+    from kgroup.transport import KafkaClient  # noqa: PLC0415
+
+    if not isinstance(client, KafkaClient):
+        return None, False
+    try:
+        with anyio.fail_after(2 * timeout):
+            group = await describe_group_once(client, group_id)
+            topics = sorted({t for m in group.members for t in m.subscribed_topics})
+            meta = await client.metadata(topics, timeout=timeout)
+    except AuthorizationError as exc:
+        # Describing the group needs DESCRIBE on it, which a consumer's
+        # principal may lack: this member stops looking, it still consumes.
+        log.info("group %s: not looking at the group's assignment: %s", group_id, exc)
+        return NOTHING_SEEN, False
+    except (KgroupError, TimeoutError) as exc:
+        log.info("group %s: could not look at the group's assignment: %s", group_id, exc)
+        return NOTHING_SEEN, True
+    counts = {name: t.partition_count for name, t in meta.topics.items()}
+    return Look.of(group, counts, member_id), True
