@@ -164,6 +164,7 @@ class ConsumerGroup:
             CoordinatorConfig(
                 heartbeat_interval_ms=heartbeat_interval_ms,
                 session_timeout_ms=session_timeout_ms,
+                rejoin_starts_over=True,
             ),
             _Catalog(topics),
             schedule=self._schedule,
