@@ -9,10 +9,22 @@ from typing import Any
 
 import pytest
 
-from kgroup.membership import HeartbeatRequest, HeartbeatResponse
+from kgroup.membership import (
+    ClassicAssignment,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    JoinProtocol,
+    MemberSubscription,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kgroup.testing.fake._classic_group import ClassicGroup
 from kgroup.testing.fake._consumer_group import ConsumerGroup
 from kgroup.testing.fake._topics import Topics
 from kgroup.testing.groups import (
+    ClassicGroupState,
     ConsumerGroupCoordinator,
     CoordinatorConfig,
     ErrorCode,
@@ -153,3 +165,42 @@ def test_the_fakes_sweep_runs_the_models_session_timer() -> None:
     assert group.expire(10.9) == []
     assert group.expire(11.0) == ["a"]
     assert group.members == {}
+
+
+def _classic_join(member_id: str) -> JoinGroupRequest:
+    return JoinGroupRequest(
+        group_id=GROUP,
+        member_id=member_id,
+        instance_id=None,
+        session_timeout_ms=1000,
+        rebalance_timeout_ms=5000,
+        protocols=(JoinProtocol("range", MemberSubscription(frozenset({"t"}))),),
+    )
+
+
+def test_the_fakes_classic_group_makes_kafkas_member_ids_and_expires_on_its_sweep() -> None:
+    group = ClassicGroup(GROUP, lock=threading.RLock(), now=10.0)
+    answers: list[JoinGroupResponse] = []
+    group.join(_classic_join(""), "app", 10.0, answers.append)
+    assert answers[-1].error_code == int(ErrorCode.MEMBER_ID_REQUIRED)
+    member_id = answers[-1].member_id
+    assert member_id.startswith("app-")
+    group.join(_classic_join(member_id), "app", 10.0, answers.append)
+    assert (answers[-1].error_code, answers[-1].generation_id) == (0, 1)
+    assert group.state is ClassicGroupState.COMPLETING_REBALANCE
+    # Waiting for the leader's assignment: a commit at the generation is refused.
+    assert group.commit_error(member_id, None, 1) == int(ErrorCode.REBALANCE_IN_PROGRESS)
+    assert group.commit_error(member_id, None, 0) == int(ErrorCode.ILLEGAL_GENERATION)
+    synced: list[SyncGroupResponse] = []
+    group.sync(
+        SyncGroupRequest(GROUP, 1, member_id, None, "range", ((member_id, ClassicAssignment()),)),
+        10.1,
+        synced.append,
+    )
+    assert synced[-1].error_code == 0
+    assert group.commit_error(member_id, None, 1) == 0
+    assert group.expire(11.0) == []
+    assert group.expire(11.1) == [member_id]
+    assert group.members == {}
+    # An empty group takes commits from outside the group only.
+    assert group.commit_error("", None, -1) == 0
