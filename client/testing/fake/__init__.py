@@ -2,9 +2,9 @@
 
 :class:`FakeBroker` speaks the real wire protocol (kio codecs) on 127.0.0.1
 and answers the metadata, coordinator, group (both protocols) and offset APIs
-from a coordinator model (the consumer protocol's is :mod:`kgroup.testing.groups`,
-which the simulator runs too); a test can intercept any request to answer it
-itself, fail it, delay it, drop the connection, or never answer.
+from the group model the simulator runs too (:mod:`kgroup.testing.groups`);
+a test can intercept any request to answer it itself, fail it, delay it,
+drop the connection, or never answer.
 :class:`FakeDataPlane` replaces librdkafka with per-partition record lists.
 Together they run the real consumers, runtime and membership machines without
 a JVM, on asyncio and trio, in milliseconds::
@@ -22,7 +22,7 @@ claims about Kafka's (those need :mod:`kgroup.testing`'s real brokers).
 See ``docs/testing.md``.
 """
 
-from kgroup.testing.fake._classic_group import ClassicGroup, ClassicMember, ClassicState
+from kgroup.testing.fake._classic_group import ClassicGroup, ClassicState
 from kgroup.testing.fake._consumer_group import ConsumerGroup, ConsumerMember
 from kgroup.testing.fake._topics import FakeTopic
 from kgroup.testing.fake.broker import (
@@ -37,7 +37,6 @@ from kgroup.testing.fake.dataplane import DataPlaneCall, FakeDataPlane, RecordLo
 
 __all__ = [
     "ClassicGroup",
-    "ClassicMember",
     "ClassicState",
     "ConsumerGroup",
     "ConsumerMember",

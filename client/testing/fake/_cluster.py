@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -25,15 +25,23 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import uuid_zero
 
 from kgroup.errors import KafkaProtocolError, KgroupError
-from kgroup.membership import HeartbeatRequest
-from kgroup.protocol import ApiKey, VersionRange, response_module
-from kgroup.testing.fake._classic_group import (
-    ClassicGroup,
-    JoinInput,
-    JoinResult,
-    Pending,
-    SyncResult,
+from kgroup.membership import (
+    ClassicAssignment,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    JoinProtocol,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
+from kgroup.protocol import ApiKey, VersionRange, response_module
+from kgroup.protocol.classic_payload import (
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from kgroup.testing.fake._classic_group import ClassicGroup
 from kgroup.testing.fake._consumer_group import ConsumerGroup
 from kgroup.testing.fake._errors import described_error, error_response
 from kgroup.testing.fake._kio import SeenRequest, make, millis, respond, timedelta_ms
@@ -41,6 +49,8 @@ from kgroup.testing.fake._topics import FakeTopic, Topics
 from kgroup.types import TopicIdPartition, TopicPartition
 
 __all__ = ["Cluster", "Node", "now"]
+
+_A = TypeVar("_A")
 
 _HOST = "127.0.0.1"
 _CONSUMER_PROTOCOL_APIS = (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)
@@ -436,84 +446,96 @@ class Cluster:
             return None
         group = self.classic_groups.get(group_id)
         if group is None:
-            group = self.classic_groups[group_id] = ClassicGroup(group_id)
+            group = self.classic_groups[group_id] = ClassicGroup(
+                group_id, lock=self.lock, now=now()
+            )
         return group
 
     async def _join_group(self, seen: SeenRequest) -> Any:
         request = seen.request
         event = anyio.Event()
-        waiter: Pending[JoinResult] = Pending(event.set)
+        answers: list[JoinGroupResponse] = []
         with self.lock:
             group = self._classic(request.group_id)
             if group is None:
                 return error_response(seen, ErrorCode.inconsistent_group_protocol)
             group.join(
-                JoinInput(
+                JoinGroupRequest(
+                    group_id=request.group_id,
                     member_id=request.member_id,
                     instance_id=request.group_instance_id,
-                    client_id=seen.client_id or "consumer",
                     session_timeout_ms=millis(request.session_timeout),
                     rebalance_timeout_ms=millis(request.rebalance_timeout),
+                    protocols=tuple(
+                        JoinProtocol(p.name, decode_subscription(bytes(p.metadata)))
+                        for p in request.protocols
+                    ),
                     protocol_type=request.protocol_type,
-                    protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+                    reason=getattr(request, "reason", None),
                 ),
+                seen.client_id or "consumer",
                 now(),
-                waiter,
+                _answer_once(answers, event),
             )
         self.on_change()
         await event.wait()
-        result = waiter.result
-        assert result is not None
+        (result,) = answers
         m = self._module(seen)
         return respond(
             m,
             "JoinGroupResponse",
-            error_code=result.error,
+            error_code=ErrorCode(result.error_code),
             generation_id=result.generation_id,
             protocol_type=result.protocol_type,
             protocol_name=result.protocol_name,
             leader=result.leader,
-            skip_assignment=False,
+            skip_assignment=result.skip_assignment,
             member_id=result.member_id,
             members=tuple(
                 make(
                     m,
                     "JoinGroupResponseMember",
-                    member_id=member_id,
-                    group_instance_id=instance_id,
-                    metadata=metadata,
+                    member_id=member.member_id,
+                    group_instance_id=member.instance_id,
+                    metadata=encode_subscription(member.subscription),
                 )
-                for member_id, instance_id, metadata in result.members
+                for member in result.members
             ),
         )
 
     async def _sync_group(self, seen: SeenRequest) -> Any:
         request = seen.request
         event = anyio.Event()
-        waiter: Pending[SyncResult] = Pending(event.set)
+        answers: list[SyncGroupResponse] = []
         with self.lock:
             group = self.classic_groups.get(request.group_id)
             if group is None:
                 return error_response(seen, ErrorCode.unknown_member_id)
             group.sync(
-                member_id=request.member_id,
-                instance_id=request.group_instance_id,
-                generation_id=int(request.generation_id),
-                assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
-                now=now(),
-                waiter=waiter,
+                SyncGroupRequest(
+                    group_id=request.group_id,
+                    generation_id=int(request.generation_id),
+                    member_id=request.member_id,
+                    instance_id=request.group_instance_id,
+                    protocol_name=getattr(request, "protocol_name", None) or "",
+                    assignments=tuple(
+                        (a.member_id, _decoded_assignment(bytes(a.assignment)))
+                        for a in request.assignments
+                    ),
+                ),
+                now(),
+                _answer_once(answers, event),
             )
         self.on_change()
         await event.wait()
-        result = waiter.result
-        assert result is not None
+        (result,) = answers
         return respond(
             self._module(seen),
             "SyncGroupResponse",
-            error_code=result.error,
+            error_code=ErrorCode(result.error_code),
             protocol_type=result.protocol_type,
             protocol_name=result.protocol_name,
-            assignment=result.assignment,
+            assignment=b"" if result.assignment is None else encode_assignment(result.assignment),
         )
 
     def _heartbeat(self, seen: SeenRequest) -> Any:
@@ -523,11 +545,13 @@ class Cluster:
             code = (
                 ErrorCode.unknown_member_id
                 if group is None
-                else group.heartbeat(
-                    request.member_id,
-                    request.group_instance_id,
-                    int(request.generation_id),
-                    now(),
+                else ErrorCode(
+                    group.heartbeat(
+                        request.member_id,
+                        request.group_instance_id,
+                        int(request.generation_id),
+                        now(),
+                    )
                 )
             )
         return respond(self._module(seen), "HeartbeatResponse", error_code=code)
@@ -542,7 +566,9 @@ class Cluster:
                 code = (
                     ErrorCode.unknown_member_id
                     if group is None
-                    else group.leave(identity.member_id, identity.group_instance_id, now())
+                    else ErrorCode(
+                        group.leave(identity.member_id, identity.group_instance_id, now())
+                    )
                 )
                 results.append(
                     make(
@@ -571,7 +597,7 @@ class Cluster:
             return ErrorCode(int(consumer_group.commit_error(member_id, epoch)))
         classic_group = self.classic_groups.get(group_id)
         if classic_group is not None and classic_group.members:
-            return classic_group.check_commit(member_id, instance_id, epoch)
+            return ErrorCode(classic_group.commit_error(member_id, instance_id, epoch))
         # An empty or unknown group takes commits from outside (epoch -1) only.
         return ErrorCode.none if epoch < 0 else ErrorCode.illegal_generation
 
@@ -770,6 +796,22 @@ class Cluster:
         if consumer_group is None or not consumer_group.members:
             return ErrorCode.none  # classic groups do not check OffsetFetch's member
         return ErrorCode(int(consumer_group.fetch_error(member_id, epoch)))
+
+
+def _answer_once(answers: list[_A], event: anyio.Event) -> Callable[[_A], None]:
+    """A model's ``reply``: keeps the first answer and wakes the held request."""
+
+    def reply(answer: _A) -> None:
+        if not answers:
+            answers.append(answer)
+            event.set()
+
+    return reply
+
+
+def _decoded_assignment(data: bytes) -> ClassicAssignment:
+    # A leader may give a member nothing at all (empty bytes), as Kafka allows.
+    return decode_assignment(data) if data else ClassicAssignment()
 
 
 def _assignment(

@@ -14,17 +14,15 @@ no kio: :mod:`._cluster` translates requests into these calls.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from kgroup.membership import HeartbeatRequest, HeartbeatResponse
 from kgroup.testing._topics import Topic
+from kgroup.testing.fake._timers import Timers
 from kgroup.testing.fake._topics import Topics
 from kgroup.testing.groups import (
     AssignmentState,
@@ -154,9 +152,7 @@ class ConsumerGroup:
     ) -> None:
         self.group_id = group_id
         self._lock = lock
-        self._now = now
-        self._timers: list[tuple[float, int, Callable[[Any], None], Any]] = []
-        self._order = itertools.count()
+        self._timers = Timers(now)
         self._observer = _Observer()
         self._client_ids: dict[str, str] = {}
         self.coordinator = ConsumerGroupCoordinator(
@@ -164,25 +160,20 @@ class ConsumerGroup:
             CoordinatorConfig(
                 heartbeat_interval_ms=heartbeat_interval_ms,
                 session_timeout_ms=session_timeout_ms,
+                rejoin_starts_over=True,
             ),
             _Catalog(topics),
-            schedule=self._schedule,
-            clock=lambda: self._now,
+            schedule=self._timers.schedule,
+            clock=self._timers.clock,
             observer=self._observer,
         )
 
     # ----------------------------------------------------------------- timers
 
-    def _schedule(self, at: float, callback: Callable[[Any], None], arg: Any) -> None:
-        heapq.heappush(self._timers, (at, next(self._order), callback, arg))
-
     def expire(self, now: float) -> list[str]:
         """Run the coordinator's timers due by ``now``; the ids of the members removed."""
-        self._now = max(self._now, now)
         self._observer.removed_ids.clear()
-        while self._timers and self._timers[0][0] <= self._now:
-            _, _, callback, arg = heapq.heappop(self._timers)
-            callback(arg)
+        self._timers.run_due(now)
         gone = list(self._observer.removed_ids)
         self._forget_client_ids()
         return gone
@@ -191,8 +182,8 @@ class ConsumerGroup:
 
     def heartbeat(self, request: HeartbeatRequest, client_id: str, now: float) -> HeartbeatResponse:
         """Handle one ConsumerGroupHeartbeat at ``now`` (the broker's clock, seconds)."""
-        self._now = max(self._now, now)
-        response = self.coordinator.heartbeat(request, self._now)
+        self._timers.advance(now)
+        response = self.coordinator.heartbeat(request, self._timers.now)
         if response.error_code == ErrorCode.NONE and request.member_epoch >= 0:
             self._client_ids[request.member_id] = client_id
         self._forget_client_ids()

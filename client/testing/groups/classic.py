@@ -690,7 +690,12 @@ class ClassicGroupCoordinator:
         if req.generation_id != self.generation:
             reply(SyncGroupResponse(error_code=ILLEGAL_GENERATION))
             return
-        if self.protocol_name is not None and req.protocol_name != self.protocol_name:
+        # Absent before SyncGroup v5 (""): as the broker, only a name sent is checked.
+        if (
+            self.protocol_name is not None
+            and req.protocol_name
+            and req.protocol_name != self.protocol_name
+        ):
             reply(SyncGroupResponse(error_code=INCONSISTENT_GROUP_PROTOCOL))
             return
         self._touch(rec, self._clock())
@@ -753,11 +758,39 @@ class ClassicGroupCoordinator:
         return 0
 
     def leave(self, member_id: str, instance_id: str | None) -> int:
-        """Handle a LeaveGroup; the error code."""
+        """Handle a LeaveGroup; the error code.
+
+        A static member may be named by its instance id alone (LeaveGroup v3+,
+        member id ""), as the broker's classicGroupLeave allows.
+        """
+        if not member_id and instance_id is not None:
+            member_id = self._static.get(instance_id, "")
         error = self._check_member(member_id, instance_id)
         if error:
             return error
         self._remove(self._members[member_id], "left the group")
+        return 0
+
+    def commit_error(self, member_id: str, generation: int, instance_id: str | None) -> int:
+        """The error of an OffsetCommit with this identity (0: accepted).
+
+        As ``ClassicGroup.validateOffsetCommit``: an empty group takes commits
+        from outside the group (generation -1); otherwise the member must be
+        known at the current generation, and not while the group waits for
+        the leader's assignment.
+        """
+        if generation < 0 and self.state is ClassicGroupState.EMPTY:
+            return 0
+        if generation >= 0 or member_id or instance_id is not None:
+            error = self._check_member(member_id, instance_id)
+            if error:
+                return error
+            if generation != self.generation:
+                return ILLEGAL_GENERATION
+        elif self.state is not ClassicGroupState.EMPTY:
+            return int(ErrorCode.UNKNOWN_MEMBER_ID)
+        if self.state is ClassicGroupState.COMPLETING_REBALANCE:
+            return REBALANCE_IN_PROGRESS
         return 0
 
     def commit(
@@ -782,6 +815,15 @@ class ClassicGroupCoordinator:
     def offsets(self, partitions: frozenset[TopicPartition]) -> dict[TopicPartition, int | None]:
         """Committed "offsets" (commit counts) of ``partitions``."""
         return {tp: self._offsets.get(tp) for tp in partitions}
+
+    def remove(self, member_id: str, why: str) -> bool:
+        """Remove ``member_id`` as its session expiring would (a test's, for example),
+        and rebalance the rest; False if it is not a member."""
+        rec = self._members.get(member_id)
+        if rec is None:
+            return False
+        self._remove(rec, why)
+        return True
 
     # ------------------------------------------------------------ bookkeeping
 

@@ -155,6 +155,13 @@ class CoordinatorConfig:
             fixed in 4.2.0): an epoch-0 rejoin of a member id the group still
             holds is checked like any other epoch, so it is refused
             FENCED_MEMBER_EPOCH unless 0 is the held member's previous epoch.
+        rejoin_starts_over: an epoch-0 rejoin of a dynamic member id the group
+            still holds removes the held member and joins it as a new one (a
+            new epoch, the group epoch bumped). No Kafka release does this (4.2
+            keeps the held member, earlier ones check the epoch); it is the fake
+            broker's rule, so that a fencing a test stages by interception,
+            which leaves the coordinator's epoch where it was, still ends in a
+            new epoch as a real fencing (the coordinator's epoch ahead) does.
     """
 
     heartbeat_interval_ms: int = 1000
@@ -164,8 +171,11 @@ class CoordinatorConfig:
     )
     max_group_size: int | None = None
     pre_kafka_19233: bool = False
+    rejoin_starts_over: bool = False
 
     def __post_init__(self) -> None:
+        if self.pre_kafka_19233 and self.rejoin_starts_over:
+            raise ScenarioError("pre_kafka_19233 and rejoin_starts_over are two rules for one case")
         if self.heartbeat_interval_ms <= 0 or self.session_timeout_ms <= 0:
             raise ScenarioError("heartbeat_interval_ms and session_timeout_ms must be positive")
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
@@ -668,6 +678,9 @@ class ConsumerGroupCoordinator:
                     raise _RejectError(
                         ErrorCode.UNKNOWN_MEMBER_ID, f"Member {mid} is not in the group."
                     )
+                return self._create(mid, None), True
+            if epoch == 0 and self.config.rejoin_starts_over:
+                self._fence(rec, "rejoined with epoch 0")
                 return self._create(mid, None), True
             self._check_epoch(rec, epoch, req.topic_partitions)
             return rec, False

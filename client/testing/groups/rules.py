@@ -1,10 +1,8 @@
 """KIP-848 ConsumerGroupHeartbeat rules of the group model (:mod:`kgroup.testing.groups`).
 
-The fake broker (:mod:`kgroup.testing.fake`) and the simulator
-(:mod:`kgroup.testing.sim`) model a consumer group coordinator differently,
-but read a heartbeat by the same rules as the broker: a null field leaves the
-member's value as it was, and the member epoch is fenced as the broker's
-``throwIfMemberEpochIsInvalid`` does.
+A heartbeat is read by the broker's rules: a null field leaves the member's
+value as it was, and the member epoch is fenced as the broker's
+``throwIfConsumerGroupMemberEpochIsInvalid`` does.
 """
 
 from __future__ import annotations
