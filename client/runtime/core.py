@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from kgroup.config import AutoOffsetReset, ConsumerConfig, GroupProtocol
+from kgroup.config_security import explain_denial
 from kgroup.errors import (
     AuthorizationError,
     CommitFailedError,
@@ -89,7 +90,6 @@ from kgroup.runtime.fetch_state import Assign, CapturePositions, FetchOp, FetchS
 from kgroup.runtime.interfaces import DriverAction, DriverEvent, SubscriptionChange
 from kgroup.runtime.liveness import Look, Repair, UnownedWatch
 from kgroup.runtime.session import FinishedCommit
-from kgroup.transport.security import explain_denial
 from kgroup.types import TopicPartition, Truncation
 
 __all__ = [

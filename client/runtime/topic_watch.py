@@ -12,11 +12,11 @@ from collections.abc import Iterator
 import anyio
 
 from kgroup.config import ConsumerConfig
+from kgroup.config_security import explain_denial
 from kgroup.errors import KgroupError, TopicAuthorizationFailedError, UnknownTopicOrPartitionError
 from kgroup.protocol import broker_error
 from kgroup.runtime._log import log
 from kgroup.runtime.interfaces import TransportInterface
-from kgroup.transport.security import explain_denial
 
 __all__ = ["MISSING_TOPIC_WARNINGS", "denied", "missing_topic_delays", "warn_while_missing"]
 

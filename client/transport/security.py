@@ -19,10 +19,7 @@ import anyio
 import anyio.abc
 from anyio.streams.tls import TLSStream
 
-# explain_denial's home is kgroup.config_security; it is re-exported because
-# runtime/driver.py still imports it from here (that file is being rewritten
-# elsewhere; its import moves then and this re-export goes).
-from kgroup.config_security import SecurityConfig, SecurityProtocol, explain_denial, reason_of
+from kgroup.config_security import SecurityConfig, SecurityProtocol, reason_of
 from kgroup.errors import KafkaConnectionError, SecurityProtocolMismatchError, TlsError
 
 if TYPE_CHECKING:
@@ -31,7 +28,6 @@ if TYPE_CHECKING:
 __all__ = [
     "Authenticator",
     "client_certificate_refusal",
-    "explain_denial",
     "explain_tls_on_plaintext",
     "looks_like_tls",
     "open_stream",
