@@ -620,7 +620,7 @@ class FrontEndCore:
         the loop's at once; without this its next poll handed out a batch that
         another member was processing too.
         """
-        at = self.driver.session_lapses_at
+        at = self.driver.core.session_lapses_at
         return at is not None and time.monotonic() >= at
 
     def give_back(self, batch: Sequence[Record]) -> None:
@@ -660,7 +660,7 @@ class FrontEndCore:
             self.closed
             or bool(driver.app_work)
             or driver.fatal is not None
-            or driver.truncation is not None
+            or driver.core.truncation is not None
             or now - self._last_poll_event >= self._poll_event_interval
             or (self.config.enable_auto_commit and now >= self._next_auto_commit)
         )
@@ -672,11 +672,11 @@ class FrontEndCore:
         now = self._clock()
         if now - self._last_poll_event >= self._poll_event_interval:
             self._last_poll_event = now
-            if driver.poll_events_wanted:
+            if driver.core.poll_events_wanted:
                 yield OnLoop(driver.poll_called)
             else:
                 # A settled member: noted without a hop, passed on by the driver
-                # before the poll timer expires (Driver.poll_events_wanted).
+                # before the poll timer expires (RuntimeCore.poll_events_wanted).
                 driver.note_poll()
         if self.config.enable_auto_commit and now >= self._next_auto_commit:
             self._next_auto_commit = now + self._auto_commit_interval
@@ -688,7 +688,7 @@ class FrontEndCore:
             yield from self.drain(closing=False)
         if driver.fatal is not None:
             raise driver.fatal
-        truncation = driver.truncation
+        truncation = driver.core.truncation
         if truncation is not None:
             # Until the application seeks them (Java's LogTruncationException, raised
             # again while the partitions wait): they must not start unnoticed.
@@ -720,7 +720,7 @@ class FrontEndCore:
                     self._told |= item.partitions
                 else:
                     self._told -= item.partitions
-                method = listener_method(driver.listener, item.kind)
+                method = listener_method(driver.core.listener, item.kind)
                 started = self._clock()
                 error = None if method is None else (yield RunListener(method, item.partitions))
                 if method is not None:
@@ -793,7 +793,7 @@ class FrontEndCore:
         left, self._told = frozenset(self._told), set()
         if not left:
             return
-        method = listener_method(self.driver.listener, CallbackKind.LOST)
+        method = listener_method(self.driver.core.listener, CallbackKind.LOST)
         log.warning(
             "group %s: close ended before %s were handed back (the coordinator did not "
             "answer in time); telling the rebalance listener they are lost",

@@ -29,7 +29,7 @@ heartbeat is refused, by switching to a classic session.
 
 Threads: every method must be called on the driver's event loop; from other
 threads only :attr:`Driver.app_work` (a thread-safe deque), :attr:`Driver.fatal`,
-:attr:`Driver.truncation`, :meth:`Driver.is_closed` and the session's
+``Driver.core.truncation``, :meth:`Driver.is_closed` and the session's
 ``group_protocol``, ``member_id`` and ``generation_or_epoch`` may be read.
 :class:`~kgroup.Consumer` reaches the loop through an anyio blocking portal.
 """
@@ -50,7 +50,6 @@ from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.dataplane.librdkafka import DataPlaneError, commit_reporter
 from kgroup.errors import (
     KgroupError,
-    LogTruncationError,
     NoBrokersAvailableError,
     RequestTimeoutError,
 )
@@ -66,7 +65,6 @@ from kgroup.runtime._log import log
 from kgroup.runtime.connect import open_kafka_client
 from kgroup.runtime.fetch_state import (
     Assign,
-    FetchState,
     Pause,
     Resume,
     Seek,
@@ -81,7 +79,6 @@ from kgroup.runtime.interfaces import (
     TransportInterface,
     WaitsInChunks,
 )
-from kgroup.runtime.liveness import UnownedWatch
 from kgroup.runtime.offset_io import OffsetIO
 from kgroup.runtime.topic_watch import MISSING_TOPIC_WARNINGS, missing_topic_delays
 from kgroup.telemetry.recorder import ConsumerTelemetry
@@ -182,40 +179,6 @@ class Driver:
     def session(self) -> Session:
         """The session of the protocol in use (``auto``: switched once decided)."""
         return self.core.session
-
-    @property
-    def fetch(self) -> FetchState:
-        """What each partition may do on the data plane."""
-        return self.core.fetch
-
-    @property
-    def listener(self) -> object | None:
-        """The application's rebalance listener (None: none)."""
-        return self.core.listener
-
-    @property
-    def truncation(self) -> LogTruncationError | None:
-        """Truncated partitions awaiting a ``seek()`` (see :attr:`RuntimeCore.truncation`)."""
-        return self.core.truncation
-
-    @property
-    def poll_events_wanted(self) -> bool:
-        """Whether polls must reach the member at once (:attr:`RuntimeCore.poll_events_wanted`)."""
-        return self.core.poll_events_wanted
-
-    @property
-    def session_lapses_at(self) -> float | None:
-        """When the session surely lapsed (:attr:`RuntimeCore.session_lapses_at`)."""
-        return self.core.session_lapses_at
-
-    @property
-    def liveness(self) -> UnownedWatch:
-        """When this member, idle, looks for partitions the group left unowned."""
-        return self.core.liveness
-
-    @liveness.setter
-    def liveness(self, watch: UnownedWatch) -> None:
-        self.core.liveness = watch
 
     @property
     def group_id(self) -> str:

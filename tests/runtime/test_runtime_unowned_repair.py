@@ -29,7 +29,7 @@ FAST = LivenessTimes(first=0.2, first_busy=60.0, confirm=0.2, quiet=60.0)
 
 def _watch_fast(consumer: AsyncConsumer) -> None:
     # The defaults (5 s, 5 s) are for real groups; the rules are the same.
-    consumer._driver.liveness = UnownedWatch(FAST)
+    consumer._driver.core.liveness = UnownedWatch(FAST)
 
 
 @pytest.mark.parametrize("static", [False, True], ids=["dynamic", "static"])

@@ -168,9 +168,9 @@ async def test_the_revocation_commit_takes_offsets_stored_after_the_partitions_s
                 # The broker takes a partition from the first member; it stops
                 # fetching at once, while the application still holds its records.
                 with anyio.fail_after(10):
-                    while len(first._driver.fetch.fetching) == 2:
+                    while len(first._driver.core.fetch.fetching) == 2:
                         assert await second.poll(0.05) is None
-                (moving,) = {TP0, TP1} - first._driver.fetch.fetching
+                (moving,) = {TP0, TP1} - first._driver.core.fetch.fetching
                 last = [m for m in records if m.partition() == moving.partition][-1]
                 first.store_offsets(last)  # done with it only now
                 with anyio.fail_after(10):
