@@ -54,10 +54,13 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
 
 :class:`BrokerError` keeps the broker's error ``code``, its protocol ``name``,
 whether Kafka marks it ``retriable``, and the broker's ``message`` if it sent one.
-Build one from a response's error code with :func:`kgroup.protocol.broker_error`,
-which picks the most specific class; the code-to-class table lives in
-``kgroup.protocol.errors``. Names that would collide with a transport error carry a
-``Broker`` prefix (``BrokerRequestTimedOutError`` is the broker's error code 7,
+Build one from a response's error code with :func:`broker_error`, which picks the
+most specific class: each class names the code it stands for
+(``class NotCoordinatorError(RetriableBrokerError, code=ErrorCode.NOT_COORDINATOR)``),
+and :data:`ERROR_CLASSES` is the table those declarations make. The codes and
+what kgroup knows of them are :mod:`kgroup.error_codes`. Names that would
+collide with a transport error carry a ``Broker`` prefix
+(``BrokerRequestTimedOutError`` is the broker's error code 7,
 ``RequestTimeoutError`` is kgroup's own wait running out).
 """
 
@@ -65,13 +68,18 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from kgroup.error_codes import ErrorCode, Trait
 
 if TYPE_CHECKING:
     # Annotations only: kgroup.types imports this module.
     from kgroup.types import TopicPartition, Truncation
 
 __all__ = [
+    "ERROR_CLASSES",
     "AssignmentViolation",
     "AssignorError",
     "AuthenticationError",
@@ -135,7 +143,11 @@ __all__ = [
     "UnsupportedSaslMechanismError",
     "UnsupportedVersionError",
     "UpgradeRefusedError",
+    "broker_error",
+    "raise_for_error",
 ]
+
+_C = ErrorCode
 
 
 class KgroupError(Exception):
@@ -227,6 +239,16 @@ class BrokerError(KgroupError):
     retriable: bool
     message: str | None = None
 
+    def __init_subclass__(cls, *, code: ErrorCode | None = None, **kwargs: Any) -> None:
+        # ``code=``: the class is the one :func:`broker_error` builds for that
+        # code, so the code-to-class table is declared where the classes are.
+        super().__init_subclass__(**kwargs)
+        if code is None:
+            return
+        if code in _CLASSES:
+            raise TypeError(f"{code.name} already has {_CLASSES[code].__name__}")
+        _CLASSES[code] = cls
+
     def __post_init__(self) -> None:
         text = f"{self.name} (error code {self.code})"
         if self.message:
@@ -234,89 +256,94 @@ class BrokerError(KgroupError):
         super().__init__(text)
 
 
+_CLASSES: dict[int, type[BrokerError]] = {}
+ERROR_CLASSES: Mapping[int, type[BrokerError]] = MappingProxyType(_CLASSES)
+"""The specific exception class of each code that has one (the ``code=`` of its class)."""
+
+
 class RetriableBrokerError(BrokerError):
     """A broker error that Kafka marks retriable: the same request may succeed later."""
 
 
-class NotCoordinatorError(RetriableBrokerError):
+class NotCoordinatorError(RetriableBrokerError, code=_C.NOT_COORDINATOR):
     """NOT_COORDINATOR: the broker is not the coordinator of the group; look it up again."""
 
 
-class CoordinatorNotAvailableError(RetriableBrokerError):
+class CoordinatorNotAvailableError(RetriableBrokerError, code=_C.COORDINATOR_NOT_AVAILABLE):
     """COORDINATOR_NOT_AVAILABLE: the coordinator is unavailable; look it up again."""
 
 
-class CoordinatorLoadInProgressError(RetriableBrokerError):
+class CoordinatorLoadInProgressError(RetriableBrokerError, code=_C.COORDINATOR_LOAD_IN_PROGRESS):
     """COORDINATOR_LOAD_IN_PROGRESS: the coordinator is loading the group; retry later."""
 
 
-class UnknownTopicOrPartitionError(RetriableBrokerError):
+class UnknownTopicOrPartitionError(RetriableBrokerError, code=_C.UNKNOWN_TOPIC_OR_PARTITION):
     """UNKNOWN_TOPIC_OR_PARTITION: the broker does not know the topic or partition."""
 
 
-class UnknownTopicIdError(RetriableBrokerError):
+class UnknownTopicIdError(RetriableBrokerError, code=_C.UNKNOWN_TOPIC_ID):
     """UNKNOWN_TOPIC_ID: the broker does not know the topic id."""
 
 
-class LeaderNotAvailableError(RetriableBrokerError):
+class LeaderNotAvailableError(RetriableBrokerError, code=_C.LEADER_NOT_AVAILABLE):
     """LEADER_NOT_AVAILABLE: a leader election is in progress."""
 
 
-class NotLeaderOrFollowerError(RetriableBrokerError):
+class NotLeaderOrFollowerError(RetriableBrokerError, code=_C.NOT_LEADER_OR_FOLLOWER):
     """NOT_LEADER_OR_FOLLOWER: the broker does not lead (or replicate) the partition."""
 
 
-class FencedLeaderEpochError(RetriableBrokerError):
+class FencedLeaderEpochError(RetriableBrokerError, code=_C.FENCED_LEADER_EPOCH):
     """FENCED_LEADER_EPOCH: the request's leader epoch is older than the broker's."""
 
 
-class UnknownLeaderEpochError(RetriableBrokerError):
+class UnknownLeaderEpochError(RetriableBrokerError, code=_C.UNKNOWN_LEADER_EPOCH):
     """UNKNOWN_LEADER_EPOCH: the request's leader epoch is newer than the broker's."""
 
 
-class BrokerRequestTimedOutError(RetriableBrokerError):
+class BrokerRequestTimedOutError(RetriableBrokerError, code=_C.REQUEST_TIMED_OUT):
     """REQUEST_TIMED_OUT (error 7): the broker's own timeout for the request expired.
 
     Not to be confused with :class:`RequestTimeoutError`, kgroup's own wait for a response."""
 
 
-class UnstableOffsetCommitError(RetriableBrokerError):
+class UnstableOffsetCommitError(RetriableBrokerError, code=_C.UNSTABLE_OFFSET_COMMIT):
     """UNSTABLE_OFFSET_COMMIT: a transactional commit for the partition is pending."""
 
 
-class UnknownMemberIdError(BrokerError):
+class UnknownMemberIdError(BrokerError, code=_C.UNKNOWN_MEMBER_ID):
     """UNKNOWN_MEMBER_ID: the group does not know this member id."""
 
 
-class FencedMemberEpochError(BrokerError):
+class FencedMemberEpochError(BrokerError, code=_C.FENCED_MEMBER_EPOCH):
     """FENCED_MEMBER_EPOCH: the member epoch is fenced; rejoin with epoch 0."""
 
 
-class StaleMemberEpochError(BrokerError):
+class StaleMemberEpochError(BrokerError, code=_C.STALE_MEMBER_EPOCH):
     """STALE_MEMBER_EPOCH: an offset request carried an outdated member epoch."""
 
 
-class UnreleasedInstanceIdError(BrokerError):
+class UnreleasedInstanceIdError(BrokerError, code=_C.UNRELEASED_INSTANCE_ID):
     """UNRELEASED_INSTANCE_ID: another member still holds the static instance id."""
 
 
-class FencedInstanceIdError(BrokerError):
+class FencedInstanceIdError(BrokerError, code=_C.FENCED_INSTANCE_ID):
     """FENCED_INSTANCE_ID: another member with the same static instance id replaced this one."""
 
 
-class GroupMaxSizeReachedError(BrokerError):
+class GroupMaxSizeReachedError(BrokerError, code=_C.GROUP_MAX_SIZE_REACHED):
     """GROUP_MAX_SIZE_REACHED: the group is full."""
 
 
-class UnsupportedAssignorError(BrokerError):
+class UnsupportedAssignorError(BrokerError, code=_C.UNSUPPORTED_ASSIGNOR):
     """UNSUPPORTED_ASSIGNOR: the broker has no server-side assignor by that name."""
 
 
-class InvalidRegularExpressionError(BrokerError):
+class InvalidRegularExpressionError(BrokerError, code=_C.INVALID_REGULAR_EXPRESSION):
     """INVALID_REGULAR_EXPRESSION: the subscribed regular expression is invalid."""
 
 
-class GroupIdNotFoundError(BrokerError):
+class GroupIdNotFoundError(BrokerError, code=_C.GROUP_ID_NOT_FOUND):
     """GROUP_ID_NOT_FOUND: the group does not exist."""
 
 
@@ -332,31 +359,31 @@ class UpgradeRefusedError(GroupIdNotFoundError):
     """
 
 
-class RebalanceInProgressError(BrokerError):
+class RebalanceInProgressError(BrokerError, code=_C.REBALANCE_IN_PROGRESS):
     """REBALANCE_IN_PROGRESS: the classic group is rebalancing; rejoin."""
 
 
-class IllegalGenerationError(BrokerError):
+class IllegalGenerationError(BrokerError, code=_C.ILLEGAL_GENERATION):
     """ILLEGAL_GENERATION: the classic generation id is outdated."""
 
 
-class MemberIdRequiredError(BrokerError):
+class MemberIdRequiredError(BrokerError, code=_C.MEMBER_ID_REQUIRED):
     """MEMBER_ID_REQUIRED: rejoin with the member id the broker handed out."""
 
 
-class InconsistentGroupProtocolError(BrokerError):
+class InconsistentGroupProtocolError(BrokerError, code=_C.INCONSISTENT_GROUP_PROTOCOL):
     """INCONSISTENT_GROUP_PROTOCOL: the member's protocols do not match the group's."""
 
 
-class InvalidSessionTimeoutError(BrokerError):
+class InvalidSessionTimeoutError(BrokerError, code=_C.INVALID_SESSION_TIMEOUT):
     """INVALID_SESSION_TIMEOUT: the session timeout is outside the broker's bounds."""
 
 
-class InvalidGroupIdError(BrokerError):
+class InvalidGroupIdError(BrokerError, code=_C.INVALID_GROUP_ID):
     """INVALID_GROUP_ID: the group id is not valid."""
 
 
-class NonEmptyGroupError(BrokerError):
+class NonEmptyGroupError(BrokerError, code=_C.NON_EMPTY_GROUP):
     """NON_EMPTY_GROUP: the operation needs an empty group."""
 
 
@@ -524,43 +551,53 @@ class AuthorizationError(SecurityError):
     """
 
 
-class GroupAuthorizationFailedError(BrokerError, AuthorizationError):
+class GroupAuthorizationFailedError(
+    BrokerError, AuthorizationError, code=_C.GROUP_AUTHORIZATION_FAILED
+):
     """GROUP_AUTHORIZATION_FAILED: the principal may not use the group."""
 
 
-class TopicAuthorizationFailedError(BrokerError, AuthorizationError):
+class TopicAuthorizationFailedError(
+    BrokerError, AuthorizationError, code=_C.TOPIC_AUTHORIZATION_FAILED
+):
     """TOPIC_AUTHORIZATION_FAILED: the principal may not use a topic."""
 
 
-class ClusterAuthorizationFailedError(BrokerError, AuthorizationError):
+class ClusterAuthorizationFailedError(
+    BrokerError, AuthorizationError, code=_C.CLUSTER_AUTHORIZATION_FAILED
+):
     """CLUSTER_AUTHORIZATION_FAILED: the principal may not perform a cluster action."""
 
 
-class TransactionalIdAuthorizationFailedError(BrokerError, AuthorizationError):
+class TransactionalIdAuthorizationFailedError(
+    BrokerError, AuthorizationError, code=_C.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+):
     """TRANSACTIONAL_ID_AUTHORIZATION_FAILED: the principal may not use the transactional id."""
 
 
-class InvalidRequestError(BrokerError):
+class InvalidRequestError(BrokerError, code=_C.INVALID_REQUEST):
     """INVALID_REQUEST: the broker rejected the request as malformed or inconsistent."""
 
 
-class OffsetOutOfRangeError(BrokerError):
+class OffsetOutOfRangeError(BrokerError, code=_C.OFFSET_OUT_OF_RANGE):
     """OFFSET_OUT_OF_RANGE: the offset is outside the partition's log."""
 
 
-class OffsetMetadataTooLargeError(BrokerError):
+class OffsetMetadataTooLargeError(BrokerError, code=_C.OFFSET_METADATA_TOO_LARGE):
     """OFFSET_METADATA_TOO_LARGE: the committed metadata string is too long."""
 
 
-class TopicAlreadyExistsError(BrokerError):
+class TopicAlreadyExistsError(BrokerError, code=_C.TOPIC_ALREADY_EXISTS):
     """TOPIC_ALREADY_EXISTS: a topic by that name exists already."""
 
 
-class UnknownServerError(BrokerError):
+class UnknownServerError(BrokerError, code=_C.UNKNOWN_SERVER_ERROR):
     """UNKNOWN_SERVER_ERROR: the broker failed unexpectedly."""
 
 
-class BrokerUnsupportedVersionError(BrokerError, UnsupportedVersionError):
+class BrokerUnsupportedVersionError(
+    BrokerError, UnsupportedVersionError, code=_C.UNSUPPORTED_VERSION
+):
     """UNSUPPORTED_VERSION (error 35): the broker does not support the request's version.
 
     Also an :class:`UnsupportedVersionError`, so one ``except`` clause catches both
@@ -631,3 +668,46 @@ class JarResolutionError(HarnessError):
 
 class BrokerStartError(HarnessError):
     """A broker process exited or did not become ready; the message has its log tail."""
+
+
+def broker_error(code: int, message: str | None = None) -> BrokerError:
+    """The exception for a broker's error ``code``, with the broker's ``message``.
+
+    Returns the specific class from :data:`ERROR_CLASSES` if there is one, else
+    :class:`RetriableBrokerError` or :class:`BrokerError` by Kafka's retriable
+    flag. A code Kafka does not define (a newer broker) gets the generic,
+    non-retriable class.
+
+    Raises:
+        ValueError: ``code`` is 0, which is not an error.
+    """
+    if code == ErrorCode.NONE:
+        raise ValueError("error code 0 (NONE) is not an error")
+    try:
+        known = ErrorCode(code)
+    except ValueError:
+        return _foreign_error(code, message)
+    retriable = Trait.RETRIABLE in known.traits
+    cls = _CLASSES.get(known) or (RetriableBrokerError if retriable else BrokerError)
+    return cls(int(known), known.name, retriable, message)
+
+
+def _foreign_error(code: int, message: str | None) -> BrokerError:
+    """A code kgroup does not tell apart: named and flagged from Kafka's complete list."""
+    # Imported here: importing kgroup must not load the wire library (kio brings
+    # its runtime along), and a code kgroup does not know arrived in a response
+    # kio decoded, so kio is loaded by the time one needs a name.
+    from kio.schema.errors import ErrorCode as KafkaErrorCode  # noqa: PLC0415
+
+    try:
+        kafka = KafkaErrorCode(code)
+    except ValueError:
+        return BrokerError(code, f"UNKNOWN_ERROR_CODE_{code}", False, message)
+    cls = RetriableBrokerError if kafka.retriable else BrokerError
+    return cls(code, kafka.name.upper(), kafka.retriable, message)
+
+
+def raise_for_error(code: int, message: str | None = None) -> None:
+    """Raise :func:`broker_error` of ``code`` unless it is 0 (NONE)."""
+    if code != ErrorCode.NONE:
+        raise broker_error(code, message)

@@ -36,9 +36,9 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Final
 
 import anyio
-from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
+from kgroup.error_codes import ErrorCode, Trait, codes_with
 from kgroup.errors import (
     BrokerError,
     CoordinatorNotAvailableError,
@@ -50,9 +50,9 @@ from kgroup.errors import (
     TransportError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
+    broker_error,
 )
 from kgroup.protocol.apis import ApiKey
-from kgroup.protocol.errors import broker_error
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests import offset_commit, offset_fetch, offset_for_leader_epoch
 from kgroup.protocol.requests.offset_for_leader_epoch import EpochEnd, EpochQuery
@@ -83,36 +83,28 @@ _COORDINATOR_ERRORS = (
     NotCoordinatorError,
     CoordinatorNotAvailableError,
 )
-# Per-partition (OffsetCommit) and per-group (OffsetFetch) codes worth another attempt.
-_RETRY_CODES = frozenset(
-    {
-        ErrorCode.stale_member_epoch,
-        ErrorCode.unstable_offset_commit,
-        ErrorCode.not_coordinator,
-        ErrorCode.coordinator_not_available,
-        ErrorCode.coordinator_load_in_progress,
-        ErrorCode.request_timed_out,
-        ErrorCode.rebalance_in_progress,
-        # A topic deleted (and perhaps created again under the same name, with
-        # a new id) since the client described it: it is described again before
-        # the next attempt, and left out if it is gone.
-        ErrorCode.unknown_topic_id,
-        ErrorCode.unknown_topic_or_partition,
+# Answers after which a commit's topics are described again: a topic deleted (and
+# perhaps created again under the same name, with a new id) since the client
+# described it is described again before the next attempt, and left out if gone.
+_UNKNOWN = codes_with(Trait.UNKNOWN_TOPIC)
+# Per-partition (OffsetCommit) and per-group (OffsetFetch) codes worth another
+# attempt: those of every group API (the coordinator moved or is busy), the
+# unknown topics, and the offsets APIs' own.
+_RETRY_CODES = (
+    codes_with(Trait.COORDINATOR_MOVED)
+    | codes_with(Trait.TRANSIENT)
+    | _UNKNOWN
+    | {
+        ErrorCode.STALE_MEMBER_EPOCH,  # retried with the member's newest epoch
+        ErrorCode.UNSTABLE_OFFSET_COMMIT,
+        ErrorCode.REBALANCE_IN_PROGRESS,
     }
 )
-# Answers after which a commit's topics are described again.
-_UNKNOWN = frozenset({ErrorCode.unknown_topic_id, ErrorCode.unknown_topic_or_partition})
-
-_FENCED_CODES = frozenset(
-    {
-        ErrorCode.unknown_member_id,
-        ErrorCode.fenced_member_epoch,
-        # A classic member of a converted group fetching at a generation the group
-        # just left (its member epoch moved on between the SyncGroup and the fetch):
-        # the consumer members' STALE_MEMBER_EPOCH, retried at the next generation.
-        ErrorCode.illegal_generation,
-    }
-)
+# Fenced, but a rejoin gives the member a new epoch or generation. ILLEGAL_GENERATION
+# is among them for a classic member of a converted group fetching at a generation
+# the group just left (its member epoch moved on between the SyncGroup and the
+# fetch): the consumer members' STALE_MEMBER_EPOCH, retried at the next generation.
+_FENCED_CODES = codes_with(Trait.FENCED, without=Trait.FATAL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,7 +443,7 @@ def judge_commit_errors(
         e
         for e in errors.values()
         if e.code not in _RETRY_CODES
-        or (e.code == ErrorCode.rebalance_in_progress and not retry_rebalance_in_progress)
+        or (e.code == ErrorCode.REBALANCE_IN_PROGRESS and not retry_rebalance_in_progress)
     ]
     return CommitAnswer(
         fatal[0] if fatal else None,
@@ -748,7 +740,7 @@ class OffsetManager:
             info = topics.get(tp.topic)
             if info is not None and info.partitions and tp.partition not in info.partitions:
                 raise broker_error(
-                    ErrorCode.unknown_topic_or_partition,
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     f"{tp} does not exist: topic {tp.topic!r} has {info.partition_count} "
                     "partitions; commit only partitions of the topic",
                 )

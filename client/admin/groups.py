@@ -29,10 +29,11 @@ from kgroup.errors import (
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
     NotCoordinatorError,
+    broker_error,
+    raise_for_error,
 )
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.cluster import BrokerAddress
-from kgroup.protocol.errors import broker_error, raise_for_error
 from kgroup.protocol.requests import (
     broker_features,
     consumer_group_members,

@@ -23,8 +23,7 @@ from kio.schema.errors import ErrorCode
 from kgroup.config import AutoOffsetReset, Callbacks, ConsumerConfig
 from kgroup.config_security import SECRET_KEYS, explain_denial, is_security_key
 from kgroup.dataplane._repeats import RepeatedLines
-from kgroup.errors import BrokerError, ConfigError, KgroupError, RequestTimeoutError
-from kgroup.protocol.errors import broker_error
+from kgroup.errors import BrokerError, ConfigError, KgroupError, RequestTimeoutError, broker_error
 from kgroup.telemetry.metrics import DataPlaneStatistics, parse_librdkafka_statistics
 from kgroup.types import TopicPartition
 

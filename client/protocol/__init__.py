@@ -6,13 +6,14 @@ Built on kio's generated codecs; pure code over bytes, no I/O and no anyio.
 - :mod:`~kgroup.protocol.apis`: the APIs kgroup uses and the versions it supports.
 - :mod:`~kgroup.protocol.framing`: size prefix, headers, encode/decode of whole frames.
 - :mod:`~kgroup.protocol.negotiation`: choosing versions from a broker's ApiVersions.
-- :mod:`~kgroup.protocol.errors`: broker error codes to :mod:`kgroup.errors` classes.
 - :mod:`~kgroup.protocol.requests`: one module per API: build the request, parse the response.
 - :mod:`~kgroup.protocol.classic_payload`: the subscription / assignment bytes
   embedded in JoinGroup and SyncGroup.
 - :mod:`~kgroup.protocol.cluster`: the cluster metadata values (brokers, topics, partitions).
 """
 
+# Also here, where docs/protocol.md first named them; they live in kgroup.errors.
+from kgroup.errors import ERROR_CLASSES, broker_error, raise_for_error
 from kgroup.protocol.apis import (
     SUPPORTED_VERSIONS,
     ApiKey,
@@ -22,7 +23,6 @@ from kgroup.protocol.apis import (
     response_class,
     response_module,
 )
-from kgroup.protocol.errors import ERROR_CLASSES, broker_error, raise_for_error
 from kgroup.protocol.framing import (
     FrameCodec,
     RequestFrame,

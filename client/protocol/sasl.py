@@ -32,9 +32,9 @@ from kgroup.errors import (
     SecurityProtocolMismatchError,
     UnsupportedSaslMechanismError,
     UnsupportedVersionError,
+    broker_error,
 )
 from kgroup.protocol.apis import VersionRange, request_class
-from kgroup.protocol.errors import broker_error
 from kgroup.protocol.negotiation import NegotiatedVersions
 
 __all__ = [

@@ -61,6 +61,7 @@ from kgroup.errors import (
     LogTruncationError,
     RebalanceInProgressError,
     UnknownMemberIdError,
+    broker_error,
 )
 from kgroup.listener import listener_method
 from kgroup.membership import (
@@ -83,7 +84,6 @@ from kgroup.membership import (
     Unsubscribe,
 )
 from kgroup.offsets import CommittedBook, EpochBook, recreated_partitions
-from kgroup.protocol import broker_error
 from kgroup.runtime import choice, work
 from kgroup.runtime._log import log
 from kgroup.runtime.fetch_state import Assign, CapturePositions, FetchOp, FetchState, FetchTicket

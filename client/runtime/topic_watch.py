@@ -13,8 +13,12 @@ import anyio
 
 from kgroup.config import ConsumerConfig
 from kgroup.config_security import explain_denial
-from kgroup.errors import KgroupError, TopicAuthorizationFailedError, UnknownTopicOrPartitionError
-from kgroup.protocol import broker_error
+from kgroup.errors import (
+    KgroupError,
+    TopicAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
+    broker_error,
+)
 from kgroup.runtime._log import log
 from kgroup.runtime.interfaces import TransportInterface
 

@@ -32,7 +32,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
 from kgroup import membership as m
-from kgroup.protocol import broker_error
+from kgroup.error_codes import ErrorCode, Trait, codes_with
+from kgroup.errors import broker_error
 from kgroup.telemetry import events as ev
 from kgroup.telemetry.emitter import TelemetryEmitter
 from kgroup.telemetry.metrics import ConsumerMetrics, DataPlaneStatistics, Histogram
@@ -74,16 +75,9 @@ _FATAL: frozenset[enum.Enum] = frozenset({_MS.FATAL, _CS.FATAL})
 _LOSING: frozenset[enum.Enum] = frozenset({_MS.FENCED, *_STALE})
 
 # Error codes with which a coordinator fences a member (either protocol).
-_FENCING_CODES = frozenset(
-    {
-        m.ErrorCode.FENCED_MEMBER_EPOCH,
-        m.ErrorCode.UNKNOWN_MEMBER_ID,
-        m.ErrorCode.ILLEGAL_GENERATION,
-        m.ErrorCode.FENCED_INSTANCE_ID,
-    }
-)
+_FENCING_CODES = codes_with(Trait.FENCED)
 # Answers that are part of a normal join, not errors.
-_NOT_ERRORS = frozenset({m.ErrorCode.NONE, m.ErrorCode.MEMBER_ID_REQUIRED})
+_NOT_ERRORS = codes_with(Trait.JOIN_STEP) | {ErrorCode.NONE}
 
 _MAX_PENDING = 1000
 """Events held back while the member has no id (more are sent without one)."""

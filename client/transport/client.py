@@ -8,10 +8,10 @@ from collections.abc import Callable, Iterable, Sequence
 
 import anyio
 import anyio.abc
-from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from kgroup.config_security import SecurityConfig, explain_denial
+from kgroup.error_codes import ErrorCode, Trait, codes_with, error_name
 from kgroup.errors import (
     BrokerError,
     ConfigError,
@@ -37,7 +37,7 @@ log = logging.getLogger("kgroup.transport.client")
 RequestBuilder = Callable[[NegotiatedVersions], RequestPayload]
 """Builds a request from the versions negotiated with the broker it will go to."""
 
-_COORDINATOR_MOVED = frozenset({ErrorCode.not_coordinator, ErrorCode.coordinator_not_available})
+_COORDINATOR_MOVED = codes_with(Trait.COORDINATOR_MOVED)
 
 BOOTSTRAP_STAGGER = 0.5
 """Seconds a bootstrap server may take to connect before the next one is tried alongside.
@@ -555,12 +555,10 @@ class KafkaClient(TaskGroupOwner["KafkaClient"]):
                 attempt += 1
                 continue
             response = await conn.request(build(conn.versions))
-            code = getattr(response, "error_code", ErrorCode.none)
+            code = getattr(response, "error_code", ErrorCode.NONE)
             if code not in _COORDINATOR_MOVED or anyio.current_time() >= deadline:
                 return response
-            log.info(
-                "coordinator %s of group %r answered %s", address, group_id, ErrorCode(code).name
-            )
+            log.info("coordinator %s of group %r answered %s", address, group_id, error_name(code))
             self.mark_coordinator_stale(group_id)
             if attempt:
                 await self._sleep(attempt - 1, deadline)

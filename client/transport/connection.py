@@ -34,9 +34,9 @@ from kgroup.errors import (
     MalformedResponseError,
     RequestTimeoutError,
     SecurityError,
+    broker_error,
 )
 from kgroup.protocol import apis
-from kgroup.protocol.errors import broker_error
 from kgroup.protocol.framing import (
     SIZE_PREFIX,
     FrameCodec,

@@ -11,8 +11,7 @@ import pytest
 from kgroup.config import Callbacks, ConsumerConfig
 from kgroup.dataplane import librdkafka
 from kgroup.dataplane.librdkafka import LIBRDKAFKA_LOGGER, commit_reporter, validate_passthrough
-from kgroup.errors import ConfigError, RequestTimeoutError
-from kgroup.protocol.errors import broker_error
+from kgroup.errors import ConfigError, RequestTimeoutError, broker_error
 from kgroup.types import TopicPartition
 
 BASE: dict[str, Any] = {"bootstrap.servers": "127.0.0.1:9092", "group.id": "g"}

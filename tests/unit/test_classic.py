@@ -8,6 +8,8 @@ from typing import Any, TypeVar
 
 import pytest
 
+from kgroup.error_codes import ERROR_CODES as CLASSIC_ERROR_CODES
+from kgroup.error_codes import error_name as classic_error_name
 from kgroup.membership import (
     CLASSIC_TRANSITIONS,
     AssignmentComputed,
@@ -67,8 +69,6 @@ from kgroup.membership.classic.states import (
     next_classic_state,
     replace_classic_diagram,
 )
-from kgroup.membership.common.errors import ERROR_CODES as CLASSIC_ERROR_CODES
-from kgroup.membership.common.errors import error_name as classic_error_name
 from kgroup.types import TopicPartition
 
 S = ClassicState

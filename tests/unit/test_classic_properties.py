@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kgroup.error_codes import ERROR_CODES as E
 from kgroup.membership import (
     AssignmentComputed,
     AssignorFailed,
@@ -47,7 +48,6 @@ from kgroup.membership import (
     TimerTick,
     Unsubscribe,
 )
-from kgroup.membership.common.errors import ERROR_CODES as E
 from kgroup.types import TopicPartition
 
 EAGER = RebalanceProtocol.EAGER

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from kgroup.error_codes import ERROR_CODES, error_name
 from kgroup.membership import (
     TRANSITIONS,
     Action,
@@ -48,7 +49,6 @@ from kgroup.membership import (
     Unsubscribe,
     render_mermaid,
 )
-from kgroup.membership.common.errors import ERROR_CODES, error_name
 from kgroup.membership.consumer import reconcile
 from kgroup.membership.consumer.reactions import Reaction, reaction_for
 from kgroup.membership.consumer.states import (

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from kgroup.error_codes import ErrorCode
 from kgroup.errors import InvalidAssignmentError
 from kgroup.membership import (
     CallbackCompleted,
@@ -25,7 +26,6 @@ from kgroup.membership import (
     SubscriptionChanged,
     TimerTick,
 )
-from kgroup.membership.common.errors import ErrorCode
 from kgroup.membership.consumer import (
     DUTY,
     ClientAssignmentComputed,

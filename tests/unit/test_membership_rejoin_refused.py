@@ -17,6 +17,7 @@ import logging
 import pytest
 from test_membership import A, B, Harness, S, heartbeats
 
+from kgroup.error_codes import ERROR_CODES
 from kgroup.membership import (
     CallbackKind,
     Closed,
@@ -31,7 +32,6 @@ from kgroup.membership import (
     SubscriptionChanged,
     Unsubscribe,
 )
-from kgroup.membership.common.errors import ERROR_CODES
 
 FENCED = ERROR_CODES["FENCED_MEMBER_EPOCH"]
 UNRELEASED = ERROR_CODES["UNRELEASED_INSTANCE_ID"]

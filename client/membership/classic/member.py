@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from kgroup.error_codes import ErrorCode, error_name
 from kgroup.membership.classic.actions import (
     PROTOCOL_TYPE,
     ClassicAssignorOnAssignment,
@@ -67,7 +68,6 @@ from kgroup.membership.common.actions import (
     StartFetching,
     StopFetching,
 )
-from kgroup.membership.common.errors import ErrorCode, error_name
 from kgroup.membership.common.events import (
     CallbackCompleted,
     CallbackKind,

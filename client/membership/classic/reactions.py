@@ -1,8 +1,11 @@
 """How the classic member reacts to JoinGroup / SyncGroup / Heartbeat error codes.
 
-The codes are :class:`~kgroup.membership.common.errors.ErrorCode`, shared with
-the new-protocol member; this is the classic protocol's one table of reactions
-to them. Which API an error came from still matters (see
+The codes are :class:`kgroup.error_codes.ErrorCode`, shared with the
+new-protocol member; this is the classic protocol's one table of reactions to
+them. The rows every group API shares (coordinator moved, transient, fatal)
+come from the codes' traits
+(:func:`~kgroup.membership.common.errors.shared_reactions`); the rows below are
+this protocol's own. Which API an error came from still matters (see
 :class:`~kgroup.membership.classic.ClassicMember`): REBALANCE_IN_PROGRESS is
 a retry for JoinGroup, a rejoin for SyncGroup and a rejoin for a stable
 member's Heartbeat.
@@ -14,7 +17,8 @@ import enum
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from kgroup.membership.common.errors import ErrorCode, coordinator_reactions, reaction_in
+from kgroup.error_codes import ErrorCode
+from kgroup.membership.common.errors import reaction_in, shared_reactions
 
 __all__ = ["CLASSIC_REACTIONS", "ClassicReaction", "classic_reaction_for"]
 
@@ -34,20 +38,15 @@ class ClassicReaction(enum.Enum):
 _C = ErrorCode
 CLASSIC_REACTIONS: Mapping[int, ClassicReaction] = MappingProxyType(
     {
-        **coordinator_reactions(
-            rediscover=ClassicReaction.REDISCOVER, retry=ClassicReaction.RETRY_WITH_BACKOFF
+        **shared_reactions(
+            rediscover=ClassicReaction.REDISCOVER,
+            retry=ClassicReaction.RETRY_WITH_BACKOFF,
+            fatal=ClassicReaction.FATAL,
         ),
         _C.REBALANCE_IN_PROGRESS: ClassicReaction.REBALANCING,
         _C.ILLEGAL_GENERATION: ClassicReaction.RESET_GENERATION,
         _C.UNKNOWN_MEMBER_ID: ClassicReaction.RESET_MEMBER,
         _C.MEMBER_ID_REQUIRED: ClassicReaction.MEMBER_ID_REQUIRED,
-        _C.FENCED_INSTANCE_ID: ClassicReaction.FATAL,
-        _C.INCONSISTENT_GROUP_PROTOCOL: ClassicReaction.FATAL,
-        _C.GROUP_MAX_SIZE_REACHED: ClassicReaction.FATAL,
-        _C.GROUP_AUTHORIZATION_FAILED: ClassicReaction.FATAL,
-        _C.INVALID_SESSION_TIMEOUT: ClassicReaction.FATAL,
-        _C.INVALID_GROUP_ID: ClassicReaction.FATAL,
-        _C.UNSUPPORTED_VERSION: ClassicReaction.FATAL,
     }
 )
 

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kgroup.error_codes import ErrorCode, error_name
 from kgroup.membership.common.actions import (
     CommitOffsets,
     LeaveComplete,
@@ -30,7 +31,6 @@ from kgroup.membership.common.actions import (
     StartFetching,
     StopFetching,
 )
-from kgroup.membership.common.errors import ErrorCode, error_name
 from kgroup.membership.common.events import (
     CallbackCompleted,
     CallbackKind,

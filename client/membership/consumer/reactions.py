@@ -1,7 +1,10 @@
 """How the new-protocol member reacts to each ConsumerGroupHeartbeat error code.
 
-The codes are :class:`~kgroup.membership.common.errors.ErrorCode`, shared with
-the classic member; this is the new protocol's one table of reactions to them.
+The codes are :class:`kgroup.error_codes.ErrorCode`, shared with the classic
+member; this is the new protocol's one table of reactions to them. The rows
+every group API shares (coordinator moved, transient, fatal) come from the
+codes' traits (:func:`~kgroup.membership.common.errors.shared_reactions`); the
+rows below are this protocol's own.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ import enum
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from kgroup.membership.common.errors import ErrorCode, coordinator_reactions, reaction_in
+from kgroup.error_codes import ErrorCode
+from kgroup.membership.common.errors import reaction_in, shared_reactions
 
 __all__ = ["REACTIONS", "Reaction", "reaction_for"]
 
@@ -29,20 +33,17 @@ class Reaction(enum.Enum):
 _C = ErrorCode
 REACTIONS: Mapping[int, Reaction] = MappingProxyType(
     {
-        **coordinator_reactions(rediscover=Reaction.REDISCOVER, retry=Reaction.RETRY_WITH_BACKOFF),
+        **shared_reactions(
+            rediscover=Reaction.REDISCOVER,
+            retry=Reaction.RETRY_WITH_BACKOFF,
+            fatal=Reaction.FATAL,
+        ),
         # Both, when they refuse a join (epoch 0) of a member id the broker still
-        # holds, are a refused rejoin instead: ConsumerMember._rejoin_refused.
+        # holds, are a refused rejoin instead: ConsumerMember._rejoin_refused (and
+        # so is the fatal UNRELEASED_INSTANCE_ID).
         _C.FENCED_MEMBER_EPOCH: Reaction.FENCED,
         _C.UNKNOWN_MEMBER_ID: Reaction.FENCED,
         _C.TOPIC_AUTHORIZATION_FAILED: Reaction.REPORT_AND_RETRY,
-        _C.GROUP_AUTHORIZATION_FAILED: Reaction.FATAL,
-        _C.INVALID_REQUEST: Reaction.FATAL,
-        _C.GROUP_MAX_SIZE_REACHED: Reaction.FATAL,
-        _C.UNSUPPORTED_ASSIGNOR: Reaction.FATAL,
-        _C.INVALID_REGULAR_EXPRESSION: Reaction.FATAL,
-        _C.UNRELEASED_INSTANCE_ID: Reaction.FATAL,  # see FENCED_MEMBER_EPOCH
-        _C.FENCED_INSTANCE_ID: Reaction.FATAL,
-        _C.GROUP_ID_NOT_FOUND: Reaction.FATAL,
         _C.UNSUPPORTED_VERSION: Reaction.FATAL_UNSUPPORTED_VERSION,
     }
 )

@@ -18,9 +18,9 @@ import kio.schema.api_versions.v4.response as v4
 from kio.static.protocol import RequestPayload
 
 from kgroup._version import __version__
+from kgroup.errors import raise_for_error
 from kgroup.protocol.apis import ApiKey, VersionRange
 from kgroup.protocol.cluster import frozen_map
-from kgroup.protocol.errors import raise_for_error
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests import api_versions
 

@@ -8,9 +8,9 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8
 from kio.static.protocol import RequestPayload
 
+from kgroup.errors import broker_error
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.cluster import BrokerAddress
-from kgroup.protocol.errors import broker_error
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests._common import Narrow
 

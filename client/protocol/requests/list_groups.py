@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 import kio.schema.list_groups.v5.response as v5
 from kio.static.protocol import RequestPayload
 
+from kgroup.errors import raise_for_error
 from kgroup.protocol.apis import ApiKey
-from kgroup.protocol.errors import raise_for_error
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests._common import Narrow
 

@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.constants import uuid_zero
 from kio.static.protocol import RequestPayload
 
+from kgroup.errors import raise_for_error
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.cluster import (
     BrokerAddress,
@@ -17,7 +18,6 @@ from kgroup.protocol.cluster import (
     TopicInfo,
     frozen_map,
 )
-from kgroup.protocol.errors import raise_for_error
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests._common import Narrow
 

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload
 
-from kgroup.errors import BrokerError
+from kgroup.errors import BrokerError, broker_error
 from kgroup.protocol.apis import ApiKey
-from kgroup.protocol.errors import broker_error
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests._common import Narrow, by_topic, topic_name
 from kgroup.types import TopicPartition

@@ -43,6 +43,7 @@ from kgroup.assignors import (
 )
 from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.config_keys import RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS
+from kgroup.error_codes import Trait, codes_with
 from kgroup.errors import AssignmentViolation, InvalidAssignmentError, KgroupError
 from kgroup.listener import listener_method
 from kgroup.membership import (
@@ -111,6 +112,7 @@ from kgroup.membership.consumer import (
     SendInstallAssignment,
     SendPrepareAssignment,
 )
+from kgroup.membership.consumer.reactions import REACTIONS, Reaction
 from kgroup.protocol.cluster import BrokerAddress
 from kgroup.runtime.classic_session import (
     classic_assignors,
@@ -366,7 +368,7 @@ _RETRY_COMMIT = frozenset(
 )
 # Fatal errors that faults explain: a static member restarted before its old
 # process released the instance id, or a stale process of a static member.
-_EXPECTED_FATAL = frozenset({ErrorCode.UNRELEASED_INSTANCE_ID, ErrorCode.FENCED_INSTANCE_ID})
+_EXPECTED_FATAL = codes_with(Trait.INSTANCE_CONFLICT)
 # Classic commits retried by the runtime's offset manager (the rest go back as CommitFailed).
 _RETRY_CLASSIC_COMMIT = frozenset(
     {
@@ -382,7 +384,7 @@ _METADATA_MAX_AGE_MS = 2000
 _SAME_INSTANT_LIMIT = 200
 # Fencing answers a member may get within one session timeout (FENCE_LOOP).
 _FENCE_LIMIT = 8
-_FENCING = frozenset({ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID})
+_FENCING = frozenset(code for code, then in REACTIONS.items() if then is Reaction.FENCED)
 
 
 class _Commit:
