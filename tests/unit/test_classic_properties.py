@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from listener_helpers import StateSeen
 
 from kgroup.error_codes import ERROR_CODES as E
 from kgroup.membership import (
@@ -106,22 +107,6 @@ _CHOICES = [
     "close",
     "fatal",
 ]
-
-
-class StateSeen:
-    """The member's listener: the state it was last told, checked against the member's."""
-
-    def __init__(self) -> None:
-        self.state: object = None
-
-    def started(self, state: object, now: float) -> None:
-        assert self.state is None
-        self.state = state
-
-    def state_changed(self, old: object, new: object, now: float) -> None:
-        assert old is self.state
-        assert new is not old
-        self.state = new
 
 
 class World:

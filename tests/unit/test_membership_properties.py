@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from listener_helpers import StateSeen
 
 from kgroup.membership import (
     Action,
@@ -49,22 +50,6 @@ IN_GROUP = {
     MemberState.ACKNOWLEDGING,
     MemberState.STABLE,
 }
-
-
-class StateSeen:
-    """The member's listener: the state it was last told, checked against the member's."""
-
-    def __init__(self) -> None:
-        self.state: object = None
-
-    def started(self, state: object, now: float) -> None:
-        assert self.state is None
-        self.state = state
-
-    def state_changed(self, old: object, new: object, now: float) -> None:
-        assert old is self.state
-        assert new is not old
-        self.state = new
 
 
 class World:
