@@ -19,6 +19,6 @@ telemetry generator (:mod:`kgroup.report.synth`) need no Spark at all.
 
 from __future__ import annotations
 
-from kgroup.report.errors import ConnectorJarError, ReportError, ReportInputError, SparkMissingError
+from kgroup.errors import ConnectorJarError, ReportError, ReportInputError, SparkMissingError
 
 __all__ = ["ConnectorJarError", "ReportError", "ReportInputError", "SparkMissingError"]

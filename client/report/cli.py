@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kgroup.cli_topics import parse_key_value
-from kgroup.report.errors import SparkMissingError
+from kgroup.errors import SparkMissingError
 
 __all__ = ["EXIT_DOUBLE_OWNERSHIP", "add_report_command", "main", "run"]
 

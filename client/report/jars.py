@@ -19,7 +19,7 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import TextIO
 
-from kgroup.report.errors import ConnectorJarError
+from kgroup.errors import ConnectorJarError, SparkMissingError
 from kgroup.testing.jvm import MavenClosure, cache_root, resolve_maven_closure
 
 __all__ = ["installed_spark_version", "pyspark_jars_dir", "resolve_kafka_connector"]
@@ -38,8 +38,6 @@ def installed_spark_version() -> str:
     try:
         return metadata.version("pyspark")
     except metadata.PackageNotFoundError:
-        from kgroup.report.errors import SparkMissingError  # noqa: PLC0415
-
         raise SparkMissingError(
             "pyspark is not installed; install the report extra: pip install 'kgroup[report]'"
         ) from None

@@ -61,6 +61,7 @@ import anyio.abc
 from kgroup.config import AutoOffsetReset, ConsumerConfig, GroupProtocol
 from kgroup.dataplane.librdkafka import DataPlaneError, commit_reporter
 from kgroup.errors import (
+    AlreadyAssignedError,
     AuthorizationError,
     BrokerError,
     CommitFailedError,
@@ -68,6 +69,7 @@ from kgroup.errors import (
     IllegalGenerationError,
     KgroupError,
     LogTruncationError,
+    MixedAssignmentError,
     NoBrokersAvailableError,
     RebalanceInProgressError,
     RequestTimeoutError,
@@ -193,14 +195,6 @@ def open_kafka_client(config: ConsumerConfig) -> AbstractAsyncContextManager[Tra
         backoff=Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms),
         security=config.security,
     )
-
-
-class MixedAssignmentError(KgroupError, RuntimeError):
-    """``subscribe()`` (group membership) and ``assign()`` (manual assignment) were mixed."""
-
-
-class AlreadyAssignedError(KgroupError, ValueError):
-    """``incremental_assign()`` of a partition this consumer already assigned itself."""
 
 
 _REBALANCED_CLASSIC = (IllegalGenerationError, UnknownMemberIdError, RebalanceInProgressError)
