@@ -12,29 +12,27 @@ from typing import TYPE_CHECKING, Any
 from kgroup._version import __version__
 from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.errors import (
+    AlreadyAssignedError,
     BrokerError,
     CommitFailedError,
     ConfigError,
+    ConsumerClosedError,
+    InvalidSubscriptionError,
     KafkaConnectionError,
     KafkaProtocolError,
     KgroupError,
     LogTruncationError,
+    MixedAssignmentError,
+    NotAssignedError,
     RequestTimeoutError,
     TransportError,
+    WakeupError,
 )
 from kgroup.listener import RebalanceListener
 from kgroup.types import OffsetAndMetadata, TopicIdPartition, TopicPartition
 
 if TYPE_CHECKING:
-    from kgroup._frontend import (
-        AlreadyAssignedError,
-        ConsumerClosedError,
-        InvalidSubscriptionError,
-        MixedAssignmentError,
-        WakeupError,
-    )
     from kgroup.aio import AsyncConsumer
-    from kgroup.runtime import NotAssignedError
     from kgroup.sync import Consumer
 
 # The consumers pull in anyio and confluent-kafka; loaded on first use so that
@@ -42,12 +40,6 @@ if TYPE_CHECKING:
 _LAZY = {
     "AsyncConsumer": "kgroup.aio",
     "Consumer": "kgroup.sync",
-    "AlreadyAssignedError": "kgroup._frontend",
-    "ConsumerClosedError": "kgroup._frontend",
-    "MixedAssignmentError": "kgroup._frontend",
-    "WakeupError": "kgroup._frontend",
-    "InvalidSubscriptionError": "kgroup._frontend",
-    "NotAssignedError": "kgroup.runtime",
 }
 
 

@@ -35,7 +35,13 @@ import confluent_kafka
 from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.config_keys import ENABLE_AUTO_OFFSET_STORE
 from kgroup.dataplane import DataPlane, Record, validate_passthrough
-from kgroup.errors import ConfigError, KgroupError
+from kgroup.errors import (
+    ConfigError,
+    ConsumerClosedError,
+    InvalidSubscriptionError,
+    KgroupError,
+    WakeupError,
+)
 from kgroup.listener import RebalanceListener, listener_method
 from kgroup.membership import CallbackKind
 from kgroup.runtime import (
@@ -48,7 +54,6 @@ from kgroup.runtime import (
     RevocationCommitWork,
 )
 from kgroup.runtime.choice import check_protocol_config
-from kgroup.runtime.driver import AlreadyAssignedError, MixedAssignmentError
 from kgroup.runtime.interfaces import TransportFactory
 from kgroup.telemetry.metrics import ConsumerMetrics
 from kgroup.telemetry.recorder import open_telemetry
@@ -58,14 +63,10 @@ __all__ = [
     "MIN_WAIT",
     "POLL_EVENT_INTERVAL",
     "SERVICE_SLICE",
-    "AlreadyAssignedError",
     "CommitOffsets",
     "ConsumerBase",
-    "ConsumerClosedError",
     "Finished",
     "FrontEndCore",
-    "InvalidSubscriptionError",
-    "MixedAssignmentError",
     "Offsets",
     "OnLoop",
     "Partitions",
@@ -74,7 +75,6 @@ __all__ = [
     "Steps",
     "Topics",
     "WaitForWork",
-    "WakeupError",
     "advance",
     "as_assignment",
     "as_offsets",
@@ -115,14 +115,6 @@ member's CPU)."""
 Topics = str | re.Pattern[str] | Iterable[str | re.Pattern[str]]
 """What ``subscribe()`` takes: topic names, or one regex (a ``re.Pattern`` or a string
 starting with ``^``)."""
-
-
-class InvalidSubscriptionError(KgroupError, ValueError):
-    """The subscription mixes a regex with names, or has more than one regex."""
-
-
-class ConsumerClosedError(KgroupError):
-    """The consumer was closed; it cannot be used any more."""
 
 
 AUTO_OFFSET_STORE: Final = ENABLE_AUTO_OFFSET_STORE.name
@@ -191,14 +183,6 @@ def parse_subscription(
             f"subscribe to topic names or to a regex, not both: {sorted(names)} and {regexes[0]!r}"
         )
     return frozenset(names), (regexes[0] if regexes else None)
-
-
-class WakeupError(KgroupError):
-    """``wakeup()`` interrupted a poll, consume or iteration (as Java's WakeupException).
-
-    Raised once per ``wakeup()``: by the call it interrupted, or by the next
-    one if none was waiting. The consumer stays usable.
-    """
 
 
 # ------------------------------------------------------------ argument coercion

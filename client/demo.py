@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Producer
 
-from kgroup.errors import KgroupError
+from kgroup.errors import DemoFailedError
 from kgroup.sync import Consumer
 from kgroup.testing import Broker, ExternalBroker, broker_from_env
 from kgroup.testing.topics import create_topic
@@ -25,10 +25,6 @@ from kgroup.types import TopicPartition
 __all__ = ["DemoFailedError", "run_demo"]
 
 Say = Callable[[str], None]
-
-
-class DemoFailedError(KgroupError):
-    """The demo's group did not reach the state it waits for in time."""
 
 
 @dataclass

@@ -7,8 +7,9 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
     ├── ConfigError                  bad or contradictory configuration (also a ValueError)
     ├── KafkaProtocolError           the wire: something the client and broker cannot agree on
     │   ├── MalformedResponseError   bytes that do not decode as the expected response
-    │   │   └── MalformedResponseConnectionError  ... so its connection was closed (retriable;
-    │   │                                          also a KafkaConnectionError)
+    │   │   ├── MalformedResponseConnectionError  ... so its connection was closed (retriable;
+    │   │   │                                      also a KafkaConnectionError)
+    │   │   └── ClassicPayloadError  embedded classic subscription or assignment bytes
     │   └── UnsupportedVersionError  no API version both sides support
     ├── TransportError               the network
     │   ├── KafkaConnectionError     connect failed, connection lost
@@ -36,6 +37,14 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
     │   │   TopicAlreadyExistsError, UnknownServerError
     │   └── BrokerUnsupportedVersionError   error 35; also an UnsupportedVersionError
     ├── CommitFailedError            a classic commit refused because the group rebalanced
+    ├── InvalidSubscriptionError     subscribe() mixes a regex with names (also a ValueError)
+    ├── ConsumerClosedError          the consumer was closed
+    ├── WakeupError                  wakeup() interrupted a poll, consume or iteration
+    ├── MixedAssignmentError         subscribe() and assign() mixed (also a RuntimeError)
+    ├── AlreadyAssignedError         incremental_assign() of an assigned partition (also a
+    │                                ValueError)
+    ├── NotAssignedError             the partition is not assigned to this consumer (also a
+    │                                ValueError)
     ├── LogTruncationError           committed offsets the leaders' logs no longer hold, with
     │                                auto.offset.reset=error (KIP-320): seek those partitions
     ├── SecurityError                a secured connection failed; fatal, never retried
@@ -47,6 +56,16 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
     │                                classes below are also BrokerErrors)
     ├── AssignorError                an assignor could not compute an assignment
     │   └── InvalidAssignmentError   an assignor's output breaks a rule (AssignmentViolation)
+    ├── DataPlaneError               librdkafka stopped consuming a partition
+    ├── TelemetryError               telemetry went wrong (never in the consumer's hot path)
+    │   └── TelemetryDecodeError     not a telemetry event this kgroup can read (also a
+    │                                ValueError)
+    ├── ReportError                  ``kgroup report`` could not produce the report
+    │   ├── SparkMissingError        pyspark (or matplotlib) is not installed
+    │   ├── ReportInputError         no files, no events, an unreadable topic
+    │   └── ConnectorJarError        Spark's Kafka connector jars could not be resolved
+    ├── ProduceFailedError           ``kgroup topics produce``: records not acknowledged
+    ├── DemoFailedError              ``kgroup demo``: the group did not converge in time
     └── HarnessError                 kgroup.testing could not start or drive a broker
         ├── JavaNotFoundError
         ├── JarResolutionError
@@ -80,6 +99,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ERROR_CLASSES",
+    "AlreadyAssignedError",
     "AssignmentViolation",
     "AssignorError",
     "AuthenticationError",
@@ -88,10 +108,16 @@ __all__ = [
     "BrokerRequestTimedOutError",
     "BrokerStartError",
     "BrokerUnsupportedVersionError",
+    "ClassicPayloadError",
     "ClusterAuthorizationFailedError",
+    "CommitFailedError",
     "ConfigError",
+    "ConnectorJarError",
+    "ConsumerClosedError",
     "CoordinatorLoadInProgressError",
     "CoordinatorNotAvailableError",
+    "DataPlaneError",
+    "DemoFailedError",
     "FencedInstanceIdError",
     "FencedLeaderEpochError",
     "FencedMemberEpochError",
@@ -101,10 +127,12 @@ __all__ = [
     "HarnessError",
     "IllegalGenerationError",
     "InconsistentGroupProtocolError",
+    "InvalidAssignmentError",
     "InvalidGroupIdError",
     "InvalidRegularExpressionError",
     "InvalidRequestError",
     "InvalidSessionTimeoutError",
+    "InvalidSubscriptionError",
     "JarResolutionError",
     "JavaNotFoundError",
     "KafkaConnectionError",
@@ -115,18 +143,26 @@ __all__ = [
     "MalformedResponseConnectionError",
     "MalformedResponseError",
     "MemberIdRequiredError",
+    "MixedAssignmentError",
     "NoBrokersAvailableError",
     "NonEmptyGroupError",
+    "NotAssignedError",
     "NotCoordinatorError",
     "NotLeaderOrFollowerError",
     "OffsetMetadataTooLargeError",
     "OffsetOutOfRangeError",
+    "ProduceFailedError",
     "RebalanceInProgressError",
+    "ReportError",
+    "ReportInputError",
     "RequestTimeoutError",
     "RetriableBrokerError",
     "SecurityError",
     "SecurityProtocolMismatchError",
+    "SparkMissingError",
     "StaleMemberEpochError",
+    "TelemetryDecodeError",
+    "TelemetryError",
     "TlsError",
     "TopicAlreadyExistsError",
     "TopicAuthorizationFailedError",
@@ -143,6 +179,7 @@ __all__ = [
     "UnsupportedSaslMechanismError",
     "UnsupportedVersionError",
     "UpgradeRefusedError",
+    "WakeupError",
     "broker_error",
     "raise_for_error",
 ]
@@ -210,6 +247,10 @@ class RequestTimeoutError(TransportError):
 
 class NoBrokersAvailableError(TransportError):
     """None of the bootstrap servers could be reached."""
+
+
+class ClassicPayloadError(MalformedResponseError):
+    """Embedded subscription or assignment bytes that do not decode (or cannot be encoded)."""
 
 
 class MalformedResponseConnectionError(MalformedResponseError, KafkaConnectionError):
@@ -400,6 +441,34 @@ class CommitFailedError(KgroupError):
     successful commit may be delivered again. The broker's error is the
     ``__cause__``.
     """
+
+
+class InvalidSubscriptionError(KgroupError, ValueError):
+    """The subscription mixes a regex with names, or has more than one regex."""
+
+
+class ConsumerClosedError(KgroupError):
+    """The consumer was closed; it cannot be used any more."""
+
+
+class WakeupError(KgroupError):
+    """``wakeup()`` interrupted a poll, consume or iteration (as Java's WakeupException).
+
+    Raised once per ``wakeup()``: by the call it interrupted, or by the next
+    one if none was waiting. The consumer stays usable.
+    """
+
+
+class MixedAssignmentError(KgroupError, RuntimeError):
+    """``subscribe()`` (group membership) and ``assign()`` (manual assignment) were mixed."""
+
+
+class AlreadyAssignedError(KgroupError, ValueError):
+    """``incremental_assign()`` of a partition this consumer already assigned itself."""
+
+
+class NotAssignedError(KgroupError, ValueError):
+    """The partition is not assigned to this consumer."""
 
 
 @dataclasses.dataclass(eq=False, repr=False)
@@ -652,6 +721,46 @@ class InvalidAssignmentError(AssignorError):
         self.detail = detail
 
     _pickled_fields: ClassVar[tuple[str, ...]] = ("assignor", "violation", "detail")
+
+
+class DataPlaneError(KgroupError):
+    """librdkafka reported an error that stops consumption of a partition."""
+
+
+class TelemetryError(KgroupError):
+    """Something about telemetry went wrong (never raised into the consumer's hot path).
+
+    Bad telemetry configuration raises :class:`ConfigError`, like any other bad
+    configuration.
+    """
+
+
+class TelemetryDecodeError(TelemetryError, ValueError):
+    """A line or object is not a telemetry event this kgroup can read; the message says why."""
+
+
+class ReportError(KgroupError):
+    """``kgroup report`` could not produce the report; the message says why and what to do."""
+
+
+class SparkMissingError(ReportError):
+    """pyspark (or matplotlib) is not installed: install the ``report`` extra."""
+
+
+class ReportInputError(ReportError):
+    """The input is unusable: no files, no events, an unreadable topic."""
+
+
+class ConnectorJarError(ReportError):
+    """Spark's Kafka connector jars could not be resolved for the installed pyspark."""
+
+
+class ProduceFailedError(KgroupError):
+    """Some records of ``kgroup topics produce`` were not acknowledged by the broker."""
+
+
+class DemoFailedError(KgroupError):
+    """The demo's group did not reach the state it waits for in time."""
 
 
 class HarnessError(KgroupError):

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from kgroup.cli.common import parse_key_value
-from kgroup.report.errors import SparkMissingError
+from kgroup.errors import SparkMissingError
 
 __all__ = ["EXIT_DOUBLE_OWNERSHIP", "add_report_command", "run"]
 

@@ -39,6 +39,7 @@ from kgroup.errors import (
     ConfigError,
     KgroupError,
     NoBrokersAvailableError,
+    ProduceFailedError,
     SecurityError,
     TlsError,
     TopicAlreadyExistsError,
@@ -79,10 +80,6 @@ _ATTEMPT = 1.0
 _UNREACHABLE = frozenset(
     {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT}
 )
-
-
-class ProduceFailedError(KgroupError):
-    """Some records of ``kgroup topics produce`` were not acknowledged by the broker."""
 
 
 def choose_bootstrap_servers(

@@ -23,7 +23,13 @@ from kio.schema.errors import ErrorCode
 from kgroup.config import AutoOffsetReset, Callbacks, ConsumerConfig
 from kgroup.config_security import SECRET_KEYS, explain_denial, is_security_key
 from kgroup.dataplane._repeats import RepeatedLines
-from kgroup.errors import BrokerError, ConfigError, KgroupError, RequestTimeoutError, broker_error
+from kgroup.errors import (
+    BrokerError,
+    ConfigError,
+    DataPlaneError,
+    RequestTimeoutError,
+    broker_error,
+)
 from kgroup.telemetry.metrics import DataPlaneStatistics, parse_librdkafka_statistics
 from kgroup.types import TopicPartition
 
@@ -228,10 +234,6 @@ class _Gate:
             if left <= 0:
                 return
             self._cond.wait(left)
-
-
-class DataPlaneError(KgroupError):
-    """librdkafka reported an error that stops consumption of a partition."""
 
 
 def validate_passthrough(keys: Mapping[str, str]) -> None:

@@ -46,7 +46,7 @@ from kio.schema.types import TopicName
 from kio.serial import entity_writer
 from kio.static.primitive import i32
 
-from kgroup.errors import KafkaProtocolError, MalformedResponseError
+from kgroup.errors import ClassicPayloadError, KafkaProtocolError
 from kgroup.membership import ClassicAssignment, MemberSubscription
 from kgroup.protocol.framing import read_entity
 from kgroup.protocol.requests._common import by_topic
@@ -54,7 +54,6 @@ from kgroup.types import TopicPartition
 
 __all__ = [
     "HIGHEST_VERSION",
-    "ClassicPayloadError",
     "decode_assignment",
     "decode_subscription",
     "encode_assignment",
@@ -97,10 +96,6 @@ _SUBSCRIPTION_CLASSES: Final[tuple[type[_SubscriptionEntity], ...]] = (
     subscription_v2.ConsumerProtocolSubscription,
     subscription_v3.ConsumerProtocolSubscription,
 )
-
-
-class ClassicPayloadError(MalformedResponseError):
-    """Embedded subscription or assignment bytes that do not decode (or cannot be encoded)."""
 
 
 def read_version(data: bytes) -> int:

@@ -20,6 +20,6 @@ the report does not import the CLI.
 
 from __future__ import annotations
 
-from kgroup.report.errors import ConnectorJarError, ReportError, ReportInputError, SparkMissingError
+from kgroup.errors import ConnectorJarError, ReportError, ReportInputError, SparkMissingError
 
 __all__ = ["ConnectorJarError", "ReportError", "ReportInputError", "SparkMissingError"]

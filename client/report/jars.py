@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from kgroup._maven import MavenClosure, cache_root, resolve_maven_closure
-from kgroup.report.errors import ConnectorJarError
+from kgroup.errors import ConnectorJarError, SparkMissingError
 
 __all__ = ["installed_spark_version", "pyspark_jars_dir", "resolve_kafka_connector"]
 
@@ -35,8 +35,6 @@ def installed_spark_version() -> str:
     try:
         return metadata.version("pyspark")
     except metadata.PackageNotFoundError:
-        from kgroup.report.errors import SparkMissingError  # noqa: PLC0415
-
         raise SparkMissingError(
             "pyspark is not installed; install the report extra: pip install 'kgroup[report]'"
         ) from None

@@ -21,8 +21,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from kgroup.errors import ReportInputError
 from kgroup.report import analysis
-from kgroup.report.errors import ReportInputError
 from kgroup.report.source import KafkaSource, Source, parse, read_lines
 
 __all__ = [

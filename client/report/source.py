@@ -15,7 +15,7 @@ from types import MappingProxyType
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kgroup.report.errors import ReportInputError
+from kgroup.errors import ReportInputError
 from kgroup.report.schema import EVENT_SCHEMA, valid_event
 
 __all__ = ["FileSource", "KafkaSource", "Source", "parse", "read_lines"]

@@ -53,12 +53,14 @@ from typing import Generic, Protocol, TypeVar
 from kgroup.config import AutoOffsetReset, ConsumerConfig, GroupProtocol
 from kgroup.config_security import explain_denial
 from kgroup.errors import (
+    AlreadyAssignedError,
     AuthorizationError,
     CommitFailedError,
     FencedMemberEpochError,
     IllegalGenerationError,
     KgroupError,
     LogTruncationError,
+    MixedAssignmentError,
     RebalanceInProgressError,
     UnknownMemberIdError,
     broker_error,
@@ -116,20 +118,6 @@ __all__ = [
 
 _LAST_POLL_LOOK = 0.01
 """Closer than this (seconds) to its poll timer's expiry, a member is not looked at again."""
-
-
-def _mixed(message: str) -> KgroupError:
-    # The error class lives with the public errors (imported late: its home
-    # imports this module).
-    from kgroup.runtime.driver import MixedAssignmentError  # noqa: PLC0415
-
-    return MixedAssignmentError(message)
-
-
-def _already(message: str) -> KgroupError:
-    from kgroup.runtime.driver import AlreadyAssignedError  # noqa: PLC0415
-
-    return AlreadyAssignedError(message)
 
 
 class SessionView(Protocol):
@@ -1058,7 +1046,7 @@ class RuntimeCore(Generic[S]):
             MixedAssignmentError: partitions are assigned manually (``assign()``).
         """
         if self.manual_partitions:
-            raise _mixed(
+            raise MixedAssignmentError(
                 f"cannot subscribe(): partitions {sorted(map(str, self.manual_partitions))} "
                 "are assigned manually; call unassign() first"
             )
@@ -1128,7 +1116,7 @@ class RuntimeCore(Generic[S]):
             self.latest_subscription, Unsubscribe
         )
         if subscribed or (self.manual_partitions is None and self.session.assignment):
-            raise _mixed(
+            raise MixedAssignmentError(
                 f"cannot {call}: the consumer is subscribed (group membership assigns its "
                 "partitions); call unsubscribe() and wait for the revocation first"
             )
@@ -1148,7 +1136,7 @@ class RuntimeCore(Generic[S]):
         if incremental:
             again = sorted(str(tp) for tp in offsets if tp in manual)
             if again:
-                raise _already(
+                raise AlreadyAssignedError(
                     f"incremental_assign(): {', '.join(again)} already assigned; "
                     "use seek() to move it"
                 )

@@ -49,7 +49,9 @@ import anyio.abc
 from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.dataplane.librdkafka import DataPlaneError, commit_reporter
 from kgroup.errors import (
+    AlreadyAssignedError,
     KgroupError,
+    MixedAssignmentError,
     NoBrokersAvailableError,
     RequestTimeoutError,
 )
@@ -95,14 +97,6 @@ __all__ = [
     "missing_topic_delays",
     "open_kafka_client",
 ]
-
-
-class MixedAssignmentError(KgroupError, RuntimeError):
-    """``subscribe()`` (group membership) and ``assign()`` (manual assignment) were mixed."""
-
-
-class AlreadyAssignedError(KgroupError, ValueError):
-    """``incremental_assign()`` of a partition this consumer already assigned itself."""
 
 
 class Driver:

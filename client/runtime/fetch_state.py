@@ -34,7 +34,7 @@ import collections
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from kgroup.runtime.work import NotAssignedError
+from kgroup.errors import NotAssignedError
 from kgroup.types import TopicPartition
 
 __all__ = [

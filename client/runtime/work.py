@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from kgroup.errors import KgroupError
+# NotAssignedError lives in kgroup.errors; named here too for the driver's ``work.``.
+from kgroup.errors import NotAssignedError
 from kgroup.membership import CallbackKind
 from kgroup.types import TopicPartition
 
@@ -27,10 +28,6 @@ __all__ = [
 
 CommitCallback = Callable[[Mapping[TopicPartition, int], BaseException | None], object]
 """Called with the offsets committed and None, or the offsets asked for and the error."""
-
-
-class NotAssignedError(KgroupError, ValueError):
-    """The partition is not assigned to this consumer."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from kgroup.errors import TelemetryDecodeError, TelemetryError
 from kgroup.telemetry import events
 from kgroup.telemetry.codec import HEADER_FIELDS, decode, encode, from_dict, to_dict
 from kgroup.telemetry.config import (
@@ -26,7 +27,6 @@ from kgroup.telemetry.config import (
     parse_telemetry_config,
 )
 from kgroup.telemetry.emitter import TelemetryEmitter
-from kgroup.telemetry.errors import TelemetryDecodeError, TelemetryError
 from kgroup.telemetry.events import *  # noqa: F403
 from kgroup.telemetry.metrics import ConsumerMetrics, LatencyHistogram
 from kgroup.telemetry.sinks import (

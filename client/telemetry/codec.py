@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from types import NoneType, UnionType
 from typing import Any
 
-from kgroup.telemetry.errors import TelemetryDecodeError
+from kgroup.errors import TelemetryDecodeError
 from kgroup.telemetry.events import (
     BODY_TYPES,
     SCHEMA_VERSION,

@@ -10,11 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kgroup.errors import MalformedResponseError
+from kgroup.errors import ClassicPayloadError, MalformedResponseError
 from kgroup.membership import ClassicAssignment, MemberSubscription
 from kgroup.protocol.classic_payload import (
     HIGHEST_VERSION,
-    ClassicPayloadError,
     decode_assignment,
     decode_subscription,
     encode_assignment,

@@ -22,6 +22,7 @@ from request_helpers import wire as _wire
 
 from kgroup.errors import (
     BrokerError,
+    ClassicPayloadError,
     CoordinatorNotAvailableError,
     KafkaProtocolError,
     NotCoordinatorError,
@@ -41,7 +42,6 @@ from kgroup.protocol import (
     response_module,
 )
 from kgroup.protocol.classic_payload import (
-    ClassicPayloadError,
     decode_assignment,
     decode_subscription,
     encode_assignment,

@@ -19,10 +19,10 @@ import kio.schema.describe_groups.v5.response as v5
 import kio.schema.describe_groups.v6.response as v6
 from kio.static.protocol import RequestPayload
 
+from kgroup.errors import ClassicPayloadError
 from kgroup.membership import ClassicAssignment, MemberSubscription
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.classic_payload import (
-    ClassicPayloadError,
     decode_assignment,
     decode_subscription,
     read_version,
