@@ -75,6 +75,12 @@ def test_ten_thousand_seeded_scenarios_keep_every_invariant(sim_summary: list[st
         (InjectedBug.COORDINATOR_SKIPS_RELEASE, {Invariant.DOUBLE_FETCH}),
         # Issue 29: a static protocol roll leaves partitions owned by nobody.
         (InjectedBug.NO_LIVENESS_REPAIR, {Invariant.LIVENESS}),
+        # Issue 30: without the session margin a lapsed member's stop, waiting for
+        # the record wait in progress, ends after the coordinator expired it.
+        (
+            InjectedBug.NO_SESSION_MARGIN,
+            {Invariant.SESSION_LOST_FETCH, Invariant.DOUBLE_FETCH},
+        ),
     ],
 )
 def test_an_injected_bug_is_caught_within_the_budget_and_its_seed_replays_to_the_same_trace(

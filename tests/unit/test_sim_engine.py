@@ -283,6 +283,12 @@ def test_seeded_scenarios_keep_every_invariant() -> None:
             },
         ),
         (InjectedBug.COORDINATOR_SKIPS_RELEASE, {Invariant.DOUBLE_FETCH}),
+        # Members without the session margin: a stop at a session loss waits for
+        # the record wait in progress, past the coordinator's expiry.
+        (
+            InjectedBug.NO_SESSION_MARGIN,
+            {Invariant.SESSION_LOST_FETCH, Invariant.DOUBLE_FETCH},
+        ),
     ],
 )
 def test_an_injected_bug_is_caught(bug: InjectedBug, caught: set[Invariant]) -> None:

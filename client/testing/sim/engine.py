@@ -43,6 +43,7 @@ from kgroup.assignors import (
 )
 from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.config_keys import RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS
+from kgroup.dataplane.librdkafka import IDLE_CHUNK, QUIET_AFTER, WAIT_CHUNK
 from kgroup.error_codes import Trait, codes_with
 from kgroup.errors import AssignmentViolation, InvalidAssignmentError, KgroupError
 from kgroup.listener import listener_method
@@ -219,7 +220,10 @@ class SimulationConfig:
     """Timing of the simulated world (virtual seconds unless named ``_ms``).
 
     The defaults scale Kafka's down about five times (heartbeat 1 s, session
-    6 s), so that a run covers many rebalances in little virtual time.
+    6 s), so that a run covers many rebalances in little virtual time. The
+    client's values among them (request timeout, backoffs, auto-commit interval)
+    go into each member's ``ConsumerConfig``, which has the real defaults for
+    the rest (the session margin among them).
     """
 
     group_id: str = "sim-group"
@@ -344,6 +348,9 @@ class MemberPlan:
                 raise ScenarioError(f"member {self.name!r}: a classic member needs assignors")
 
 
+# Why the coordinators remove a member whose session expired.
+_SESSION_TIMEOUT = "session timeout"
+
 # Request kinds on the simulated network.
 _HB = 0
 _LEAVE = 1
@@ -378,8 +385,8 @@ _RETRY_CLASSIC_COMMIT = frozenset(
         int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
     }
 )
-# metadata.max.age.ms, scaled down: the classic leader's metadata watch interval.
-_METADATA_MAX_AGE_MS = 2000
+# The classic leader's metadata watch interval (metadata.max.age.ms, scaled down).
+_METADATA_WATCH = 2.0
 # How often a member may ask to be woken at the same instant before it counts as a busy loop.
 _SAME_INSTANT_LIMIT = 200
 # Fencing answers a member may get within one session timeout (FENCE_LOOP).
@@ -467,11 +474,13 @@ class _Proc:
         "config",
         "conn",
         "epoch",
+        "expired",
         "fences",
         "fetch",
         "fetching",
         "hb_in_flight",
         "label",
+        "last_control",
         "last_ok",
         "last_wake",
         "link_last",
@@ -485,7 +494,9 @@ class _Proc:
         "reissued",
         "restart_after",
         "same_instant",
+        "settled",
         "slot",
+        "stopping",
         "timer_at",
         "timer_gen",
         "vepoch",
@@ -524,6 +535,16 @@ class _Proc:
         # on the (simulated) data plane, with each partition's epoch span.
         self.fetch = FetchState()
         self.fetching: dict[TopicPartition, Span] = {}
+        # The data plane's record waits (see Simulation._record_wait_left): whether
+        # the driver last told it the group is settled, when its last control call
+        # (assign, unassign) was, and the unassign waiting for the record wait in
+        # progress: when it is done, and the spans it ends.
+        self.settled = False
+        self.last_control = -QUIET_AFTER
+        self.stopping: tuple[float, dict[TopicPartition, Span]] | None = None
+        # Spans still fetched when the coordinator expired the session (only kept
+        # with SimulationConfig.check_session_loss off).
+        self.expired: set[Span] = set()
         self.timer_at: float | None = None
         self.timer_gen = 0
         self.hb_in_flight: set[int] = set()
@@ -1053,7 +1074,9 @@ class Simulation:
             retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms,
             request_timeout_ms=round(cfg.request_timeout * 1000),
-            passthrough=MappingProxyType({"metadata.max.age.ms": str(_METADATA_MAX_AGE_MS)}),
+            passthrough=MappingProxyType(
+                {"metadata.max.age.ms": str(round(_METADATA_WATCH * 1000))}
+            ),
         )
 
     def _with_bug(self, config: _M) -> _M:
@@ -1462,8 +1485,31 @@ class Simulation:
             # Checked once the coordinator is done with the request or timer.
             self._q.after(0.0, self._ev_maybe_downgrade, None)
         proc = self._by_member_id.get(member_id)
-        if self._trace is not None and proc is not None:
+        if proc is None:
+            return
+        if self._trace is not None:
             self._log(proc.label, f"removed by the coordinator: {why}")
+        if why == _SESSION_TIMEOUT and proc.alive and proc.fetching:
+            self._session_expired(proc)
+
+    def _session_expired(self, proc: _Proc) -> None:
+        """The coordinator expired ``proc``'s session while its data plane still fetches.
+
+        The member's own session timer counts from when it sent its last successful
+        heartbeat, the coordinator's from when it heard one: a member that gives its
+        session up the margin sooner (session_margin_ms) has stopped by now, whatever
+        record wait its stop waited for. From now the partitions may be handed on.
+        """
+        if self._session_loss is not None:
+            self._violate(
+                Invariant.SESSION_LOST_FETCH,
+                f"still fetches {_parts(frozenset(proc.fetching))} when the coordinator "
+                "expires its session",
+                proc,
+            )
+            return
+        # Off: the fetches go on as a zombie's that should have known (DOUBLE_FETCH).
+        proc.expired.update(proc.fetching.values())
 
     def _on_commit_accepted(
         self, record: MemberRecord, epoch: int, partitions: frozenset[TopicPartition]
@@ -1493,6 +1539,12 @@ class Simulation:
     def _feed(self, proc: _Proc, event: Any) -> None:
         if not proc.alive or self.violation is not None:
             return
+        if proc.stopping is not None:
+            # The driver's loop waits in the data plane's unassign: what happens
+            # meanwhile reaches the member once the stop is done (in order: the
+            # stop's own continuation was scheduled first).
+            self._q.schedule(proc.stopping[0], self._ev_feed, (proc, event))
+            return
         if isinstance(event, CallbackCompleted):
             proc.assigning.pop(event.token, None)
         now = self._q.now
@@ -1520,11 +1572,24 @@ class Simulation:
             # error answer teaches no generation: the member still holds the old one.)
             proc.reissued = False
             proc.epoch = -1
+        self._perform(proc, actions, 0)
+
+    def _perform(self, proc: _Proc, actions: list[Any], start: int) -> None:
+        """Perform ``actions[start:]``, then what the driver does after each step; a
+        stop that waits for the record wait in progress suspends the rest until it ends."""
         dispatch = self._dispatch
-        for action in actions:
-            dispatch[type(action)](proc, action)
+        for i in range(start, len(actions)):
+            dispatch[type(actions[i])](proc, actions[i])
             if _gone(proc):  # the action ended the incarnation (Closed)
                 return
+            if proc.stopping is not None:
+                self._q.schedule(proc.stopping[0], self._ev_stopped, (proc, actions, i + 1))
+                return
+        self._after_step(proc, bool(actions))
+
+    def _after_step(self, proc: _Proc, acted: bool) -> None:
+        member = proc.member
+        now = self._q.now
         epoch = _position(member)
         if epoch != proc.epoch:
             self._epoch_changed(proc, epoch)
@@ -1544,9 +1609,17 @@ class Simulation:
                 proc,
             )
             return
-        if actions:
+        if acted:
             # As the driver after each step (tenure counts partitions leaving).
             proc.fetch.assignment_changed(member.assignment)
+        # As the driver tells the data plane (Driver._tell_settled): long record
+        # waits only while the member holds exactly its assignment.
+        stable = ClassicState.STABLE if isinstance(member, ClassicMember) else MemberState.STABLE
+        proc.settled = (
+            bool(proc.fetching)
+            and member.state is stable
+            and frozenset(proc.fetching) == member.assignment
+        )
         if proc.watch is not None:
             self._observe(proc)
         self._arm(proc)
@@ -1721,20 +1794,65 @@ class Simulation:
     def _ev_stop_late(self, arg: tuple[_Proc, frozenset[TopicPartition]]) -> None:
         proc, partitions = arg
         if proc.alive:
-            self._stop(proc, partitions)
+            self._stop(proc, partitions, wait=False)
 
-    def _stop(self, proc: _Proc, partitions: frozenset[TopicPartition]) -> None:
+    def _stop(
+        self, proc: _Proc, partitions: frozenset[TopicPartition], *, wait: bool = True
+    ) -> None:
+        ops = proc.fetch.stop(partitions)
+        gone = frozenset(tp for op in ops if isinstance(op, Unassign) for tp in op.partitions)
+        if not gone:
+            return
+        spans = {tp: proc.fetching[tp] for tp in gone if tp in proc.fetching}
+        left = self._record_wait_left(proc) if wait and spans else 0.0
+        proc.last_control = self._q.now + left
+        if not left:
+            if self._trace is not None:
+                self._log(proc.label, f"   data plane stops {_parts(gone)}")
+            self._unassigned(proc, spans)
+            return
+        # The unassign waits for the application's record wait in progress (the
+        # data plane's gate): librdkafka hands out what it fetched until then.
+        if self._trace is not None:
+            self._log(
+                proc.label,
+                f"   data plane stops {_parts(gone)} after the record wait in progress "
+                f"({left * 1000:.0f} ms)",
+            )
+        proc.stopping = (self._q.now + left, spans)
+
+    def _record_wait_left(self, proc: _Proc) -> float:
+        """How long the record wait in progress still lasts: the application waits for
+        records in chunks (an application waiting in poll is always in one), long
+        ones once the driver told the data plane the group is settled and no control
+        call came for a while (kgroup.dataplane.librdkafka)."""
+        quiet = self._q.now - proc.last_control >= QUIET_AFTER
+        chunk = IDLE_CHUNK if proc.settled and quiet else WAIT_CHUNK
+        return chunk * self.rng.random()
+
+    def _ev_stopped(self, arg: tuple[_Proc, list[Any], int]) -> None:
+        proc, actions, start = arg
+        stopping = proc.stopping
+        if stopping is None or not proc.alive:
+            return
+        proc.stopping = None
+        if self.violation is not None:
+            return
+        if self._trace is not None:
+            self._log(proc.label, f"   data plane stopped {_parts(frozenset(stopping[1]))}")
+        self._unassigned(proc, stopping[1])
+        self._perform(proc, actions, start)
+
+    def _unassigned(self, proc: _Proc, spans: Mapping[TopicPartition, Span]) -> None:
+        """The data plane no longer fetches these partitions for ``proc``."""
         fetching = proc.fetching
-        for op in proc.fetch.stop(partitions):
-            if isinstance(op, Unassign):
-                if self._trace is not None:
-                    self._log(proc.label, f"   data plane stops {_parts(op.partitions)}")
-                for tp in op.partitions:
-                    span = fetching.pop(tp, None)
-                    if span is not None:
-                        EpochLedger.stop(span)
-                        self._fetchers[tp].remove(proc)
-                        self._held_fetch.pop((proc.member_id, tp), None)
+        for tp, span in spans.items():
+            if fetching.get(tp) is not span:
+                continue
+            del fetching[tp]
+            EpochLedger.stop(span)
+            self._fetchers[tp].remove(proc)
+            self._held_fetch.pop((proc.member_id, tp), None)
 
     def _do_start(self, proc: _Proc, action: StartFetching) -> None:
         for partitions in proc.assigning.values():
@@ -1807,6 +1925,10 @@ class Simulation:
         self._q.after(delay, self._offset_fetch, (proc, task))
 
     def _offset_result(self, proc: _Proc, task: _OffsetFetch, result: Any) -> None:
+        if proc.stopping is not None:
+            # The driver's loop is in the unassign: the answer is read after it.
+            self._q.schedule(proc.stopping[0], self._ev_offset_result, (proc, task, result))
+            return
         if result is None or result[0] is not ErrorCode.NONE:
             # Every error the coordinator answers here is retried while wanted
             # (stale or fenced epochs, coordinator moves), as the offset manager does.
@@ -1816,6 +1938,11 @@ class Simulation:
         for op in proc.fetch.offsets_fetched(task.ticket, result[1], member.assignment):
             if isinstance(op, Assign):
                 self._assign(proc, frozenset(op.offsets))
+
+    def _ev_offset_result(self, arg: tuple[_Proc, _OffsetFetch, Any]) -> None:
+        proc, task, result = arg
+        if proc.alive and self.violation is None:
+            self._offset_result(proc, task, result)
 
     def _assign(self, proc: _Proc, partitions: frozenset[TopicPartition]) -> None:
         """The data plane starts fetching ``partitions`` for ``proc``: check and record it."""
@@ -1848,6 +1975,14 @@ class Simulation:
                 continue
             others = fetchers.setdefault(tp, [])
             for other in others:
+                if other.fetching[tp] in other.expired:
+                    self._violate(
+                        Invariant.DOUBLE_FETCH,
+                        f"{proc.label} starts fetching {tp} while {other.label}, whose session "
+                        "the coordinator expired, still fetches it",
+                        proc,
+                    )
+                    return
                 # A process the coordinator fenced (no record) is a zombie that cannot
                 # know yet: tolerated here. Two members of the group must never overlap,
                 # but for the upgrade's broker-side window (_held_over_fetch).
@@ -1878,6 +2013,7 @@ class Simulation:
                     return
             span, clash = ledger.start(proc.owner, tp, vepoch)
             proc.fetching[tp] = span
+            proc.last_control = self._q.now
             if clash is not None:
                 self._double_fetch(proc, tp, epoch, clash)
                 return
@@ -2152,6 +2288,7 @@ class Simulation:
             return
         self._q.after(proc.config.auto_commit_interval_ms / 1000, self._ev_auto_commit, proc)
         if proc.fetching and not proc.closing:
+            proc.last_control = self._q.now  # the positions to commit
             task = _Commit(
                 None,
                 frozenset(proc.fetching),

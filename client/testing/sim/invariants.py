@@ -15,7 +15,8 @@ class Invariant(enum.Enum):
 
     DOUBLE_FETCH = (
         "no partition is fetched by two members in overlapping epochs (from the members' own "
-        "StartFetching / StopFetching)"
+        "StartFetching / StopFetching), nor by a member whose session the coordinator "
+        "expired while another starts it"
     )
     FETCH_NOT_OWNED = (
         "a member the coordinator still counts in the group fetches only partitions the "
@@ -59,7 +60,8 @@ class Invariant(enum.Enum):
         "(the application may seek or pause in it first)"
     )
     SESSION_LOST_FETCH = (
-        "a member that has had no successful heartbeat for a session timeout fetches nothing "
+        "a member that has had no successful heartbeat for a session timeout fetches nothing, "
+        "and nothing once the coordinator expired its session "
         "(design.md's reliability rule; SimulationConfig.check_session_loss=False turns it off)"
     )
 
