@@ -417,6 +417,13 @@ SOCKET_CONNECTION_SETUP_TIMEOUT_MS: Final = ConfigKey[int](
     _data_plane_int,
     owner=Owner.DATA_PLANE,
 )
+FETCH_WAIT_MAX_MS: Final = ConfigKey[int](
+    "fetch.wait.max.ms",
+    500,
+    "librdkafka's longest fetch wait at the broker; socket.timeout.ms stays above it",
+    _data_plane_int,
+    owner=Owner.DATA_PLANE,
+)
 
 KEYS: Final[tuple[ConfigKey[Any], ...]] = (
     BOOTSTRAP_SERVERS,
@@ -441,6 +448,7 @@ KEYS: Final[tuple[ConfigKey[Any], ...]] = (
     ENABLE_AUTO_OFFSET_STORE,
     METADATA_MAX_AGE_MS,
     SOCKET_CONNECTION_SETUP_TIMEOUT_MS,
+    FETCH_WAIT_MAX_MS,
 )
 """Every key kgroup reads, in the order of the docs table."""
 
