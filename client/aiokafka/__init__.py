@@ -25,6 +25,7 @@ import anyio.to_thread
 import confluent_kafka
 
 from kgroup import errors as kerrors
+from kgroup._frontend import build_config as validate_config
 from kgroup.aio import AsyncConsumer
 from kgroup.aiokafka.errors import (
     CommitFailedError,
@@ -171,11 +172,15 @@ def _refused(keyword: str, why: str) -> UnsupportedByKgroupError:
 
 
 def _servers(value: object) -> str:
+    """aiokafka's ``bootstrap_servers`` (a str or a list; the port defaults to 9092, as there)."""
     if isinstance(value, str):
-        return value
-    if isinstance(value, Iterable):
-        return ",".join(str(item) for item in value)
-    raise KafkaConfigurationError(f"bootstrap_servers: expected a str or a list, got {value!r}")
+        entries = value.split(",")
+    elif isinstance(value, Iterable):
+        entries = [str(item) for item in value]
+    else:
+        raise KafkaConfigurationError(f"bootstrap_servers: expected a str or a list, got {value!r}")
+    hosts = [entry.strip() for entry in entries if entry.strip()]
+    return ",".join(host if ":" in host.lstrip("[") else f"{host}:9092" for host in hosts)
 
 
 def _assignor_names(strategies: object) -> str:
@@ -394,6 +399,9 @@ class AIOKafkaConsumer:
         except TypeError as exc:
             raise TypeError(f"AIOKafkaConsumer: {exc}") from None
         config.update(kafka_config or {})
+        # Checked now, as aiokafka checks its keywords: not first at start().
+        with _translated():
+            validate_config(config)
         self._config = config
         self._key_deserializer = key_deserializer
         self._value_deserializer = value_deserializer
