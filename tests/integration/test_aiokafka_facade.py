@@ -9,6 +9,7 @@ offsets are aiokafka's own types, as an unchanged application passes them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import aiokafka
@@ -18,6 +19,7 @@ import pytest
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 from confluent_kafka import Producer
+from helpers import run_python
 
 import kgroup.aiokafka
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
@@ -27,6 +29,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.anyio]
 KINDS = ["aiokafka", "kgroup-classic", "kgroup-consumer"]
 PER_PARTITION = 10
 WAIT = 60
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def make(kind: str, *topics: str, **keywords: Any) -> Any:
@@ -279,3 +282,28 @@ async def test_the_facade_runs_on_trio(
         await consumer.commit()
         assert await consumer.committed(tp0) == PER_PARTITION
         assert listener.calls[-1][0] == "assigned"
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_the_dropin_example_reads_every_record(
+    protocol: str,
+    kafka_bootstrap_servers: str,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+) -> None:
+    topic = make_topic(partitions=2)
+    produce_keyed(kafka_bootstrap_servers, topic, 2)
+    result = run_python(
+        str(EXAMPLES / "aiokafka_dropin.py"),
+        kafka_bootstrap_servers,
+        topic,
+        make_group_id(),
+        "--protocol",
+        protocol,
+        "--max-records",
+        str(2 * PER_PARTITION),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"consumed {2 * PER_PARTITION} records" in result.stderr
+    assert "'value-1-9'" in result.stdout
+    assert f"assigned [TopicPartition(topic='{topic}', partition=0)" in result.stderr
