@@ -8,6 +8,7 @@ offsets are aiokafka's own types, as an unchanged application passes them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -307,3 +308,53 @@ def test_the_dropin_example_reads_every_record(
     assert f"consumed {2 * PER_PARTITION} records" in result.stderr
     assert "'value-1-9'" in result.stdout
     assert f"assigned [TopicPartition(topic='{topic}', partition=0)" in result.stderr
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_manual_assignment_reads_and_commits_only_its_partitions(
+    kind: str,
+    anyio_backend: str,
+    kafka_bootstrap_servers: str,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+) -> None:
+    topic = make_topic(partitions=2)
+    produce_keyed(kafka_bootstrap_servers, topic, 2)
+    tp1 = TopicPartition(topic, 1)
+    consumer = make(
+        kind,
+        bootstrap_servers=kafka_bootstrap_servers,
+        group_id=make_group_id(),
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    async with consumer:
+        consumer.assign([tp1])
+        assert consumer.assignment() == {tp1}
+        records = await take(consumer, PER_PARTITION)
+        assert {r.partition for r in records} == {1}
+        assert [r.offset for r in records] == list(range(PER_PARTITION))
+        await consumer.commit({tp1: 7})
+        assert await consumer.committed(tp1) == 7
+        # Not unsubscribe() here: aiokafka 0.14's stop() then never returns (the control hangs).
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_pattern_subscription_is_assigned_the_matching_topic(
+    kind: str,
+    anyio_backend: str,
+    kafka_bootstrap_servers: str,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+) -> None:
+    topic = make_topic(partitions=2)
+    everything = {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+    consumer = make(kind, bootstrap_servers=kafka_bootstrap_servers, group_id=make_group_id())
+    async with consumer:
+        consumer.subscribe(pattern=re.escape(topic))
+        with anyio.fail_after(WAIT):
+            while consumer.assignment() != everything:
+                await consumer.getmany(timeout_ms=100)
+        assert consumer.subscription() == frozenset({topic})
