@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, Self
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import confluent_kafka
 
@@ -581,14 +582,16 @@ class AIOKafkaConsumer:
         taken = self._take_held(wanted, limit)
         if taken:
             return taken
+        # The deadline is consume()'s own timeout, never a cancel scope: a scope
+        # expiring after consume() took a batch from librdkafka would lose it.
+        deadline = anyio.current_time() + max(0.0, timeout)
         with _translated():
-            with anyio.move_on_after(timeout):
-                while True:
-                    batch = await consumer.consume(limit, min(timeout, _WAIT_SLICE))
-                    if wanted is None:
-                        if batch or timeout <= 0:
-                            return batch
-                        continue
+            while True:
+                remaining = max(0.0, deadline - anyio.current_time())
+                batch = await consumer.consume(limit, min(remaining, _WAIT_SLICE))
+                if wanted is None:
+                    taken = batch
+                else:
                     for message in batch:
                         tp = KTopicPartition(message.topic() or "", message.partition() or 0)
                         if tp in wanted:
@@ -596,9 +599,13 @@ class AIOKafkaConsumer:
                         else:
                             # Handed out by librdkafka already: held until asked for.
                             self._held.setdefault(tp, collections.deque()).append(message)
-                    if taken or timeout <= 0:
-                        return taken
-        return taken
+                if taken:
+                    return taken
+                if anyio.current_time() >= deadline:
+                    # An application polling with timeout_ms=0 in a loop must still
+                    # let the group's driver (on this same loop) run.
+                    await anyio.lowlevel.checkpoint()
+                    return taken
 
     async def getone(self, *partitions: Any) -> ConsumerRecord[Any, Any]:
         """The next record (of ``partitions`` if given), waiting as long as it takes."""

@@ -220,3 +220,11 @@ def test_bootstrap_servers_default_to_port_9092_as_aiokafka() -> None:
     assert build_config(group_id="g", bootstrap_servers="a, b:1")["bootstrap.servers"] == (
         "a:9092,b:1"
     )
+
+
+def test_kafka_config_adds_librdkafka_keys_after_the_keywords() -> None:
+    consumer = AIOKafkaConsumer(
+        group_id="g", kafka_config={"fetch.wait.max.ms": 50, "statistics.interval.ms": 1000}
+    )
+    assert consumer._config["fetch.wait.max.ms"] == 50
+    assert consumer._config["statistics.interval.ms"] == 1000
