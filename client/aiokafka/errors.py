@@ -28,31 +28,33 @@ __all__ = [
 ]
 
 
+PEER_ERROR_NAMES = (
+    "KafkaError",
+    "IllegalStateError",
+    "CommitFailedError",
+    "KafkaTimeoutError",
+    "KafkaConfigurationError",
+    "ConsumerStoppedError",
+    "IllegalOperation",
+)
+"""aiokafka's error classes the facade raises under the same names."""
+
+# aiokafka's own bases: these two are not KafkaErrors there.
+_NOT_KAFKA_ERRORS = frozenset({"ConsumerStoppedError", "IllegalOperation"})
+
+
 def _peer_classes() -> dict[str, type[BaseException]]:
     """aiokafka's classes by name, or stand-ins with aiokafka's bases when it is absent."""
     try:
         peer: Any = importlib.import_module("aiokafka.errors")
     except ImportError:
         base = type("KafkaError", (RuntimeError,), {})
-        return {
-            "KafkaError": base,
-            "IllegalStateError": type("IllegalStateError", (base,), {}),
-            "CommitFailedError": type("CommitFailedError", (base,), {}),
-            "KafkaTimeoutError": type("KafkaTimeoutError", (base,), {}),
-            "KafkaConfigurationError": type("KafkaConfigurationError", (base,), {}),
-            "ConsumerStoppedError": type("ConsumerStoppedError", (Exception,), {}),
-            "IllegalOperation": type("IllegalOperation", (Exception,), {}),
-        }
-    names = (
-        "KafkaError",
-        "IllegalStateError",
-        "CommitFailedError",
-        "KafkaTimeoutError",
-        "KafkaConfigurationError",
-        "ConsumerStoppedError",
-        "IllegalOperation",
-    )
-    return {name: getattr(peer, name) for name in names}
+        classes: dict[str, type[BaseException]] = {"KafkaError": base}
+        for name in PEER_ERROR_NAMES[1:]:
+            parent = Exception if name in _NOT_KAFKA_ERRORS else base
+            classes[name] = type(name, (parent,), {})
+        return classes
+    return {name: getattr(peer, name) for name in PEER_ERROR_NAMES}
 
 
 _PEER: Any = _peer_classes()

@@ -14,6 +14,7 @@ from aiokafka.structs import TopicPartition as PeerTopicPartition
 
 import kgroup.aiokafka as facade
 from kgroup.aiokafka import AIOKafkaConsumer, build_config
+from kgroup.aiokafka.errors import PEER_ERROR_NAMES
 from kgroup.types import TopicPartition as KTopicPartition
 
 
@@ -105,18 +106,7 @@ def test_invalid_values_are_configuration_errors(keywords: dict[str, Any], named
         AIOKafkaConsumer(group_id="g", **keywords)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "KafkaError",
-        "IllegalStateError",
-        "CommitFailedError",
-        "KafkaTimeoutError",
-        "KafkaConfigurationError",
-        "ConsumerStoppedError",
-        "IllegalOperation",
-    ],
-)
+@pytest.mark.parametrize("name", PEER_ERROR_NAMES)
 def test_facade_errors_are_caught_by_aiokafkas_classes(name: str) -> None:
     assert issubclass(getattr(facade, name), getattr(aiokafka.errors, name))
 
