@@ -6,22 +6,24 @@ Lines sink writes) and ``DIR/injected.json`` (the double ownership it injected
 on purpose, if asked to: the ground truth a report must find).
 
 It is a generator of events, not a model of a group: who owns what is
-computed by arithmetic (even shares at the start, a joiner takes from the most
-loaded, a leaver's partitions go to the least loaded), every change is the
-next epoch, and no coordinator rule runs (no reconciliation, no heartbeat
-answers). The protocol itself is modelled once, in ``kgroup.testing.groups``
-and the simulator over it; the shipped report does not import the test
-harness. The schedule exercises every table of the report:
+arithmetic. The group has ``--members`` slots, slot ``i`` owns
+``partitions[i::members]`` for the whole run, and churn changes only who
+occupies a slot; no coordinator rule runs (no reconciliation, no heartbeat
+answers, no assignor). The protocol itself is modelled once, in
+``kgroup.testing.groups`` and the simulator over it; the shipped report does
+not import the test harness. The schedule exercises every table of the
+report:
 
-- all members join at the start and get their share in one rebalance;
-- churn arrives as a Poisson process (``--churn-per-hour``): a member joins
-  (partitions move to it from the most loaded), leaves gracefully (its
-  partitions go to the least loaded once it released them), is killed
-  (SIGKILL: its telemetry stops; the coordinator reassigns after the session
-  timeout), bounces as a static member (it leaves, a new process with the
-  same ``group.instance.id`` takes the same partitions back a few seconds
-  later, nobody else rebalances), or is cut off and fenced (it stops fetching
-  at its own session deadline, as kgroup does, and rejoins);
+- all members join at the start and get their slot's share in one rebalance;
+- churn arrives as a Poisson process (``--churn-per-hour``) and hits one slot
+  at a time: its member leaves gracefully, is killed (SIGKILL: its telemetry
+  stops; the coordinator reassigns after the session timeout) or is cut off
+  and fenced (it stops fetching at its own session deadline, as kgroup does);
+  meanwhile up to four other members hold the share, and a process then
+  joins (or the fenced one rejoins) and takes it back. Or the member bounces
+  as a static member (a new process with the same ``group.instance.id``
+  takes the same partitions back a few seconds later, nobody else
+  rebalances);
 - partitions move on a member's next heartbeat, after the previous owner
   revoked them (stop fetching, callback, commit), so hand-overs leave small
   unowned gaps and never overlap;
@@ -29,7 +31,8 @@ harness. The schedule exercises every table of the report:
   a heartbeat fails with a retriable error;
 - ``--inject-double-ownership N``: N fencing episodes in which the member
   misbehaves (a test-only fault): it keeps fetching past its session
-  deadline until it hears it was fenced, while the new owners already fetch.
+  deadline until it hears it was fenced, while the covering members already
+  fetch.
 
 Everything is drawn from one seeded generator: the same arguments give the
 same files.
@@ -38,6 +41,7 @@ same files.
 from __future__ import annotations
 
 import argparse
+import functools
 import heapq
 import itertools
 import json
@@ -46,7 +50,7 @@ import random
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
@@ -64,6 +68,8 @@ START_TS = 1767225600.0
 # scenario emits an event further in the future than this.
 _HORIZON_S = 600.0
 _RTT_S = 0.002
+# A vacant slot's partitions are dealt to this many other members meanwhile.
+_COVERS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,8 +155,6 @@ class _Member:
     file: int
     seq: itertools.count[int]
     epoch: int = 0
-    owned: dict[TopicPartition, None] = field(default_factory=dict)
-    """Partitions the member fetches (a dict: ordered, so runs are reproducible)."""
     alive: bool = True
     joined_at: float = 0.0
     busy_until: float = 0.0
@@ -168,6 +172,10 @@ class _Simulation:
             TopicPartition(f"topic-{i // per_topic}", i % per_topic)
             for i in range(config.partitions)
         ]
+        # Slot i's share is partitions[i::members]: who fetches what is arithmetic,
+        # the slots' occupants change with churn, the shares never do.
+        self.shares = [self.partitions[i :: config.members] for i in range(config.members)]
+        self.slots: list[_Member | None] = [None] * config.members
         self.members: list[_Member] = []
         self.group_epoch = 0
         self.pending: list[tuple[float, int, int, ev.EventBody]] = []
@@ -274,8 +282,6 @@ class _Simulation:
     ) -> float:
         """Stop, callback, commit, revoked; returns when the partitions are released."""
         tps = tuple(sorted(partitions))
-        for tp in partitions:
-            member.owned.pop(tp, None)
         t += 0.0005
         self.emit(member, t, ev.FetchStopped(partitions=tps, epoch=member.epoch, reason=reason))
         duration = self.cb()
@@ -305,7 +311,6 @@ class _Simulation:
     def assign(self, member: _Member, partitions: list[TopicPartition], t: float) -> float:
         """Assigned, start fetching, callback; returns when done."""
         tps = tuple(sorted(partitions))
-        member.owned.update(dict.fromkeys(partitions))
         self.emit(member, t, ev.PartitionsAssigned(partitions=tps, epoch=member.epoch))
         t += 0.0005
         self.emit(member, t, ev.FetchStarted(partitions=tps, epoch=member.epoch))
@@ -320,123 +325,111 @@ class _Simulation:
         )
         return t
 
-    def move(
+    # --- hand-overs ------------------------------------------------------------------------
+
+    def covers_for(self, slot: int) -> dict[int, list[TopicPartition]]:
+        """Who holds slot ``slot``'s partitions while it is vacant: up to four other
+        slots, the partitions dealt to them in turn (``share[i::k]``)."""
+        others = [i for i, m in enumerate(self.slots) if i != slot and m is not None]
+        share = self.shares[slot]
+        if not others or not share:
+            return {}
+        chosen = sorted(self.rng.sample(others, min(_COVERS, len(others))))
+        return {c: share[i :: len(chosen)] for i, c in enumerate(chosen)}
+
+    def occupant(self, slot: int) -> _Member:
+        member = self.slots[slot]
+        assert member is not None, f"slot {slot} is vacant"
+        return member
+
+    def rebalance(
+        self, member: _Member, start: float, change: Callable[[float], float], *, gains: bool
+    ) -> float:
+        """One rebalance of ``member`` from ``start``: ``change`` emits what happens
+        and returns when it is done. A member that gains partitions learns the new
+        epoch with them; one that loses them, once it has released them."""
+        self.emit(
+            member, start, ev.RebalanceStarted(trigger="assignment_changed", epoch=member.epoch)
+        )
+        old = member.epoch
+        member.epoch = self.group_epoch
+        if gains:
+            self.emit(
+                member, start + 0.0001, ev.EpochChanged(old_epoch=old, new_epoch=member.epoch)
+            )
+        end = change(start + 0.0002 if gains else start)
+        if not gains:
+            self.emit(member, end, ev.EpochChanged(old_epoch=old, new_epoch=member.epoch))
+        self.emit(member, end, ev.RebalanceEnded(epoch=member.epoch, duration_s=end - start))
+        member.busy_until = max(member.busy_until, end)
+        return end
+
+    def cover(
         self,
-        moves: dict[tuple[int, int], list[TopicPartition]],
-        t: float,
-        *,
-        released: dict[int, float] | None = None,
-        trigger: str = "assignment_changed",
-        joiner: _Member | None = None,
+        covers: dict[int, list[TopicPartition]],
+        released: float,
         arrivals: dict[TopicPartition, tuple[int, float]] | None = None,
     ) -> float:
-        """Move partitions between members; returns when the last one fetches."""
-        released = dict(released or {})
-        losers: dict[int, list[TopicPartition]] = {}
-        for (src, _dst), tps in moves.items():
-            losers.setdefault(src, []).extend(tps)
-        done = t
-        for src, tps in losers.items():
-            if src in released:
-                continue  # gone already (killed, fenced, closed): nothing to revoke
-            member = self.members[src]
-            start = t + self.heartbeat_delay()
-            self.emit(member, start, ev.RebalanceStarted(trigger=trigger, epoch=member.epoch))
-            end = self.revoke(member, tps, start, ev.StopReason.REVOKED)
-            old = member.epoch
-            member.epoch = self.group_epoch
-            self.emit(member, end, ev.EpochChanged(old_epoch=old, new_epoch=member.epoch))
-            self.emit(member, end, ev.RebalanceEnded(epoch=member.epoch, duration_s=end - start))
-            released[src] = end
-            done = max(done, end)
-        gainers: dict[int, list[tuple[float, list[TopicPartition]]]] = {}
-        for (src, dst), tps in moves.items():
-            arrival = released[src] + self.heartbeat_delay()
-            gainers.setdefault(dst, []).append((arrival, tps))
-        for dst, batches in gainers.items():
-            member = self.members[dst]
-            batches.sort(key=lambda b: b[0])
-            if member is joiner:
-                start = t
-            else:
-                start = min(t + self.heartbeat_delay(), batches[0][0])
-                self.emit(member, start, ev.RebalanceStarted(trigger=trigger, epoch=member.epoch))
-                old = member.epoch
-                member.epoch = self.group_epoch
-                self.emit(
-                    member, start + 0.0001, ev.EpochChanged(old_epoch=old, new_epoch=member.epoch)
-                )
-            end = start
-            for arrival, tps in batches:
-                at = max(arrival, start + 0.0002)
-                end = self.assign(member, tps, at)
-                if arrivals is not None:
-                    for tp in tps:
-                        arrivals[tp] = (dst, at + 0.0005)
-            self.emit(member, end, ev.RebalanceEnded(epoch=member.epoch, duration_s=end - start))
-            member.busy_until = max(member.busy_until, end)
+        """The covering members take the vacant slot's partitions, released at ``released``."""
+        done = released
+        for c, tps in covers.items():
+            member = self.occupant(c)
+            start = released + self.heartbeat_delay()
+            if arrivals is not None:
+                for tp in tps:
+                    arrivals[tp] = (member.index, start + 0.0002 + 0.0005)
+            end = self.rebalance(
+                member, start, functools.partial(self.assign, member, tps), gains=True
+            )
             done = max(done, end)
         return done
 
-    def spread(
-        self, partitions: list[TopicPartition], src: int, exclude: set[int]
-    ) -> dict[tuple[int, int], list[TopicPartition]]:
-        """Give ``partitions`` (owned by ``src``) to the least loaded live members."""
-        heap = [(len(m.owned), m.index) for m in self.alive() if m.index not in exclude]
-        heapq.heapify(heap)
-        moves: dict[tuple[int, int], list[TopicPartition]] = {}
-        if not heap:
-            return moves
-        for tp in partitions:
-            load, index = heapq.heappop(heap)
-            moves.setdefault((src, index), []).append(tp)
-            heapq.heappush(heap, (load + 1, index))
-        return moves
-
-    def take_for(self, joiner: _Member) -> dict[tuple[int, int], list[TopicPartition]]:
-        """Partitions for a member owning nothing, from the most loaded members."""
-        others = [m for m in self.alive() if m is not joiner]
-        if not others:
-            return {}
-        target = len(self.partitions) // (len(others) + 1)
-        heap = [(-len(m.owned), m.index) for m in others if m.owned]
-        heapq.heapify(heap)
-        taken: dict[int, set[TopicPartition]] = {}
-        moves: dict[tuple[int, int], list[TopicPartition]] = {}
-        for _ in range(target):
-            if not heap:
-                break
-            negative, index = heapq.heappop(heap)
-            owner = self.members[index]
-            already = taken.setdefault(index, set())
-            tp = next((p for p in owner.owned if p not in already), None)
-            if tp is None:
-                continue
-            taken[index].add(tp)
-            moves.setdefault((index, joiner.index), []).append(tp)
-            if -negative - 1 > 0:
-                heapq.heappush(heap, (negative + 1, index))
-        return moves
+    def give_back(
+        self, covers: dict[int, list[TopicPartition]], joiner: _Member, slot: int, t: float
+    ) -> float:
+        """The covering members revoke their part of ``slot``'s partitions; ``joiner``
+        gets the whole share once each part is released."""
+        share = self.shares[slot]
+        released = t
+        for c, tps in covers.items():
+            member = self.occupant(c)
+            end = self.rebalance(
+                member,
+                t + self.heartbeat_delay(),
+                functools.partial(self.revoke, member, tps, reason=ev.StopReason.REVOKED),
+                gains=False,
+            )
+            released = max(released, end)
+        if covers:
+            end = self.assign(joiner, share, released + self.heartbeat_delay())
+        elif share:
+            # Nobody held them (a group of one, or a static member's own share).
+            end = self.assign(joiner, share, t + _RTT_S)
+        else:
+            end = t + _RTT_S
+        self.emit(joiner, end, ev.StateChanged(old_state="RECONCILING", new_state="STABLE"))
+        self.emit(joiner, end, ev.RebalanceEnded(epoch=joiner.epoch, duration_s=end - t))
+        joiner.busy_until = max(joiner.busy_until, end)
+        return end
 
     # --- scenarios -------------------------------------------------------------------------
 
     def start(self, t: float) -> None:
-        joiners = [self.new_member() for _ in range(self.config.members)]
         self.group_epoch = 1
         last_join = t
-        for member in joiners:
+        for slot in range(self.config.members):
+            member = self.new_member()
+            self.slots[slot] = member
             tj = t + self.rng.uniform(0, 3.0)
             last_join = max(last_join, tj)
             self.join_events(member, tj, trigger="join")
-        share: dict[int, list[TopicPartition]] = {}
-        for i, tp in enumerate(self.partitions):
-            share.setdefault(joiners[i % len(joiners)].index, []).append(tp)
-        for member in joiners:
+        for slot in range(self.config.members):
+            member = self.occupant(slot)
             arrival = last_join + self.heartbeat_delay()
             old = member.epoch
             member.epoch = self.group_epoch
             self.emit(member, arrival, ev.EpochChanged(old_epoch=old, new_epoch=member.epoch))
-            end = self.assign(member, share.get(member.index, []), arrival + 0.0001)
+            end = self.assign(member, self.shares[slot], arrival + 0.0001)
             member.busy_until = end
             self.emit(member, end, ev.StateChanged(old_state="RECONCILING", new_state="STABLE"))
             self.emit(
@@ -460,78 +453,76 @@ class _Simulation:
             ev.StateChanged(old_state="JOINING", new_state="RECONCILING", trigger="HEARTBEAT_OK"),
         )
 
-    def join(self, t: float, instance_id: str | None = None) -> float:
-        member = self.new_member(instance_id)
+    def vacate(self, slot: int, released: float) -> tuple[dict[int, list[TopicPartition]], float]:
+        """Slot ``slot``'s member is gone from ``released`` on: the next epoch hands its
+        partitions to covering members. Returns the covers and when they fetch."""
+        member = self.occupant(slot)
+        member.alive = False
+        self.slots[slot] = None
+        self.group_epoch += 1
+        covers = self.covers_for(slot)
+        self.bump_epoch(released, skip=set(covers))
+        return covers, self.cover(covers, released)
+
+    def refill(self, slot: int, covers: dict[int, list[TopicPartition]], t: float) -> float:
+        """A new process joins and takes slot ``slot``'s partitions back from the covers."""
+        member = self.new_member()
+        self.slots[slot] = member
         self.group_epoch += 1
         self.join_events(member, t, trigger="join")
         member.epoch = self.group_epoch
-        moves = self.take_for(member)
-        self.bump_epoch(t, skip={member.index} | {src for src, _ in moves})
-        done = self.move(moves, t, joiner=member)
-        if not moves:
-            self.emit(member, t + _RTT_S, ev.RebalanceEnded(epoch=member.epoch, duration_s=_RTT_S))
-        return done
+        self.bump_epoch(t, skip={member.index} | {self.occupant(c).index for c in covers})
+        return self.give_back(covers, member, slot, t + _RTT_S)
 
-    def leave(
-        self, member: _Member, t: float, reason: ev.LeaveReason = ev.LeaveReason.CLOSED
-    ) -> float:
-        """Graceful close: revoke everything, leave; others take over."""
+    def leave(self, slot: int, t: float) -> float:
+        """Graceful close: revoke everything, leave; covers take over; a new process joins."""
+        member = self.occupant(slot)
         self.emit(
             member,
             t,
             ev.StateChanged(old_state="STABLE", new_state="PREPARE_LEAVING", trigger="LEAVE"),
         )
-        tps = sorted(member.owned)
+        tps = self.shares[slot]
         end = self.revoke(member, tps, t + 0.0002, ev.StopReason.CLOSED) if tps else t + _RTT_S
-        self.emit(member, end, ev.MemberLeft(reason=reason, epoch=-1))
+        self.emit(member, end, ev.MemberLeft(reason=ev.LeaveReason.CLOSED, epoch=-1))
         self.emit(
             member, end + 0.0001, ev.StateChanged(old_state="LEAVING", new_state="UNSUBSCRIBED")
         )
-        member.alive = False
-        self.group_epoch += 1
-        moves = self.spread(tps, member.index, exclude={member.index})
-        self.bump_epoch(end, skip={dst for _, dst in moves})
-        return self.move(moves, end, released={member.index: end})
+        covers, done = self.vacate(slot, end)
+        return self.refill(slot, covers, done + self.rng.uniform(10.0, 120.0))
 
-    def kill(self, member: _Member, t: float) -> float:
-        """SIGKILL: no more telemetry; the coordinator reassigns after the session timeout."""
-        member.alive = False
-        tps = list(member.owned)
-        member.owned.clear()
+    def kill(self, slot: int, t: float) -> float:
+        """SIGKILL: no more telemetry; the coordinator reassigns after the session timeout;
+        the process restarts as a new member (a killed process has a new id)."""
         expired = t + self.config.session_timeout_s + self.heartbeat_delay()
-        self.group_epoch += 1
-        moves = self.spread(tps, member.index, exclude={member.index})
-        self.bump_epoch(expired, skip={dst for _, dst in moves})
-        done = self.move(moves, expired, released={member.index: expired})
-        # The process restarts (a new member: a killed process has a new id).
-        return max(done, self.join(expired + self.rng.uniform(5.0, 30.0)))
+        covers, done = self.vacate(slot, expired)
+        return self.refill(slot, covers, max(done, expired + self.rng.uniform(5.0, 30.0)))
 
-    def bounce(self, member: _Member, t: float) -> float:
+    def bounce(self, slot: int, t: float) -> float:
         """A static member restarts: same instance id, same partitions, nobody else moves."""
+        member = self.occupant(slot)
         self.emit(
             member,
             t,
             ev.StateChanged(old_state="STABLE", new_state="PREPARE_LEAVING", trigger="LEAVE"),
         )
-        tps = sorted(member.owned)
+        tps = self.shares[slot]
         end = self.revoke(member, tps, t + 0.0002, ev.StopReason.CLOSED) if tps else t + _RTT_S
         self.emit(member, end, ev.MemberLeft(reason=ev.LeaveReason.CLOSED, epoch=-2))
         member.alive = False
-        member.owned.clear()
         back = end + self.rng.uniform(3.0, 20.0)
         successor = self.new_member(member.instance_id)
+        self.slots[slot] = successor
         successor.epoch = self.group_epoch
         self.join_events(successor, back, trigger="join")
-        done = self.assign(successor, tps, back + _RTT_S + 0.001) if tps else back + _RTT_S
-        self.emit(successor, done, ev.StateChanged(old_state="RECONCILING", new_state="STABLE"))
-        self.emit(successor, done, ev.RebalanceEnded(epoch=successor.epoch, duration_s=done - back))
-        successor.busy_until = done
-        return done
+        return self.give_back({}, successor, slot, back)
 
-    def fence(self, member: _Member, t: float, *, misbehave: bool) -> float:
-        """Cut off from the coordinator for longer than the session timeout, then fenced."""
+    def fence(self, slot: int, t: float, *, misbehave: bool) -> float:
+        """Cut off from the coordinator for longer than the session timeout, then fenced;
+        ``misbehave``: it keeps fetching until it hears so (the injected fault)."""
         config = self.config
-        tps = sorted(member.owned)
+        member = self.occupant(slot)
+        tps = self.shares[slot]
         beat = t + config.heartbeat_interval_s
         while beat < t + config.session_timeout_s:
             self.emit(
@@ -548,13 +539,11 @@ class _Simulation:
             self.revoke(member, tps, deadline - self.rng.uniform(0.05, 0.5), ev.StopReason.LOST)
         expired = deadline + self.heartbeat_delay()
         self.group_epoch += 1
-        moves = self.spread(tps, member.index, exclude={member.index})
-        member.owned.clear()
-        self.bump_epoch(expired, skip={member.index} | {dst for _, dst in moves})
+        covers = self.covers_for(slot)
+        self.bump_epoch(expired, skip={member.index} | set(covers))
         arrivals: dict[TopicPartition, tuple[int, float]] = {}
-        done = self.move(moves, expired, released={member.index: expired}, arrivals=arrivals)
-        back = expired + self.rng.uniform(5.0, 30.0)
-        back = max(back, done + 0.5)
+        done = self.cover(covers, expired, arrivals)
+        back = max(expired + self.rng.uniform(5.0, 30.0), done + 0.5)
         self.emit(
             member, back, ev.Fenced(error="FENCED_MEMBER_EPOCH", error_code=110, epoch=member.epoch)
         )
@@ -572,18 +561,14 @@ class _Simulation:
                         end=round(stop, 6),
                     )
                 )
-        # Rejoin with epoch 0, as a new member would.
+        # Rejoin with epoch 0, as a new member would, and take the share back.
         member.epoch = 0
         self.emit(member, back + 0.01, ev.RebalanceStarted(trigger="fenced", epoch=0))
         self.group_epoch += 1
         member.epoch = self.group_epoch
         self.emit(member, back + 0.012, ev.MemberJoined(epoch=member.epoch))
-        moves = self.take_for(member)
-        self.bump_epoch(back, skip={member.index} | {src for src, _ in moves})
-        done = self.move(moves, back + 0.012, joiner=member)
-        if not moves:
-            self.emit(member, back + 0.02, ev.RebalanceEnded(epoch=member.epoch, duration_s=0.01))
-        return done
+        self.bump_epoch(back, skip={member.index} | {self.occupant(c).index for c in covers})
+        return self.give_back(covers, member, slot, back + 0.012)
 
     def maybe_heartbeat_error(self, member: _Member, t: float) -> None:
         rate = self.config.heartbeat_errors_per_hour * self.config.commit_interval_s / 3600
@@ -604,38 +589,35 @@ class _Simulation:
             )
 
     def churn_event(self, t: float) -> None:
-        live = [m for m in self.alive() if m.busy_until <= t and m.owned]
-        if not live:
-            self.join(t)
-            self.churn["join"] = self.churn.get("join", 0) + 1
+        candidates = [
+            slot
+            for slot, m in enumerate(self.slots)
+            if m is not None and m.busy_until <= t and self.shares[slot]
+        ]
+        if not candidates:
             return
         rng = self.rng
-        member = rng.choice(live)
-        target = self.config.members
+        slot = rng.choice(candidates)
         kinds = ["leave", "kill", "fence"]
-        if member.instance_id is not None:
+        if self.occupant(slot).instance_id is not None:
             kinds.append("bounce")
-        if len(self.alive()) < target * 1.2:
-            kinds.append("join")
         injected_so_far = len({o.faulty_member for o in self.injected})
         if injected_so_far < self.config.inject_double_ownership:
             kind = "inject"
         else:
             kind = rng.choice(kinds)
         self.churn[kind] = self.churn.get(kind, 0) + 1
-        if kind == "join":
-            done = self.join(t)
-        elif kind == "leave":
-            done = self.leave(member, t)
-            done = max(done, self.join(done + rng.uniform(10.0, 120.0)))
+        if kind == "leave":
+            done = self.leave(slot, t)
         elif kind == "kill":
-            done = self.kill(member, t)
+            done = self.kill(slot, t)
         elif kind == "bounce":
-            done = self.bounce(member, t)
+            done = self.bounce(slot, t)
         else:
-            done = self.fence(member, t, misbehave=kind == "inject")
-        # Let a scenario finish before the next touches the same partitions, so
-        # the injected overlaps are exactly what the ground truth says.
+            done = self.fence(slot, t, misbehave=kind == "inject")
+        # Let a scenario finish before the next begins, so every slot is filled
+        # when covers are chosen and the injected overlaps are exactly what the
+        # ground truth says.
         self.quiet_until = done + self.config.heartbeat_interval_s
 
     def run(self) -> None:
@@ -666,15 +648,17 @@ class _Simulation:
                 if at < end - 60.0:
                     self.churn_event(at)
             window_start = tick - config.commit_interval_s
-            for member in self.alive():
+            for slot, member in enumerate(self.slots):
+                if member is None:
+                    continue
                 at = window_start + member.commit_phase
-                if at < member.busy_until or not member.owned:
+                if at < member.busy_until or not self.shares[slot]:
                     continue
                 self.emit(
                     member,
                     at,
                     ev.CommitCompleted(
-                        offsets=self.offsets(list(member.owned), at),
+                        offsets=self.offsets(self.shares[slot], at),
                         epoch=member.epoch,
                         latency_s=self.commit_latency(),
                     ),
@@ -683,13 +667,13 @@ class _Simulation:
             self.flush(tick - _HORIZON_S)
             tick += config.commit_interval_s
         if config.close_at_end:
-            for member in self.alive():
-                self.leave_quietly(member, end)
+            for slot, member in enumerate(self.slots):
+                if member is not None:
+                    self.leave_quietly(member, self.shares[slot], end)
         self.flush(math.inf)
 
-    def leave_quietly(self, member: _Member, t: float) -> None:
+    def leave_quietly(self, member: _Member, tps: list[TopicPartition], t: float) -> None:
         """Close at the end of the run: everyone leaves, nobody takes over."""
-        tps = sorted(member.owned)
         stop = self.revoke(member, tps, t, ev.StopReason.CLOSED) if tps else t
         self.emit(member, stop, ev.MemberLeft(reason=ev.LeaveReason.CLOSED, epoch=-1))
         member.alive = False
