@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,36 @@ def make(kind: str, *topics: str, **keywords: Any) -> Any:
         return aiokafka.AIOKafkaConsumer(*topics, **keywords)
     protocol = kind.removeprefix("kgroup-")
     return kgroup.aiokafka.AIOKafkaConsumer(*topics, group_protocol=protocol, **keywords)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The test's broker, topics and groups: one place for the setup every scenario shares."""
+
+    bootstrap: str
+    make_topic: MakeTopic
+    make_group_id: MakeGroupId
+
+    def topic(self, partitions: int = 2, *, records: bool = False) -> str:
+        """A new topic; with ``records``, ``PER_PARTITION`` keyed records in each partition."""
+        topic = self.make_topic(partitions=partitions)
+        if records:
+            produce_keyed(self.bootstrap, topic, partitions)
+        return topic
+
+    def consumer(self, kind: str, *topics: str, from_start: bool = False, **keywords: Any) -> Any:
+        """``make(kind, ...)`` in a new group; ``from_start``: earliest, no auto-commit."""
+        if from_start:
+            keywords = {"auto_offset_reset": "earliest", "enable_auto_commit": False, **keywords}
+        group_id = keywords.pop("group_id", None) or self.make_group_id()
+        return make(kind, *topics, bootstrap_servers=self.bootstrap, group_id=group_id, **keywords)
+
+
+@pytest.fixture
+def cluster(
+    kafka_bootstrap_servers: str, make_topic: MakeTopic, make_group_id: MakeGroupId
+) -> Cluster:
+    return Cluster(kafka_bootstrap_servers, make_topic, make_group_id)
 
 
 def produce_keyed(bootstrap: str, topic: str, partitions: int) -> None:
@@ -96,22 +127,12 @@ async def take(consumer: Any, count: int, *partitions: TopicPartition) -> list[A
 async def test_usual_calls_behave_as_on_aiokafka(
     kind: str,
     anyio_backend: str,
-    kafka_bootstrap_servers: str,
-    make_topic: MakeTopic,
-    make_group_id: MakeGroupId,
+    cluster: Cluster,
 ) -> None:
-    topic = make_topic(partitions=2)
-    produce_keyed(kafka_bootstrap_servers, topic, 2)
+    topic = cluster.topic(records=True)
     tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
     listener = Recorder()
-    consumer = make(
-        kind,
-        bootstrap_servers=kafka_bootstrap_servers,
-        group_id=make_group_id(),
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-        value_deserializer=bytes.decode,
-    )
+    consumer = cluster.consumer(kind, from_start=True, value_deserializer=bytes.decode)
     consumer.subscribe(topics=[topic], listener=listener)
     await consumer.start()
     try:
@@ -181,17 +202,13 @@ async def test_usual_calls_behave_as_on_aiokafka(
 async def test_a_second_member_splits_the_partitions_with_whole_set_callbacks(
     kind: str,
     anyio_backend: str,
-    kafka_bootstrap_servers: str,
-    make_topic: MakeTopic,
-    make_group_id: MakeGroupId,
+    cluster: Cluster,
 ) -> None:
-    topic = make_topic(partitions=4)
-    group = make_group_id()
+    topic = cluster.topic(partitions=4)
+    group = cluster.make_group_id()
     everything = {TopicPartition(topic, p) for p in range(4)}
     listeners = [Recorder(), Recorder()]
-    members = [
-        make(kind, bootstrap_servers=kafka_bootstrap_servers, group_id=group) for _ in listeners
-    ]
+    members = [cluster.consumer(kind, group_id=group) for _ in listeners]
 
     async def drive(member: Any, until: Callable[[], bool]) -> None:
         with anyio.fail_after(WAIT):
@@ -228,20 +245,12 @@ async def test_a_second_member_splits_the_partitions_with_whole_set_callbacks(
 async def test_rebalance_deltas_opt_in_gives_the_listener_only_what_changed(
     protocol: str,
     anyio_backend: str,
-    kafka_bootstrap_servers: str,
-    make_topic: MakeTopic,
-    make_group_id: MakeGroupId,
+    cluster: Cluster,
 ) -> None:
-    topic = make_topic(partitions=2)
+    topic = cluster.topic()
     listener = Recorder()
     everything = {TopicPartition(topic, 0), TopicPartition(topic, 1)}
-    consumer = kgroup.aiokafka.AIOKafkaConsumer(
-        topic,
-        bootstrap_servers=kafka_bootstrap_servers,
-        group_id=make_group_id(),
-        group_protocol=protocol,
-        rebalance_deltas=True,
-    )
+    consumer = cluster.consumer(f"kgroup-{protocol}", topic, rebalance_deltas=True)
     async with consumer:
         consumer.subscribe(topics=[topic], listener=listener)
         with anyio.fail_after(WAIT):
@@ -256,21 +265,12 @@ async def test_rebalance_deltas_opt_in_gives_the_listener_only_what_changed(
 async def test_the_facade_runs_on_trio(
     protocol: str,
     anyio_backend: str,
-    kafka_bootstrap_servers: str,
-    make_topic: MakeTopic,
-    make_group_id: MakeGroupId,
+    cluster: Cluster,
 ) -> None:
-    topic = make_topic(partitions=2)
-    produce_keyed(kafka_bootstrap_servers, topic, 2)
+    topic = cluster.topic(records=True)
     tp0 = TopicPartition(topic, 0)
     listener = Recorder()
-    async with kgroup.aiokafka.AIOKafkaConsumer(
-        bootstrap_servers=kafka_bootstrap_servers,
-        group_id=make_group_id(),
-        group_protocol=protocol,
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    ) as consumer:
+    async with cluster.consumer(f"kgroup-{protocol}", from_start=True) as consumer:
         consumer.subscribe(topics=[topic], listener=listener)
         seen = []
         with anyio.fail_after(WAIT):
@@ -287,19 +287,13 @@ async def test_the_facade_runs_on_trio(
 
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
-def test_the_dropin_example_reads_every_record(
-    protocol: str,
-    kafka_bootstrap_servers: str,
-    make_topic: MakeTopic,
-    make_group_id: MakeGroupId,
-) -> None:
-    topic = make_topic(partitions=2)
-    produce_keyed(kafka_bootstrap_servers, topic, 2)
+def test_the_dropin_example_reads_every_record(protocol: str, cluster: Cluster) -> None:
+    topic = cluster.topic(records=True)
     result = run_python(
         str(EXAMPLES / "aiokafka_dropin.py"),
-        kafka_bootstrap_servers,
+        cluster.bootstrap,
         topic,
-        make_group_id(),
+        cluster.make_group_id(),
         "--protocol",
         protocol,
         "--max-records",
@@ -316,20 +310,11 @@ def test_the_dropin_example_reads_every_record(
 async def test_manual_assignment_reads_and_commits_only_its_partitions(
     kind: str,
     anyio_backend: str,
-    kafka_bootstrap_servers: str,
-    make_topic: MakeTopic,
-    make_group_id: MakeGroupId,
+    cluster: Cluster,
 ) -> None:
-    topic = make_topic(partitions=2)
-    produce_keyed(kafka_bootstrap_servers, topic, 2)
+    topic = cluster.topic(records=True)
     tp1 = TopicPartition(topic, 1)
-    consumer = make(
-        kind,
-        bootstrap_servers=kafka_bootstrap_servers,
-        group_id=make_group_id(),
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
+    consumer = cluster.consumer(kind, from_start=True)
     async with consumer:
         consumer.assign([tp1])
         assert consumer.assignment() == {tp1}
@@ -346,13 +331,11 @@ async def test_manual_assignment_reads_and_commits_only_its_partitions(
 async def test_a_pattern_subscription_is_assigned_the_matching_topic(
     kind: str,
     anyio_backend: str,
-    kafka_bootstrap_servers: str,
-    make_topic: MakeTopic,
-    make_group_id: MakeGroupId,
+    cluster: Cluster,
 ) -> None:
-    topic = make_topic(partitions=2)
+    topic = cluster.topic()
     everything = {TopicPartition(topic, 0), TopicPartition(topic, 1)}
-    consumer = make(kind, bootstrap_servers=kafka_bootstrap_servers, group_id=make_group_id())
+    consumer = cluster.consumer(kind)
     async with consumer:
         consumer.subscribe(pattern=re.escape(topic))
         with anyio.fail_after(WAIT):
@@ -366,19 +349,10 @@ async def test_a_pattern_subscription_is_assigned_the_matching_topic(
 async def test_polling_getmany_without_a_timeout_loses_no_record(
     kind: str,
     anyio_backend: str,
-    kafka_bootstrap_servers: str,
-    make_topic: MakeTopic,
-    make_group_id: MakeGroupId,
+    cluster: Cluster,
 ) -> None:
-    topic = make_topic(partitions=2)
-    produce_keyed(kafka_bootstrap_servers, topic, 2)
-    consumer = make(
-        kind,
-        topic,
-        bootstrap_servers=kafka_bootstrap_servers,
-        group_id=make_group_id(),
-        auto_offset_reset="earliest",
-    )
+    topic = cluster.topic(records=True)
+    consumer = cluster.consumer(kind, topic, auto_offset_reset="earliest")
     offsets: dict[int, list[int]] = {0: [], 1: []}
     async with consumer:
         with anyio.fail_after(WAIT):
