@@ -1,7 +1,7 @@
 """kgroup.membership: sans-IO group membership state machines.
 
 Standard library and :mod:`kgroup.types` only: no I/O, no clock reads (a unit
-test enforces it). Three subpackages, one home each:
+test enforces it). Four subpackages, one home each:
 
 - :mod:`~kgroup.membership.common`: the events and actions both members use,
   the error codes, the transition-table machinery and the lifecycle skeleton
@@ -12,9 +12,12 @@ test enforces it). Three subpackages, one home each:
   perform the :data:`ConsumerMemberAction` it returns;
 - :mod:`~kgroup.membership.classic`: the classic-protocol member,
   :class:`ClassicMember`, with :data:`ClassicMemberEvent` and
-  :data:`ClassicMemberAction`.
+  :data:`ClassicMemberAction`;
+- :mod:`~kgroup.membership.share`: the share-group (KIP-932) member,
+  :class:`~kgroup.membership.share.ShareMember`, with its events and actions
+  (imported from there, not from here).
 
-Every name of the three is importable from here.
+Every name of the first three is importable from here.
 """
 
 # The leaf modules are star-imported too: mypy follows one level of star
