@@ -6,6 +6,7 @@ a version lacks (or a value kio cannot encode) fails here rather than on the wir
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import subprocess
 import sys
@@ -37,6 +38,7 @@ from kgroup.membership import (
     SendLeaveGroup,
     SyncGroupRequest,
 )
+from kgroup.membership.share import ShareHeartbeatRequest, ShareHeartbeatResponse
 from kgroup.protocol import (
     ApiKey,
     response_module,
@@ -61,6 +63,7 @@ from kgroup.protocol.requests import (
     offset_commit,
     offset_fetch,
     offset_for_leader_epoch,
+    share_group_heartbeat,
     sync_group,
 )
 from kgroup.protocol.requests.offset_for_leader_epoch import EpochEnd, EpochQuery
@@ -656,6 +659,7 @@ def test_offset_fetch_reads_the_metadata_of_committed_offsets(
         metadata,
         offset_commit,
         offset_fetch,
+        share_group_heartbeat,
         sync_group,
     ],
 )
@@ -703,3 +707,36 @@ def test_offset_for_leader_epoch_asks_as_a_consumer_and_reads_each_partitions_en
         A0: EpochEnd(leader_epoch=0, end_offset=10, error_code=0),
         A1: EpochEnd(leader_epoch=-1, end_offset=-1, error_code=int(ErrorCode.fenced_leader_epoch)),
     }
+
+
+# ------------------------------------------------------------------ share groups
+
+
+@pytest.mark.parametrize("versions", [_lowest, _highest])
+def test_share_group_heartbeat_carries_the_members_fields(versions: Any) -> None:
+    request = ShareHeartbeatRequest(
+        group_id="queue", member_id="m", member_epoch=3, subscribed_topic_names=("orders",)
+    )
+    sent = _wire(share_group_heartbeat.build(versions(ApiKey.SHARE_GROUP_HEARTBEAT), request))
+    assert (sent.group_id, sent.member_id, sent.member_epoch) == ("queue", "m", 3)
+    assert (sent.rack_id, sent.subscribed_topic_names) == (None, ("orders",))
+
+
+def test_share_group_heartbeat_response_gives_the_assignment_by_topic_id() -> None:
+    module = _responses(ApiKey.SHARE_GROUP_HEARTBEAT, 1)
+    response = module.ShareGroupHeartbeatResponse(
+        throttle_time=NO_TIME,
+        error_code=ErrorCode.none,
+        member_id="m",
+        member_epoch=4,
+        heartbeat_interval=datetime.timedelta(milliseconds=5000),
+        assignment=module.Assignment(
+            topic_partitions=(module.TopicPartitions(topic_id=TOPIC_ID, partitions=(0, 2)),)
+        ),
+    )
+    assert share_group_heartbeat.parse(response) == ShareHeartbeatResponse(
+        member_id="m", member_epoch=4, heartbeat_interval_ms=5000, assignment={TOPIC_ID: (0, 2)}
+    )
+    empty = dataclasses.replace(response, assignment=None, error_code=ErrorCode.group_id_not_found)
+    parsed = share_group_heartbeat.parse(empty)
+    assert (parsed.error_code, parsed.assignment) == (69, None)
