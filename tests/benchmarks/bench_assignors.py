@@ -490,6 +490,7 @@ def main() -> None:
         "--no-uniform", action="store_true", help="skip uniform (never writes the doc)"
     )
     args = parser.parse_args()
+    benchlib.start_watch()
     partial = (
         args.quick
         or args.no_uniform

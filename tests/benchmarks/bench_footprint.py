@@ -111,6 +111,7 @@ def main() -> None:
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--no-write", action="store_true", help="do not update docs/performance.md")
     args = parser.parse_args()
+    benchlib.start_watch()
     kinds = [k for k in args.kinds.split(",") if k]
 
     from kgroup.testing import KafkaBroker, create_topic  # noqa: PLC0415

@@ -295,6 +295,7 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true", help="do not update docs/performance.md")
     parser.add_argument("--feed", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    benchlib.start_watch()
     if args.feed:
         feed(*args.feed)
         return

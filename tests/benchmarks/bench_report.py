@@ -117,6 +117,7 @@ def main() -> None:
     parser.add_argument("--driver-memory", default="6g")
     parser.add_argument("--no-write", action="store_true", help="do not update docs/performance.md")
     args = parser.parse_args()
+    benchlib.start_watch()
     sizes = [float(h) for h in args.hours.split(",") if h]
     rows = []
     loads = []

@@ -338,6 +338,7 @@ def main() -> None:
     )
     parser.add_argument("--no-write", action="store_true", help="do not update docs/performance.md")
     args = parser.parse_args()
+    benchlib.start_watch()
 
     runs: dict[str, list[Run]] = {p: [] for p in PROTOCOLS}
     loads: list[str] = []

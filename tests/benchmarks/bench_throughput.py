@@ -291,6 +291,7 @@ def main() -> None:
     parser.add_argument("--no-write", action="store_true", help="do not update docs/performance.md")
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    benchlib.start_watch()
     if args.worker:
         client, bootstrap, topic, count = args.worker
         benchlib.as_installed()

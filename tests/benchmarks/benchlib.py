@@ -10,7 +10,10 @@ import datetime
 import os
 import platform
 import statistics
+import threading
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -61,6 +64,112 @@ def load_average() -> str:
     return f"{one:.1f} / {five:.1f} / {fifteen:.1f}"
 
 
+MAX_FOREIGN_LOAD = 1.5
+"""Above this, other work on the machine makes a run's figures untrustworthy: the
+benchmark prints them but does not write docs/performance.md."""
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _tree(root: int) -> set[int]:
+    """``root`` and every process descended from it (by /proc's parent links)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo.extend(children.get(pid, ()))
+    return found
+
+
+def _cpu_seconds(pids: set[int]) -> float:
+    """CPU time (user + system) the processes ``pids`` have used, and their waited-for
+    children, in seconds; processes that ended meanwhile count no more."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        # utime, stime, cutime, cstime: fields 14-17 of stat(5), 12-15 after the name.
+        total += sum(int(x) for x in fields[11:15])
+    return total / _CLOCK_TICKS
+
+
+@dataclass(frozen=True, slots=True)
+class LoadReport:
+    """How busy the machine was while a benchmark ran."""
+
+    before: float
+    """The 1-minute load average when the benchmark started."""
+    peak: float
+    """The highest 1-minute load average sampled during the run."""
+    own: float
+    """The benchmark's own processes' CPU use (cores, averaged over the run)."""
+    foreign: float
+    """Load not the benchmark's: the peak less its own average CPU use (cores)."""
+
+    @property
+    def quiet(self) -> bool:
+        return self.before <= MAX_FOREIGN_LOAD and self.foreign <= MAX_FOREIGN_LOAD
+
+    def line(self) -> str:
+        return (
+            f"load (1-min average): {self.before:.2f} before the run, {self.peak:.2f} at its "
+            f"highest during it, of which {self.own:.2f} cores were the benchmark's own "
+            f"processes: {self.foreign:.2f} from other work (a run writes "
+            f"docs/performance.md only at {MAX_FOREIGN_LOAD} or less)"
+        )
+
+
+class MachineWatch:
+    """Samples the load average and the benchmark's own CPU use once a second."""
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self._interval = interval
+        self._started = time.monotonic()
+        self._before = os.getloadavg()[0]
+        self._peak = self._before
+        self._own_start = _cpu_seconds(_tree(os.getpid()))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="machine-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._peak = max(self._peak, os.getloadavg()[0])
+
+    def report(self) -> LoadReport:
+        """The load so far (the watch keeps running)."""
+        wall = max(time.monotonic() - self._started, 1e-9)
+        # Children still running count through their own stat; ended ones,
+        # waited for by their parents, through cutime/cstime.
+        own = (_cpu_seconds(_tree(os.getpid())) - self._own_start) / wall
+        peak = max(self._peak, os.getloadavg()[0])
+        return LoadReport(self._before, peak, own, max(0.0, peak - own))
+
+
+_WATCH: MachineWatch | None = None
+
+
+def start_watch() -> MachineWatch:
+    """Start watching the machine; call first thing in a benchmark's main()."""
+    global _WATCH  # noqa: PLW0603 - one watch per benchmark process
+    _WATCH = MachineWatch()
+    return _WATCH
+
+
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -72,8 +181,22 @@ def spread(values: Sequence[float]) -> str:
     return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
-def write_section(name: str, lines: Sequence[str]) -> None:
-    """Replace (or append) the ``bench:NAME`` section of docs/performance.md with ``lines``."""
+def write_section(name: str, lines: Sequence[str]) -> bool:
+    """Replace (or append) the ``bench:NAME`` section of docs/performance.md with ``lines``,
+    followed by the run's load; returns False, writing nothing, when the machine was busy
+    with other work (:data:`MAX_FOREIGN_LOAD`) or nobody watched it (:func:`start_watch`)."""
+    if _WATCH is None:
+        print("not writing docs/performance.md: the run did not watch the machine's load")
+        return False
+    load = _WATCH.report()
+    print(f"- {load.line()}")
+    if not load.quiet:
+        print(
+            "not writing docs/performance.md: other work was running on the machine; "
+            "run the benchmark again alone"
+        )
+        return False
+    lines = [*lines, f"- {load.line()}"]
     start, end = f"<!-- bench:{name}:start -->", f"<!-- bench:{name}:end -->"
     section = "\n".join([start, *lines, end])
     text = DOC.read_text() if DOC.exists() else "# Performance\n\nWritten by the benchmarks.\n"
@@ -86,3 +209,4 @@ def write_section(name: str, lines: Sequence[str]) -> None:
     DOC.parent.mkdir(parents=True, exist_ok=True)
     DOC.write_text(text)
     print(f"updated {DOC}")
+    return True
