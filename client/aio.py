@@ -83,7 +83,8 @@ class AsyncConsumer(ConsumerBase):
             self._wake.set()
 
     def _on_loop(self, fn: Callable[..., _T], *args: object) -> _T:
-        return fn(*args)  # the application's loop is the driver's
+        # The application's loop is the driver's: a direct call.
+        return self._driver.call_and_publish(fn, *args)
 
     async def _take(self, steps: core.Steps[_T]) -> _T:
         """Run a core generator, taking each step with an await where it needs one."""
@@ -94,7 +95,7 @@ class AsyncConsumer(ConsumerBase):
 
     async def _step(self, step: core.Step) -> BaseException | None:
         if isinstance(step, core.OnLoop):
-            step.fn(*step.args)
+            self._driver.call_and_publish(step.fn, *step.args)
         elif isinstance(step, core.RunListener):
             try:
                 result = step.method(step.partitions)

@@ -139,7 +139,7 @@ class Consumer(ConsumerBase):
         self._core.started()
 
     def _on_loop(self, fn: Callable[..., _T], *args: object) -> _T:
-        return self._portal.call(fn, *args)
+        return self._portal.call(self._driver.call_and_publish, fn, *args)
 
     def _take(self, steps: core.Steps[_T]) -> _T:
         """Run a core generator, taking each step through the portal where it needs the loop."""
@@ -150,7 +150,7 @@ class Consumer(ConsumerBase):
 
     def _step(self, step: core.Step) -> BaseException | None:
         if isinstance(step, core.OnLoop):
-            self._portal.call(step.fn, *step.args)
+            self._portal.call(self._driver.call_and_publish, step.fn, *step.args)
         elif isinstance(step, core.RunListener):
             try:
                 result = step.method(step.partitions)
@@ -169,12 +169,13 @@ class Consumer(ConsumerBase):
         """The partitions currently assigned to this member."""
         if self._core.closed:
             return frozenset()
-        # Read on the loop thread: the member's state changes there.
-        try:
-            owned: frozenset[TopicPartition] = self._portal.call(self._driver.owned)
-        except RuntimeError:  # closed meanwhile by another thread: the loop is gone
-            return frozenset()
-        return owned
+        # The loop publishes it after every change: no call into the loop's thread.
+        return self._driver.snapshot.owned
+
+    def paused(self) -> frozenset[TopicPartition]:
+        """The partitions paused with :meth:`pause` and not resumed (as Java's ``paused()``)."""
+        self._core.check_open()
+        return self._driver.snapshot.paused
 
     # ---------------------------------------------------------------- records
 

@@ -110,6 +110,7 @@ __all__ = [
     "SendMemberCommit",
     "SessionView",
     "SettledChanged",
+    "Snapshot",
     "Subscribe",
     "SwitchSession",
     "TruncationChanged",
@@ -164,6 +165,15 @@ class DataPlaneView(Protocol):
 
 
 # ------------------------------------------------------------------ effects
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What the application's thread reads without a call into the loop: the owned
+    partitions and the paused ones, as of the loop's last change."""
+
+    owned: frozenset[TopicPartition]
+    paused: frozenset[TopicPartition]
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,6 +455,13 @@ class RuntimeCore(Generic[S]):
     def manual(self) -> bool:
         """True while partitions are assigned with ``assign()`` (no group membership)."""
         return self.manual_partitions is not None
+
+    def snapshot(self, previous: Snapshot) -> Snapshot:
+        """The state the application's thread may read (``previous`` when unchanged)."""
+        owned, paused = self.owned(), self.paused()
+        if previous.owned == owned and previous.paused == paused:
+            return previous
+        return Snapshot(owned, paused)
 
     def owned(self) -> frozenset[TopicPartition]:
         """The member's installed assignment (what commits may cover), or the manual one."""

@@ -30,7 +30,7 @@ heartbeat is refused, by switching to a classic session.
 
 Threads: every method must be called on the driver's event loop; from other
 threads only :attr:`Driver.app_work` (a thread-safe deque), :attr:`Driver.fatal`,
-``Driver.core.truncation``, :meth:`Driver.is_closed` and the session's
+:attr:`Driver.snapshot`, ``Driver.core.truncation``, :meth:`Driver.is_closed` and the session's
 ``group_protocol``, ``member_id`` and ``generation_or_epoch`` may be read.
 :class:`~kgroup.Consumer` reaches the loop through an anyio blocking portal.
 """
@@ -42,7 +42,7 @@ import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import anyio.abc
@@ -96,6 +96,9 @@ __all__ = [
     "missing_topic_delays",
     "open_kafka_client",
 ]
+
+
+_T = TypeVar("_T")
 
 
 class Driver:
@@ -158,6 +161,8 @@ class Driver:
             commit_callback=None if on_commit is None else commit_reporter(on_commit),
         )
         """Every decision of the runtime (:mod:`kgroup.runtime.core`)."""
+        self.snapshot = core.Snapshot(frozenset(), frozenset())
+        """What the application's thread reads without a call into the loop (:meth:`publish`)."""
         self.offset_io = OffsetIO(self, self.core)
         """Carries out the offset requests (commits, fetches, truncation checks)."""
         self.group_io = GroupIO(self, self.core)
@@ -394,6 +399,7 @@ class Driver:
         for action in actions:
             self.execute(self.core.perform(action, anyio.current_time()))
         if session is not self.session:
+            self.publish()
             return  # switched protocols: the new member starts from scratch
         self.execute(self.core.stepped(anyio.current_time(), time.monotonic()))
 
@@ -431,13 +437,31 @@ class Driver:
 
     def queue(self, item: work.AppWork) -> None:
         """Hand ``item`` to the application's context."""
+        # A callback reading assignment() sees the state that asked for it.
+        self.publish()
         self.app_work.append(item)
         self._wakeup()
 
     # ------------------------------------------------------------ the effects
 
+    def publish(self) -> None:
+        """Publish :attr:`snapshot` after a change the loop made (a step, effects, an
+        application's call): a blocking consumer's ``assignment()`` reads it, no hop."""
+        self.snapshot = self.core.snapshot(self.snapshot)
+
+    def call_and_publish(self, fn: Callable[..., _T], *args: object) -> _T:
+        """``fn(*args)`` on the loop, then :meth:`publish` (what it changed is read next)."""
+        try:
+            return fn(*args)
+        finally:
+            self.publish()
+
     def execute(self, effects: Sequence[core.Effect]) -> None:
         """Carry out what the core decided, in order."""
+        self._execute(effects)
+        self.publish()
+
+    def _execute(self, effects: Sequence[core.Effect]) -> None:
         for effect in effects:
             match effect:
                 case core.DataPlaneOps():

@@ -129,3 +129,47 @@ def test_blocking_commit_in_revoke_callback_during_close_is_accepted(
         everything = {TopicPartition("orders", 0): 1, TopicPartition("orders", 1): 1}
         assert committed == [everything]
         assert broker.committed("closing") == everything
+
+
+class ReadsAssignment:
+    """A listener that reads assignment() inside its callbacks, as Java applications do."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+        self.seen: list[tuple[str, frozenset[TopicPartition]]] = []
+
+    def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
+        self.seen.append(("assigned", self.consumer.assignment()))
+
+    def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+        self.seen.append(("revoked", self.consumer.assignment()))
+
+
+def test_assignment_and_paused_are_read_without_a_call_into_the_loop(backend: str) -> None:
+    """The loop publishes them after every change: a read in a callback sees what the
+    callback is about, a read after assign() or pause() sees that call's effect."""
+    with FakeBroker().running_in_thread(backend) as broker:
+        broker.create_topic("orders", 2)
+        config = consumer_config(broker, "snapshot")
+        with Consumer(config, backend=backend, dataplane=broker.dataplane()) as consumer:
+            listener = ReadsAssignment(consumer)
+            consumer.subscribe(["orders"], listener=listener)
+            poll_until(consumer, lambda: bool(listener.seen), [])
+            assert listener.seen == [("assigned", tps("orders", 0, 1))]
+            consumer.pause([TopicPartition("orders", 0)])
+            assert consumer.paused() == tps("orders", 0)
+            consumer.resume([TopicPartition("orders", 0)])
+            assert consumer.paused() == frozenset()
+            # A read must not cross into the loop's thread: with the loop's
+            # portal gone, it still answers.
+            calls = consumer._portal.call
+            consumer._portal.call = None  # type: ignore[assignment]
+            try:
+                assert consumer.assignment() == tps("orders", 0, 1)
+                assert consumer.paused() == frozenset()
+            finally:
+                consumer._portal.call = calls  # type: ignore[method-assign]
+            consumer.unsubscribe()
+            poll_until(consumer, lambda: len(listener.seen) == 2, [])
+        # Revoked while still held: the callback reads the partitions it gives up.
+        assert listener.seen[1] == ("revoked", tps("orders", 0, 1))

@@ -679,3 +679,19 @@ def test_switch_protocol_refuses_what_it_cannot_do(
     else:
         with pytest.raises(outcome):
             core.switch_protocol(protocol)
+
+
+# ------------------------------------------------------ what the app's thread reads
+
+
+def test_the_snapshot_changes_only_with_the_assignment_or_the_paused_set() -> None:
+    core = _core()
+    empty = c.Snapshot(frozenset(), frozenset())
+    assert core.snapshot(empty) is empty
+    _fetching(core, {A0: 1, A1: 2})
+    owned = core.snapshot(empty)
+    assert owned == c.Snapshot(frozenset({A0, A1}), frozenset())
+    assert core.snapshot(owned) is owned
+    core.pause([A0])
+    paused = core.snapshot(owned)
+    assert paused == c.Snapshot(frozenset({A0, A1}), frozenset({A0}))
