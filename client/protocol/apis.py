@@ -54,6 +54,7 @@ class ApiKey(enum.IntEnum):
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
 
     @property
     def api_name(self) -> str:
@@ -97,6 +98,7 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, VersionRange]] = MappingProxyType(
         ApiKey.CONSUMER_GROUP_DESCRIBE: VersionRange(0, 1),
         # v1 is the first version Apache Kafka ships (4.1; v0 was early access).
         ApiKey.SHARE_GROUP_HEARTBEAT: VersionRange(1, 1),
+        ApiKey.SHARE_GROUP_DESCRIBE: VersionRange(1, 1),
         # v5 carries group.instance.id (static membership, KIP-345) in the classic APIs.
         ApiKey.JOIN_GROUP: VersionRange(5, 9),
         ApiKey.SYNC_GROUP: VersionRange(3, 5),

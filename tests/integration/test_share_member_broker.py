@@ -35,7 +35,7 @@ from kgroup.membership.share import (
     ShareMemberState,
     new_member_id,
 )
-from kgroup.protocol.requests import share_group_heartbeat
+from kgroup.protocol.requests import share_group_describe, share_group_heartbeat
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
 from kgroup.transport.client import KafkaClient
 from kgroup.types import TopicPartition
@@ -123,6 +123,21 @@ async def test_two_share_members_are_assigned_the_topic_and_leave(
         # one is given partitions without the first giving any up first.
         await drive(client, second, subscribe, lambda: bool(second.fetching))
         assert second.fetching <= everything
+        # The group as ShareGroupDescribe reports it: both members, what each fetches.
+        coordinator = await client.coordinator(group)
+        response = await client.request(
+            functools.partial(share_group_describe.build, group_ids=[group]),
+            node=coordinator.node_id,
+        )
+        (described,) = share_group_describe.parse(share_group_describe.narrow(response))
+        assert (described.error_code, described.state) == (0, "Stable")
+        by_id = {m.member_id: m for m in described.members}
+        assert set(by_id) == {first.member.member_id, second.member.member_id}
+        assert by_id[first.member.member_id].subscribed_topics == {topic}
+        # The second member heard its assignment last; the first one's may have
+        # changed since it last heartbeated (no revocation needed in a share group).
+        assert by_id[second.member.member_id].assignment == second.fetching
+        assert by_id[first.member.member_id].assignment <= everything
         for driven in (first, second):
             await drive(
                 client,

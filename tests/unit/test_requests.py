@@ -63,6 +63,7 @@ from kgroup.protocol.requests import (
     offset_commit,
     offset_fetch,
     offset_for_leader_epoch,
+    share_group_describe,
     share_group_heartbeat,
     sync_group,
 )
@@ -659,6 +660,7 @@ def test_offset_fetch_reads_the_metadata_of_committed_offsets(
         metadata,
         offset_commit,
         offset_fetch,
+        share_group_describe,
         share_group_heartbeat,
         sync_group,
     ],
@@ -740,3 +742,58 @@ def test_share_group_heartbeat_response_gives_the_assignment_by_topic_id() -> No
     empty = dataclasses.replace(response, assignment=None, error_code=ErrorCode.group_id_not_found)
     parsed = share_group_heartbeat.parse(empty)
     assert (parsed.error_code, parsed.assignment) == (69, None)
+
+
+@pytest.mark.parametrize("versions", [_lowest, _highest])
+def test_share_group_describe_asks_without_authorized_operations(versions: Any) -> None:
+    built = share_group_describe.build(versions(ApiKey.SHARE_GROUP_DESCRIBE), ["q"])
+    sent = _wire(built)
+    assert (sent.group_ids, sent.include_authorized_operations) == (("q",), False)
+
+
+def test_share_group_describe_reads_members_and_their_assignments() -> None:
+    module = _responses(ApiKey.SHARE_GROUP_DESCRIBE, 1)
+    member = module.Member(
+        member_id="m",
+        rack_id=None,
+        member_epoch=3,
+        client_id="c",
+        client_host="/10.0.0.1",
+        subscribed_topic_names=("orders",),
+        assignment=module.Assignment(
+            topic_partitions=(
+                module.TopicPartitions(topic_id=TOPIC_ID, topic_name="orders", partitions=(0, 1)),
+            )
+        ),
+    )
+    response = module.ShareGroupDescribeResponse(
+        throttle_time=NO_TIME,
+        groups=(
+            module.DescribedGroup(
+                error_code=ErrorCode.none,
+                group_id="q",
+                group_state="Stable",
+                group_epoch=4,
+                assignment_epoch=4,
+                assignor_name="simple",
+                members=(member,),
+            ),
+        ),
+    )
+    (group,) = share_group_describe.parse(response)
+    assert (group.group_id, group.state, group.assignor, group.error_code) == (
+        "q",
+        "Stable",
+        "simple",
+        0,
+    )
+    (described,) = group.members
+    assert described == share_group_describe.DescribedShareMember(
+        member_id="m",
+        rack_id=None,
+        member_epoch=3,
+        client_id="c",
+        client_host="/10.0.0.1",
+        subscribed_topics=frozenset({"orders"}),
+        assignment=frozenset({TopicPartition("orders", 0), TopicPartition("orders", 1)}),
+    )
