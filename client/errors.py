@@ -9,7 +9,9 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
     │   ├── MalformedResponseError   bytes that do not decode as the expected response
     │   │   ├── MalformedResponseConnectionError  ... so its connection was closed (retriable;
     │   │   │                                      also a KafkaConnectionError)
-    │   │   └── ClassicPayloadError  embedded classic subscription or assignment bytes
+    │   │   ├── ClassicPayloadError  embedded classic subscription or assignment bytes
+    │   │   └── CorruptRecordError   a fetched record batch that does not decode (names the
+    │   │                            topic, partition and offset)
     │   └── UnsupportedVersionError  no API version both sides support
     ├── TransportError               the network
     │   ├── KafkaConnectionError     connect failed, connection lost
@@ -116,6 +118,7 @@ __all__ = [
     "ConsumerClosedError",
     "CoordinatorLoadInProgressError",
     "CoordinatorNotAvailableError",
+    "CorruptRecordError",
     "DataPlaneError",
     "DemoFailedError",
     "FencedInstanceIdError",
@@ -252,6 +255,37 @@ class NoBrokersAvailableError(TransportError):
 
 class ClassicPayloadError(MalformedResponseError):
     """Embedded subscription or assignment bytes that do not decode (or cannot be encoded)."""
+
+
+@dataclasses.dataclass(eq=False, repr=False)
+class CorruptRecordError(MalformedResponseError):
+    """Fetched record bytes that do not decode: a bad checksum, a truncated batch, an
+    unknown or failing compression codec, lengths that do not add up.
+
+    Raised by the share data path's decoder (:mod:`kgroup.dataplane.share.records`)
+    instead of whatever the byte reader or the codec library raised, so that one
+    partition's bad bytes are a typed error the fetch path can act on (the Java
+    client rejects such a batch's acquired records) rather than a crash.
+
+    Attributes:
+        topic: the partition's topic name.
+        partition: the partition index.
+        offset: the base offset of the batch that failed (or, when the bytes are
+            too short to hold one, the offset the batch was expected at; -1 when
+            not even that is known).
+        reason: what was wrong, for people.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    reason: str
+
+    def __post_init__(self) -> None:
+        super().__init__(
+            f"corrupt record batch in {self.topic}[{self.partition}] at offset "
+            f"{self.offset}: {self.reason}"
+        )
 
 
 class MalformedResponseConnectionError(MalformedResponseError, KafkaConnectionError):
