@@ -41,6 +41,11 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
     ├── CommitFailedError            a classic commit refused because the group rebalanced
     ├── InvalidSubscriptionError     subscribe() mixes a regex with names (also a ValueError)
     ├── ConsumerClosedError          the consumer was closed
+    ├── UnacknowledgedRecordsError   a share consumer's poll in explicit acknowledgement mode
+    │                                before every record handed out was acknowledged (also a
+    │                                RuntimeError)
+    ├── InvalidAcknowledgementError  acknowledge() of a record not waiting for one, or under
+    │                                implicit acknowledgement (also a ValueError)
     ├── WakeupError                  wakeup() interrupted a poll, consume or iteration
     ├── MixedAssignmentError         subscribe() and assign() mixed (also a RuntimeError)
     ├── AlreadyAssignedError         incremental_assign() of an assigned partition (also a
@@ -130,6 +135,7 @@ __all__ = [
     "HarnessError",
     "IllegalGenerationError",
     "InconsistentGroupProtocolError",
+    "InvalidAcknowledgementError",
     "InvalidAssignmentError",
     "InvalidGroupIdError",
     "InvalidRegularExpressionError",
@@ -172,6 +178,7 @@ __all__ = [
     "TopicAuthorizationFailedError",
     "TransactionalIdAuthorizationFailedError",
     "TransportError",
+    "UnacknowledgedRecordsError",
     "UnknownLeaderEpochError",
     "UnknownMemberIdError",
     "UnknownServerError",
@@ -490,6 +497,21 @@ class NothingToCommitError(KgroupError, RuntimeError):
     names which. Returning an empty result instead once let an application
     believe its progress was saved.
     """
+
+
+class UnacknowledgedRecordsError(KgroupError, RuntimeError):
+    """A share consumer in explicit acknowledgement mode was polled while records the
+    previous poll handed out were still unacknowledged.
+
+    The Java client's rule (``IllegalStateException: All records must be
+    acknowledged in explicit acknowledgement mode.``): acknowledge each with
+    accept, release or reject first. Nothing was fetched or handed out.
+    """
+
+
+class InvalidAcknowledgementError(KgroupError, ValueError):
+    """An acknowledgement the share consumer cannot take: the record was not handed out
+    by this consumer, was already acknowledged, or the consumer acknowledges implicitly."""
 
 
 class ConsumerClosedError(KgroupError):
