@@ -283,3 +283,29 @@ def test_limits_refuse_nonsense() -> None:
         InFlight(AcknowledgementMode.IMPLICIT, 0)
     with pytest.raises(ValueError, match="max_records"):
         InFlight(AcknowledgementMode.IMPLICIT, 1).poll(0)
+
+
+def test_expiring_lists_handed_out_records_whose_locks_end_soon() -> None:
+    inflight = InFlight(AcknowledgementMode.EXPLICIT, 10_000)
+    early = match_acquired(TP, NODE, decoded([0, 1]), [AcquiredRange(0, 1, 1)], lock_deadline=30.0)
+    late = match_acquired(TP, NODE, decoded([2]), [AcquiredRange(2, 2, 1)], lock_deadline=45.0)
+    inflight.add(late)
+    inflight.add(early)
+    assert inflight.expiring(now=0.0, within=100.0) == ()  # nothing handed out yet
+    records = inflight.poll(5)
+    assert [r.offset() for r in inflight.expiring(now=20.0, within=10.0)] == [0, 1]
+    assert [r.offset() for r in inflight.expiring(now=40.0, within=5.0)] == [0, 1, 2]
+    assert inflight.expiring(now=10.0, within=5.0) == ()
+
+    zero = next(r for r in records if r.offset() == 0)
+    inflight.acknowledge(zero, N)
+    inflight.extend_locks(TP, [0, 9], lock_deadline=60.0)  # 9 is not held: ignored
+    assert [r.offset() for r in inflight.expiring(now=25.0, within=5.0)] == [1]
+    inflight.acknowledge(zero, A)
+    assert [r.offset() for r in inflight.expiring(now=100.0, within=0.0)] == [1, 2]
+
+
+def test_a_lock_deadline_defaults_to_never() -> None:
+    inflight = _inflight(AcknowledgementMode.EXPLICIT, [0])
+    inflight.poll(1)
+    assert inflight.expiring(now=1e12, within=1e12) == ()

@@ -32,6 +32,17 @@ On close only what was acknowledged is sent, as Java does: records still held
 are acquired by this member's session, and the broker releases them when the
 session closes (or their locks expire).
 
+Acquisition locks: a response's records are locked to this member until its
+``acquisition_lock_timeout`` runs out (30 s by default), counted from when the
+response arrived, on whatever clock the caller uses (it passes times in). The
+broker releases a record whose lock expired; its acknowledgement then fails
+with ``INVALID_RECORD_STATE``. :meth:`InFlight.expiring` lists the records
+handed out whose locks end soon, for an application (explicit mode) to RENEW
+(KIP-1222); a renewal's answer carries the new timeout
+(:meth:`InFlight.extend_locks`). Records are handed out whether or not their
+lock has run out, as the Java client does: the broker, not the client, knows
+whether another member has them.
+
 Memory is bounded in bytes (:meth:`ShareRecord.size_in_bytes`): records held,
 fetched or handed out and unacknowledged, count against ``max_bytes`` and the
 fetch path asks :meth:`InFlight.has_room` before fetching more.
@@ -44,7 +55,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -98,6 +109,9 @@ class AcquiredBatch:
             acquired offsets holding no record, REJECT for those of bytes that
             did not decode.
         error: why decoding stopped early, or ``None``.
+        lock_deadline: when the records' acquisition locks end, on the caller's
+            clock (the response's arrival plus its acquisition lock timeout);
+            ``inf`` when not known.
     """
 
     partition: TopicIdPartition
@@ -105,6 +119,7 @@ class AcquiredBatch:
     records: tuple[ShareRecord, ...]
     automatic: Mapping[int, AcknowledgeType]
     error: CorruptRecordError | None
+    lock_deadline: float = float("inf")
 
 
 def match_acquired(
@@ -112,8 +127,13 @@ def match_acquired(
     node: int,
     decoded: DecodedRecords,
     acquired: Sequence[AcquiredRange],
+    *,
+    lock_deadline: float = float("inf"),
 ) -> AcquiredBatch:
-    """Keep the decoded records this member acquired, with their delivery counts."""
+    """Keep the decoded records this member acquired, with their delivery counts.
+
+    ``lock_deadline``: when their acquisition locks end, on the caller's clock.
+    """
     counts: dict[int, int] = {}
     for r in acquired:
         for offset in range(r.first_offset, r.last_offset + 1):
@@ -130,7 +150,9 @@ def match_acquired(
         for offset in counts
         if offset not in held
     }
-    return AcquiredBatch(partition, node, records, MappingProxyType(automatic), decoded.error)
+    return AcquiredBatch(
+        partition, node, records, MappingProxyType(automatic), decoded.error, lock_deadline
+    )
 
 
 def _reject_from(decoded: DecodedRecords) -> float:
@@ -153,11 +175,12 @@ def _key(record: ShareRecord) -> _Key:
     return (record.topic(), record.partition(), record.offset())
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Held:
     node: int
     partition: TopicIdPartition
     record: ShareRecord
+    lock_deadline: float
 
 
 class InFlight:
@@ -207,7 +230,7 @@ class InFlight:
         for offset, kind in batch.automatic.items():
             self.pending.add(batch.node, batch.partition, offset, kind)
         for record in batch.records:
-            self._buffered.append(_Held(batch.node, batch.partition, record))
+            self._buffered.append(_Held(batch.node, batch.partition, record, batch.lock_deadline))
             self._bytes += record.size_in_bytes()
         if batch.error is not None:
             self._errors.append(batch.error)
@@ -263,6 +286,23 @@ class InFlight:
         if kind is not AcknowledgeType.RENEW:
             del self._delivered[_key(record)]
             self._bytes -= record.size_in_bytes()
+
+    def expiring(self, now: float, within: float) -> tuple[ShareRecord, ...]:
+        """The records handed out and unacknowledged whose acquisition locks end by
+        ``now + within`` (times on the caller's clock), oldest deadline first."""
+        soon = [h for h in self._delivered.values() if h.lock_deadline <= now + within]
+        soon.sort(key=lambda h: (h.lock_deadline, _key(h.record)))
+        return tuple(h.record for h in soon)
+
+    def extend_locks(
+        self, partition: TopicIdPartition, offsets: Iterable[int], lock_deadline: float
+    ) -> None:
+        """A renewal of ``offsets`` of ``partition`` succeeded: their locks now end at
+        ``lock_deadline``. Offsets no longer held are ignored (acknowledged since)."""
+        wanted = set(offsets)
+        for held in self._delivered.values():
+            if held.partition == partition and held.record.offset() in wanted:
+                held.lock_deadline = lock_deadline
 
     def prepare_commit(self) -> None:
         """Before a commit: in implicit mode the records handed out are accepted (Java's
