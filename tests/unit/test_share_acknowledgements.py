@@ -14,6 +14,7 @@ from kgroup.dataplane.share.acknowledgements import (
     AcknowledgementOutcome,
     AcknowledgeType,
     PendingAcknowledgements,
+    callback_calls,
     coalesce,
     commit_results,
     expand,
@@ -171,3 +172,48 @@ def test_commit_results_give_each_partition_none_or_its_typed_error() -> None:
     assert isinstance(t2, RetriableBrokerError)
     assert AcknowledgementOutcome(T0, frozenset(), 0).succeeded
     assert AcknowledgementOutcome(T0, frozenset(), 0).error() is None
+
+
+@pytest.mark.parametrize(
+    ("code", "retriable"),
+    [
+        (ErrorCode.NONE, False),
+        (ErrorCode.NOT_LEADER_OR_FOLLOWER, True),
+        (ErrorCode.REQUEST_TIMED_OUT, True),
+        (ErrorCode.INVALID_RECORD_STATE, False),
+        (ErrorCode.GROUP_AUTHORIZATION_FAILED, False),
+        (ErrorCode.SHARE_SESSION_NOT_FOUND, True),
+        # Kafka's KAFKA_STORAGE_ERROR (56, retriable), not in kgroup's table.
+        (56, True),
+        # A code no Kafka defines: not retriable.
+        (9999, False),
+    ],
+)
+def test_which_failures_a_synchronous_commit_may_retry(code: int, retriable: bool) -> None:
+    assert AcknowledgementOutcome(T0, frozenset({1}), int(code)).retriable is retriable
+
+
+def test_restore_owes_a_failed_requests_acknowledgements_again_newer_ones_winning() -> None:
+    pending = PendingAcknowledgements()
+    pending.add(1, T0, 2, J)  # acknowledged again while the request was out
+    pending.restore(1, T0, (AcknowledgementBatch(1, 3, (A,)),))
+    assert pending.take_all(1) == {T0: (AcknowledgementBatch(1, 3, (A, J, A)),)}
+
+
+def test_callback_calls_group_partitions_by_outcome_success_first() -> None:
+    calls = callback_calls(
+        [
+            AcknowledgementOutcome(T2, frozenset({9}), int(ErrorCode.INVALID_RECORD_STATE)),
+            AcknowledgementOutcome(T0, frozenset({1, 2}), 0),
+            AcknowledgementOutcome(T1, frozenset({5}), int(ErrorCode.INVALID_RECORD_STATE)),
+            AcknowledgementOutcome(T0, frozenset({3}), 0),
+        ]
+    )
+    assert [(dict(offsets), error is None) for offsets, error in calls] == [
+        ({T0: frozenset({1, 2, 3})}, True),
+        ({T1: frozenset({5}), T2: frozenset({9})}, False),
+    ]
+    error = calls[1][1]
+    assert isinstance(error, BrokerError)
+    assert error.code == ErrorCode.INVALID_RECORD_STATE
+    assert callback_calls([]) == ()

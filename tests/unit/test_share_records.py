@@ -161,6 +161,7 @@ def test_each_codec_decodes_every_field(codec: str) -> None:
     assert second.timestamp() == (1, 1_700_000_000_128)
     assert first.leader_epoch() == 7
     assert first.error() is None  # type: ignore[func-returns-value]
+    assert first.latency() is None  # type: ignore[func-returns-value]
 
 
 def test_several_batches_decode_in_order_and_each_keeps_its_codec() -> None:

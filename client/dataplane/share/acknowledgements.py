@@ -15,8 +15,10 @@ ShareFetch to that node for the partitions that fetch names
 ShareAcknowledge when the node has nothing to fetch, on ``commit()`` and on
 close (:meth:`PendingAcknowledgements.take_all`). The broker answers with one
 error code per partition; :func:`outcomes` pairs what was sent with those
-codes, the results ``commit()`` returns per partition and the
-acknowledgement-commit callback reports.
+codes: the results ``commit()`` returns per partition (:func:`commit_results`),
+the acknowledgement-commit callback's calls (:func:`callback_calls`), and what
+a synchronous commit may retry (:attr:`AcknowledgementOutcome.retriable`,
+:meth:`PendingAcknowledgements.restore`).
 
 Pure: no I/O, no clock.
 """
@@ -28,8 +30,8 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from kgroup.error_codes import ErrorCode
-from kgroup.errors import BrokerError, broker_error
+from kgroup.error_codes import ErrorCode, Trait
+from kgroup.errors import BrokerError, RetriableBrokerError, broker_error
 from kgroup.types import TopicIdPartition
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "AcknowledgementBatch",
     "AcknowledgementOutcome",
     "PendingAcknowledgements",
+    "callback_calls",
     "coalesce",
     "commit_results",
     "expand",
@@ -176,6 +179,18 @@ class PendingAcknowledgements:
             del self._by_node[node]
         return taken
 
+    def restore(
+        self,
+        node: int,
+        partition: TopicIdPartition,
+        batches: Iterable[AcknowledgementBatch],
+    ) -> None:
+        """Owe again what a failed request carried (to retry it), except offsets
+        acknowledged again since, whose newer type wins."""
+        acks = self._by_node.setdefault(node, {}).setdefault(partition, {})
+        for offset, kind in expand(batches).items():
+            acks.setdefault(offset, kind)
+
     def take_all(self, node: int) -> dict[TopicIdPartition, tuple[AcknowledgementBatch, ...]]:
         """Remove and return everything owed to ``node``: a ShareAcknowledge's body
         (``commit()``, close, or no fetch to ride on)."""
@@ -201,6 +216,12 @@ class AcknowledgementOutcome:
     def succeeded(self) -> bool:
         """Whether the broker applied the acknowledgements."""
         return self.error_code == ErrorCode.NONE
+
+    @property
+    def retriable(self) -> bool:
+        """Whether Kafka marks the failure retriable (a leader moved, a timeout ...):
+        a synchronous commit may send them again before its deadline."""
+        return not self.succeeded and _is_retriable(self.error_code)
 
     def error(self) -> BrokerError | None:
         """The typed error for a failure, ``None`` on success."""
@@ -230,6 +251,33 @@ def outcomes(
         offsets = frozenset(o for batch in sent[partition] for o in batch.offsets())
         results.append(AcknowledgementOutcome(partition, offsets, int(code)))
     return tuple(results)
+
+
+def _is_retriable(code: int) -> bool:
+    try:
+        return Trait.RETRIABLE in ErrorCode(code).traits
+    except ValueError:
+        # A code kgroup does not tell apart: broker_error's class says.
+        return isinstance(broker_error(code), RetriableBrokerError)
+
+
+def callback_calls(
+    results: Iterable[AcknowledgementOutcome],
+) -> tuple[tuple[Mapping[TopicIdPartition, frozenset[int]], BrokerError | None], ...]:
+    """The acknowledgement-commit callback's calls for ``results``: one per error code
+    (success first, then by code), each with the offsets per partition it covers, as
+    the Java client calls ``onComplete(offsets, exception)`` once per exception."""
+    by_code: dict[int, dict[TopicIdPartition, set[int]]] = {}
+    for result in results:
+        offsets = by_code.setdefault(result.error_code, {}).setdefault(result.partition, set())
+        offsets.update(result.offsets)
+    return tuple(
+        (
+            MappingProxyType({tp: frozenset(o) for tp, o in sorted(parts.items())}),
+            None if code == ErrorCode.NONE else broker_error(code),
+        )
+        for code, parts in sorted(by_code.items(), key=lambda item: (item[0] != 0, item[0]))
+    )
 
 
 def commit_results(

@@ -72,7 +72,7 @@ class ShareRecord:
     Read it with the methods ``kgroup.Consumer``'s records (librdkafka messages)
     offer, named as they are: :meth:`topic`, :meth:`partition`, :meth:`offset`,
     :meth:`key`, :meth:`value`, :meth:`headers`, :meth:`timestamp`,
-    :meth:`leader_epoch`, :meth:`len`, :meth:`error`; plus :meth:`delivery_count`,
+    :meth:`leader_epoch`, :meth:`len`, :meth:`error`, :meth:`latency`; plus :meth:`delivery_count`,
     how many times the broker has delivered it (1 the first time). The fields
     are private because the methods take their names.
     """
@@ -128,6 +128,10 @@ class ShareRecord:
 
     def error(self) -> None:
         """Always ``None``: a share record is never an error event (errors are raised)."""
+        return None
+
+    def latency(self) -> None:
+        """Always ``None``: librdkafka reports a latency for produced messages only."""
         return None
 
     def delivery_count(self) -> int:
