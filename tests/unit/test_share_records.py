@@ -77,13 +77,22 @@ def _xerial(raw: bytes) -> bytes:
     return out
 
 
+def _streamed(compressor: cramjam.zstd.Compressor | cramjam.lz4.Compressor, raw: bytes) -> bytes:
+    # Streaming compressors (as the Java producer's zstd-jni and lz4 streams
+    # write) leave the content size out of the frame header.
+    compressor.compress(raw)
+    return bytes(compressor.finish())
+
+
 CODECS: dict[str, tuple[Compression, Callable[[bytes], bytes]]] = {
     "none": (Compression.NONE, lambda raw: raw),
     "gzip": (Compression.GZIP, lambda raw: bytes(cramjam.gzip.compress(raw))),
     "snappy-raw": (Compression.SNAPPY, lambda raw: bytes(cramjam.snappy.compress_raw(raw))),
     "snappy-xerial": (Compression.SNAPPY, _xerial),
     "lz4-frame": (Compression.LZ4, lambda raw: bytes(cramjam.lz4.compress(raw))),
+    "lz4-streamed": (Compression.LZ4, lambda raw: _streamed(cramjam.lz4.Compressor(), raw)),
     "zstd": (Compression.ZSTD, lambda raw: bytes(cramjam.zstd.compress(raw))),
+    "zstd-streamed": (Compression.ZSTD, lambda raw: _streamed(cramjam.zstd.Compressor(), raw)),
 }
 
 
