@@ -194,8 +194,10 @@ def decode_records(
     records: list[ShareRecord] = []
     control: set[int] = set()
     position = 0
+    # Where the next batch should start: what a batch too short to hold its own
+    # base offset is reported at (-1 when no batch decoded before it).
+    expected = -1
     while position < len(view):
-        expected = records[-1].offset() + 1 if records else -1
         if len(view) - position < _LENGTH_PREFIX:
             return _stopped(
                 topic, partition, expected, "a batch cut short", records=records, control=control
@@ -222,11 +224,12 @@ def decode_records(
             )
         try:
             # A batch's records count only if the whole batch decodes.
-            records.extend(_decode_batch(topic, partition, view[position:end], control))
+            decoded, expected = _decode_batch(topic, partition, view[position:end], control)
         except _BadBatchError as bad:
             return _stopped(
                 topic, partition, base_offset, str(bad), records=records, control=control
             )
+        records.extend(decoded)
         position = end
     return DecodedRecords(tuple(records), frozenset(control), None)
 
@@ -249,7 +252,9 @@ def _decode_batch(
     partition: int,
     batch: memoryview,
     control: set[int],
-) -> list[ShareRecord]:
+) -> tuple[list[ShareRecord], int]:
+    """The batch's records and the offset after its last (``lastOffsetDelta`` counts
+    records compacted away too)."""
     (
         base_offset,
         _length,
@@ -271,7 +276,7 @@ def _decode_batch(
         raise _BadBatchError("checksum mismatch")
     if attributes & _CONTROL:
         control.update(range(base_offset, base_offset + last_offset_delta + 1))
-        return []
+        return [], base_offset + last_offset_delta + 1
     if count < 0:
         raise _BadBatchError(f"record count {count}")
     body = _decompress(attributes & _COMPRESSION_MASK, batch[_HEADER.size :])
@@ -329,7 +334,7 @@ def _decode_batch(
         raise _BadBatchError(f"records do not decode ({bad})") from None
     if position != len(body):
         raise _BadBatchError(f"{len(body) - position} bytes left after {count} records")
-    return records
+    return records, base_offset + last_offset_delta + 1
 
 
 def _nullable_bytes(body: bytes, position: int) -> tuple[bytes | None, int]:
