@@ -128,7 +128,15 @@ class ErrorCode(enum.IntEnum):
     UNRELEASED_INSTANCE_ID = 111, Trait.INSTANCE_CONFLICT | Trait.FATAL
     UNSUPPORTED_ASSIGNOR = 112, Trait.FATAL
     STALE_MEMBER_EPOCH = 113, _NO
+    # The share data path (KIP-932). INVALID_RECORD_STATE answers an acknowledgement of
+    # a record this member no longer holds (its lock expired, another member acquired
+    # it): per partition, never retried. The two session codes reopen the share
+    # session at epoch 0; the limit is the broker's cap on share sessions.
+    INVALID_RECORD_STATE = 121, _NO
+    SHARE_SESSION_NOT_FOUND = 122, _R
+    INVALID_SHARE_SESSION_EPOCH = 123, _R
     INVALID_REGULAR_EXPRESSION = 128, Trait.FATAL
+    SHARE_SESSION_LIMIT_REACHED = 133, _R
 
 
 ERROR_CODES: Mapping[str, int] = MappingProxyType({code.name: int(code) for code in ErrorCode})

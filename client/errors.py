@@ -9,7 +9,9 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
     │   ├── MalformedResponseError   bytes that do not decode as the expected response
     │   │   ├── MalformedResponseConnectionError  ... so its connection was closed (retriable;
     │   │   │                                      also a KafkaConnectionError)
-    │   │   └── ClassicPayloadError  embedded classic subscription or assignment bytes
+    │   │   ├── ClassicPayloadError  embedded classic subscription or assignment bytes
+    │   │   └── CorruptRecordError   a fetched record batch that does not decode (names the
+    │   │                            topic, partition and offset)
     │   └── UnsupportedVersionError  no API version both sides support
     ├── TransportError               the network
     │   ├── KafkaConnectionError     connect failed, connection lost
@@ -39,6 +41,11 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
     ├── CommitFailedError            a classic commit refused because the group rebalanced
     ├── InvalidSubscriptionError     subscribe() mixes a regex with names (also a ValueError)
     ├── ConsumerClosedError          the consumer was closed
+    ├── UnacknowledgedRecordsError   a share consumer's poll in explicit acknowledgement mode
+    │                                before every record handed out was acknowledged (also a
+    │                                RuntimeError)
+    ├── InvalidAcknowledgementError  acknowledge() of a record not waiting for one, or under
+    │                                implicit acknowledgement (also a ValueError)
     ├── WakeupError                  wakeup() interrupted a poll, consume or iteration
     ├── MixedAssignmentError         subscribe() and assign() mixed (also a RuntimeError)
     ├── AlreadyAssignedError         incremental_assign() of an assigned partition (also a
@@ -116,6 +123,7 @@ __all__ = [
     "ConsumerClosedError",
     "CoordinatorLoadInProgressError",
     "CoordinatorNotAvailableError",
+    "CorruptRecordError",
     "DataPlaneError",
     "DemoFailedError",
     "FencedInstanceIdError",
@@ -127,6 +135,7 @@ __all__ = [
     "HarnessError",
     "IllegalGenerationError",
     "InconsistentGroupProtocolError",
+    "InvalidAcknowledgementError",
     "InvalidAssignmentError",
     "InvalidGroupIdError",
     "InvalidRegularExpressionError",
@@ -169,6 +178,7 @@ __all__ = [
     "TopicAuthorizationFailedError",
     "TransactionalIdAuthorizationFailedError",
     "TransportError",
+    "UnacknowledgedRecordsError",
     "UnknownLeaderEpochError",
     "UnknownMemberIdError",
     "UnknownServerError",
@@ -252,6 +262,37 @@ class NoBrokersAvailableError(TransportError):
 
 class ClassicPayloadError(MalformedResponseError):
     """Embedded subscription or assignment bytes that do not decode (or cannot be encoded)."""
+
+
+@dataclasses.dataclass(eq=False, repr=False)
+class CorruptRecordError(MalformedResponseError):
+    """Fetched record bytes that do not decode: a bad checksum, a truncated batch, an
+    unknown or failing compression codec, lengths that do not add up.
+
+    Raised by the share data path's decoder (:mod:`kgroup.dataplane.share.records`)
+    instead of whatever the byte reader or the codec library raised, so that one
+    partition's bad bytes are a typed error the fetch path can act on (the Java
+    client rejects such a batch's acquired records) rather than a crash.
+
+    Attributes:
+        topic: the partition's topic name.
+        partition: the partition index.
+        offset: the base offset of the batch that failed (or, when the bytes are
+            too short to hold one, the offset the batch was expected at; -1 when
+            not even that is known).
+        reason: what was wrong, for people.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    reason: str
+
+    def __post_init__(self) -> None:
+        super().__init__(
+            f"corrupt record batch in {self.topic}[{self.partition}] at offset "
+            f"{self.offset}: {self.reason}"
+        )
 
 
 class MalformedResponseConnectionError(MalformedResponseError, KafkaConnectionError):
@@ -456,6 +497,21 @@ class NothingToCommitError(KgroupError, RuntimeError):
     names which. Returning an empty result instead once let an application
     believe its progress was saved.
     """
+
+
+class UnacknowledgedRecordsError(KgroupError, RuntimeError):
+    """A share consumer in explicit acknowledgement mode was polled while records the
+    previous poll handed out were still unacknowledged.
+
+    The Java client's rule (``IllegalStateException: All records must be
+    acknowledged in explicit acknowledgement mode.``): acknowledge each with
+    accept, release or reject first. Nothing was fetched or handed out.
+    """
+
+
+class InvalidAcknowledgementError(KgroupError, ValueError):
+    """An acknowledgement the share consumer cannot take: the record was not handed out
+    by this consumer, was already acknowledged, or the consumer acknowledges implicitly."""
 
 
 class ConsumerClosedError(KgroupError):
