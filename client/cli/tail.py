@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import argparse
 import base64
+import errno
 import json
 import logging
 import os
+import select
+import stat
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -371,6 +374,24 @@ class _Output:
         self._stream.write(b"".join(self._line(r) for r in records))
         self._stream.flush()
 
+    def check_reader(self) -> None:
+        """Raise BrokenPipeError if standard output is a pipe nobody reads any more.
+
+        A write says so too, but a tail waiting for new records writes nothing:
+        ``kgroup consume T | head -3`` would wait forever once ``head`` had its lines.
+        """
+        try:
+            fd = self._stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            return  # not a file (a test's buffer): nothing to watch
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return
+        watch = select.poll()
+        watch.register(fd, select.POLLOUT)
+        # The write end of a pipe reports POLLERR once its read end is closed.
+        if any(events & select.POLLERR for _, events in watch.poll(0)):
+            raise BrokenPipeError(errno.EPIPE, "the reader of standard output went away")
+
 
 @dataclass
 class _Progress:
@@ -561,6 +582,7 @@ def _tail(source: _Source, progress: _Progress, output: _Output, exit_at_end: bo
         batch = source.consume(progress.wanted(), _WAIT)
         messages = [m for m in batch if _check(m, progress)]
         if not messages:
+            output.check_reader()
             continue
         output.write(TailRecord.of(m) for m in messages)
         source.printed(messages)

@@ -222,12 +222,18 @@ def test_a_failed_delivery_exits_non_zero_naming_the_error(
     assert "too large" in error.lower()
 
 
+# 5,000: the tail is writing when the reader goes; 3: all is written, it waits for more.
+@pytest.mark.parametrize("records", [5000, 3])
 def test_a_reader_that_goes_away_ends_the_tail_quietly(
-    kafka_broker: KafkaBroker, make_topic: MakeTopic
+    kafka_broker: KafkaBroker, make_topic: MakeTopic, records: int
 ) -> None:
     bootstrap = kafka_broker.bootstrap_servers
     topic = make_topic(partitions=1)
-    ok(kgroup(bootstrap, "produce", topic, stdin=b"".join(b"line %d\n" % i for i in range(5000))))
+    ok(
+        kgroup(
+            bootstrap, "produce", topic, stdin=b"".join(b"line %d\n" % i for i in range(records))
+        )
+    )
     # As `kgroup consume ... | head -1`: the tail would run forever (no --count,
     # no --exit-at-end) unless the closed pipe ends it.
     tail = subprocess.Popen(
