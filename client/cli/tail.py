@@ -32,6 +32,7 @@ import os
 import select
 import stat
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,10 +49,13 @@ from kgroup.cli.common import (
 )
 from kgroup.config_security import SecurityConfig
 from kgroup.errors import (
+    AuthenticationError,
     ConfigError,
     DataPlaneError,
     NoBrokersAvailableError,
     ProduceFailedError,
+    SecurityError,
+    TlsError,
     UnknownTopicOrPartitionError,
 )
 
@@ -258,7 +262,8 @@ class _Target:
         return {
             **self.settings,
             "bootstrap.servers": self.bootstrap,
-            "socket.connection.setup.timeout.ms": max(1, int(self.timeout * 1000)),
+            # librdkafka refuses less than a second here.
+            "socket.connection.setup.timeout.ms": max(1000, int(self.timeout * 1000)),
             "logger": _librdkafka_log,
         }
 
@@ -279,37 +284,68 @@ def _target(args: argparse.Namespace) -> _Target:
 
 
 class _Reports:
-    """The last error librdkafka reported through ``error_cb`` (a refused login, say)."""
+    """librdkafka's error reports (``error_cb``): a refused TLS handshake or SASL login.
 
-    def __init__(self) -> None:
+    librdkafka retries those as if the broker were down, and a metadata request
+    then fails with a bare timeout; the report says what happened.
+    """
+
+    def __init__(self, target: _Target) -> None:
+        self._target = target
         self.last: str | None = None
+        self.security: SecurityError | None = None
 
     def __call__(self, error: KafkaError) -> None:
         self.last = error.str()
+        if self.security is not None:
+            return
+        # "sasl_ssl://host:port/bootstrap: SASL authentication error: ..."
+        where, _, reason = error.str().partition(": ")
+        if "://" not in where or not reason:
+            where, reason = "", error.str()
+        broker = where.partition("://")[2].partition("/")[0] or self._target.bootstrap
+        if error.code() == KafkaError._AUTHENTICATION:
+            mechanism = self._target.settings.get("sasl.mechanism", "?")
+            self.security = AuthenticationError(mechanism, broker, reason)
+        elif error.code() == KafkaError._SSL:
+            self.security = TlsError(broker, reason)
 
 
-class _HasMetadata(Protocol):
-    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any: ...
+_ATTEMPT: Final = 1.0
+"""Seconds of one metadata attempt: between attempts a refused login is noticed."""
 
 
-def _partitions(client: _HasMetadata, target: _Target, topic: str, reports: _Reports) -> list[int]:
+def _partitions(target: _Target, topic: str, reports: _Reports) -> list[int]:
     """The partitions of ``topic``, asked without creating it.
 
     Raises:
+        SecurityError: the broker refused the TLS handshake or the SASL login
+            (as soon as librdkafka reports it: the same credentials would be
+            refused again).
         NoBrokersAvailableError: nobody answered within ``--timeout``.
         UnknownTopicOrPartitionError: the broker has no such topic.
     """
-    try:
-        # All topics, not this one: a metadata request naming a topic creates
-        # it on a broker with auto.create.topics.enable.
-        metadata = client.list_topics(timeout=target.timeout)
-    except KafkaException as exc:
-        error = exc.args[0] if exc.args else None
-        detail = reports.last or (error.str() if isinstance(error, KafkaError) else str(exc))
-        raise NoBrokersAvailableError(
-            f"no broker answered at {target.bootstrap} within {target.timeout:g} s ({detail}); "
-            "is it running? (--timeout waits longer)"
-        ) from None
+    probe = confluent_kafka.Producer({**target.librdkafka(), "error_cb": reports})
+    deadline = time.monotonic() + target.timeout
+    while True:
+        try:
+            # All topics, not this one: a metadata request naming a topic creates
+            # it on a broker with auto.create.topics.enable.
+            attempt = max(0.0, min(_ATTEMPT, deadline - time.monotonic()))
+            metadata = probe.list_topics(timeout=attempt)
+            break
+        except KafkaException as exc:
+            probe.poll(0)  # serves error_cb
+            if reports.security is not None:
+                raise reports.security from None
+            if time.monotonic() < deadline:
+                continue
+            error = exc.args[0] if exc.args else None
+            detail = reports.last or (error.str() if isinstance(error, KafkaError) else str(exc))
+            raise NoBrokersAvailableError(
+                f"no broker answered at {target.bootstrap} within {target.timeout:g} s "
+                f"({detail}); is it running? (--timeout waits longer)"
+            ) from None
     found = metadata.topics.get(topic)
     if found is None or found.error is not None:
         raise UnknownTopicOrPartitionError(
@@ -488,7 +524,7 @@ def _open_assigned(
     )
     try:
         partitions = _chosen_partitions(
-            args.topic, _partitions(consumer, target, args.topic, reports), args.partition
+            args.topic, _partitions(target, args.topic, reports), args.partition
         )
         starts: list[confluent_kafka.TopicPartition] = []
         ends: dict[int, int] = {}
@@ -513,8 +549,7 @@ def _open_member(
     # The consumer and its runtime (anyio, kio) load only for --group.
     from kgroup.sync import Consumer  # noqa: PLC0415
 
-    probe = confluent_kafka.Producer({**target.librdkafka(), "error_cb": reports})
-    partitions = _partitions(probe, target, args.topic, reports)
+    partitions = _partitions(target, args.topic, reports)
     consumer = Consumer(
         {
             **target.consumer_settings,
@@ -598,7 +633,7 @@ def _consume(args: argparse.Namespace) -> int:
         parts = parse_format(args.format)
         line = lambda r: render(parts, r)  # noqa: E731
     target = _target(args)
-    reports = _Reports()
+    reports = _Reports(target)
     opened = _open_member if args.group else _open_assigned
     source, progress = opened(args, target, reports)
     output = _Output(sys.stdout.buffer, line)
@@ -662,7 +697,7 @@ def _lines(stream: IO[bytes]) -> Iterable[bytes]:
 
 def _produce(args: argparse.Namespace) -> int:
     target = _target(args)
-    reports = _Reports()
+    reports = _Reports(target)
     deliveries = _Deliveries()
     producer = confluent_kafka.Producer(
         {
@@ -674,7 +709,7 @@ def _produce(args: argparse.Namespace) -> int:
             "message.timeout.ms": max(1, int(args.timeout * 1000)),
         }
     )
-    partitions = _partitions(producer, target, args.topic, reports)
+    partitions = _partitions(target, args.topic, reports)
     if args.partition is not None:
         _chosen_partitions(args.topic, partitions, [args.partition])
     separator = args.key_separator.encode() if args.key_separator else None

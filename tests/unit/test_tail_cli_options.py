@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from kgroup.cli import build_parser
+from kgroup.cli import build_parser, main
 from kgroup.cli.tail import (
     DEFAULT_FORMAT,
     TailRecord,
@@ -238,3 +238,13 @@ def test_produce_refuses_a_header_without_a_name(capsys: pytest.CaptureFixture[s
     with pytest.raises(SystemExit):
         build_parser().parse_args(["produce", "orders", "--header", "=v"])
     assert "expected key=value" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["consume", "produce"])
+def test_no_broker_answering_exits_3_within_the_timeout(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Port 1 refuses connections: the command gives up after --timeout, not never.
+    argv = [command, "orders", "--bootstrap-servers", "127.0.0.1:1", "--timeout", "0.5"]
+    assert main(argv) == 3
+    assert "no broker answered at 127.0.0.1:1 within 0.5 s" in capsys.readouterr().err
