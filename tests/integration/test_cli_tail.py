@@ -1,5 +1,9 @@
 """``kgroup produce`` and ``kgroup consume`` against a real broker, as a user runs them:
-lines in with keys and headers, records out as a format string or JSON lines."""
+lines in with keys and headers, records out as a format string or JSON lines.
+
+The last test needs a secured broker of its own (``SecuredKafkaBroker``, a
+local JVM with TLS, SASL and ACLs), as ``test_migration_cli_security.py`` does.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,9 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -16,8 +23,9 @@ import pytest
 from helpers import wait_until
 
 from kgroup import admin
-from kgroup.testing import KafkaBroker
+from kgroup.testing import KafkaBroker, create_topic
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
+from kgroup.testing.security import SecuredKafkaBroker
 from kgroup.transport import KafkaClient
 from kgroup.types import TopicPartition
 
@@ -289,3 +297,62 @@ def test_ctrl_c_ends_a_group_tail_cleanly_with_what_it_printed_committed(
     assert tail.returncode == 130, error
     assert b"Traceback" not in error
     assert committed(bootstrap, group) == {TopicPartition(topic, 0): 3}
+
+
+# ------------------------------------------------------------ a secured cluster
+
+
+@pytest.fixture(scope="module")
+def secured() -> Iterator[SecuredKafkaBroker]:
+    with SecuredKafkaBroker(users=("alice",)) as broker:
+        yield broker
+
+
+def test_secured_produce_and_consume_through_a_command_config(
+    secured: SecuredKafkaBroker, make_group_id: MakeGroupId, tmp_path: Path
+) -> None:
+    conf = secured.client_config("sasl-scram", user="alice", mechanism="SCRAM-SHA-512")
+    topic, group = f"cli-tail-{make_group_id('t')}", make_group_id("tail")
+    create_topic(secured.bootstrap_servers, topic, partitions=1)
+    # The broker accepts the commands only if they authenticated as alice.
+    secured.allow("alice", topic=topic, operations=("READ", "WRITE"))
+    secured.allow("alice", group=group)
+    password = str(conf["sasl.password"])
+    properties = tmp_path / "alice.properties"
+    properties.write_text("".join(f"{k}={v}\n" for k, v in conf.items()), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
+    env["KGROUP_STATE_DIR"] = "/nonexistent-kgroup-state"  # only the file names the broker
+
+    def cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [sys.executable, "-m", "kgroup.cli", *args],
+            input=stdin,
+            capture_output=True,
+            timeout=TIMEOUT,
+            check=False,
+            env=env,
+        )
+
+    config = ("--command-config", str(properties))
+    done = cli("-v", "produce", topic, "--key-separator", ":", *config, stdin=b"k:v1\nk:v2\n")
+    assert ok(done) == b""
+    assert password.encode() not in done.stderr
+    plain = cli(
+        "consume", topic, "--from-beginning", "--exit-at-end", "--format", "%k=%s\\n", *config
+    )
+    assert ok(plain) == b"k=v1\nk=v2\n"
+    member = cli("consume", topic, "--group", group, "--from-beginning", "--count", "2", *config)
+    assert ok(member) == b"v1\nv2\n"
+    assert committed(secured.bootstrap_servers, group) == {TopicPartition(topic, 0): 2}
+
+    # A wrong password is refused by the broker, and said so at once.
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(properties.read_text().replace(password, "not-the-password"))
+    for command in ("consume", "produce"):
+        started = time.monotonic()
+        refused = cli(command, topic, "--command-config", str(wrong), stdin=b"x\n")
+        error = refused.stderr.decode()
+        assert refused.returncode == 2, error
+        assert "SASL SCRAM-SHA-512 authentication with" in error
+        assert "not-the-password" not in error
+        assert time.monotonic() - started < 10, "waited for --timeout instead"
