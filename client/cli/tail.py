@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Final, Protocol
+from typing import IO, TYPE_CHECKING, Any, Final, Protocol
 
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
@@ -58,6 +58,9 @@ from kgroup.errors import (
     TlsError,
     UnknownTopicOrPartitionError,
 )
+
+if TYPE_CHECKING:
+    from kgroup.sync import Consumer
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -488,9 +491,8 @@ class _Member:
     consumed by the group exactly when the tail showed it.
     """
 
-    def __init__(self, consumer: Any, ends: Mapping[int, int]) -> None:
+    def __init__(self, consumer: Consumer) -> None:
         self._consumer = consumer
-        self._partitions = set(ends)
 
     def consume(self, num_messages: int, timeout: float) -> list[confluent_kafka.Message]:
         return list(self._consumer.consume(num_messages, timeout))
@@ -569,11 +571,11 @@ def _open_member(
     except BaseException:
         consumer.close()
         raise
-    return _Member(consumer, ends), _Progress(args.count, ends)
+    return _Member(consumer), _Progress(args.count, ends)
 
 
 def _group_ends(
-    consumer: Any, args: argparse.Namespace, partitions: Sequence[int], timeout: float
+    consumer: Consumer, args: argparse.Namespace, partitions: Sequence[int], timeout: float
 ) -> dict[int, int]:
     """The end offsets to reach, of the partitions where the group is not there yet."""
     from kgroup.types import TopicPartition  # noqa: PLC0415
