@@ -7,6 +7,7 @@ Subcommands::
     kgroup broker status [--name NAME]
     kgroup broker down [--name NAME] [--timeout S]
     kgroup topics create|produce NAME ...    (kgroup.cli.topics)
+    kgroup consume TOPIC ... | produce TOPIC ...    (kgroup.cli.tail)
     kgroup groups list | describe GROUP | lag GROUP    (kgroup.cli.groups)
     kgroup migrate check GROUP | plan GROUP    (kgroup.cli.groups)
     kgroup report ...    (kgroup.cli.report)
@@ -33,6 +34,7 @@ from kgroup.cli.common import EXIT_FAILED
 from kgroup.cli.demo import add_demo_command
 from kgroup.cli.groups import add_group_commands, add_migrate_commands
 from kgroup.cli.report import add_report_command
+from kgroup.cli.tail import add_tail_commands
 from kgroup.cli.topics import add_topics_commands
 from kgroup.errors import KgroupError
 
@@ -56,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     add_broker_commands(subparsers)
     add_topics_commands(subparsers)
+    add_tail_commands(subparsers)
     add_demo_command(subparsers)
     add_group_commands(subparsers)
     add_migrate_commands(subparsers)
