@@ -31,7 +31,7 @@ import textwrap
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kgroup.cli.common import load_command_config, resolve_bootstrap_servers
+from kgroup.cli.common import EXIT_FAILED, load_command_config, resolve_bootstrap_servers
 from kgroup.config_security import SecurityConfig
 from kgroup.types import TopicPartition
 
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         MigrationPlan,
         MigrationReport,
     )
+    from kgroup.admin.writes import OffsetReset
     from kgroup.transport import KafkaClient
 
 __all__ = [
@@ -54,8 +55,10 @@ __all__ = [
     "jsonable",
     "lag_text",
     "list_text",
+    "parse_topic_partitions",
     "plan_text",
     "report_text",
+    "reset_text",
 ]
 
 _T = TypeVar("_T")
@@ -63,6 +66,7 @@ _V = TypeVar("_V")
 
 _OK = 0
 _NOT_SAFE = 1
+_FAILED = EXIT_FAILED
 _WIDTH = 100
 _GROUP_TYPES = ("classic", "consumer", "share", "streams")
 
@@ -324,6 +328,175 @@ def _groups_lag(args: argparse.Namespace) -> int:
     return _OK
 
 
+# --------------------------------------------------------- groups that write
+
+
+def parse_topic_partitions(text: str) -> tuple[str, tuple[int, ...]]:
+    """argparse ``type=`` for ``--topic T[:P,P...]``: the topic and its partitions
+    (empty: all of them)."""
+    topic, sep, parts = text.partition(":")
+    if not topic:
+        raise argparse.ArgumentTypeError(f"expected TOPIC or TOPIC:P,P..., got {text!r}")
+    if not sep:
+        return topic, ()
+    try:
+        partitions = tuple(sorted({int(p) for p in parts.split(",")}))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected TOPIC:P,P... with partition numbers, got {text!r}"
+        ) from None
+    if not partitions or min(partitions) < 0:
+        raise argparse.ArgumentTypeError(f"expected partition numbers >= 0, got {text!r}")
+    return topic, partitions
+
+
+def _topics(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
+    topics: dict[str, tuple[int, ...]] = {}
+    for topic, partitions in args.topic or ():
+        # Two --topic options for one topic add up; one of them naming all wins.
+        known = topics.get(topic)
+        merged = (
+            () if known == () or not partitions else tuple(sorted({*(known or ()), *partitions}))
+        )
+        topics[topic] = merged
+    return topics
+
+
+def _reset_target(args: argparse.Namespace) -> Any:
+    import datetime  # noqa: PLC0415 - only this command needs it
+
+    from kgroup.admin.writes import ResetKind, ResetTarget, parse_duration  # noqa: PLC0415
+    from kgroup.errors import ConfigError  # noqa: PLC0415
+
+    if args.to_earliest:
+        return ResetTarget(ResetKind.EARLIEST)
+    if args.to_latest:
+        return ResetTarget(ResetKind.LATEST)
+    if args.to_offset is not None:
+        return ResetTarget(ResetKind.OFFSET, args.to_offset)
+    if args.shift_by is not None:
+        return ResetTarget(ResetKind.SHIFT, args.shift_by)
+    if args.to_datetime is not None:
+        try:
+            when = datetime.datetime.fromisoformat(args.to_datetime)
+        except ValueError:
+            raise ConfigError(
+                f"--to-datetime {args.to_datetime!r}: expected ISO-8601, such as "
+                "2026-01-31T12:00:00Z or 2026-01-31T12:00:00+01:00"
+            ) from None
+        if when.tzinfo is None:
+            # No zone given: UTC, so that the same command means the same time on every host.
+            when = when.replace(tzinfo=datetime.UTC)
+        return ResetTarget(ResetKind.TIMESTAMP, int(when.timestamp() * 1000))
+    now = datetime.datetime.now(datetime.UTC)
+    when = now - parse_duration(args.by_duration)
+    return ResetTarget(ResetKind.TIMESTAMP, int(when.timestamp() * 1000))
+
+
+def reset_text(group_id: str, plan: Sequence[OffsetReset], executed: bool) -> str:
+    """A reset plan as ``kgroup groups reset-offsets`` prints it, with what was done."""
+    if not plan:
+        return f"Group {group_id}: no partition to reset"
+    verdict = "reset" if executed else "dry run, nothing written (add --execute to reset)"
+    table = _table(
+        ("TOPIC", "PARTITION", "CURRENT", "NEW"),
+        (
+            (r.partition.topic, str(r.partition.partition), _dash(r.current), str(r.new))
+            for r in plan
+        ),
+    )
+    return f"Group {group_id}: {len(plan)} partition(s), {verdict}\n\n{table}"
+
+
+def _groups_reset_offsets(args: argparse.Namespace) -> int:
+    from kgroup.admin.writes import plan_offset_reset, reset_offsets  # noqa: PLC0415
+
+    target = _reset_target(args)
+    topics = None if args.all_topics else _topics(args)
+
+    async def work(client: KafkaClient) -> tuple[OffsetReset, ...]:
+        plan = await plan_offset_reset(client, args.group, target, topics)
+        if args.execute:
+            return await reset_offsets(client, args.group, plan)
+        return plan
+
+    plan = _run(args, work)
+    if args.json:
+        print(
+            json.dumps(
+                {"group_id": args.group, "executed": args.execute, "partitions": jsonable(plan)},
+                indent=2,
+            )
+        )
+    else:
+        print(reset_text(args.group, plan, args.execute))
+    return _OK
+
+
+def _groups_delete(args: argparse.Namespace) -> int:
+    from kgroup.admin.writes import delete_groups  # noqa: PLC0415 - see the module doc
+
+    results = _run(args, lambda client: delete_groups(client, args.groups))
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {"group_id": g, "deleted": e is None, "error": None if e is None else str(e)}
+                    for g, e in results.items()
+                ],
+                indent=2,
+            )
+        )
+    else:
+        for group_id, error in results.items():
+            print(f"{group_id}: " + ("deleted" if error is None else f"not deleted: {error}"))
+    return _OK if all(e is None for e in results.values()) else _FAILED
+
+
+def _groups_delete_offsets(args: argparse.Namespace) -> int:
+    from kgroup.admin.writes import delete_offsets  # noqa: PLC0415 - see the module doc
+
+    topics = _topics(args)
+
+    async def work(client: KafkaClient) -> dict[TopicPartition, Any]:
+        cluster = await client.metadata(sorted(topics))
+        partitions = [
+            TopicPartition(topic, p)
+            for topic, ps in topics.items()
+            if topic in cluster.topics
+            for p in (ps or range(cluster.topics[topic].partition_count))
+        ]
+        missing = sorted(set(topics) - set(cluster.topics))
+        if missing:
+            from kgroup.errors import ConfigError  # noqa: PLC0415
+
+            raise ConfigError(f"no such topic: {', '.join(missing)}")
+        return await delete_offsets(client, args.group, partitions)
+
+    results = _run(args, work)
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {**jsonable(tp), "deleted": e is None, "error": None if e is None else str(e)}
+                    for tp, e in sorted(results.items())
+                ],
+                indent=2,
+            )
+        )
+    else:
+        print(
+            _table(
+                ("TOPIC", "PARTITION", "RESULT"),
+                (
+                    (tp.topic, str(tp.partition), "deleted" if e is None else f"not deleted: {e}")
+                    for tp, e in sorted(results.items())
+                ),
+            )
+        )
+    return _OK if all(e is None for e in results.values()) else _FAILED
+
+
 # ------------------------------------------------------------- kgroup migrate
 
 
@@ -476,6 +649,69 @@ def add_group_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     lag.add_argument("group", help="the group id")
     _common(lag)
     lag.set_defaults(func=_groups_lag)
+
+    reset = commands.add_parser(
+        "reset-offsets",
+        help="move a group's committed offsets (dry run unless --execute); the group must be empty",
+        description="Plan, and with --execute commit, new offsets for a group, as "
+        "kafka-consumer-groups.sh --reset-offsets. Refused while the group has live members.",
+    )
+    reset.add_argument("group", help="the group id")
+    which = reset.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--topic",
+        action="append",
+        type=parse_topic_partitions,
+        metavar="TOPIC[:P,P...]",
+        help="a topic, or some of its partitions (repeatable)",
+    )
+    which.add_argument(
+        "--all-topics", action="store_true", help="every partition the group has committed"
+    )
+    to = reset.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", help="the log start offset")
+    to.add_argument("--to-latest", action="store_true", help="the log end offset")
+    to.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped to the log)")
+    to.add_argument(
+        "--shift-by", type=int, metavar="N", help="the committed offset plus N (may be negative)"
+    )
+    to.add_argument(
+        "--to-datetime",
+        metavar="ISO-8601",
+        help="the first offset at or after this time (UTC when no zone is given)",
+    )
+    to.add_argument(
+        "--by-duration", metavar="DURATION", help="the first offset this long ago (PT1H, P1D)"
+    )
+    mode = reset.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the plan only (the default)")
+    mode.add_argument("--execute", action="store_true", help="commit the plan")
+    _common(reset)
+    reset.set_defaults(func=_groups_reset_offsets)
+
+    delete = commands.add_parser(
+        "delete", help="delete groups and their offsets (refused while a group has members)"
+    )
+    delete.add_argument("groups", nargs="+", metavar="GROUP", help="the group ids")
+    _common(delete)
+    delete.set_defaults(func=_groups_delete)
+
+    delete_offsets = commands.add_parser(
+        "delete-offsets",
+        help="delete a group's committed offsets of some topics (refused for a topic "
+        "a member subscribes to)",
+    )
+    delete_offsets.add_argument("group", help="the group id")
+    delete_offsets.add_argument(
+        "--topic",
+        action="append",
+        required=True,
+        type=parse_topic_partitions,
+        metavar="TOPIC[:P,P...]",
+        help="a topic, or some of its partitions (repeatable)",
+    )
+    _common(delete_offsets)
+    delete_offsets.set_defaults(func=_groups_delete_offsets)
 
 
 def add_migrate_commands(
