@@ -40,9 +40,10 @@ from kgroup.errors import (
     ConsumerClosedError,
     InvalidSubscriptionError,
     KgroupError,
+    NothingToCommitError,
     WakeupError,
 )
-from kgroup.listener import RebalanceListener, listener_method
+from kgroup.listener import RebalanceListener, check_listener, listener_method
 from kgroup.membership import CallbackKind
 from kgroup.runtime import (
     CallbackWork,
@@ -895,8 +896,10 @@ class ConsumerBase:
 
         Raises:
             InvalidSubscriptionError: names mixed with a regex, or several regexes.
+            TypeError: ``listener`` has none of the listener methods.
         """
         self._core.check_open()
+        check_listener(listener)
         names, regex = parse_subscription(topics, pattern)
         self._on_loop(self._driver.subscribe, names, regex, listener)
         self._subscription = [regex] if regex is not None else sorted(names)
@@ -1053,7 +1056,36 @@ class ConsumerBase:
         Allowed while ``close()`` runs (from the revoke callback it runs).
         """
         self._core.check_may_commit()
-        return commit_args(offsets, message)
+        chosen, metadata = commit_args(offsets, message)
+        if chosen:
+            self._check_committable(chosen)
+        return chosen, metadata
+
+    def _check_committable(self, chosen: Mapping[TopicPartition, int]) -> None:
+        """Refuse explicit offsets none of which this consumer may commit.
+
+        The driver leaves out partitions the member does not own; with none
+        left the commit would return ``{}`` and the application would believe
+        its progress saved.
+
+        Raises:
+            NothingToCommitError: naming why (not subscribed nor assigned, or none owned).
+        """
+        driver = self._driver
+        owned: frozenset[TopicPartition] = self._on_loop(driver.owned)
+        if not owned.isdisjoint(chosen):
+            return
+        asked = ", ".join(str(tp) for tp in sorted(chosen, key=str))
+        if not self._subscription and not self._on_loop(lambda: driver.manual):
+            raise NothingToCommitError(
+                f"commit of {asked}: this consumer is neither subscribed nor assigned, so it "
+                "can commit nothing (subscribe() or assign() first)"
+            )
+        held = ", ".join(str(tp) for tp in sorted(owned, key=str)) or "none yet"
+        raise NothingToCommitError(
+            f"commit of {asked}: this consumer owns none of these partitions (it owns: {held}); "
+            "a commit covers only partitions assigned to it"
+        )
 
     def store_offsets(self, message: Record | None = None, offsets: Offsets | None = None) -> None:
         """Mark progress for the next commit (``enable.auto.offset.store=false``).

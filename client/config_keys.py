@@ -3,7 +3,7 @@
 :class:`~kgroup.config.ConsumerConfig` parses and validates its attributes
 through these definitions, and every other place that needs a key's default
 (the sessions building their members, the front end, the simulator, the docs
-table in ``docs/consumer.md``) reads it from here, so a key is added or
+table in ``docs/configuration.md``) reads it from here, so a key is added or
 changed in one place (``tests/unit/test_config_keys.py`` holds the rest to it).
 
 A leaf module (stdlib, :mod:`kgroup.errors` and :mod:`kgroup._settings`): the
@@ -11,7 +11,7 @@ config, the front end, the runtime and the test harness all import it without
 pulling anything else in.
 
 Adding a key: one :class:`ConfigKey` below (and in :data:`KEYS`), a row in the
-configuration table of ``docs/consumer.md``, and, for a key of
+configuration table of ``docs/configuration.md``, and, for a key of
 :class:`~kgroup.config.ConsumerConfig`, its attribute and one ``read`` in
 :meth:`~kgroup.config.ConsumerConfig.from_dict`.
 """
@@ -417,6 +417,13 @@ SOCKET_CONNECTION_SETUP_TIMEOUT_MS: Final = ConfigKey[int](
     _data_plane_int,
     owner=Owner.DATA_PLANE,
 )
+FETCH_WAIT_MAX_MS: Final = ConfigKey[int](
+    "fetch.wait.max.ms",
+    500,
+    "librdkafka's longest fetch wait at the broker; socket.timeout.ms stays above it",
+    _data_plane_int,
+    owner=Owner.DATA_PLANE,
+)
 
 KEYS: Final[tuple[ConfigKey[Any], ...]] = (
     BOOTSTRAP_SERVERS,
@@ -441,6 +448,7 @@ KEYS: Final[tuple[ConfigKey[Any], ...]] = (
     ENABLE_AUTO_OFFSET_STORE,
     METADATA_MAX_AGE_MS,
     SOCKET_CONNECTION_SETUP_TIMEOUT_MS,
+    FETCH_WAIT_MAX_MS,
 )
 """Every key kgroup reads, in the order of the docs table."""
 

@@ -149,6 +149,7 @@ __all__ = [
     "NotAssignedError",
     "NotCoordinatorError",
     "NotLeaderOrFollowerError",
+    "NothingToCommitError",
     "OffsetMetadataTooLargeError",
     "OffsetOutOfRangeError",
     "ProduceFailedError",
@@ -445,6 +446,16 @@ class CommitFailedError(KgroupError):
 
 class InvalidSubscriptionError(KgroupError, ValueError):
     """The subscription mixes a regex with names, or has more than one regex."""
+
+
+class NothingToCommitError(KgroupError, RuntimeError):
+    """``commit(offsets=...)`` could commit none of the partitions it was given.
+
+    The consumer is neither subscribed nor assigned, or it owns none of the
+    partitions (not assigned yet, or moved to another member). The message
+    names which. Returning an empty result instead once let an application
+    believe its progress was saved.
+    """
 
 
 class ConsumerClosedError(KgroupError):

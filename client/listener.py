@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 
 from kgroup.types import CallbackKind, TopicPartition
 
-__all__ = ["RebalanceListener", "listener_method"]
+__all__ = ["LISTENER_METHODS", "RebalanceListener", "check_listener", "listener_method"]
 
 
 @runtime_checkable
@@ -36,7 +36,8 @@ class RebalanceListener(Protocol):
       ``on_partitions_revoked`` is called instead.
 
     Any method may be left out: missing ones do nothing (lost falls back to
-    revoked). An exception raised by a method surfaces from the ``poll()`` that
+    revoked); an object with none of them is a ``TypeError`` at ``subscribe()``.
+    An exception raised by a method surfaces from the ``poll()`` that
     ran it; the rebalance step is retried on the next poll.
     """
 
@@ -54,6 +55,29 @@ class RebalanceListener(Protocol):
 
 
 ListenerMethod = Callable[[frozenset[TopicPartition]], "Awaitable[None] | None"]
+
+
+LISTENER_METHODS = tuple(kind.value for kind in CallbackKind)
+"""The names a listener object is looked up by."""
+
+
+def check_listener(listener: object | None) -> None:
+    """Refuse a listener that has none of the listener methods.
+
+    Such an object (a plain function, a confluent-kafka style callback) would
+    never be called: the application would silently miss every rebalance.
+
+    Raises:
+        TypeError: naming the expected methods.
+    """
+    if listener is None:
+        return
+    if any(callable(getattr(listener, name, None)) for name in LISTENER_METHODS):
+        return
+    raise TypeError(
+        f"listener {listener!r} has none of the listener methods "
+        f"({', '.join(LISTENER_METHODS)}); pass an object with at least one of them"
+    )
 
 
 def listener_method(listener: object | None, kind: CallbackKind) -> ListenerMethod | None:

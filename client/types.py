@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from kgroup import config_keys as keys
 from kgroup.errors import ConfigError
 
 __all__ = [
@@ -121,15 +122,16 @@ class Backoff:
     machines' heartbeat / join retries use it. The delay is
     ``initial * multiplier ** attempt``, capped at ``maximum``, then scaled by
     a random factor in ``[1 - jitter, 1 + jitter)`` and capped at ``maximum``
-    again. The defaults are Kafka's: 100 ms doubling to 1 s, +-20 %. When
+    again. The defaults are Kafka's: ``retry.backoff.ms`` doubling to
+    ``retry.backoff.max.ms`` (100 ms to 1 s), +-20 %. When
     ``maximum`` is not above ``initial`` the delay is a constant ``initial``
     without jitter, as in Kafka.
 
     ``kgroup.transport.Backoff`` is the same class (re-exported).
     """
 
-    initial: float = 0.1
-    maximum: float = 1.0
+    initial: float = keys.RETRY_BACKOFF_MS.default / 1000
+    maximum: float = keys.RETRY_BACKOFF_MAX_MS.default / 1000
     multiplier: float = 2.0
     jitter: float = 0.2
 
@@ -143,16 +145,16 @@ class Backoff:
 
     @classmethod
     def from_config(cls, config: Mapping[str, object]) -> Backoff:
-        """From Kafka's ``retry.backoff.ms`` and ``retry.backoff.max.ms`` (defaults 100, 1000).
+        """From Kafka's ``retry.backoff.ms`` and ``retry.backoff.max.ms`` (defaults if absent).
 
         Raises:
             ConfigError: a value is not a non-negative integer.
         """
         values: list[float] = []
-        for key, default in (("retry.backoff.ms", 100), ("retry.backoff.max.ms", 1000)):
-            value = config.get(key, default)
+        for k in (keys.RETRY_BACKOFF_MS, keys.RETRY_BACKOFF_MAX_MS):
+            value = config.get(k.name, k.default)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ConfigError(f"{key} must be a non-negative integer (ms), got {value!r}")
+                raise ConfigError(f"{k.name} must be a non-negative integer (ms), got {value!r}")
             values.append(value / 1000)
         return cls(initial=values[0], maximum=values[1])
 

@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, 
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kgroup.cli.common import EXIT_FAILED, load_command_config, resolve_bootstrap_servers
+from kgroup.config_keys import CLIENT_ID
 from kgroup.config_security import SecurityConfig
 from kgroup.types import TopicPartition
 
@@ -94,7 +95,7 @@ def _run(args: argparse.Namespace, work: Callable[[KafkaClient], Awaitable[_T]])
     async def main() -> _T:
         async with KafkaClient(
             servers,
-            client_id=settings.get("client.id", "kgroup"),
+            client_id=settings.get(CLIENT_ID.name, CLIENT_ID.default),
             request_timeout=args.timeout,
             security=security,
         ) as client:

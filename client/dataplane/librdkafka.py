@@ -21,6 +21,7 @@ import confluent_kafka
 from kio.schema.errors import ErrorCode
 
 from kgroup.config import AutoOffsetReset, Callbacks, ConsumerConfig
+from kgroup.config_keys import FETCH_WAIT_MAX_MS
 from kgroup.config_security import SECRET_KEYS, explain_denial, is_security_key
 from kgroup.dataplane._repeats import RepeatedLines
 from kgroup.errors import (
@@ -342,10 +343,6 @@ def commit_reporter(
     return report
 
 
-_FETCH_WAIT_MAX_MS_DEFAULT: Final = 500
-"""librdkafka's default ``fetch.wait.max.ms``."""
-
-
 def socket_timeout_ms(config: ConsumerConfig) -> int:
     """librdkafka's ``socket.timeout.ms`` for kgroup's ``request.timeout.ms``.
 
@@ -362,8 +359,7 @@ def socket_timeout_ms(config: ConsumerConfig) -> int:
     legitimately hold for ``fetch.wait.max.ms`` must not time out (librdkafka
     warns about such a setting).
     """
-    raw = config.passthrough.get("fetch.wait.max.ms", "").strip()
-    fetch_wait = int(raw) if raw.isdigit() else _FETCH_WAIT_MAX_MS_DEFAULT
+    fetch_wait = FETCH_WAIT_MAX_MS.read(config.passthrough)
     return max(config.request_timeout_ms, fetch_wait + 1000)
 
 

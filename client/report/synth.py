@@ -5,8 +5,13 @@ writes ``DIR/telemetry/*.jsonl`` (the events, in the exact form the JSON
 Lines sink writes) and ``DIR/injected.json`` (the double ownership it injected
 on purpose, if asked to: the ground truth a report must find).
 
-The model follows KIP-848's shape closely enough to exercise every table of
-the report, not the protocol's every detail:
+It is a generator of events, not a model of a group: who owns what is
+computed by arithmetic (even shares at the start, a joiner takes from the most
+loaded, a leaver's partitions go to the least loaded), every change is the
+next epoch, and no coordinator rule runs (no reconciliation, no heartbeat
+answers). The protocol itself is modelled once, in ``kgroup.testing.groups``
+and the simulator over it; the shipped report does not import the test
+harness. The schedule exercises every table of the report:
 
 - all members join at the start and get their share in one rebalance;
 - churn arrives as a Poisson process (``--churn-per-hour``): a member joins

@@ -108,6 +108,7 @@ __all__ = [
     "classic_assignors",
     "classic_member_config",
     "classic_member_protocols",
+    "commit_done_event",
 ]
 
 R = TypeVar("R")
@@ -182,6 +183,20 @@ def classic_member_protocols(
         name: {_PROTOCOLS[p] for p in assignor.supported_protocols}
         for name, assignor in assignors.items()
     }
+
+
+def commit_done_event(commit: FinishedCommit) -> CommitFailed | CommitCompleted:
+    """What the classic member hears of a commit it asked for.
+
+    A refusal by the broker is ``CommitFailed``: the member may retry it after
+    the rebalance (with the offsets it carried).
+    """
+    error, offsets = commit.error, commit.offsets
+    if isinstance(error, BrokerError):
+        return CommitFailed(
+            commit.token, frozenset(offsets), error.code, commit.generation, dict(offsets)
+        )
+    return CommitCompleted(commit.token, error)
 
 
 class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
@@ -263,16 +278,8 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
         return self._host.backoff.delay(attempt - 1) if attempt else 0.0
 
     def commit_done(self, commit: FinishedCommit) -> None:
-        """A refusal by the broker is ``CommitFailed`` (the member may retry it later)."""
-        error, offsets = commit.error, commit.offsets
-        if isinstance(error, BrokerError):
-            self._events.post(
-                CommitFailed(
-                    commit.token, frozenset(offsets), error.code, commit.generation, dict(offsets)
-                )
-            )
-        else:
-            self._events.post(CommitCompleted(commit.token, error))
+        """Report a commit the member asked for (see :func:`commit_done_event`)."""
+        self._events.post(commit_done_event(commit))
 
     def _assignor_on_assignment(self, action: ClassicAssignorOnAssignment) -> None:
         assignor = self.assignors.get(action.protocol_name)

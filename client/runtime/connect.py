@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 
+from kgroup import config_keys as keys
 from kgroup.config import ConsumerConfig
 from kgroup.runtime.interfaces import TransportInterface
 from kgroup.transport import KafkaClient
@@ -11,19 +12,16 @@ from kgroup.types import Backoff
 
 __all__ = ["open_kafka_client"]
 
-_DEFAULT_CONNECT_TIMEOUT = 10.0
-
 
 def _connect_timeout(config: ConsumerConfig) -> float:
     """Seconds to open a connection (TCP and the ApiVersions handshake).
 
     ``socket.connection.setup.timeout.ms`` (librdkafka's and the Java client's
-    key; the data plane gets it too) when set, else 10 s, and never longer than
+    key; the data plane gets it too), and never longer than
     ``request.timeout.ms``: a bootstrap server that never answers must fail
     within the timeouts the application configured.
     """
-    raw = config.passthrough.get("socket.connection.setup.timeout.ms", "").strip()
-    setup = int(raw) / 1000 if raw.isdigit() else _DEFAULT_CONNECT_TIMEOUT
+    setup = keys.SOCKET_CONNECTION_SETUP_TIMEOUT_MS.read(config.passthrough) / 1000
     return min(setup, config.request_timeout_ms / 1000)
 
 

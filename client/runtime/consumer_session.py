@@ -46,7 +46,7 @@ from kgroup.runtime.interfaces import Host, SubscriptionChange
 from kgroup.runtime.session import SESSION_MARGIN_MS, FinishedCommit, SessionBase
 from kgroup.telemetry.recorder import ConsumerTelemetry
 
-__all__ = ["ConsumerSession", "consumer_member_config"]
+__all__ = ["ConsumerSession", "commit_done_event", "consumer_member_config"]
 
 
 def consumer_member_config(config: ConsumerConfig, member_id: str) -> MemberConfig:
@@ -65,6 +65,11 @@ def consumer_member_config(config: ConsumerConfig, member_id: str) -> MemberConf
         session_timeout_ms=config.consumer_session_timeout_ms,
         session_margin_ms=SESSION_MARGIN_MS,
     )
+
+
+def commit_done_event(commit: FinishedCommit) -> CommitCompleted:
+    """What the consumer member hears of a commit it asked for (any error included)."""
+    return CommitCompleted(commit.token, commit.error)
 
 
 class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
@@ -123,7 +128,7 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
 
     def commit_done(self, commit: FinishedCommit) -> None:
         """Report the commit before a revocation to the member."""
-        self._events.post(CommitCompleted(commit.token, commit.error))
+        self._events.post(commit_done_event(commit))
 
     # -------------------------------------------------------------- requests
 

@@ -14,8 +14,9 @@ effects it returns:
   as background tasks that report back as events, so heartbeats never wait
   for the application;
 - data-plane changes are made at once; offset fetches, truncation checks and
-  commits run in the background (:mod:`kgroup.runtime.offset_io`) and report
-  to the core;
+  commits run in the background (:mod:`kgroup.runtime.offset_io`), as do the
+  group looks, coordinator lookups and subscription checks
+  (:mod:`kgroup.runtime.group_io`), and report to the core;
 - everything that must happen in the application's context is queued as
   *application work* (:data:`~kgroup.runtime.work.AppWork`): rebalance
   callbacks, errors to raise, results of asynchronous commits, and the release
@@ -57,12 +58,11 @@ from kgroup.errors import (
 )
 from kgroup.membership import (
     CloseRequested,
-    CoordinatorRediscovered,
     SubscriptionChanged,
     Unsubscribe,
 )
 from kgroup.offsets import MemberView, OffsetManager
-from kgroup.runtime import choice, core, topic_watch, work
+from kgroup.runtime import choice, core, work
 from kgroup.runtime._log import log
 from kgroup.runtime.connect import open_kafka_client
 from kgroup.runtime.fetch_state import (
@@ -72,11 +72,10 @@ from kgroup.runtime.fetch_state import (
     Seek,
     Unassign,
 )
-from kgroup.runtime.group_look import look_at_group
+from kgroup.runtime.group_io import GroupIO
 from kgroup.runtime.interfaces import (
     DataPlaneInterface,
     KnowsLogEnds,
-    SubscriptionChange,
     TransportFactory,
     TransportInterface,
     WaitsInChunks,
@@ -135,11 +134,6 @@ class Driver:
         self._ended = False
         self._wakeup = wakeup
         self._loop_wake: anyio.Event | None = None
-        # Subscription changes go through the session (metadata, regex) in the
-        # order the application made them.
-        self._sub_send, self._sub_recv = anyio.create_memory_object_stream[SubscriptionChange](
-            math.inf
-        )
         self._client: TransportInterface | None = None
         self.offsets: OffsetManager | None = None
         """Fetches and commits the group's offsets (only while connected)."""
@@ -166,6 +160,8 @@ class Driver:
         """Every decision of the runtime (:mod:`kgroup.runtime.core`)."""
         self.offset_io = OffsetIO(self, self.core)
         """Carries out the offset requests (commits, fetches, truncation checks)."""
+        self.group_io = GroupIO(self, self.core)
+        """Carries out the group requests (liveness looks, rediscovery, subscriptions)."""
 
     # ------------------------------------------------------------------ views
 
@@ -345,7 +341,7 @@ class Driver:
             )
             self._ready.set()
             self.session.start()
-            tg.start_soon(self._subscriptions)
+            tg.start_soon(self.group_io.subscriptions)
             for fn, args in self._deferred:
                 tg.start_soon(self._guarded, fn, *args)
             self._deferred.clear()
@@ -400,42 +396,6 @@ class Driver:
         if session is not self.session:
             return  # switched protocols: the new member starts from scratch
         self.execute(self.core.stepped(anyio.current_time(), time.monotonic()))
-
-    async def _look_at_group(self, session: Session) -> None:
-        """Describe the group; the core decides whether the member must rejoin."""
-        look, again = await look_at_group(
-            self.client, self.group_id, session.member_id, self.request_timeout
-        )
-        self.core.liveness_on = self.core.liveness_on and again
-        if look is None:
-            return
-        now = anyio.current_time()
-        self.execute(self.core.group_looked(now, look, current=session is self.session))
-        self.wake()
-
-    async def _subscriptions(self) -> None:
-        watch: anyio.CancelScope | None = None
-        async for change in self._sub_recv:
-            if watch is not None:
-                watch.cancel()  # the subscription it watched is gone
-                watch = None
-            if isinstance(change, SubscriptionChanged) and change.topics:
-                self.core.topics = change.topics  # named in authorization errors
-                error = await topic_watch.denied(
-                    self.client, self.config, change.topics, self.request_timeout
-                )
-                if error is not None:
-                    self.set_fatal(error)
-                    return
-                watch = anyio.CancelScope()
-                self.spawn(self._warn_while_missing, change.topics, watch)
-            await self.session.subscribe(change)
-
-    async def _warn_while_missing(self, topics: frozenset[str], scope: anyio.CancelScope) -> None:
-        with scope:
-            await topic_watch.warn_while_missing(
-                self.client, self.config, topics, self.request_timeout
-            )
 
     # ------------------------------------------------------------- the host
 
@@ -497,11 +457,11 @@ class Driver:
                 case core.Fatal():
                     self.set_fatal(effect.error)
                 case core.Rediscover():
-                    self.spawn(self._rediscover)
+                    self.spawn(self.group_io.rediscover)
                 case core.LookAtGroup():
-                    self.spawn(self._look_at_group, self.session)
+                    self.spawn(self.group_io.look_at_group, self.session)
                 case core.Subscribe():
-                    self._sub_send.send_nowait(effect.change)
+                    self.group_io.subscribe(effect.change)
                 case core.SwitchSession():
                     self._switch(effect.protocol)
                 case core.SettledChanged():
@@ -509,17 +469,6 @@ class Driver:
                         self._chunked.group_settled(effect.settled)
                 case core.TruncationChanged():
                     self._wakeup()
-
-    async def _rediscover(self) -> None:
-        delay = self.session.rediscovery_delay()
-        if delay:
-            await anyio.sleep(delay)
-        try:
-            await self.client.coordinator(self.group_id, refresh=True)
-        except KgroupError as exc:
-            # The next request looks it up again and reports what fails.
-            log.info("group %s: coordinator lookup failed: %s", self.group_id, exc)
-        self.session.post(CoordinatorRediscovered())
 
     def _apply(self, effect: core.DataPlaneOps) -> None:
         """Perform the ops on the data plane (up to an assignment it refuses)."""

@@ -673,7 +673,7 @@ class KafkaCluster(NodeCluster[KafkaBroker]):
 
         Raises:
             JavaNotFoundError, JarResolutionError, BrokerStartError: as
-            :meth:`KafkaBroker.start`; on failure every node is killed.
+                :meth:`KafkaBroker.start`; on failure every node is killed.
         """
         self._check_open()
         if self._cluster_id is not None:

@@ -1,7 +1,10 @@
 """pytest fixtures for tests against a real Kafka broker.
 
-Registered as the ``kgroup`` pytest11 entry point, so installing kgroup makes
-these fixtures available everywhere:
+Loaded only where a test run asks for it, with ``-p kgroup.testing.pytest_plugin``
+or ``pytest_plugins = ["kgroup.testing.pytest_plugin"]`` in the top-level
+conftest.py. It is deliberately not a ``pytest11`` entry point: pytest loads
+those in every run of every environment kgroup is installed in, and a project
+that merely depends on kgroup should find its test run unchanged. Once loaded:
 
 ``kafka_broker`` (session)
     A broker of the backend ``KGROUP_BROKER_BACKEND`` selects, started the first
@@ -19,9 +22,8 @@ these fixtures available everywhere:
 ``make_group_id`` (function)
     ``make_group_id(prefix="g") -> str``: a group id no other test uses.
 
-Markers: ``integration`` (added automatically, see above) and ``containers``
-(tests of the testcontainers backend; deselected unless
-``KGROUP_BROKER_BACKEND=testcontainers`` or ``-m`` names the marker).
+Marker: ``integration`` (added automatically, see above). The plugin selects
+and deselects nothing: which of a project's tests run stays the project's call.
 """
 
 from __future__ import annotations
@@ -34,8 +36,7 @@ from typing import Protocol
 
 import pytest
 
-from kgroup.errors import HarnessError
-from kgroup.testing.backends import Broker, BrokerBackend, backend_from_env, broker_from_env
+from kgroup.testing.backends import Broker, broker_from_env
 from kgroup.testing.topics import create_topic, delete_topics
 
 __all__ = [
@@ -76,39 +77,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "integration: needs a real Kafka broker (started by kgroup.testing)"
     )
-    config.addinivalue_line(
-        "markers",
-        "containers: exercises the testcontainers backend; deselected unless "
-        "KGROUP_BROKER_BACKEND=testcontainers or -m names it",
-    )
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # fixturenames is the closure, so a test using make_topic is caught too.
     for item in items:
         names = getattr(item, "fixturenames", ())
         if _BROKER_FIXTURES.intersection(names):
             item.add_marker(pytest.mark.integration)
-    _deselect_container_tests(config, items)
-
-
-def _deselect_container_tests(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # `containers` tests need the testcontainers backend. On another backend
-    # they are deselected (reported as such), not skipped: nothing is pending,
-    # they belong to the other run. An -m expression naming the marker is the
-    # caller's explicit choice and is left alone (the tests then say what is missing).
-    if "containers" in (config.getoption("markexpr", "") or ""):
-        return
-    try:
-        if backend_from_env() is BrokerBackend.TESTCONTAINERS:
-            return
-    except HarnessError:
-        return  # an unknown backend name: the broker fixture reports it
-    kept = [item for item in items if item.get_closest_marker("containers") is None]
-    if len(kept) != len(items):
-        deselected = [item for item in items if item.get_closest_marker("containers") is not None]
-        config.hook.pytest_deselected(items=deselected)
-        items[:] = kept
 
 
 @pytest.fixture(scope="session")

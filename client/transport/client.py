@@ -10,6 +10,7 @@ import anyio
 import anyio.abc
 from kio.static.protocol import RequestPayload, ResponsePayload
 
+from kgroup import config_keys as keys
 from kgroup.config_security import SecurityConfig, explain_denial
 from kgroup.error_codes import ErrorCode, Trait, codes_with, error_name
 from kgroup.errors import (
@@ -110,9 +111,9 @@ class KafkaClient(TaskGroupOwner["KafkaClient"]):
         self,
         bootstrap_servers: str | Sequence[str],
         *,
-        client_id: str | None = "kgroup",
-        request_timeout: float = 30.0,
-        connect_timeout: float = 10.0,
+        client_id: str | None = keys.CLIENT_ID.default,
+        request_timeout: float = keys.REQUEST_TIMEOUT_MS.default / 1000,
+        connect_timeout: float = keys.SOCKET_CONNECTION_SETUP_TIMEOUT_MS.default / 1000,
         backoff: Backoff | None = None,
         security: SecurityConfig | None = None,
         authenticator: Authenticator | None = None,

@@ -25,6 +25,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.protocol import RequestPayload, ResponsePayload
 
 from kgroup._version import __version__
+from kgroup.config_keys import CLIENT_ID, REQUEST_TIMEOUT_MS, SOCKET_CONNECTION_SETUP_TIMEOUT_MS
 from kgroup.config_security import SecurityConfig
 from kgroup.errors import (
     KafkaConnectionError,
@@ -77,6 +78,10 @@ _MAX_CORRELATION_ID = 2**31 - 1
 # as the Java client does, so that many connections do not all do it at once.
 _REAUTH_WINDOW = (0.85, 0.95)
 
+# The consumer config's defaults, for connections opened without one (tools, tests).
+_CONNECT_TIMEOUT = SOCKET_CONNECTION_SETUP_TIMEOUT_MS.default / 1000
+_REQUEST_TIMEOUT = REQUEST_TIMEOUT_MS.default / 1000
+
 
 class ConnectionState(enum.Enum):
     """Life cycle of a :class:`BrokerConnection`."""
@@ -106,10 +111,10 @@ class ConnectionSettings:
     of a TLS connect) and the authenticator are made once per client.
     """
 
-    client_id: str | None = "kgroup"
+    client_id: str | None = CLIENT_ID.default
     security: SecurityConfig = field(default_factory=SecurityConfig)
-    connect_timeout: float = 10.0
-    request_timeout: float = 30.0
+    connect_timeout: float = _CONNECT_TIMEOUT
+    request_timeout: float = _REQUEST_TIMEOUT
     authenticator: Authenticator | None = None
     ssl_context: ssl.SSLContext | None = None
 
@@ -164,10 +169,10 @@ class BrokerConnection:
         *,
         task_group: anyio.abc.TaskGroup,
         node_id: int | None = None,
-        client_id: str | None = "kgroup",
+        client_id: str | None = CLIENT_ID.default,
         security: SecurityConfig | None = None,
-        connect_timeout: float = 10.0,
-        request_timeout: float = 30.0,
+        connect_timeout: float = _CONNECT_TIMEOUT,
+        request_timeout: float = _REQUEST_TIMEOUT,
         authenticator: Authenticator | None = None,
         ssl_context: ssl.SSLContext | None = None,
     ) -> BrokerConnection:
@@ -570,10 +575,10 @@ def connect(
     host: str,
     port: int,
     *,
-    client_id: str | None = "kgroup",
+    client_id: str | None = CLIENT_ID.default,
     security: SecurityConfig | None = None,
-    connect_timeout: float = 10.0,
-    request_timeout: float = 30.0,
+    connect_timeout: float = _CONNECT_TIMEOUT,
+    request_timeout: float = _REQUEST_TIMEOUT,
     authenticator: Authenticator | None = None,
 ) -> AbstractAsyncContextManager[BrokerConnection]:
     """A stand-alone :class:`BrokerConnection` with its own reader task, closed on exit.

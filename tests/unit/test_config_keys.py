@@ -22,7 +22,7 @@ from kgroup.membership import ClassicMemberConfig, MemberConfig
 from kgroup.runtime import classic_session, consumer_session
 from kgroup.types import Backoff
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "consumer.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 BASE = {"bootstrap.servers": "127.0.0.1:9092", "group.id": "g"}
 
 # Membership config field -> the key it comes from, per protocol.
@@ -47,10 +47,10 @@ CLASSIC_FIELDS = {
 
 
 def docs_rows() -> dict[str, list[str]]:
-    """The configuration table of docs/consumer.md: key -> its cells."""
+    """The configuration table of docs/configuration.md: key -> its cells."""
     text = DOCS.read_text()
-    section = text[text.index("## Configuration") :]
-    section = section[: section.index("\n\n", section.index("| key |"))]
+    section = text[text.index("| key |") :]
+    section = section[: section.index("\n\n")]
     rows: dict[str, list[str]] = {}
     for line in section.splitlines():
         match = re.match(r"\| `([^`]+)` \|", line)

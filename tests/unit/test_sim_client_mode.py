@@ -6,6 +6,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from kgroup.error_codes import ErrorCode
 from kgroup.membership import HeartbeatRequest, HeartbeatResponse
 from kgroup.membership.consumer import (
     ClientAssignor,
@@ -13,7 +14,8 @@ from kgroup.membership.consumer import (
     PrepareAssignmentRequest,
     PrepareAssignmentResponse,
 )
-from kgroup.testing.sim import ConsumerGroupCoordinator, CoordinatorConfig, ErrorCode, SimCluster
+from kgroup.testing.groups.consumer import INVALID_ASSIGNMENT
+from kgroup.testing.sim import ConsumerGroupCoordinator, CoordinatorConfig, SimCluster
 from kgroup.types import TopicIdPartition
 
 GROUP = "g"
@@ -190,7 +192,7 @@ def test_an_invalid_install_is_refused_and_reported() -> None:
     w = World()
     w.join("a", PY)
     state = w.prepare("a")
-    assert w.install("a", state, {"a": [0, 1]}) == ErrorCode.INVALID_ASSIGNMENT
+    assert w.install("a", state, {"a": [0, 1]}) == INVALID_ASSIGNMENT
     assert w.coord.assignment_epoch == 0
     assert w.illegal
     assert "unassigned" in w.illegal[0]

@@ -178,8 +178,9 @@ def test_a_revocation_commit_held_over_a_conversion_is_the_brokers_window_not_a_
 
 
 def test_a_sync_group_out_over_a_conversion_is_the_brokers_fetch_window() -> None:
-    # Seed 148290 (soak range; seed 174478 since the simulated data plane stops
-    # fetching after the record wait in progress): m8 (cooperative classic) sent its generation 2
+    # Seed 148290 (soak range; seed 174478 once the simulated data plane stopped
+    # fetching after the record wait in progress; seed 279515, m1, since the
+    # simulator runs the runtime core): m8 (cooperative classic) sent its generation 2
     # SyncGroup, which was lost; the leader's SyncGroup completed generation 2
     # (moving t0-4 away from m8) and a consumer-protocol member then converted
     # the group. Apache Kafka takes generation 2's assignment as all m8 owns and
@@ -187,7 +188,7 @@ def test_a_sync_group_out_over_a_conversion_is_the_brokers_fetch_window() -> Non
     # SyncGroup times out (then it stops fetching, as seed 20034 pinned). The
     # simulator counts such fetches instead of failing on them, only until the
     # member hears that generation's assignment.
-    result = _clean(174478)
+    result = _clean(279515)
     assert dict(result.stats).get("double_fetch_held_over_conversion", 0) > 0
 
 

@@ -48,11 +48,12 @@ from kgroup.testing.fake._kio import SeenRequest, make, millis, respond, timedel
 from kgroup.testing.fake._topics import FakeTopic, Topics
 from kgroup.types import TopicIdPartition, TopicPartition
 
-__all__ = ["Cluster", "Node", "now"]
+__all__ = ["HOST", "Cluster", "Node", "now"]
 
 _A = TypeVar("_A")
 
-_HOST = "127.0.0.1"
+HOST = "127.0.0.1"
+"""Where every node listens, and what the metadata advertises (the two must agree)."""
 _CONSUMER_PROTOCOL_APIS = (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)
 # OffsetCommit and OffsetFetch name their topics by id from this version on
 # (KIP-848), by name before it.
@@ -266,7 +267,7 @@ class Cluster:
                 )
             )
         brokers = tuple(
-            make(m, "MetadataResponseBroker", node_id=n.node_id, host=_HOST, port=n.port, rack=None)
+            make(m, "MetadataResponseBroker", node_id=n.node_id, host=HOST, port=n.port, rack=None)
             for n in self.nodes
         )
         return respond(
@@ -290,7 +291,7 @@ class Cluster:
                     "Coordinator",
                     key=key,
                     node_id=node.node_id,
-                    host=_HOST,
+                    host=HOST,
                     port=node.port,
                     error_code=ErrorCode.none,
                     error_message=None,
@@ -413,7 +414,7 @@ class Cluster:
                 rack_id=member.rack_id,
                 member_epoch=member.epoch,
                 client_id=member.client_id,
-                client_host="/" + _HOST,
+                client_host="/" + HOST,
                 subscribed_topic_names=member.subscribed_names,
                 subscribed_topic_regex=member.regex,
                 assignment=_assignment(m, member.assigned, names),

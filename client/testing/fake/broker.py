@@ -35,7 +35,7 @@ from kgroup.protocol import SUPPORTED_VERSIONS, ApiKey, VersionRange
 from kgroup.protocol.framing import RequestFrame, decode_request, encode_response, frame_size
 from kgroup.testing._served import LoopServed
 from kgroup.testing.fake._classic_group import ClassicGroup
-from kgroup.testing.fake._cluster import Cluster, Node, now
+from kgroup.testing.fake._cluster import HOST, Cluster, Node, now
 from kgroup.testing.fake._consumer_group import ConsumerGroup
 from kgroup.testing.fake._errors import error_response
 from kgroup.testing.fake._kio import SeenRequest
@@ -68,7 +68,6 @@ _IMPLEMENTED = (
     ApiKey.OFFSET_FETCH,
     ApiKey.OFFSET_FOR_LEADER_EPOCH,
 )
-_HOST = "127.0.0.1"
 
 
 class Verdict(enum.Enum):
@@ -192,7 +191,7 @@ class FakeBroker(LoopServed):
 
     async def _start(self, tg: anyio.abc.TaskGroup) -> None:
         for node in self._cluster.nodes:
-            listener = await anyio.create_tcp_listener(local_host=_HOST, local_port=0)
+            listener = await anyio.create_tcp_listener(local_host=HOST, local_port=0)
             node.listener = listener
             node.port = listener.extra(SocketAttribute.local_port)
             tg.start_soon(self._listen, node)
@@ -229,7 +228,7 @@ class FakeBroker(LoopServed):
 
     def address(self, node: int = 0) -> str:
         """``127.0.0.1:<port>`` of ``node`` (only once entered)."""
-        return f"{_HOST}:{self._cluster.node(node).port}"
+        return f"{HOST}:{self._cluster.node(node).port}"
 
     @property
     def bootstrap_servers(self) -> str:

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kgroup.error_codes import ErrorCode
 from kgroup.membership import (
     PROTOCOL_TYPE,
     ClassicAssignment,
@@ -55,7 +56,6 @@ from kgroup.membership import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from kgroup.testing.groups.consumer import ErrorCode
 from kgroup.testing.groups.errors import ScenarioError
 from kgroup.types import TopicPartition
 
@@ -72,7 +72,7 @@ __all__ = [
     "PersistedClassicMember",
 ]
 
-# The classic group's own answers, named from the coordinator's one table of
+# The classic group's own answers, named from kgroup's one table of
 # codes; plain ints in the responses, as a broker's are.
 ILLEGAL_GENERATION = int(ErrorCode.ILLEGAL_GENERATION)
 INCONSISTENT_GROUP_PROTOCOL = int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)

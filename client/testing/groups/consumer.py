@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kgroup import error_codes
 from kgroup.assignors import (
     AssignmentSpec,
     MemberAssignment,
@@ -86,6 +87,7 @@ if TYPE_CHECKING:  # classic.py imports this module
     from kgroup.testing.groups.classic import ExportedMember
 
 __all__ = [
+    "INVALID_ASSIGNMENT",
     "AssignmentState",
     "ConsumerGroupCoordinator",
     "CoordinatorConfig",
@@ -100,36 +102,14 @@ _EMPTY: frozenset[TopicIdPartition] = frozenset()
 _NO_PARTITIONS: Mapping[uuid.UUID, frozenset[int]] = MappingProxyType({})
 
 
-class ErrorCode(enum.IntEnum):
-    """The Kafka error codes the simulated coordinator answers with (Kafka's numbers).
+# The coordinator answers with the codes of kgroup's one table (re-exported here,
+# where the simulator and the fake broker take them from).
+ErrorCode = error_codes.ErrorCode
 
-    Not the members' :class:`kgroup.membership.common.errors.ErrorCode`: this is
-    what a coordinator sends (no transport-flavoured codes) plus one code no
-    Kafka release has, which must not enter the members' table. Both tables are
-    pinned to Kafka's numbers by ``tests/unit/test_error_code_tables.py``.
-    """
-
-    NONE = 0
-    UNKNOWN_SERVER_ERROR = -1
-    COORDINATOR_LOAD_IN_PROGRESS = 14
-    COORDINATOR_NOT_AVAILABLE = 15
-    NOT_COORDINATOR = 16
-    ILLEGAL_GENERATION = 22
-    INCONSISTENT_GROUP_PROTOCOL = 23
-    UNKNOWN_MEMBER_ID = 25
-    REBALANCE_IN_PROGRESS = 27
-    INVALID_REQUEST = 42
-    MEMBER_ID_REQUIRED = 79
-    GROUP_MAX_SIZE_REACHED = 81
-    FENCED_INSTANCE_ID = 82
-    FENCED_MEMBER_EPOCH = 110
-    UNRELEASED_INSTANCE_ID = 111
-    UNSUPPORTED_ASSIGNOR = 112
-    STALE_MEMBER_EPOCH = 113
-    INVALID_REGULAR_EXPRESSION = 128
-    # The KIP-848 draft's InstallAssignment error; the draft gave it no number
-    # and no Kafka release has it, so the simulator uses one no release uses.
-    INVALID_ASSIGNMENT = 900
+# The KIP-848 draft's InstallAssignment error: the draft gave it no number and no
+# Kafka release has it, so the simulated coordinator answers one no release uses.
+# Not a row of kgroup.error_codes: no member may learn to react to it.
+INVALID_ASSIGNMENT = 900
 
 
 class AssignmentState(enum.Enum):
@@ -1204,7 +1184,7 @@ class ConsumerGroupCoordinator:
         )
         maps = self._validate_target(prepared.assignor, result, prepared.members, prepared.topics)
         if maps is None:  # reported as ILLEGAL_ASSIGNMENT: kgroup's member checks first
-            return int(ErrorCode.INVALID_ASSIGNMENT)
+            return INVALID_ASSIGNMENT
         self._prepared = None
         # Installed even if the group moved on meanwhile (the AssignmentEpoch rule);
         # members that left are dropped, members that joined get nothing yet.

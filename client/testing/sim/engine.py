@@ -21,9 +21,11 @@ import enum
 import logging
 import random
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -45,7 +47,14 @@ from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.config_keys import RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS
 from kgroup.dataplane.librdkafka import IDLE_CHUNK, QUIET_AFTER, WAIT_CHUNK
 from kgroup.error_codes import Trait, codes_with
-from kgroup.errors import AssignmentViolation, InvalidAssignmentError, KgroupError
+from kgroup.errors import (
+    AssignmentViolation,
+    BrokerError,
+    InvalidAssignmentError,
+    KgroupError,
+    RequestTimeoutError,
+    broker_error,
+)
 from kgroup.listener import listener_method
 from kgroup.membership import (
     AssignmentComputed,
@@ -61,7 +70,6 @@ from kgroup.membership import (
     Closed,
     CloseRequested,
     CommitCompleted,
-    CommitFailed,
     CommitOffsets,
     ConsumerMember,
     CoordinatorRediscovered,
@@ -71,14 +79,11 @@ from kgroup.membership import (
     HeartbeatResponseReceived,
     JoinGroupResponse,
     JoinGroupResponseReceived,
-    LeaveComplete,
     LeaveGroupResponseReceived,
     MemberConfig,
     MemberState,
     MetadataUpdated,
-    PollCalled,
     RaiseCallbackError,
-    RediscoverCoordinator,
     RejoinRequested,
     ReportAssignorError,
     ReportError,
@@ -114,16 +119,39 @@ from kgroup.membership.consumer import (
     SendPrepareAssignment,
 )
 from kgroup.membership.consumer.reactions import REACTIONS, Reaction
+from kgroup.offsets import fetch_error_retried, judge_commit_errors, unowned
 from kgroup.protocol.cluster import BrokerAddress
+from kgroup.runtime import work
 from kgroup.runtime.classic_session import (
     classic_assignors,
     classic_member_config,
     classic_member_protocols,
 )
+from kgroup.runtime.classic_session import commit_done_event as classic_commit_done
+from kgroup.runtime.consumer_session import commit_done_event as consumer_commit_done
 from kgroup.runtime.consumer_session import consumer_member_config
-from kgroup.runtime.fetch_state import Assign, FetchState, FetchTicket, Unassign
+from kgroup.runtime.core import (
+    CheckTruncation,
+    DataPlaneOps,
+    Effect,
+    Fatal,
+    FetchCommitted,
+    FinishCommit,
+    LookAtGroup,
+    Post,
+    QueueWork,
+    Rediscover,
+    RuntimeCore,
+    SendMemberCommit,
+    SettledChanged,
+    Subscribe,
+    SwitchSession,
+    TruncationChanged,
+)
+from kgroup.runtime.fetch_state import Assign, FetchOp, FetchTicket, Pause, Resume, Seek, Unassign
+from kgroup.runtime.interfaces import DRIVER_ACTIONS, SubscriptionChange
 from kgroup.runtime.leader import group_subscription, member_assignments, validation_protocol
-from kgroup.runtime.liveness import NOTHING_SEEN, LivenessTimes, Look, Repair, UnownedWatch
+from kgroup.runtime.liveness import NOTHING_SEEN, LivenessTimes, Look, UnownedWatch
 from kgroup.testing._topics import by_topic_id
 from kgroup.testing.groups.classic import (
     ClassicCoordinatorConfig,
@@ -365,26 +393,9 @@ _CLEAVE = 7
 _PREP = 8
 _INST = 9
 
-_RETRY_COMMIT = frozenset(
-    {
-        ErrorCode.STALE_MEMBER_EPOCH,
-        ErrorCode.NOT_COORDINATOR,
-        ErrorCode.COORDINATOR_NOT_AVAILABLE,
-        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    }
-)
 # Fatal errors that faults explain: a static member restarted before its old
 # process released the instance id, or a stale process of a static member.
 _EXPECTED_FATAL = codes_with(Trait.INSTANCE_CONFLICT)
-# Classic commits retried by the runtime's offset manager (the rest go back as CommitFailed).
-_RETRY_CLASSIC_COMMIT = frozenset(
-    {
-        int(ErrorCode.REBALANCE_IN_PROGRESS),
-        int(ErrorCode.NOT_COORDINATOR),
-        int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-        int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
-    }
-)
 # The classic leader's metadata watch interval (metadata.max.age.ms, scaled down).
 _METADATA_WATCH = 2.0
 # How often a member may ask to be woken at the same instant before it counts as a busy loop.
@@ -394,25 +405,45 @@ _FENCE_LIMIT = 8
 _FENCING = frozenset(code for code, then in REACTIONS.items() if then is Reaction.FENCED)
 
 
-class _Commit:
-    __slots__ = ("attempt", "deadline", "done", "parts", "sent_at", "tenure", "token")
+class _CommitTask:
+    """A commit in flight, retried as the runtime's offset manager retries it.
+
+    ``token``: the member's ``CommitOffsets`` (None: an auto-commit). Each attempt
+    covers the partitions still owned and not lost and owned again since
+    (``kgroup.offsets.unowned``); the answer is judged by ``judge_commit_errors``.
+    """
+
+    __slots__ = (
+        "attempt",
+        "deadline",
+        "done",
+        "generation",
+        "offsets",
+        "remaining",
+        "retry_rebalance",
+        "tenure",
+        "token",
+    )
 
     def __init__(
         self,
         token: int | None,
-        parts: frozenset[TopicPartition],
+        offsets: Mapping[TopicPartition, int],
         deadline: float,
-        fetch: FetchState,
+        core: RuntimeCore[_SimSession],
+        generation: int,
+        *,
+        retry_rebalance: bool,
     ) -> None:
         self.token = token
-        self.parts = parts
+        self.offsets = dict(offsets)
+        self.remaining = dict(offsets)
         self.deadline = deadline
+        self.generation = generation
+        self.retry_rebalance = retry_rebalance
         self.attempt = 0
         self.done = False
-        self.sent_at = -1  # the epoch or generation of the last attempt
-        # As the runtime's offset manager: a partition lost and assigned again
-        # while the commit waits is dropped (its offsets predate the loss).
-        self.tenure = {tp: fetch.tenure(tp) for tp in parts}
+        self.tenure = {tp: core.fetch.tenure(tp) for tp in offsets}
 
 
 class _OffsetFetch:
@@ -421,6 +452,90 @@ class _OffsetFetch:
     def __init__(self, ticket: FetchTicket) -> None:
         self.ticket = ticket
         self.attempt = 0
+
+
+class _SimSession:
+    """What the runtime core reads of a simulated member: the real sessions' view."""
+
+    __slots__ = ("_proc",)
+
+    def __init__(self, proc: _Proc) -> None:
+        self._proc = proc
+
+    @property
+    def group_protocol(self) -> GroupProtocol:
+        if isinstance(self._proc.member, ClassicMember):
+            return GroupProtocol.CLASSIC
+        return GroupProtocol.CONSUMER
+
+    @property
+    def member_id(self) -> str:
+        return self._proc.member.member_id
+
+    @property
+    def generation_or_epoch(self) -> int:
+        return _position(self._proc.member)
+
+    @property
+    def assignment(self) -> frozenset[TopicPartition]:
+        return self._proc.member.assignment
+
+    @property
+    def settled(self) -> bool:
+        member = self._proc.member
+        if isinstance(member, ClassicMember):
+            return member.state is ClassicState.STABLE
+        return member.state is MemberState.STABLE
+
+    @property
+    def state_name(self) -> str:
+        return self._proc.member.state.name
+
+    @property
+    def may_fall_back(self) -> bool:
+        return False  # the scenarios name their protocol (no group.protocol=auto)
+
+    def poll_deadline(self) -> float | None:
+        return self._proc.member.poll_deadline()
+
+    def session_expiry(self) -> float | None:
+        return self._proc.member.session_expiry
+
+
+class _SimDataPlane:
+    """The core's local reads of the simulated data plane: what it fetches, and
+    positions that move on with time (records keep arriving)."""
+
+    __slots__ = ("_clock", "_proc")
+
+    def __init__(self, proc: _Proc, clock: Callable[[], float]) -> None:
+        self._proc = proc
+        self._clock = clock
+
+    @property
+    def assigned(self) -> frozenset[TopicPartition]:
+        return frozenset(self._proc.fetching)
+
+    def positions(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        position = 1 + int(self._clock() * 1000)
+        fetching = self._proc.fetching
+        return {tp: position for tp in partitions if tp in fetching}
+
+    def leader_epochs(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+        return {}
+
+
+class _SimListener:
+    """A listener whose methods do nothing: the callbacks still take the plan's time."""
+
+    def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
+        pass
+
+    def on_partitions_revoked(self, partitions: frozenset[TopicPartition]) -> None:
+        pass
+
+    def on_partitions_lost(self, partitions: frozenset[TopicPartition]) -> None:
+        pass
 
 
 class _Slot:
@@ -464,19 +579,21 @@ class _Proc:
 
     __slots__ = (
         "alive",
+        "app_work",
         "assigning",
         "assignors",
         "broken_outputs",
         "busy",
-        "callbacks",
         "closing",
         "commits",
         "config",
         "conn",
+        "core",
+        "core_at",
+        "core_gen",
         "epoch",
         "expired",
         "fences",
-        "fetch",
         "fetching",
         "hb_in_flight",
         "label",
@@ -484,10 +601,10 @@ class _Proc:
         "last_ok",
         "last_wake",
         "link_last",
-        "look_at",
         "max_epoch",
         "member",
         "member_id",
+        "next_auto_commit",
         "owner",
         "pending",
         "poll_gen",
@@ -499,8 +616,8 @@ class _Proc:
         "stopping",
         "timer_at",
         "timer_gen",
+        "todo",
         "vepoch",
-        "watch",
         "watched",
     )
 
@@ -510,6 +627,8 @@ class _Proc:
         member: ConsumerMember | ClassicMember,
         label: str,
         config: ConsumerConfig,
+        clock: Callable[[], float],
+        *,
         assignors: Mapping[str, ConsumerPartitionAssignor] | None = None,
     ) -> None:
         self.slot = slot
@@ -531,10 +650,18 @@ class _Proc:
         self.vepoch = 0
         self.max_epoch = 0
         self.reissued = False
-        # The runtime's sans-IO fetch state; ``fetching`` mirrors what it assigned
-        # on the (simulated) data plane, with each partition's epoch span.
-        self.fetch = FetchState()
+        # What the data plane fetches (the runtime core's DataPlaneOps performed),
+        # with each partition's epoch span.
         self.fetching: dict[TopicPartition, Span] = {}
+        # The real runtime core (set as the process starts, Simulation._run_proc),
+        # and the driver's loop: the work of a step still to do, in order (it
+        # waits while an unassign waits for the record wait in progress).
+        self.core: RuntimeCore[_SimSession] = RuntimeCore(
+            config, _SimSession(self), _SimDataPlane(self, clock)
+        )
+        self.todo: deque[Callable[[], None]] = deque()
+        self.core_at: float | None = None
+        self.core_gen = 0
         # The data plane's record waits (see Simulation._record_wait_left): whether
         # the driver last told it the group is settled, when its last control call
         # (assign, unassign) was, and the unassign waiting for the record wait in
@@ -552,12 +679,14 @@ class _Proc:
         self.pending: dict[int, tuple[int, Any, int, float]] = {}
         self.conn = 0
         self.link_last = 0.0
-        self.callbacks: list[RunCallback] = []
+        # The application's work the core queued (callbacks, commits to release).
+        self.app_work: deque[work.AppWork] = deque()
+        self.next_auto_commit = 0.0
         # Token -> partitions of each assigned callback asked for and not completed.
         self.assigning: dict[int, frozenset[TopicPartition]] = {}
         self.busy = False
         self.poll_gen = 0
-        self.commits: list[_Commit] = []
+        self.commits: list[_CommitTask] = []
         self.same_instant = 0
         self.last_wake = -1.0
         self.last_ok = 0.0  # when the last successful heartbeat response arrived
@@ -565,10 +694,6 @@ class _Proc:
         self.fences: list[float] = []
         # Broken client-assignor outputs the faults produced (the member must refuse them).
         self.broken_outputs = 0
-        # The runtime's liveness watch (kgroup.runtime.liveness; None: the repair
-        # is off), and when its next look is scheduled (None: none is).
-        self.watch: UnownedWatch | None = None
-        self.look_at: float | None = None
 
 
 class _Observer:
@@ -693,18 +818,8 @@ class Simulation:
         self._lat_span = lat_hi - lat_lo
         self._dispatch: dict[type, Callable[[_Proc, Any], None]] = {
             SendHeartbeat: self._do_heartbeat,
-            StopFetching: self._do_stop,
-            StartFetching: self._do_start,
-            CommitOffsets: self._do_commit,
-            RunCallback: self._do_callback,
-            RaiseCallbackError: self._do_raise,
             RequestMetadata: self._do_metadata,
-            RediscoverCoordinator: self._do_rediscover,
-            ReportError: self._do_report,
-            ReportFatalError: self._do_fatal,
             AssignorOnAssignment: self._do_nothing,
-            LeaveComplete: self._do_left,
-            Closed: self._do_closed,
             SendJoinGroup: self._do_join,
             SendSyncGroup: self._do_sync,
             SendClassicHeartbeat: self._do_classic_heartbeat,
@@ -725,6 +840,9 @@ class Simulation:
     @property
     def now(self) -> float:
         """The virtual time, in seconds."""
+        return self._q.now
+
+    def _clock(self) -> float:
         return self._q.now
 
     @property
@@ -1034,7 +1152,7 @@ class Simulation:
                 ),
             )
         member = ConsumerMember(self._with_bug(member_config), random=self.rng.random)
-        proc = _Proc(slot, member, label, config)
+        proc = _Proc(slot, member, label, config, self._clock)
         self._by_member_id[member_id] = proc
         self._run_proc(proc, f"starts, member id {member_id[:8]}", slot.pattern)
 
@@ -1047,7 +1165,7 @@ class Simulation:
             classic_member_protocols(assignors),
             random=self.rng.random,
         )
-        proc = _Proc(slot, member, label, config, assignors)
+        proc = _Proc(slot, member, label, config, self._clock, assignors=assignors)
         self._run_proc(proc, "starts (classic)", None)
         self._q.after(proc.config.metadata_max_age, self._ev_metadata_watch, proc)
 
@@ -1086,33 +1204,46 @@ class Simulation:
         return config
 
     def _run_proc(self, proc: _Proc, started: str, pattern: str | None) -> None:
-        """``proc`` takes its slot: it subscribes as the slot says, then polls and commits."""
+        """``proc`` takes its slot: it subscribes as the slot says, then polls."""
         slot = proc.slot
         proc.last_ok = self._q.now
         slot.proc = proc
+        core = proc.core
         if self._liveness:
-            proc.watch = UnownedWatch(self.config.liveness_times)
+            core.liveness = UnownedWatch(self.config.liveness_times)
+        else:
+            core.liveness_on = False
         if self._trace is not None:
             self._log(proc.label, started)
         if slot.subscribed:
             self._subscribe(proc, slot.topics, pattern)
         plan = slot.plan
+        proc.next_auto_commit = self._q.now + proc.config.auto_commit_interval_ms / 1000
         self._q.after(plan.poll_interval * self.rng.random(), self._ev_poll, (proc, proc.poll_gen))
-        if proc.config.enable_auto_commit:
-            self._q.after(proc.config.auto_commit_interval_ms / 1000, self._ev_auto_commit, proc)
 
     def _subscribe(self, proc: _Proc, topics: frozenset[str], pattern: str | None) -> None:
-        # As the runtime: learn the named topics' ids first, so the first
-        # assignment resolves at once.
-        names = {}
-        now = self._q.now
-        for name in topics:
-            topic = self.cluster.get(name)
-            if topic is not None and self._visible_at.get(topic.topic_id, 0.0) <= now:
-                names[topic.topic_id] = name
-        if names:
-            self._feed(proc, MetadataUpdated(names))
-        self._feed(proc, SubscriptionChanged(topics, pattern))
+        """The application subscribes (through the core, as the front end does)."""
+        plan = proc.slot.plan
+        listener = plan.listener
+        if listener is None and plan.has_listener:
+            listener = _SimListener()
+        change = SubscriptionChanged(topics, pattern)
+        self._run(proc, lambda: self._push(proc, proc.core.subscribe(change, listener)))
+
+    def _subscribed(self, proc: _Proc, change: SubscriptionChange) -> None:
+        """A :class:`Subscribe` effect: the session takes the change."""
+        if isinstance(change, SubscriptionChanged):
+            # As the runtime: learn the named topics' ids first, so the first
+            # assignment resolves at once.
+            names = {}
+            now = self._q.now
+            for name in change.topics:
+                topic = self.cluster.get(name)
+                if topic is not None and self._visible_at.get(topic.topic_id, 0.0) <= now:
+                    names[topic.topic_id] = name
+            if names:
+                self._feed(proc, MetadataUpdated(names))
+        self._feed(proc, change)
 
     def _end(self, proc: _Proc, why: str) -> None:
         """The incarnation is gone (crashed or closed): it fetches nothing any more."""
@@ -1124,6 +1255,9 @@ class Simulation:
         proc.fetching.clear()
         proc.pending.clear()
         proc.commits.clear()
+        proc.todo.clear()
+        proc.app_work.clear()
+        proc.stopping = None
         if self._by_member_id.get(proc.member_id) is proc:
             del self._by_member_id[proc.member_id]
         if self._trace is not None:
@@ -1218,7 +1352,7 @@ class Simulation:
         if slot.subscribed:
             self._subscribe(proc, topics, pattern)
         else:
-            self._feed(proc, Unsubscribe())
+            self._run(proc, lambda: self._push(proc, proc.core.change_subscription(Unsubscribe())))
 
     def _ev_cut(self, arg: tuple[_Slot, float]) -> None:
         slot, duration = arg
@@ -1537,14 +1671,32 @@ class Simulation:
     # ---------------------------------------------------------------- feeding
 
     def _feed(self, proc: _Proc, event: Any) -> None:
+        """Post ``event`` to the member: handled now, or after the work the driver's
+        loop is blocked in (an unassign waiting for the record wait in progress)."""
+        self._run(proc, lambda: self._handle(proc, event))
+
+    def _run(self, proc: _Proc, thunk: Callable[[], None]) -> None:
+        """Do ``thunk`` in the driver's loop, after the work already queued there."""
         if not proc.alive or self.violation is not None:
             return
-        if proc.stopping is not None:
-            # The driver's loop waits in the data plane's unassign: what happens
-            # meanwhile reaches the member once the stop is done (in order: the
-            # stop's own continuation was scheduled first).
-            self._q.schedule(proc.stopping[0], self._ev_feed, (proc, event))
-            return
+        proc.todo.append(thunk)
+        self._drain(proc)
+
+    def _drain(self, proc: _Proc) -> None:
+        todo = proc.todo
+        while todo and proc.stopping is None and proc.alive and self.violation is None:
+            todo.popleft()()
+
+    def _push(
+        self, proc: _Proc, effects: Sequence[Effect], then: Callable[[], None] | None = None
+    ) -> None:
+        """Carry out the core's ``effects`` next, in order (``Driver.execute``), then ``then``."""
+        steps: list[Callable[[], None]] = [partial(self._effect, proc, e) for e in effects]
+        if then is not None:
+            steps.append(then)
+        proc.todo.extendleft(reversed(steps))
+
+    def _handle(self, proc: _Proc, event: Any) -> None:
         if isinstance(event, CallbackCompleted):
             proc.assigning.pop(event.token, None)
         now = self._q.now
@@ -1572,27 +1724,29 @@ class Simulation:
             # error answer teaches no generation: the member still holds the old one.)
             proc.reissued = False
             proc.epoch = -1
-        self._perform(proc, actions, 0)
+        steps: list[Callable[[], None]] = [partial(self._act, proc, a) for a in actions]
+        steps.append(lambda: self._after_step(proc))
+        proc.todo.extendleft(reversed(steps))
 
-    def _perform(self, proc: _Proc, actions: list[Any], start: int) -> None:
-        """Perform ``actions[start:]``, then what the driver does after each step; a
-        stop that waits for the record wait in progress suspends the rest until it ends."""
-        dispatch = self._dispatch
-        for i in range(start, len(actions)):
-            dispatch[type(actions[i])](proc, actions[i])
-            if _gone(proc):  # the action ended the incarnation (Closed)
-                return
-            if proc.stopping is not None:
-                self._q.schedule(proc.stopping[0], self._ev_stopped, (proc, actions, i + 1))
-                return
-        self._after_step(proc, bool(actions))
+    def _act(self, proc: _Proc, action: Any) -> None:
+        """One of the member's actions: the session's requests go on the simulated
+        network; the runtime's go to the real core (the invariants look first)."""
+        if not isinstance(action, DRIVER_ACTIONS):
+            self._dispatch[type(action)](proc, action)
+            return
+        if not self._observe_action(proc, action):
+            return
+        then = (lambda: self._closed(proc, action)) if isinstance(action, Closed) else None
+        self._push(proc, proc.core.perform(action, self._q.now), then)
 
-    def _after_step(self, proc: _Proc, acted: bool) -> None:
+    def _after_step(self, proc: _Proc) -> None:
         member = proc.member
         now = self._q.now
         epoch = _position(member)
         if epoch != proc.epoch:
             self._epoch_changed(proc, epoch)
+            if self.violation is not None:
+                return
         if member.member_id != proc.member_id:
             # A classic member learns its id from the coordinator.
             if self._by_member_id.get(proc.member_id) is proc:
@@ -1609,59 +1763,14 @@ class Simulation:
                 proc,
             )
             return
-        if acted:
-            # As the driver after each step (tenure counts partitions leaving).
-            proc.fetch.assignment_changed(member.assignment)
-        # As the driver tells the data plane (Driver._tell_settled): long record
-        # waits only while the member holds exactly its assignment.
-        stable = ClassicState.STABLE if isinstance(member, ClassicMember) else MemberState.STABLE
-        proc.settled = (
-            bool(proc.fetching)
-            and member.state is stable
-            and frozenset(proc.fetching) == member.assignment
-        )
-        if proc.watch is not None:
-            self._observe(proc)
-        self._arm(proc)
+        # As the driver after each step: the core keeps its books, its timers run
+        # (the loop's next turn), it looks at the group if its liveness watch says
+        # so; then the timers are armed.
+        core = proc.core
+        effects = [*core.stepped(now, now), *core.timers(now, now), *core.look_at_group(now)]
+        self._push(proc, effects, then=lambda: self._arm(proc))
 
     # ------------------------------------------------------------- liveness
-
-    def _observe(self, proc: _Proc) -> None:
-        """As the driver after each step: tell the watch where the member stands."""
-        watch = proc.watch
-        assert watch is not None
-        member = proc.member
-        stable = ClassicState.STABLE if isinstance(member, ClassicMember) else MemberState.STABLE
-        settled = member.state is stable and proc.slot.subscribed and not proc.closing
-        now = self._q.now
-        watch.observe(
-            now,
-            settled=settled,
-            idle=settled and not member.assignment,
-            generation=_position(member),
-        )
-        self._arm_look(proc)
-
-    def _arm_look(self, proc: _Proc) -> None:
-        assert proc.watch is not None
-        due = proc.watch.next_deadline()
-        if due is None or due == proc.look_at:
-            return
-        # An earlier look event, now stale, finds look_at changed and does nothing.
-        proc.look_at = due
-        self._q.schedule(due, self._ev_look, (proc, due))
-
-    def _ev_look(self, arg: tuple[_Proc, float]) -> None:
-        proc, due = arg
-        if not proc.alive or proc.look_at != due or proc.watch is None:
-            return
-        proc.look_at = None
-        if not proc.watch.due(self._q.now):
-            self._arm_look(proc)
-            return
-        self._count("look")
-        # The describe (and the metadata request) go out: answered a latency later.
-        self._q.after(self._latency(), self._ev_describe, proc)
 
     def _ev_describe(self, proc: _Proc) -> None:
         """The coordinator answers the look's describe with the group as it is now."""
@@ -1681,22 +1790,21 @@ class Simulation:
 
     def _ev_looked(self, arg: tuple[_Proc, Look]) -> None:
         proc, look = arg
-        watch = proc.watch
-        if not proc.alive or watch is None:
-            return
-        verdict = watch.looked(self._q.now, look)
-        if verdict is not None and not proc.closing:
-            self._count("liveness repair")
-            if self._trace is not None:
-                self._log(proc.label, f"liveness: {verdict.repair.name}: {verdict.reason}")
-            self._feed(
-                proc, RejoinRequested(verdict.reason, as_new=verdict.repair is Repair.REJOIN_AS_NEW)
-            )
-            if _gone(proc):
-                return
-        self._arm_look(proc)
+
+        def looked() -> None:
+            now = self._q.now
+            effects = proc.core.group_looked(now, look, current=True)
+            for effect in effects:
+                if isinstance(effect, Post) and isinstance(effect.event, RejoinRequested):
+                    self._count("liveness repair")
+                    if self._trace is not None:
+                        self._log(proc.label, f"liveness: {effect.event.reason}")
+            self._push(proc, effects, then=lambda: self._arm(proc))
+
+        self._run(proc, looked)
 
     def _arm(self, proc: _Proc) -> None:
+        self._arm_core(proc)
         deadline = proc.member.next_deadline()
         if deadline is None:
             proc.timer_at = None
@@ -1729,6 +1837,29 @@ class Simulation:
             return
         proc.timer_at = None
         self._feed(proc, TimerTick())
+
+    def _arm_core(self, proc: _Proc) -> None:
+        """The core's own timers (polls passed on, held completions, the liveness look)."""
+        due = proc.core.next_deadline()
+        if due is None or due == proc.core_at:
+            return
+        proc.core_at = due
+        proc.core_gen += 1
+        self._q.schedule(max(due, self._q.now), self._ev_core_timer, (proc, proc.core_gen))
+
+    def _ev_core_timer(self, arg: tuple[_Proc, int]) -> None:
+        proc, gen = arg
+        if gen != proc.core_gen:
+            return
+        proc.core_at = None
+
+        def due() -> None:
+            now = self._q.now
+            core = proc.core
+            effects = [*core.timers(now, now), *core.look_at_group(now)]
+            self._push(proc, effects, then=lambda: self._arm(proc))
+
+        self._run(proc, due)
 
     def _ev_feed(self, arg: tuple[_Proc, Any]) -> None:
         self._feed(arg[0], arg[1])
@@ -1785,34 +1916,93 @@ class Simulation:
         proc.hb_in_flight.add(action.seq)
         self._send(proc, _HB, action.seq, action.request)
 
-    def _do_stop(self, proc: _Proc, action: StopFetching) -> None:
+    def _effect(self, proc: _Proc, effect: Effect) -> None:
+        """Carry out one of the core's effects in virtual time (``Driver.execute``)."""
+        core = proc.core
+        match effect:
+            case DataPlaneOps():
+                announce = effect.announce
+                steps: list[Callable[[], None]] = [
+                    partial(self._data_plane, proc, op, announce) for op in effect.ops
+                ]
+                steps.append(lambda: self._push(proc, core.ops_done()))
+                proc.todo.extendleft(reversed(steps))
+            case FetchCommitted():
+                if effect.manual:
+                    raise SimulationError("the simulator runs no manual assignment")
+                self._offset_fetch((proc, _OffsetFetch(effect.ticket)))
+            case CheckTruncation():
+                # The simulated logs are never truncated.
+                self._push(proc, core.truncation_checked(effect.ticket, effect.committed, ()))
+            case SendMemberCommit():
+                self._start_commit(
+                    proc, effect.token, effect.offsets, effect.deadline, retry_rebalance=True
+                )
+            case FinishCommit():
+                finished = effect.finished
+                event: Any = (
+                    classic_commit_done(finished)
+                    if isinstance(proc.member, ClassicMember)
+                    else consumer_commit_done(finished)
+                )
+                self._post(proc, event)
+            case Post():
+                self._post(proc, effect.event)
+            case QueueWork():
+                proc.app_work.append(effect.item)
+            case Fatal():
+                # The application gives up on this consumer: closes it and starts a new one.
+                proc.slot.wanted = True
+                self._q.after(0.0, self._ev_close_failed, proc)
+            case Rediscover():
+                self._rediscover(proc)
+            case LookAtGroup():
+                self._count("look")
+                # The describe (and the metadata request) go out: answered a latency later.
+                self._q.after(self._latency(), self._ev_describe, proc)
+            case Subscribe():
+                self._subscribed(proc, effect.change)
+            case SwitchSession():
+                raise SimulationError("the simulator runs no protocol switch (group.protocol=auto)")
+            case SettledChanged():
+                # As the driver tells the data plane: long record waits only while settled.
+                proc.settled = effect.settled
+            case TruncationChanged():
+                pass
+
+    def _post(self, proc: _Proc, event: Any) -> None:
+        """Queue ``event`` for the member (handled in a later turn of the loop)."""
+        self._q.after(0.0, self._ev_feed, (proc, event))
+
+    def _data_plane(self, proc: _Proc, op: FetchOp, announce: bool) -> None:
+        match op:
+            case Unassign():
+                self._stop(proc, op.partitions)
+            case Assign():
+                if self._assign(proc, frozenset(op.offsets)):
+                    proc.core.fetch_started(op.offsets, announce=announce)
+            case Pause() | Resume() | Seek():
+                pass  # who fetches what does not change
+
+    def _stop(self, proc: _Proc, partitions: frozenset[TopicPartition]) -> None:
+        spans = {tp: proc.fetching[tp] for tp in partitions if tp in proc.fetching}
+        if not spans:
+            return
         if self.bug is InjectedBug.ACK_BEFORE_REVOKE and not proc.closing:
-            self._q.after(1.0, self._ev_stop_late, (proc, action.partitions))
+            # The data plane lets go a second late and the loop does not wait.
+            self._q.after(1.0, self._ev_stop_late, (proc, spans))
             return
-        self._stop(proc, action.partitions)
-
-    def _ev_stop_late(self, arg: tuple[_Proc, frozenset[TopicPartition]]) -> None:
-        proc, partitions = arg
-        if proc.alive:
-            self._stop(proc, partitions, wait=False)
-
-    def _stop(
-        self, proc: _Proc, partitions: frozenset[TopicPartition], *, wait: bool = True
-    ) -> None:
-        ops = proc.fetch.stop(partitions)
-        gone = frozenset(tp for op in ops if isinstance(op, Unassign) for tp in op.partitions)
-        if not gone:
-            return
-        spans = {tp: proc.fetching[tp] for tp in gone if tp in proc.fetching}
-        left = self._record_wait_left(proc) if wait and spans else 0.0
+        left = self._record_wait_left(proc)
         proc.last_control = self._q.now + left
+        gone = frozenset(spans)
         if not left:
             if self._trace is not None:
                 self._log(proc.label, f"   data plane stops {_parts(gone)}")
             self._unassigned(proc, spans)
             return
         # The unassign waits for the application's record wait in progress (the
-        # data plane's gate): librdkafka hands out what it fetched until then.
+        # data plane's gate): librdkafka hands out what it fetched until then,
+        # and the driver's loop waits in it.
         if self._trace is not None:
             self._log(
                 proc.label,
@@ -1820,6 +2010,12 @@ class Simulation:
                 f"({left * 1000:.0f} ms)",
             )
         proc.stopping = (self._q.now + left, spans)
+        self._q.schedule(proc.stopping[0], self._ev_stopped, proc)
+
+    def _ev_stop_late(self, arg: tuple[_Proc, dict[TopicPartition, Span]]) -> None:
+        proc, spans = arg
+        if proc.alive:
+            self._unassigned(proc, spans)
 
     def _record_wait_left(self, proc: _Proc) -> float:
         """How long the record wait in progress still lasts: the application waits for
@@ -1830,8 +2026,7 @@ class Simulation:
         chunk = IDLE_CHUNK if proc.settled and quiet else WAIT_CHUNK
         return chunk * self.rng.random()
 
-    def _ev_stopped(self, arg: tuple[_Proc, list[Any], int]) -> None:
-        proc, actions, start = arg
+    def _ev_stopped(self, proc: _Proc) -> None:
         stopping = proc.stopping
         if stopping is None or not proc.alive:
             return
@@ -1841,7 +2036,7 @@ class Simulation:
         if self._trace is not None:
             self._log(proc.label, f"   data plane stopped {_parts(frozenset(stopping[1]))}")
         self._unassigned(proc, stopping[1])
-        self._perform(proc, actions, start)
+        self._drain(proc)
 
     def _unassigned(self, proc: _Proc, spans: Mapping[TopicPartition, Span]) -> None:
         """The data plane no longer fetches these partitions for ``proc``."""
@@ -1854,22 +2049,50 @@ class Simulation:
             self._fetchers[tp].remove(proc)
             self._held_fetch.pop((proc.member_id, tp), None)
 
-    def _do_start(self, proc: _Proc, action: StartFetching) -> None:
-        for partitions in proc.assigning.values():
-            early = action.partitions & partitions
-            if early:
-                self._violate(
-                    Invariant.START_BEFORE_ASSIGNED,
-                    f"starts fetching {_parts(frozenset(early))} before its assigned "
-                    "callback completed",
-                    proc,
-                )
-                return
-        if self._fetch_epoch(proc, action.partitions) is None:
-            return
-        # As the driver: committed offsets first (an OffsetFetch with the member
-        # epoch), then the partitions still wanted start on the data plane.
-        self._offset_fetch((proc, _OffsetFetch(proc.fetch.start(action.partitions))))
+    def _observe_action(self, proc: _Proc, action: Any) -> bool:
+        """The invariants' look at a runtime action before the core takes it (False:
+        violated). What the application does on its own is modelled here too."""
+        match action:
+            case StartFetching():
+                for partitions in proc.assigning.values():
+                    early = action.partitions & partitions
+                    if early:
+                        self._violate(
+                            Invariant.START_BEFORE_ASSIGNED,
+                            f"starts fetching {_parts(frozenset(early))} before its assigned "
+                            "callback completed",
+                            proc,
+                        )
+                        return False
+                return self._fetch_epoch(proc, action.partitions) is not None
+            case RunCallback():
+                if action.kind is CallbackKind.ASSIGNED:
+                    proc.assigning[action.token] = action.partitions
+                    return True
+                still = action.partitions & proc.fetching.keys()
+                if still:
+                    self._violate(
+                        Invariant.CALLBACK_WHILE_FETCHING,
+                        f"{action.kind.name} callback for {_parts(frozenset(still))} "
+                        "while it still fetches them",
+                        proc,
+                    )
+                    return False
+            case RaiseCallbackError():
+                self._count("callback_error")
+            case ReportError():
+                self._count("reported_error")
+            case ReportFatalError():
+                return self._fatal_explained(proc, action)
+            case Closed():
+                if proc.fetching:
+                    self._violate(
+                        Invariant.FETCH_AFTER_CLOSE,
+                        f"closed while still fetching {sorted(proc.fetching)}",
+                        proc,
+                    )
+                    return False
+        return True
 
     def _held_over_fetch(self, other: _Proc, tp: TopicPartition) -> bool:
         """Whether ``other`` fetching ``tp`` is the upgrade's broker-side window.
@@ -1910,7 +2133,7 @@ class Simulation:
         proc, task = arg
         if not proc.alive:
             return
-        wanted = proc.fetch.wanted(task.ticket)
+        wanted = proc.core.fetch.wanted(task.ticket)
         if not wanted:
             return
         epoch = _position(proc.member)
@@ -1925,32 +2148,37 @@ class Simulation:
         self._q.after(delay, self._offset_fetch, (proc, task))
 
     def _offset_result(self, proc: _Proc, task: _OffsetFetch, result: Any) -> None:
-        if proc.stopping is not None:
-            # The driver's loop is in the unassign: the answer is read after it.
-            self._q.schedule(proc.stopping[0], self._ev_offset_result, (proc, task, result))
-            return
-        if result is None or result[0] is not ErrorCode.NONE:
-            # Every error the coordinator answers here is retried while wanted
-            # (stale or fenced epochs, coordinator moves), as the offset manager does.
-            self._offset_fetch_retry(proc, task)
-            return
-        member = proc.member
-        for op in proc.fetch.offsets_fetched(task.ticket, result[1], member.assignment):
-            if isinstance(op, Assign):
-                self._assign(proc, frozenset(op.offsets))
+        # Read in the driver's loop (after an unassign it waits in).
+        self._run(proc, lambda: self._offsets_read(proc, task, result))
 
-    def _ev_offset_result(self, arg: tuple[_Proc, _OffsetFetch, Any]) -> None:
-        proc, task, result = arg
-        if proc.alive and self.violation is None:
-            self._offset_result(proc, task, result)
+    def _offsets_read(self, proc: _Proc, task: _OffsetFetch, result: Any) -> None:
+        core = proc.core
+        if result is None:
+            self._offset_fetch_retry(proc, task)  # timed out or disconnected
+            return
+        code, committed = result
+        if code is not ErrorCode.NONE:
+            error = broker_error(int(code), "")
+            assert isinstance(error, BrokerError)
+            if fetch_error_retried(error, as_member=True):
+                self._offset_fetch_retry(proc, task)
+            else:
+                self._push(proc, core.offset_fetch_failed(False, error))
+            return
+        core.committed.note(
+            {tp: o for tp, o in committed.items() if o is not None},
+            {tp: core.fetch.tenure(tp) for tp in committed},
+        )
+        self._push(proc, core.offsets_fetched(task.ticket, committed))
 
-    def _assign(self, proc: _Proc, partitions: frozenset[TopicPartition]) -> None:
-        """The data plane starts fetching ``partitions`` for ``proc``: check and record it."""
+    def _assign(self, proc: _Proc, partitions: frozenset[TopicPartition]) -> bool:
+        """The data plane starts fetching ``partitions`` for ``proc``: check and record it
+        (False: an invariant failed)."""
         if self._trace is not None:
             self._log(proc.label, f"   data plane starts {_parts(partitions)}")
         epoch = self._fetch_epoch(proc, partitions)
         if epoch is None:
-            return
+            return False
         # The epoch learned in this very step is not recorded yet (_epoch_changed
         # runs after the actions): it is being issued now.
         vepoch = proc.vepoch if epoch == proc.epoch else self._virtual_epoch(epoch)
@@ -1982,7 +2210,7 @@ class Simulation:
                         "the coordinator expired, still fetches it",
                         proc,
                     )
-                    return
+                    return False
                 # A process the coordinator fenced (no record) is a zombie that cannot
                 # know yet: tolerated here. Two members of the group must never overlap,
                 # but for the upgrade's broker-side window (_held_over_fetch).
@@ -1993,7 +2221,7 @@ class Simulation:
                         "of the group, fetches it",
                         proc,
                     )
-                    return
+                    return False
             others.append(proc)
             if owned_names is not None and tp not in owned_names:
                 self._violate(
@@ -2001,7 +2229,7 @@ class Simulation:
                     f"starts fetching {tp}, not in its assignment of generation {epoch}",
                     proc,
                 )
-                return
+                return False
             if owned is not None:
                 tip = self.cluster.to_id(tp)
                 if tip not in owned:
@@ -2010,13 +2238,14 @@ class Simulation:
                         f"starts fetching {tp}, which the coordinator does not count as its own",
                         proc,
                     )
-                    return
+                    return False
             span, clash = ledger.start(proc.owner, tp, vepoch)
             proc.fetching[tp] = span
             proc.last_control = self._q.now
             if clash is not None:
                 self._double_fetch(proc, tp, epoch, clash)
-                return
+                return False
+        return True
 
     # ------------------------------------------------------- classic actions
 
@@ -2180,28 +2409,6 @@ class Simulation:
         error = client_assignor_error(action)
         self._violate(Invariant.ILLEGAL_ASSIGNMENT, str(error), proc)
 
-    def _do_callback(self, proc: _Proc, action: RunCallback) -> None:
-        if action.kind is CallbackKind.ASSIGNED:
-            proc.assigning[action.token] = action.partitions
-        else:
-            still = action.partitions & proc.fetching.keys()
-            if still:
-                self._violate(
-                    Invariant.CALLBACK_WHILE_FETCHING,
-                    f"{action.kind.name} callback for {_parts(frozenset(still))} "
-                    "while it still fetches them",
-                    proc,
-                )
-                return
-        plan = proc.slot.plan
-        if not plan.has_listener and plan.listener is None:
-            self._q.after(0.0, self._ev_feed, (proc, CallbackCompleted(action.kind, action.token)))
-            return
-        proc.callbacks.append(action)
-
-    def _do_raise(self, proc: _Proc, action: RaiseCallbackError) -> None:
-        self._count("callback_error")
-
     def _do_metadata(self, proc: _Proc, action: RequestMetadata) -> None:
         self._q.after(self.config.lookup_delay, self._ev_metadata, proc)
 
@@ -2211,17 +2418,15 @@ class Simulation:
         names = {t: n for t, n in self.cluster.id_to_name().items() if visible.get(t, 0.0) <= now}
         self._feed(proc, MetadataUpdated(names))
 
-    def _do_rediscover(self, proc: _Proc, action: RediscoverCoordinator) -> None:
+    def _rediscover(self, proc: _Proc) -> None:
         self._count("rediscover")
         at = self._q.now + self.config.lookup_delay
         if self.status is CoordinatorStatus.DOWN:
             at = max(at, self._status_until)
         self._q.schedule(at, self._ev_feed, (proc, CoordinatorRediscovered()))
 
-    def _do_report(self, proc: _Proc, action: ReportError) -> None:
-        self._count("reported_error")
-
-    def _do_fatal(self, proc: _Proc, action: ReportFatalError) -> None:
+    def _fatal_explained(self, proc: _Proc, action: ReportFatalError) -> bool:
+        """Whether the faults explain a fatal error (False: a violation)."""
         self._count("fatal")
         code = action.code
         if code == ErrorCode.INVALID_REQUEST:
@@ -2230,12 +2435,12 @@ class Simulation:
                 f"the coordinator rejected a heartbeat as invalid: {action.message}",
                 proc,
             )
-            return
+            return False
         if code not in _EXPECTED_FATAL or proc.slot.plan.instance_id is None:
             self._violate(
                 Invariant.UNEXPECTED_FATAL, f"fatal error {action.name}: {action.message}", proc
             )
-            return
+            return False
         if (
             code == ErrorCode.UNRELEASED_INSTANCE_ID
             and isinstance(proc.member, ConsumerMember)
@@ -2248,10 +2453,8 @@ class Simulation:
                 f"fatal error {action.name} for its own held instance id: {action.message}",
                 proc,
             )
-            return
-        # The application gives up on this consumer: closes it and starts a new one.
-        proc.slot.wanted = True
-        self._q.after(0.0, self._ev_close_failed, proc)
+            return False
+        return True
 
     def _ev_close_failed(self, proc: _Proc) -> None:
         if proc.alive and not proc.closing:
@@ -2260,17 +2463,7 @@ class Simulation:
             proc.restart_after = lo + (hi - lo) * self.rng.random()
             self._feed(proc, CloseRequested(self._q.now + self.config.close_timeout))
 
-    def _do_left(self, proc: _Proc, action: LeaveComplete) -> None:
-        pass
-
-    def _do_closed(self, proc: _Proc, action: Closed) -> None:
-        if proc.fetching:
-            self._violate(
-                Invariant.FETCH_AFTER_CLOSE,
-                f"closed while still fetching {sorted(proc.fetching)}",
-                proc,
-            )
-            return
+    def _closed(self, proc: _Proc, action: Closed) -> None:
         restart_after = proc.restart_after
         self._end(proc, "closed" + (" (timed out)" if action.timed_out else ""))
         if restart_after is not None:
@@ -2278,92 +2471,103 @@ class Simulation:
 
     # ------------------------------------------------------------- commits
 
-    def _do_commit(self, proc: _Proc, action: CommitOffsets) -> None:
-        task = _Commit(action.token, action.partitions, action.deadline, proc.fetch)
+    def _start_commit(
+        self,
+        proc: _Proc,
+        token: int | None,
+        offsets: Mapping[TopicPartition, int],
+        deadline: float,
+        *,
+        retry_rebalance: bool,
+    ) -> None:
+        """A commit goes out (``token``: the member's ``SendMemberCommit``; None: an
+        auto-commit), retried as ``OffsetManager.commit`` retries it."""
+        core = proc.core
+        task = _CommitTask(
+            token, offsets, deadline, core, _position(proc.member), retry_rebalance=retry_rebalance
+        )
         proc.commits.append(task)
         self._commit_attempt((proc, task))
 
-    def _ev_auto_commit(self, proc: _Proc) -> None:
-        if not proc.alive:
+    def _auto_commit(self, proc: _Proc) -> None:
+        """The front end's interval auto-commit at a service point (``OffsetIO.auto_commit``)."""
+        offsets = proc.core.auto_commit_offsets()
+        if not offsets:
             return
-        self._q.after(proc.config.auto_commit_interval_ms / 1000, self._ev_auto_commit, proc)
-        if proc.fetching and not proc.closing:
-            proc.last_control = self._q.now  # the positions to commit
-            task = _Commit(
-                None,
-                frozenset(proc.fetching),
-                self._q.now + _request_timeout(proc),
-                proc.fetch,
-            )
-            proc.commits.append(task)
-            self._commit_attempt((proc, task))
+        proc.last_control = self._q.now  # the positions to commit
+        classic = isinstance(proc.member, ClassicMember)
+        self._start_commit(
+            proc,
+            None,
+            offsets,
+            self._q.now + proc.config.auto_commit_interval_ms / 1000,
+            retry_rebalance=not classic,
+        )
 
-    def _commit_attempt(self, arg: tuple[_Proc, _Commit]) -> None:
+    def _commit_attempt(self, arg: tuple[_Proc, _CommitTask]) -> None:
         proc, task = arg
         if not proc.alive or task.done:
             return
-        # As the runtime: each attempt covers only partitions still owned (and not
-        # lost and assigned again since), at the member's current epoch.
-        owned = proc.member.assignment
-        fetch = proc.fetch
-        task.parts = frozenset(
-            tp for tp in task.parts if tp in owned and fetch.tenure(tp) == task.tenure[tp]
-        )
-        if not task.parts:
+        # Each attempt covers only partitions still owned (and not lost and
+        # owned again since), at the member's current epoch.
+        core = proc.core
+        for tp in unowned(task.remaining, core.owned(), core.fetch.tenure, task.tenure):
+            del task.remaining[tp]
+        if not task.remaining:
             self._commit_done(proc, task, None)
             return
-        epoch = _position(proc.member)
+        epoch = core.member_epoch()
         if epoch > 0:
             instance_id = proc.slot.plan.instance_id
-            task.sent_at = epoch
-            self._send(proc, _COMMIT, task, (proc.member_id, epoch, task.parts, instance_id))
+            parts = frozenset(task.remaining)
+            self._send(proc, _COMMIT, task, (core.member_id(), epoch, parts, instance_id))
         else:
             self._commit_retry(proc, task, "no member epoch")
 
-    def _commit_result(self, proc: _Proc, task: _Commit, code: int | None) -> None:
+    def _commit_result(self, proc: _Proc, task: _CommitTask, code: int | None) -> None:
         if task.done:
             return
-        if isinstance(proc.member, ClassicMember):
-            self._classic_commit_result(proc, task, code)
+        if code is None:
+            self._commit_retry(proc, task, "no response")
             return
-        if code is ErrorCode.NONE:
+        if code == ErrorCode.NONE:
+            proc.core.committed.note(task.remaining, task.tenure)
             self._commit_done(proc, task, None)
-        elif code is None or code in _RETRY_COMMIT:
-            self._commit_retry(proc, task, _error_name(code) if code is not None else "no response")
+            return
+        error = broker_error(int(code), "")
+        assert isinstance(error, BrokerError)
+        answer = judge_commit_errors(
+            dict.fromkeys(task.remaining, error), retry_rebalance_in_progress=task.retry_rebalance
+        )
+        if answer.fatal is not None:
+            self._commit_done(proc, task, answer.fatal)
         else:
-            self._commit_done(proc, task, SimulationError(f"commit failed: {_error_name(code)}"))
+            self._commit_retry(proc, task, _error_name(int(code)))
 
-    def _classic_commit_result(self, proc: _Proc, task: _Commit, code: int | None) -> None:
-        # As the classic runtime: the offset manager retries what a rebalance or a
-        # coordinator move explains; a refusal goes back to the member as
-        # CommitFailed so it can retry after the rebalance.
-        if code == 0:
-            self._commit_done(proc, task, None)
-        elif code is None or code in _RETRY_CLASSIC_COMMIT:
-            self._commit_retry(proc, task, _error_name(code) if code is not None else "no response")
-        else:
-            task.done = True
-            if task in proc.commits:
-                proc.commits.remove(task)
-            if task.token is not None:
-                failed = CommitFailed(task.token, task.parts, code, task.sent_at)
-                self._q.after(0.0, self._ev_feed, (proc, failed))
-
-    def _commit_retry(self, proc: _Proc, task: _Commit, why: str) -> None:
+    def _commit_retry(self, proc: _Proc, task: _CommitTask, why: str) -> None:
         now = self._q.now
         if now >= task.deadline:
-            self._commit_done(proc, task, TimeoutError(f"commit did not complete in time ({why})"))
+            error = RequestTimeoutError(f"commit did not complete in time ({why})")
+            self._commit_done(proc, task, error)
             return
         delay = self._backoff.delay(task.attempt, self.rng.random)
         task.attempt += 1
         self._q.schedule(min(now + delay, task.deadline), self._commit_attempt, (proc, task))
 
-    def _commit_done(self, proc: _Proc, task: _Commit, error: BaseException | None) -> None:
+    def _commit_done(self, proc: _Proc, task: _CommitTask, error: BaseException | None) -> None:
         task.done = True
         if task in proc.commits:
             proc.commits.remove(task)
-        if task.token is not None:
-            self._q.after(0.0, self._ev_feed, (proc, CommitCompleted(task.token, error)))
+        token = task.token
+        if token is None:
+            return  # an auto-commit: no on_commit to tell
+        core = proc.core
+        self._run(
+            proc,
+            lambda: self._push(
+                proc, core.member_commit_done(token, task.offsets, error, task.generation)
+            ),
+        )
 
     # -------------------------------------------------------------- network
 
@@ -2692,58 +2896,89 @@ class Simulation:
         if slot.stall_until > now:
             self._q.schedule(slot.stall_until, self._ev_poll, (proc, gen))
             return
-        self._feed(proc, PollCalled())
-        if proc.callbacks:
-            self._run_callback(proc)
+        # A service point of the front end (its ``service()``): the poll reaches
+        # the member (or is noted, while settled), an auto-commit when due, then
+        # the application's queued work.
+        core = proc.core
+        if core.poll_events_wanted:
+            self._run(proc, lambda: self._push(proc, core.poll_called(now)))
         else:
-            self._q.after(slot.plan.poll_interval, self._ev_poll, (proc, gen))
+            core.app_polled = now
+        if proc.config.enable_auto_commit and now >= proc.next_auto_commit:
+            proc.next_auto_commit = now + proc.config.auto_commit_interval_ms / 1000
+            self._run(proc, lambda: self._auto_commit(proc))
+        self._serve(proc, app_code_ran=False)
 
-    def _run_callback(self, proc: _Proc) -> None:
-        action = proc.callbacks.pop(0)
+    def _serve(self, proc: _Proc, *, app_code_ran: bool) -> None:
+        """The application's queued work, oldest first (the front end's ``drain()``);
+        a callback takes time, the poll goes on when it returns."""
+        while proc.app_work and proc.alive and self.violation is None:
+            item = proc.app_work.popleft()
+            if isinstance(item, work.CallbackWork):
+                if app_code_ran:
+                    # Still inside the same poll(): the poll timer restarts before
+                    # the next callback (kgroup's front end, as Java's poll loop).
+                    self._run(proc, partial(self._polled, proc, self._q.now))
+                    if _gone(proc):
+                        return
+                self._run_callback(proc, item)
+                return
+            if isinstance(item, work.RevocationCommitWork):
+                self._run(proc, partial(self._release, proc, item.token))
+            elif isinstance(item, work.ErrorWork):
+                break  # raised from the poll: the application polls again
+        if proc.alive:
+            proc.poll_gen += 1
+            self._q.after(proc.slot.plan.poll_interval, self._ev_poll, (proc, proc.poll_gen))
+
+    def _polled(self, proc: _Proc, now: float) -> None:
+        self._push(proc, proc.core.poll_called(now))
+
+    def _release(self, proc: _Proc, token: int) -> None:
+        self._push(proc, proc.core.release_revocation_commit(token))
+
+    def _run_callback(self, proc: _Proc, item: work.CallbackWork) -> None:
         plan = proc.slot.plan
         rng = self.rng
         duration = plan.callback_time
         if self._slow_callbacks:
             duration += self._slow_callbacks * rng.random()
         error: BaseException | None = None
-        if plan.listener is not None:
-            method = listener_method(plan.listener, action.kind)
-            if method is not None:
-                try:
-                    result = method(action.partitions)
-                except Exception as exc:
-                    error = exc
-                else:
-                    if result is not None:
-                        raise ScenarioError(
-                            f"member {plan.name!r}: the simulator runs listener methods "
-                            "synchronously; use plain functions, not coroutines"
-                        )
+        method = listener_method(proc.core.listener, item.kind)
+        if method is not None:
+            try:
+                result = method(item.partitions)
+            except Exception as exc:
+                error = exc
+            else:
+                if result is not None:
+                    raise ScenarioError(
+                        f"member {plan.name!r}: the simulator runs listener methods "
+                        "synchronously; use plain functions, not coroutines"
+                    )
         p = proc.slot.callback_error_p
         if error is None and p and rng.random() < p:
-            error = SimulatedCallbackError(f"injected failure in {action.kind.value}")
+            error = SimulatedCallbackError(f"injected failure in {item.kind.value}")
         proc.busy = True
-        self._q.after(duration, self._ev_callback_done, (proc, action, error))
+        self._q.after(duration, self._ev_callback_done, (proc, item, error))
 
-    def _ev_callback_done(self, arg: tuple[_Proc, RunCallback, BaseException | None]) -> None:
-        proc, action, error = arg
+    def _ev_callback_done(self, arg: tuple[_Proc, work.CallbackWork, BaseException | None]) -> None:
+        proc, item, error = arg
         if not proc.alive:
             return
         proc.busy = False
-        self._feed(proc, CallbackCompleted(action.kind, action.token, error))
+        now = self._q.now
+        core = proc.core
+        # A listener's error is raised from the poll (the front end's drain).
+        raised = error is not None
+        self._run(proc, lambda: self._push(proc, core.callback_done(item, error, raised, now)))
         if _gone(proc):
             return
-        if proc.callbacks:
-            # Still inside the same poll(): the next callback runs at once, after
-            # the poll timer restarts (kgroup's front end, as Java's poll loop).
-            self._feed(proc, PollCalled())
-            if _gone(proc):
-                return
-        if proc.callbacks:
-            self._run_callback(proc)
-        else:
+        if raised:
             proc.poll_gen += 1
             self._q.after(proc.slot.plan.poll_interval, self._ev_poll, (proc, proc.poll_gen))
+            return
+        self._serve(proc, app_code_ran=True)
 
     # ----------------------------------------------------------- convergence
 

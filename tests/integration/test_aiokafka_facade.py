@@ -1,0 +1,391 @@
+"""An aiokafka application's usual calls, run the same way on aiokafka and on kgroup.aiokafka.
+
+Each scenario runs against ``aiokafka.AIOKafkaConsumer`` (the control, classic
+protocol) and ``kgroup.aiokafka.AIOKafkaConsumer`` on the classic and the
+consumer protocol, with the same assertions. The partitions, listener and
+offsets are aiokafka's own types, as an unchanged application passes them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiokafka
+import aiokafka.errors
+import anyio
+import anyio.lowlevel
+import pytest
+from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.structs import OffsetAndMetadata, TopicPartition
+from confluent_kafka import Producer
+from helpers import run_python
+
+import kgroup.aiokafka
+from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
+
+pytestmark = [pytest.mark.integration, pytest.mark.anyio]
+
+KINDS = ["aiokafka", "kgroup-classic", "kgroup-consumer"]
+PER_PARTITION = 10
+WAIT = 60
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def make(kind: str, *topics: str, **keywords: Any) -> Any:
+    """The consumer under test: the control or the facade on one protocol."""
+    if kind == "aiokafka":
+        return aiokafka.AIOKafkaConsumer(*topics, **keywords)
+    protocol = kind.removeprefix("kgroup-")
+    return kgroup.aiokafka.AIOKafkaConsumer(*topics, group_protocol=protocol, **keywords)
+
+
+def produce_keyed(bootstrap: str, topic: str, partitions: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for partition in range(partitions):
+        for i in range(PER_PARTITION):
+            producer.produce(
+                topic,
+                f"value-{partition}-{i}".encode(),
+                key=f"k{i}".encode(),
+                partition=partition,
+                headers=[("h", f"{i}".encode())],
+            )
+    assert producer.flush(30) == 0
+
+
+class Recorder(ConsumerRebalanceListener):  # type: ignore[misc]
+    """aiokafka's listener with async methods: every call in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, set[TopicPartition]]] = []
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.calls.append(("revoked", set(revoked)))
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.calls.append(("assigned", set(assigned)))
+
+
+def assert_whole_sets(calls: list[tuple[str, set[TopicPartition]]]) -> None:
+    """aiokafka's contract: each revoke names everything assigned before it, then a full assign."""
+    owned: set[TopicPartition] = set()
+    kinds = [kind for kind, _ in calls]
+    assert kinds == ["revoked", "assigned"] * (len(calls) // 2), calls
+    for kind, partitions in calls:
+        if kind == "revoked":
+            assert partitions == owned, calls
+        else:
+            owned = partitions
+
+
+async def take(consumer: Any, count: int, *partitions: TopicPartition) -> list[Any]:
+    records: list[Any] = []
+    with anyio.fail_after(WAIT):
+        while len(records) < count:
+            batch = await consumer.getmany(*partitions, timeout_ms=200)
+            for got in batch.values():
+                records.extend(got)
+    return records
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_usual_calls_behave_as_on_aiokafka(
+    kind: str,
+    anyio_backend: str,
+    kafka_bootstrap_servers: str,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+) -> None:
+    topic = make_topic(partitions=2)
+    produce_keyed(kafka_bootstrap_servers, topic, 2)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    listener = Recorder()
+    consumer = make(
+        kind,
+        bootstrap_servers=kafka_bootstrap_servers,
+        group_id=make_group_id(),
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        value_deserializer=bytes.decode,
+    )
+    consumer.subscribe(topics=[topic], listener=listener)
+    await consumer.start()
+    try:
+        records = await take(consumer, 2 * PER_PARTITION)
+        assert len(records) == 2 * PER_PARTITION
+        first = min((r for r in records if r.partition == 1), key=lambda r: r.offset)
+        assert (first.topic, first.partition, first.offset) == (topic, 1, 0)
+        assert first.key == b"k0"
+        assert first.value == "value-1-0"
+        assert first.headers == (("h", b"0"),)
+        assert first.timestamp_type == 0  # CreateTime
+        assert first.timestamp > 0
+        assert first.serialized_key_size == 2
+        assert first.serialized_value_size == len("value-1-0")
+        assert sorted(r.offset for r in records if r.partition == 0) == list(range(PER_PARTITION))
+
+        assert consumer.assignment() == {tp0, tp1}
+        assert consumer.subscription() == frozenset({topic})
+        assert_whole_sets(listener.calls)
+        assert listener.calls[0] == ("revoked", set())
+        assert listener.calls[-1] == ("assigned", {tp0, tp1})
+
+        assert await consumer.position(tp0) == PER_PARTITION
+        assert consumer.highwater(tp0) == PER_PARTITION
+        assert await consumer.beginning_offsets([tp0, tp1]) == {tp0: 0, tp1: 0}
+        assert await consumer.end_offsets([tp0, tp1]) == {
+            tp0: PER_PARTITION,
+            tp1: PER_PARTITION,
+        }
+        found = await consumer.offsets_for_times({tp0: 0})
+        assert found[tp0] is not None
+        assert found[tp0].offset == 0
+        assert consumer.partitions_for_topic(topic) == {0, 1}
+        assert topic in await consumer.topics()
+
+        assert await consumer.committed(tp0) is None
+        await consumer.commit({tp0: 4})
+        assert await consumer.committed(tp0) == 4
+        await consumer.commit({tp0: OffsetAndMetadata(5, "meta")})
+        assert await consumer.committed(tp0) == 5
+        await consumer.commit()
+        assert await consumer.committed(tp1) == PER_PARTITION
+
+        consumer.seek(tp0, 2)
+        again = await consumer.getone(tp0)
+        assert (again.partition, again.offset, again.value) == (0, 2, "value-0-2")
+        await consumer.seek_to_beginning(tp1)
+        restarted = await take(consumer, 1, tp1)
+        assert restarted[0].offset == 0
+        assert restarted[0].partition == 1
+
+        consumer.pause(tp0)
+        assert consumer.paused() == {tp0}
+        consumer.resume(tp0)
+        assert consumer.paused() == set()
+
+        with pytest.raises(aiokafka.errors.IllegalStateError):
+            consumer.seek(TopicPartition(topic, 7), 0)
+    finally:
+        await consumer.stop()
+    with pytest.raises(aiokafka.errors.ConsumerStoppedError):
+        await consumer.getone()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_second_member_splits_the_partitions_with_whole_set_callbacks(
+    kind: str,
+    anyio_backend: str,
+    kafka_bootstrap_servers: str,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+) -> None:
+    topic = make_topic(partitions=4)
+    group = make_group_id()
+    everything = {TopicPartition(topic, p) for p in range(4)}
+    listeners = [Recorder(), Recorder()]
+    members = [
+        make(kind, bootstrap_servers=kafka_bootstrap_servers, group_id=group) for _ in listeners
+    ]
+
+    async def drive(member: Any, until: Callable[[], bool]) -> None:
+        with anyio.fail_after(WAIT):
+            while not until():
+                await member.getmany(timeout_ms=100)
+
+    def split() -> bool:
+        a, b = (m.assignment() for m in members)
+        return bool(a) and bool(b) and not (a & b) and (a | b) == everything
+
+    for member, listener in zip(members, listeners, strict=True):
+        member.subscribe(topics=[topic], listener=listener)
+    await members[0].start()
+    try:
+        await drive(members[0], lambda: members[0].assignment() == everything)
+        await members[1].start()
+        try:
+            async with anyio.create_task_group() as tg:
+                for member in members:
+                    tg.start_soon(drive, member, split)
+            for member, listener in zip(members, listeners, strict=True):
+                assert_whole_sets(listener.calls)
+                assert listener.calls[-1] == ("assigned", member.assignment())
+            # The first member gave up part of what it had: a revoke naming all four.
+            assert ("revoked", everything) in listeners[0].calls
+        finally:
+            await members[1].stop()
+    finally:
+        await members[0].stop()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+async def test_rebalance_deltas_opt_in_gives_the_listener_only_what_changed(
+    protocol: str,
+    anyio_backend: str,
+    kafka_bootstrap_servers: str,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+) -> None:
+    topic = make_topic(partitions=2)
+    listener = Recorder()
+    everything = {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+    consumer = kgroup.aiokafka.AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=kafka_bootstrap_servers,
+        group_id=make_group_id(),
+        group_protocol=protocol,
+        rebalance_deltas=True,
+    )
+    async with consumer:
+        consumer.subscribe(topics=[topic], listener=listener)
+        with anyio.fail_after(WAIT):
+            while consumer.assignment() != everything:
+                await consumer.getmany(timeout_ms=100)
+        consumer.unsubscribe()
+        assert listener.calls == [("assigned", everything)]
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+async def test_the_facade_runs_on_trio(
+    protocol: str,
+    anyio_backend: str,
+    kafka_bootstrap_servers: str,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+) -> None:
+    topic = make_topic(partitions=2)
+    produce_keyed(kafka_bootstrap_servers, topic, 2)
+    tp0 = TopicPartition(topic, 0)
+    listener = Recorder()
+    async with kgroup.aiokafka.AIOKafkaConsumer(
+        bootstrap_servers=kafka_bootstrap_servers,
+        group_id=make_group_id(),
+        group_protocol=protocol,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    ) as consumer:
+        consumer.subscribe(topics=[topic], listener=listener)
+        seen = []
+        with anyio.fail_after(WAIT):
+            async for record in consumer:
+                seen.append(record)
+                if len(seen) == 2 * PER_PARTITION:
+                    break
+        assert {r.value for r in seen} == {
+            f"value-{p}-{i}".encode() for p in range(2) for i in range(PER_PARTITION)
+        }
+        await consumer.commit()
+        assert await consumer.committed(tp0) == PER_PARTITION
+        assert listener.calls[-1][0] == "assigned"
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_the_dropin_example_reads_every_record(
+    protocol: str,
+    kafka_bootstrap_servers: str,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+) -> None:
+    topic = make_topic(partitions=2)
+    produce_keyed(kafka_bootstrap_servers, topic, 2)
+    result = run_python(
+        str(EXAMPLES / "aiokafka_dropin.py"),
+        kafka_bootstrap_servers,
+        topic,
+        make_group_id(),
+        "--protocol",
+        protocol,
+        "--max-records",
+        str(2 * PER_PARTITION),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"consumed {2 * PER_PARTITION} records" in result.stderr
+    assert "'value-1-9'" in result.stdout
+    assert f"assigned [TopicPartition(topic='{topic}', partition=0)" in result.stderr
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_manual_assignment_reads_and_commits_only_its_partitions(
+    kind: str,
+    anyio_backend: str,
+    kafka_bootstrap_servers: str,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+) -> None:
+    topic = make_topic(partitions=2)
+    produce_keyed(kafka_bootstrap_servers, topic, 2)
+    tp1 = TopicPartition(topic, 1)
+    consumer = make(
+        kind,
+        bootstrap_servers=kafka_bootstrap_servers,
+        group_id=make_group_id(),
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    async with consumer:
+        consumer.assign([tp1])
+        assert consumer.assignment() == {tp1}
+        records = await take(consumer, PER_PARTITION)
+        assert {r.partition for r in records} == {1}
+        assert [r.offset for r in records] == list(range(PER_PARTITION))
+        await consumer.commit({tp1: 7})
+        assert await consumer.committed(tp1) == 7
+        # Not unsubscribe() here: aiokafka 0.14's stop() then never returns (the control hangs).
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_pattern_subscription_is_assigned_the_matching_topic(
+    kind: str,
+    anyio_backend: str,
+    kafka_bootstrap_servers: str,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+) -> None:
+    topic = make_topic(partitions=2)
+    everything = {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+    consumer = make(kind, bootstrap_servers=kafka_bootstrap_servers, group_id=make_group_id())
+    async with consumer:
+        consumer.subscribe(pattern=re.escape(topic))
+        with anyio.fail_after(WAIT):
+            while consumer.assignment() != everything:
+                await consumer.getmany(timeout_ms=100)
+        assert consumer.subscription() == frozenset({topic})
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_polling_getmany_without_a_timeout_loses_no_record(
+    kind: str,
+    anyio_backend: str,
+    kafka_bootstrap_servers: str,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+) -> None:
+    topic = make_topic(partitions=2)
+    produce_keyed(kafka_bootstrap_servers, topic, 2)
+    consumer = make(
+        kind,
+        topic,
+        bootstrap_servers=kafka_bootstrap_servers,
+        group_id=make_group_id(),
+        auto_offset_reset="earliest",
+    )
+    offsets: dict[int, list[int]] = {0: [], 1: []}
+    async with consumer:
+        with anyio.fail_after(WAIT):
+            while sum(map(len, offsets.values())) < 2 * PER_PARTITION:
+                for tp, records in (await consumer.getmany()).items():  # timeout_ms=0
+                    offsets[tp.partition].extend(r.offset for r in records)
+                # aiokafka's getmany(timeout_ms=0) may not suspend: a loop of it
+                # alone starves aiokafka's own fetcher (the control never ends).
+                await anyio.lowlevel.checkpoint()
+    assert offsets == {0: list(range(PER_PARTITION)), 1: list(range(PER_PARTITION))}
