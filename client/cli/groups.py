@@ -3,16 +3,18 @@
 ::
 
     kgroup groups list [--type TYPE ...] [--state STATE ...]
-    kgroup groups describe GROUP
-    kgroup groups lag GROUP
+    kgroup groups describe (GROUP | --all-groups)
+    kgroup groups lag (GROUP | --all-groups)
+    kgroup groups reset-offsets GROUP (--topic T[:P,P...] ... | --all-topics) TARGET [--execute]
+    kgroup groups delete GROUP ...
+    kgroup groups delete-offsets GROUP --topic T[:P,P...] ...
     kgroup migrate check GROUP [--regex PATTERN ...] [--remote-assignor NAME] [--strict]
     kgroup migrate plan GROUP [--regex PATTERN ...] [--remote-assignor NAME]
 
 Each takes ``--bootstrap-servers`` (default ``$KAFKA_BOOTSTRAP_SERVERS``, else the
 broker ``kgroup broker up`` started), ``--command-config FILE`` (a properties file
 of security settings, as ``kafka-consumer-groups.sh`` takes) and ``--json`` for
-scripts. ``migrate
-check`` exits 0 when nothing blocks the roll (with ``--strict``: nothing to warn
+scripts. ``migrate check`` exits 0 when nothing blocks the roll (with ``--strict``: nothing to warn
 about either), 1 otherwise; ``migrate plan`` exits 1 when the check has blockers.
 Connection and broker errors exit 2 (``kgroup.cli.main``).
 
@@ -23,6 +25,7 @@ that ``kgroup --help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import enum
 import json
@@ -70,6 +73,8 @@ _NOT_SAFE = 1
 _FAILED = EXIT_FAILED
 _WIDTH = 100
 _GROUP_TYPES = ("classic", "consumer", "share", "streams")
+_ALL_GROUPS_AT_ONCE = 8
+"""Groups ``--all-groups`` asks about at once: fast on a large cluster, gentle on it."""
 
 
 # ------------------------------------------------------------------ plumbing
@@ -256,13 +261,59 @@ def describe_text(
     return "\n".join(lines)
 
 
+async def _consumer_group_ids(client: KafkaClient) -> list[str]:
+    """The ids ``--all-groups`` covers: consumer groups of either protocol, as
+    kafka-consumer-groups.sh lists them (not share, streams or Connect groups)."""
+    from kgroup.admin import GroupType, list_groups  # noqa: PLC0415 - see the module doc
+
+    return [
+        g.group_id
+        for g in await list_groups(client)
+        if g.group_type is GroupType.CONSUMER
+        or (g.group_type is GroupType.CLASSIC and g.protocol_type in ("consumer", ""))
+    ]
+
+
+async def _each_group(client: KafkaClient, work: Callable[[str], Awaitable[_T]]) -> list[_T]:
+    """``work`` of every consumer group, in group id order, a few at a time.
+
+    A group deleted between the listing and its turn is left out: it no longer exists.
+    """
+    import anyio  # noqa: PLC0415 - see the module doc
+
+    from kgroup.errors import GroupIdNotFoundError  # noqa: PLC0415
+
+    ids = await _consumer_group_ids(client)
+    found: dict[str, _T] = {}
+    limiter = anyio.CapacityLimiter(_ALL_GROUPS_AT_ONCE)
+
+    async def one(group_id: str) -> None:
+        async with limiter:
+            with contextlib.suppress(GroupIdNotFoundError):
+                found[group_id] = await work(group_id)
+
+    async with anyio.create_task_group() as tasks:
+        for group_id in ids:
+            tasks.start_soon(one, group_id)
+    return [found[g] for g in ids if g in found]
+
+
+def _group_or_all(args: argparse.Namespace) -> None:
+    if (args.group is None) == (not args.all_groups):
+        from kgroup.errors import ConfigError  # noqa: PLC0415
+
+        raise ConfigError("name a GROUP or pass --all-groups (one of the two)")
+
+
 def _groups_describe(args: argparse.Namespace) -> int:
     from kgroup.admin import describe_group  # noqa: PLC0415 - see the module doc
 
-    async def work(
-        client: KafkaClient,
+    _group_or_all(args)
+
+    async def one(
+        client: KafkaClient, group_id: str
     ) -> tuple[GroupDescription, frozenset[TopicPartition] | None]:
-        group = await describe_group(client, args.group)
+        group = await describe_group(client, group_id)
         topics = sorted({t for m in group.members for t in m.subscribed_topics})
         counts: dict[str, int] = {}
         if topics:
@@ -270,14 +321,28 @@ def _groups_describe(args: argparse.Namespace) -> int:
             counts = {name: info.partition_count for name, info in meta.topics.items()}
         return group, group.unowned_partitions(counts)
 
-    group, unowned = _run(args, work)
+    async def work(
+        client: KafkaClient,
+    ) -> list[tuple[GroupDescription, frozenset[TopicPartition] | None]]:
+        if args.all_groups:
+            return await _each_group(client, lambda g: one(client, g))
+        return [await one(client, args.group)]
+
+    described = _run(args, work)
+
+    def data(group: GroupDescription, unowned: frozenset[TopicPartition] | None) -> Any:
+        out = jsonable(group)
+        assert isinstance(out, dict)
+        out["unowned_partitions"] = None if unowned is None else jsonable(sorted(unowned))
+        return out
+
     if args.json:
-        data = jsonable(group)
-        assert isinstance(data, dict)
-        data["unowned_partitions"] = None if unowned is None else jsonable(sorted(unowned))
-        print(json.dumps(data, indent=2, sort_keys=False))
+        values = [data(g, u) for g, u in described]
+        print(json.dumps(values if args.all_groups else values[0], indent=2, sort_keys=False))
+    elif args.all_groups and not described:
+        print("no consumer groups")
     else:
-        print(describe_text(group, unowned))
+        print("\n\n".join(describe_text(g, u) for g, u in described))
     return _OK
 
 
@@ -324,8 +389,18 @@ def lag_text(lag: GroupLag) -> str:
 def _groups_lag(args: argparse.Namespace) -> int:
     from kgroup.admin import group_lag  # noqa: PLC0415 - see the module doc
 
-    lag: GroupLag = _run(args, lambda client: group_lag(client, args.group))
-    _emit(args, lag, lag_text)
+    _group_or_all(args)
+    if not args.all_groups:
+        lag: GroupLag = _run(args, lambda client: group_lag(client, args.group))
+        _emit(args, lag, lag_text)
+        return _OK
+    lags: list[GroupLag] = _run(
+        args, lambda client: _each_group(client, lambda g: group_lag(client, g))
+    )
+    if args.json:
+        print(json.dumps(jsonable(lags), indent=2, sort_keys=False))
+    else:
+        print("\n\n".join(lag_text(lag) for lag in lags) if lags else "no consumer groups")
     return _OK
 
 
@@ -619,6 +694,15 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _group_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("group", nargs="?", help="the group id")
+    parser.add_argument(
+        "--all-groups",
+        action="store_true",
+        help="every consumer group of either protocol instead of one (JSON: a list)",
+    )
+
+
 def add_group_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``kgroup groups list | describe | lag``."""
     groups = subparsers.add_parser(
@@ -640,14 +724,14 @@ def add_group_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         "describe",
         help="a group's state, epochs and members with their protocol and assignment",
     )
-    describe.add_argument("group", help="the group id")
+    _group_argument(describe)
     _common(describe)
     describe.set_defaults(func=_groups_describe)
 
     lag = commands.add_parser(
         "lag", help="committed offset, log end offset and lag of every partition of a group"
     )
-    lag.add_argument("group", help="the group id")
+    _group_argument(lag)
     _common(lag)
     lag.set_defaults(func=_groups_lag)
 
