@@ -1,10 +1,11 @@
 """Changing groups: reset committed offsets, delete groups, delete committed offsets.
 
 As ``kafka-consumer-groups.sh`` does, offsets are reset only while a group has
-no member: the coordinator accepts an admin's commit (no member id, epoch -1)
-from anyone only then, and a consumer still running would overwrite the reset
-with its own next commit. :func:`reset_offsets` describes the group first and
-refuses before writing anything.
+no member. The coordinator itself does not enforce it: Kafka 4.4 accepts an
+admin's commit (no member id, epoch -1) into a Stable group of either type, and
+the member's next commit silently overwrites the reset. So
+:func:`reset_offsets` describes the group first and refuses before writing
+anything.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ __all__ = [
     "reset_offsets",
 ]
 
-# An admin's commit: no member, no epoch. The coordinator takes it only from an empty group.
+# An admin's commit: no member, no epoch (the coordinator's "not a member" commit).
 _ADMIN_MEMBER: Final = ""
 _ADMIN_EPOCH: Final = -1
 
@@ -131,9 +132,8 @@ def _refuse_live_members(group_id: str, group: GroupDescription | None) -> None:
         "NON_EMPTY_GROUP",
         False,
         f"group {group_id!r} has {len(group.members)} live member(s) (state {group.state}): "
-        "offsets can be reset only while the group is empty (the coordinator refuses an "
-        "admin's commit otherwise, and a running member would overwrite it); stop its "
-        "consumers first",
+        "offsets can be reset only while the group is empty (a running member would "
+        "overwrite the reset with its next commit); stop its consumers first",
     )
 
 
@@ -249,12 +249,14 @@ async def reset_offsets(
     """Commit ``plan``'s new offsets for ``group_id`` as an admin; returns the plan.
 
     The group is described again just before the commit: it must still be empty.
+    A member that joins between that check and the commit is not caught (the
+    coordinator accepts the commit), as with kafka-consumer-groups.sh: stop the
+    consumers before resetting.
 
     Raises:
         NonEmptyGroupError: the group has live members (nothing is written).
         BrokerError: the coordinator refused the commit of some partition (the
-            first refusal, naming the partitions); UNKNOWN_MEMBER_ID or
-            NON_EMPTY_GROUP if a member joined since the check.
+            first refusal, naming the partitions): GROUP_AUTHORIZATION_FAILED ...
         TransportError: the coordinator could not be reached.
     """
     resets = tuple(plan)
