@@ -312,3 +312,38 @@ def test_delete_offsets_removes_one_topics_offsets_of_an_empty_group(
     done = kgroup_cli(bootstrap, "groups", "delete-offsets", group, "--topic", topic)
     assert done.returncode == 0, done.stderr
     assert committed(bootstrap, group) == {TopicPartition(kept, 0): 2}
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_reset_offsets_of_a_group_whose_members_left(
+    kafka_broker: KafkaBroker, make_topic: MakeTopic, make_group_id: MakeGroupId, protocol: str
+) -> None:
+    """A group of either type that had members and is now empty takes the admin's commit."""
+    bootstrap = kafka_broker.bootstrap_servers
+    topic, group = make_topic(partitions=2), make_group_id()
+    produce(bootstrap, topic, 2, 10)
+    conf = (
+        classic_conf(bootstrap, group, "range", enable_auto_commit=False)
+        if protocol == "classic"
+        else consumer_conf(bootstrap, group, enable_auto_commit=False)
+    )
+    runner = Runner(conf, [topic], EventLog(), protocol)
+    try:
+        wait_until(lambda: len(runner.assignment()) == 2, 60, "the member owns both partitions")
+        runner.consumer.commit(
+            offsets={TopicPartition(topic, 0): 1, TopicPartition(topic, 1): 1}, asynchronous=False
+        )
+    finally:
+        runner.stop()
+
+    async def state() -> admin.GroupDescription:
+        async with KafkaClient(bootstrap) as client:
+            return await admin.describe_group(client, group)
+
+    wait_until(lambda: not anyio.run(state).members, 30, "the member has left")
+    assert anyio.run(state).group_type.value == protocol
+    data = cli_json(
+        bootstrap, "groups", "reset-offsets", group, "--all-topics", "--shift-by", "2", "--execute"
+    )
+    assert plan_of(data) == {0: (1, 3), 1: (1, 3)}
+    assert committed(bootstrap, group) == {TopicPartition(topic, 0): 3, TopicPartition(topic, 1): 3}
