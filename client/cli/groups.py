@@ -704,11 +704,12 @@ def _group_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_group_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``kgroup groups list | describe | lag``."""
+    """Register ``kgroup groups``: list, describe, lag, reset-offsets, delete, delete-offsets."""
     groups = subparsers.add_parser(
         "groups",
-        help="list groups, describe one, show its lag",
-        description="Inspect consumer groups of both protocols, like kafka-consumer-groups.sh.",
+        help="list, describe and measure groups; reset their offsets, delete them",
+        description="Inspect consumer groups of both protocols and, while they have no "
+        "members, reset or delete their offsets, like kafka-consumer-groups.sh.",
     )
     commands = groups.add_subparsers(dest="groups_command", metavar="COMMAND", required=True)
 
