@@ -1,4 +1,5 @@
-"""Group tooling: read groups, lag, broker features and configs; check and plan a migration.
+"""Group tooling: read groups, lag, broker features and configs; check and plan a migration;
+reset offsets, delete groups and offsets.
 
 Async functions over an entered :class:`kgroup.transport.KafkaClient`, returning
 frozen dataclasses (the ``kgroup groups`` and ``kgroup migrate`` commands are
@@ -13,7 +14,9 @@ built on them)::
         report = check_migration(facts)       # pure: findings, report.safe
         plan = plan_migration(facts, report)  # pure: rolling order, settings
 
-Reading only: nothing here joins, commits to or changes a group.
+Only :func:`reset_offsets`, :func:`delete_groups` and :func:`delete_offsets`
+write, and only to a group without live members (``kgroup groups
+reset-offsets | delete | delete-offsets``); the rest never joins or commits.
 """
 
 from kgroup.admin import model
@@ -41,6 +44,16 @@ from kgroup.admin.migration import (
 )
 from kgroup.admin.model import *  # noqa: F403
 from kgroup.admin.regex import RegexVerdict, evaluate_regex
+from kgroup.admin.writes import (
+    OffsetReset,
+    ResetKind,
+    ResetTarget,
+    delete_groups,
+    delete_offsets,
+    parse_duration,
+    plan_offset_reset,
+    reset_offsets,
+)
 from kgroup.protocol.requests.broker_features import BrokerFeatures
 from kgroup.protocol.requests.describe_configs import (
     ConfigEntry,
@@ -62,12 +75,17 @@ __all__ = [
     "MigrationFacts",
     "MigrationPlan",
     "MigrationReport",
+    "OffsetReset",
     "RegexVerdict",
+    "ResetKind",
+    "ResetTarget",
     "Severity",
     "broker_configs",
     "broker_info",
     "check_migration",
     "committed_offsets",
+    "delete_groups",
+    "delete_offsets",
     "describe_configs",
     "describe_group",
     "end_offsets",
@@ -76,6 +94,9 @@ __all__ = [
     "group_configs",
     "group_lag",
     "list_groups",
+    "parse_duration",
     "plan_migration",
+    "plan_offset_reset",
+    "reset_offsets",
 ]
 __all__ += model.__all__

@@ -3,16 +3,18 @@
 ::
 
     kgroup groups list [--type TYPE ...] [--state STATE ...]
-    kgroup groups describe GROUP
-    kgroup groups lag GROUP
+    kgroup groups describe (GROUP | --all-groups)
+    kgroup groups lag (GROUP | --all-groups)
+    kgroup groups reset-offsets GROUP (--topic T[:P,P...] ... | --all-topics) TARGET [--execute]
+    kgroup groups delete GROUP ...
+    kgroup groups delete-offsets GROUP --topic T[:P,P...] ...
     kgroup migrate check GROUP [--regex PATTERN ...] [--remote-assignor NAME] [--strict]
     kgroup migrate plan GROUP [--regex PATTERN ...] [--remote-assignor NAME]
 
 Each takes ``--bootstrap-servers`` (default ``$KAFKA_BOOTSTRAP_SERVERS``, else the
 broker ``kgroup broker up`` started), ``--command-config FILE`` (a properties file
 of security settings, as ``kafka-consumer-groups.sh`` takes) and ``--json`` for
-scripts. ``migrate
-check`` exits 0 when nothing blocks the roll (with ``--strict``: nothing to warn
+scripts. ``migrate check`` exits 0 when nothing blocks the roll (with ``--strict``: nothing to warn
 about either), 1 otherwise; ``migrate plan`` exits 1 when the check has blockers.
 Connection and broker errors exit 2 (``kgroup.cli.main``).
 
@@ -23,6 +25,7 @@ that ``kgroup --help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import enum
 import json
@@ -31,7 +34,7 @@ import textwrap
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kgroup.cli.common import load_command_config, resolve_bootstrap_servers
+from kgroup.cli.common import EXIT_FAILED, load_command_config, resolve_bootstrap_servers
 from kgroup.config_keys import CLIENT_ID
 from kgroup.config_security import SecurityConfig
 from kgroup.types import TopicPartition
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
         MigrationPlan,
         MigrationReport,
     )
+    from kgroup.admin.writes import OffsetReset
     from kgroup.transport import KafkaClient
 
 __all__ = [
@@ -55,8 +59,10 @@ __all__ = [
     "jsonable",
     "lag_text",
     "list_text",
+    "parse_topic_partitions",
     "plan_text",
     "report_text",
+    "reset_text",
 ]
 
 _T = TypeVar("_T")
@@ -64,8 +70,11 @@ _V = TypeVar("_V")
 
 _OK = 0
 _NOT_SAFE = 1
+_FAILED = EXIT_FAILED
 _WIDTH = 100
 _GROUP_TYPES = ("classic", "consumer", "share", "streams")
+_ALL_GROUPS_AT_ONCE = 8
+"""Groups ``--all-groups`` asks about at once: fast on a large cluster, gentle on it."""
 
 
 # ------------------------------------------------------------------ plumbing
@@ -252,13 +261,59 @@ def describe_text(
     return "\n".join(lines)
 
 
+async def _consumer_group_ids(client: KafkaClient) -> list[str]:
+    """The ids ``--all-groups`` covers: consumer groups of either protocol, as
+    kafka-consumer-groups.sh lists them (not share, streams or Connect groups)."""
+    from kgroup.admin import GroupType, list_groups  # noqa: PLC0415 - see the module doc
+
+    return [
+        g.group_id
+        for g in await list_groups(client)
+        if g.group_type is GroupType.CONSUMER
+        or (g.group_type is GroupType.CLASSIC and g.protocol_type in ("consumer", ""))
+    ]
+
+
+async def _each_group(client: KafkaClient, work: Callable[[str], Awaitable[_T]]) -> list[_T]:
+    """``work`` of every consumer group, in group id order, a few at a time.
+
+    A group deleted between the listing and its turn is left out: it no longer exists.
+    """
+    import anyio  # noqa: PLC0415 - see the module doc
+
+    from kgroup.errors import GroupIdNotFoundError  # noqa: PLC0415
+
+    ids = await _consumer_group_ids(client)
+    found: dict[str, _T] = {}
+    limiter = anyio.CapacityLimiter(_ALL_GROUPS_AT_ONCE)
+
+    async def one(group_id: str) -> None:
+        async with limiter:
+            with contextlib.suppress(GroupIdNotFoundError):
+                found[group_id] = await work(group_id)
+
+    async with anyio.create_task_group() as tasks:
+        for group_id in ids:
+            tasks.start_soon(one, group_id)
+    return [found[g] for g in ids if g in found]
+
+
+def _group_or_all(args: argparse.Namespace) -> None:
+    if (args.group is None) == (not args.all_groups):
+        from kgroup.errors import ConfigError  # noqa: PLC0415
+
+        raise ConfigError("name a GROUP or pass --all-groups (one of the two)")
+
+
 def _groups_describe(args: argparse.Namespace) -> int:
     from kgroup.admin import describe_group  # noqa: PLC0415 - see the module doc
 
-    async def work(
-        client: KafkaClient,
+    _group_or_all(args)
+
+    async def one(
+        client: KafkaClient, group_id: str
     ) -> tuple[GroupDescription, frozenset[TopicPartition] | None]:
-        group = await describe_group(client, args.group)
+        group = await describe_group(client, group_id)
         topics = sorted({t for m in group.members for t in m.subscribed_topics})
         counts: dict[str, int] = {}
         if topics:
@@ -266,14 +321,28 @@ def _groups_describe(args: argparse.Namespace) -> int:
             counts = {name: info.partition_count for name, info in meta.topics.items()}
         return group, group.unowned_partitions(counts)
 
-    group, unowned = _run(args, work)
+    async def work(
+        client: KafkaClient,
+    ) -> list[tuple[GroupDescription, frozenset[TopicPartition] | None]]:
+        if args.all_groups:
+            return await _each_group(client, lambda g: one(client, g))
+        return [await one(client, args.group)]
+
+    described = _run(args, work)
+
+    def data(group: GroupDescription, unowned: frozenset[TopicPartition] | None) -> Any:
+        out = jsonable(group)
+        assert isinstance(out, dict)
+        out["unowned_partitions"] = None if unowned is None else jsonable(sorted(unowned))
+        return out
+
     if args.json:
-        data = jsonable(group)
-        assert isinstance(data, dict)
-        data["unowned_partitions"] = None if unowned is None else jsonable(sorted(unowned))
-        print(json.dumps(data, indent=2, sort_keys=False))
+        values = [data(g, u) for g, u in described]
+        print(json.dumps(values if args.all_groups else values[0], indent=2, sort_keys=False))
+    elif args.all_groups and not described:
+        print("no consumer groups")
     else:
-        print(describe_text(group, unowned))
+        print("\n\n".join(describe_text(g, u) for g, u in described))
     return _OK
 
 
@@ -320,9 +389,188 @@ def lag_text(lag: GroupLag) -> str:
 def _groups_lag(args: argparse.Namespace) -> int:
     from kgroup.admin import group_lag  # noqa: PLC0415 - see the module doc
 
-    lag: GroupLag = _run(args, lambda client: group_lag(client, args.group))
-    _emit(args, lag, lag_text)
+    _group_or_all(args)
+    if not args.all_groups:
+        lag: GroupLag = _run(args, lambda client: group_lag(client, args.group))
+        _emit(args, lag, lag_text)
+        return _OK
+    lags: list[GroupLag] = _run(
+        args, lambda client: _each_group(client, lambda g: group_lag(client, g))
+    )
+    if args.json:
+        print(json.dumps(jsonable(lags), indent=2, sort_keys=False))
+    else:
+        print("\n\n".join(lag_text(lag) for lag in lags) if lags else "no consumer groups")
     return _OK
+
+
+# --------------------------------------------------------- groups that write
+
+
+def parse_topic_partitions(text: str) -> tuple[str, tuple[int, ...]]:
+    """argparse ``type=`` for ``--topic T[:P,P...]``: the topic and its partitions
+    (empty: all of them)."""
+    topic, sep, parts = text.partition(":")
+    if not topic:
+        raise argparse.ArgumentTypeError(f"expected TOPIC or TOPIC:P,P..., got {text!r}")
+    if not sep:
+        return topic, ()
+    try:
+        partitions = tuple(sorted({int(p) for p in parts.split(",")}))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected TOPIC:P,P... with partition numbers, got {text!r}"
+        ) from None
+    if not partitions or min(partitions) < 0:
+        raise argparse.ArgumentTypeError(f"expected partition numbers >= 0, got {text!r}")
+    return topic, partitions
+
+
+def _topics(args: argparse.Namespace) -> dict[str, tuple[int, ...]]:
+    topics: dict[str, tuple[int, ...]] = {}
+    for topic, partitions in args.topic or ():
+        # Two --topic options for one topic add up; one of them naming all wins.
+        known = topics.get(topic)
+        merged = (
+            () if known == () or not partitions else tuple(sorted({*(known or ()), *partitions}))
+        )
+        topics[topic] = merged
+    return topics
+
+
+def _reset_target(args: argparse.Namespace) -> Any:
+    import datetime  # noqa: PLC0415 - only this command needs it
+
+    from kgroup.admin.writes import ResetKind, ResetTarget, parse_duration  # noqa: PLC0415
+    from kgroup.errors import ConfigError  # noqa: PLC0415
+
+    if args.to_earliest:
+        return ResetTarget(ResetKind.EARLIEST)
+    if args.to_latest:
+        return ResetTarget(ResetKind.LATEST)
+    if args.to_offset is not None:
+        return ResetTarget(ResetKind.OFFSET, args.to_offset)
+    if args.shift_by is not None:
+        return ResetTarget(ResetKind.SHIFT, args.shift_by)
+    if args.to_datetime is not None:
+        try:
+            when = datetime.datetime.fromisoformat(args.to_datetime)
+        except ValueError:
+            raise ConfigError(
+                f"--to-datetime {args.to_datetime!r}: expected ISO-8601, such as "
+                "2026-01-31T12:00:00Z or 2026-01-31T12:00:00+01:00"
+            ) from None
+        if when.tzinfo is None:
+            # No zone given: UTC, so that the same command means the same time on every host.
+            when = when.replace(tzinfo=datetime.UTC)
+        return ResetTarget(ResetKind.TIMESTAMP, int(when.timestamp() * 1000))
+    now = datetime.datetime.now(datetime.UTC)
+    when = now - parse_duration(args.by_duration)
+    return ResetTarget(ResetKind.TIMESTAMP, int(when.timestamp() * 1000))
+
+
+def reset_text(group_id: str, plan: Sequence[OffsetReset], executed: bool) -> str:
+    """A reset plan as ``kgroup groups reset-offsets`` prints it, with what was done."""
+    if not plan:
+        return f"Group {group_id}: no partition to reset"
+    verdict = "reset" if executed else "dry run, nothing written (add --execute to reset)"
+    table = _table(
+        ("TOPIC", "PARTITION", "CURRENT", "NEW"),
+        (
+            (r.partition.topic, str(r.partition.partition), _dash(r.current), str(r.new))
+            for r in plan
+        ),
+    )
+    return f"Group {group_id}: {len(plan)} partition(s), {verdict}\n\n{table}"
+
+
+def _groups_reset_offsets(args: argparse.Namespace) -> int:
+    from kgroup.admin.writes import plan_offset_reset, reset_offsets  # noqa: PLC0415
+
+    target = _reset_target(args)
+    topics = None if args.all_topics else _topics(args)
+
+    async def work(client: KafkaClient) -> tuple[OffsetReset, ...]:
+        plan = await plan_offset_reset(client, args.group, target, topics)
+        if args.execute:
+            return await reset_offsets(client, args.group, plan)
+        return plan
+
+    plan = _run(args, work)
+    if args.json:
+        print(
+            json.dumps(
+                {"group_id": args.group, "executed": args.execute, "partitions": jsonable(plan)},
+                indent=2,
+            )
+        )
+    else:
+        print(reset_text(args.group, plan, args.execute))
+    return _OK
+
+
+def _groups_delete(args: argparse.Namespace) -> int:
+    from kgroup.admin.writes import delete_groups  # noqa: PLC0415 - see the module doc
+
+    results = _run(args, lambda client: delete_groups(client, args.groups))
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {"group_id": g, "deleted": e is None, "error": None if e is None else str(e)}
+                    for g, e in results.items()
+                ],
+                indent=2,
+            )
+        )
+    else:
+        for group_id, error in results.items():
+            print(f"{group_id}: " + ("deleted" if error is None else f"not deleted: {error}"))
+    return _OK if all(e is None for e in results.values()) else _FAILED
+
+
+def _groups_delete_offsets(args: argparse.Namespace) -> int:
+    from kgroup.admin.writes import delete_offsets  # noqa: PLC0415 - see the module doc
+
+    topics = _topics(args)
+
+    async def work(client: KafkaClient) -> dict[TopicPartition, Any]:
+        cluster = await client.metadata(sorted(topics))
+        partitions = [
+            TopicPartition(topic, p)
+            for topic, ps in topics.items()
+            if topic in cluster.topics
+            for p in (ps or range(cluster.topics[topic].partition_count))
+        ]
+        missing = sorted(set(topics) - set(cluster.topics))
+        if missing:
+            from kgroup.errors import ConfigError  # noqa: PLC0415
+
+            raise ConfigError(f"no such topic: {', '.join(missing)}")
+        return await delete_offsets(client, args.group, partitions)
+
+    results = _run(args, work)
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {**jsonable(tp), "deleted": e is None, "error": None if e is None else str(e)}
+                    for tp, e in sorted(results.items())
+                ],
+                indent=2,
+            )
+        )
+    else:
+        print(
+            _table(
+                ("TOPIC", "PARTITION", "RESULT"),
+                (
+                    (tp.topic, str(tp.partition), "deleted" if e is None else f"not deleted: {e}")
+                    for tp, e in sorted(results.items())
+                ),
+            )
+        )
+    return _OK if all(e is None for e in results.values()) else _FAILED
 
 
 # ------------------------------------------------------------- kgroup migrate
@@ -446,12 +694,22 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _group_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("group", nargs="?", help="the group id")
+    parser.add_argument(
+        "--all-groups",
+        action="store_true",
+        help="every consumer group of either protocol instead of one (JSON: a list)",
+    )
+
+
 def add_group_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``kgroup groups list | describe | lag``."""
+    """Register ``kgroup groups``: list, describe, lag, reset-offsets, delete, delete-offsets."""
     groups = subparsers.add_parser(
         "groups",
-        help="list groups, describe one, show its lag",
-        description="Inspect consumer groups of both protocols, like kafka-consumer-groups.sh.",
+        help="list, describe and measure groups; reset their offsets, delete them",
+        description="Inspect consumer groups of both protocols and, while they have no "
+        "members, reset or delete their offsets, like kafka-consumer-groups.sh.",
     )
     commands = groups.add_subparsers(dest="groups_command", metavar="COMMAND", required=True)
 
@@ -467,16 +725,79 @@ def add_group_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         "describe",
         help="a group's state, epochs and members with their protocol and assignment",
     )
-    describe.add_argument("group", help="the group id")
+    _group_argument(describe)
     _common(describe)
     describe.set_defaults(func=_groups_describe)
 
     lag = commands.add_parser(
         "lag", help="committed offset, log end offset and lag of every partition of a group"
     )
-    lag.add_argument("group", help="the group id")
+    _group_argument(lag)
     _common(lag)
     lag.set_defaults(func=_groups_lag)
+
+    reset = commands.add_parser(
+        "reset-offsets",
+        help="move a group's committed offsets (dry run unless --execute); the group must be empty",
+        description="Plan, and with --execute commit, new offsets for a group, as "
+        "kafka-consumer-groups.sh --reset-offsets. Refused while the group has live members.",
+    )
+    reset.add_argument("group", help="the group id")
+    which = reset.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--topic",
+        action="append",
+        type=parse_topic_partitions,
+        metavar="TOPIC[:P,P...]",
+        help="a topic, or some of its partitions (repeatable)",
+    )
+    which.add_argument(
+        "--all-topics", action="store_true", help="every partition the group has committed"
+    )
+    to = reset.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", help="the log start offset")
+    to.add_argument("--to-latest", action="store_true", help="the log end offset")
+    to.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped to the log)")
+    to.add_argument(
+        "--shift-by", type=int, metavar="N", help="the committed offset plus N (may be negative)"
+    )
+    to.add_argument(
+        "--to-datetime",
+        metavar="ISO-8601",
+        help="the first offset at or after this time (UTC when no zone is given)",
+    )
+    to.add_argument(
+        "--by-duration", metavar="DURATION", help="the first offset this long ago (PT1H, P1D)"
+    )
+    mode = reset.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the plan only (the default)")
+    mode.add_argument("--execute", action="store_true", help="commit the plan")
+    _common(reset)
+    reset.set_defaults(func=_groups_reset_offsets)
+
+    delete = commands.add_parser(
+        "delete", help="delete groups and their offsets (refused while a group has members)"
+    )
+    delete.add_argument("groups", nargs="+", metavar="GROUP", help="the group ids")
+    _common(delete)
+    delete.set_defaults(func=_groups_delete)
+
+    delete_offsets = commands.add_parser(
+        "delete-offsets",
+        help="delete a group's committed offsets of some topics (refused for a topic "
+        "a member subscribes to)",
+    )
+    delete_offsets.add_argument("group", help="the group id")
+    delete_offsets.add_argument(
+        "--topic",
+        action="append",
+        required=True,
+        type=parse_topic_partitions,
+        metavar="TOPIC[:P,P...]",
+        help="a topic, or some of its partitions (repeatable)",
+    )
+    _common(delete_offsets)
+    delete_offsets.set_defaults(func=_groups_delete_offsets)
 
 
 def add_migrate_commands(
