@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -104,12 +105,16 @@ def checkout_version() -> str:
 
 
 def pip(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # pip's own settings (PIP_INDEX_URL, proxies) pass through; a PYTHONPATH
+    # would put this checkout's modules in front of the installed ones.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     return subprocess.run(
         [str(python), "-m", "pip", "--disable-pip-version-check", *args],
         capture_output=True,
         text=True,
         timeout=PIP_TIMEOUT_S,
         check=False,
+        env=env,
     )
 
 
