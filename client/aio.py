@@ -58,6 +58,10 @@ class AsyncConsumer(ConsumerBase):
     rest are plain methods. Listener methods may be plain or async; they run
     inside ``poll()`` / ``consume()`` / iteration / ``close()``.
 
+    ``config`` is a dict of Kafka's dotted keys (``bootstrap.servers``,
+    ``group.id``, ...); ``docs/configuration.md`` lists every key. Invalid
+    config raises :class:`~kgroup.ConfigError` naming the key.
+
     ``dataplane`` and ``transport`` are testing seams (see ``docs/consumer.md``):
     the record fetcher (default: librdkafka) and the cluster client factory.
     """

@@ -104,7 +104,7 @@ class Consumer(ConsumerBase):
     selects the classic protocol or the automatic choice (see :attr:`group_protocol`).
 
     ``config`` is a dict of Kafka's dotted keys (``bootstrap.servers``,
-    ``group.id``, ...); see ``docs/consumer.md``. Invalid config raises
+    ``group.id``, ...); ``docs/configuration.md`` lists every key. Invalid config raises
     :class:`~kgroup.ConfigError` naming the key. ``backend`` is the anyio
     backend of the background event loop (``"asyncio"`` or ``"trio"``).
     ``dataplane`` and ``transport`` are testing seams (see ``docs/consumer.md``):

@@ -9,8 +9,12 @@ Maven resolves once per Kafka version and caches (see ``docs/testing.md``)::
         ...  # broker.bootstrap_servers == "127.0.0.1:<port>"
 
 With pytest, the ``kafka_broker``, ``make_topic`` and ``make_group_id``
-fixtures of :mod:`kgroup.testing.pytest_plugin` are available without any
-configuration (the plugin is registered as the ``kgroup`` pytest11 entry point).
+fixtures of :mod:`kgroup.testing.pytest_plugin` are available to a test run
+that asks for the plugin: ``pytest -p kgroup.testing.pytest_plugin``, or
+``pytest_plugins = ["kgroup.testing.pytest_plugin"]`` in the top-level
+``conftest.py``. It is not an entry point, so installing kgroup changes no
+other test run. The plugin needs the ``test`` extra
+(``pip install 'kgroup[test]'``).
 """
 
 from kgroup.errors import BrokerStartError, HarnessError, JarResolutionError, JavaNotFoundError
