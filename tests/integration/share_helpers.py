@@ -35,6 +35,7 @@ from kgroup.dataplane.share.inflight import (
 )
 from kgroup.dataplane.share.records import ShareRecord, decode_records
 from kgroup.dataplane.share.session import FetchLimits, ShareSession
+from kgroup.errors import KafkaProtocolError, TransportError
 from kgroup.membership import (
     CloseRequested,
     MetadataUpdated,
@@ -197,7 +198,8 @@ class ShareDriver:
                         functools.partial(share_fetch.build, plan=plan, group_id=self.group_id),
                         node=node,
                     )
-                except Exception:
+                except (TransportError, KafkaProtocolError):
+                    # Whether the broker saw it is unknown: the next fetch opens a new session.
                     session.on_transport_error()
                     raise
                 arrived = time.monotonic()
@@ -250,7 +252,7 @@ class ShareDriver:
                 functools.partial(share_acknowledge.build, plan=plan, group_id=self.group_id),
                 node=session.node,
             )
-        except Exception:
+        except (TransportError, KafkaProtocolError):
             session.on_transport_error()
             raise
         result = share_acknowledge.parse(share_acknowledge.narrow(response))

@@ -36,11 +36,17 @@ WAIT = 60.0
 
 @asynccontextmanager
 async def members(
-    client: KafkaClient, group: str, topic: str, count: int, **options: object
+    client: KafkaClient,
+    group: str,
+    topic: str,
+    count: int,
+    *,
+    mode: AcknowledgementMode = AcknowledgementMode.EXPLICIT,
+    limits: FetchLimits | None = None,
 ) -> AsyncIterator[list[ShareDriver]]:
     """``count`` share members of ``group`` subscribed to ``topic``, each fetching its
     partition 0, closed on the way out."""
-    drivers = [ShareDriver(client, group, **options) for _ in range(count)]  # type: ignore[arg-type]
+    drivers = [ShareDriver(client, group, mode=mode, limits=limits) for _ in range(count)]
     async with anyio.create_task_group() as tg:
         for driver in drivers:
             tg.start_soon(driver.run, [topic])
@@ -235,8 +241,8 @@ async def test_every_codecs_batches_decode(
                     kafka_bootstrap_servers, topic, r, compression_type=c
                 )
             )
-        options = {"mode": AcknowledgementMode.IMPLICIT}
-        async with members(client, group, topic, 1, **options) as (driver,):
+        implicit = AcknowledgementMode.IMPLICIT
+        async with members(client, group, topic, 1, mode=implicit) as (driver,):
             with anyio.fail_after(WAIT):
                 got = await fetch_until(driver, lambda got: len(got) >= per * len(CODECS))
                 await driver.commit()
