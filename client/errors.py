@@ -64,6 +64,8 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
     ├── AssignorError                an assignor could not compute an assignment
     │   └── InvalidAssignmentError   an assignor's output breaks a rule (AssignmentViolation)
     ├── DataPlaneError               librdkafka stopped consuming a partition
+    ├── GroupConfigRefusedError      the broker refused to set a group config key (names the
+    │                                key, the value and the broker's reason)
     ├── TelemetryError               telemetry went wrong (never in the consumer's hot path)
     │   └── TelemetryDecodeError     not a telemetry event this kgroup can read (also a
     │                                ValueError)
@@ -130,6 +132,7 @@ __all__ = [
     "FencedLeaderEpochError",
     "FencedMemberEpochError",
     "GroupAuthorizationFailedError",
+    "GroupConfigRefusedError",
     "GroupIdNotFoundError",
     "GroupMaxSizeReachedError",
     "HarnessError",
@@ -792,6 +795,29 @@ class InvalidAssignmentError(AssignorError):
 
 class DataPlaneError(KgroupError):
     """librdkafka reported an error that stops consumption of a partition."""
+
+
+@dataclasses.dataclass(eq=False, repr=False)
+class GroupConfigRefusedError(KgroupError):
+    """The broker refused to set a group's config key (IncrementalAlterConfigs).
+
+    Attributes:
+        group_id: the group.
+        key: the config key.
+        value: the value asked for (None: a deletion).
+        error: the broker's error, with its reason as its message
+            (INVALID_CONFIG for an unknown key or a value out of the broker's bounds).
+    """
+
+    group_id: str
+    key: str
+    value: str | None
+    error: BrokerError
+
+    def __post_init__(self) -> None:
+        super().__init__(
+            f"group {self.group_id!r}: the broker refused {self.key}={self.value!r}: {self.error}"
+        )
 
 
 class TelemetryError(KgroupError):

@@ -51,10 +51,13 @@ class ApiKey(enum.IntEnum):
     CREATE_TOPICS = 19
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    INCREMENTAL_ALTER_CONFIGS = 44
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     SHARE_GROUP_HEARTBEAT = 76
     SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
 
     @property
     def api_name(self) -> str:
@@ -99,6 +102,10 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, VersionRange]] = MappingProxyType(
         # v1 is the first version Apache Kafka ships (4.1; v0 was early access).
         ApiKey.SHARE_GROUP_HEARTBEAT: VersionRange(1, 1),
         ApiKey.SHARE_GROUP_DESCRIBE: VersionRange(1, 1),
+        # v1 is the first version Apache Kafka ships (4.1); v2 (4.2) adds renewing
+        # acquisition locks (KIP-1222) and the strict record limit (KIP-1206).
+        ApiKey.SHARE_FETCH: VersionRange(1, 2),
+        ApiKey.SHARE_ACKNOWLEDGE: VersionRange(1, 2),
         # v5 carries group.instance.id (static membership, KIP-345) in the classic APIs.
         ApiKey.JOIN_GROUP: VersionRange(5, 9),
         ApiKey.SYNC_GROUP: VersionRange(3, 5),
@@ -121,6 +128,8 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, VersionRange]] = MappingProxyType(
         ApiKey.CREATE_TOPICS: VersionRange(5, 7),
         # v1 reports each config's source; Kafka 4 removed v0.
         ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
+        # v0 is what every supported broker serves; v1 is its flexible form.
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
     }
 )
 """The version range kgroup supports for every API it uses."""
