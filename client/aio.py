@@ -32,7 +32,7 @@ from kgroup._frontend import (
     Partitions,
 )
 from kgroup.dataplane import Record
-from kgroup.errors import KgroupError
+from kgroup.errors import DeserializationError, KgroupError
 from kgroup.runtime import DataPlaneInterface
 from kgroup.runtime.driver import open_kafka_client
 from kgroup.runtime.interfaces import TransportFactory
@@ -211,6 +211,7 @@ class AsyncConsumer(ConsumerBase):
                 continue
             batch = consume(num_messages, 0)
             if batch:
+                batch = await self._deserialize(batch)
                 self._telemetry.records_handed_out(len(batch))
                 await self._share_the_loop(now)
                 return batch
@@ -227,8 +228,19 @@ class AsyncConsumer(ConsumerBase):
                 self._core.give_back(batch)  # the lapse came during the record wait
                 batch = []
             if batch:
+                batch = await self._deserialize(batch)
                 self._telemetry.records_handed_out(len(batch))
                 return batch
+
+    async def _deserialize(self, batch: list[Record]) -> list[Record]:
+        try:
+            return self._core.deserialize(batch)
+        except DeserializationError:
+            # Raised by every poll until the application seeks past the record:
+            # one that catches it and polls again must still let the loop run
+            # (heartbeats), as for the errors of service() above.
+            await anyio.lowlevel.checkpoint()
+            raise
 
     async def _share_the_loop(self, now: float) -> None:
         """Let the event loop run (heartbeats, commits) every few ms of handing out records.

@@ -217,6 +217,7 @@ class Consumer(ConsumerBase):
                     self._core.give_back(batch)  # the lapse came during the record wait
                     batch = []
             if batch:
+                batch = self._core.deserialize(batch)
                 self._telemetry.records_handed_out(len(batch))
                 return batch
             # librdkafka waits in whole milliseconds: a wait under one returns at
