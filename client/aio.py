@@ -56,7 +56,9 @@ class AsyncConsumer(ConsumerBase):
     trio); it connects on entry and leaves the group on exit. ``poll``,
     ``consume``, ``commit``, ``committed`` and ``close`` are awaited; the
     rest are plain methods. Listener methods may be plain or async; they run
-    inside ``poll()`` / ``consume()`` / iteration / ``close()``.
+    inside ``poll()`` / ``consume()`` / iteration / ``close()``. Records are
+    ``confluent_kafka.Message`` objects, their ``key()`` / ``value()``
+    deserialized by ``key.deserializer`` / ``value.deserializer`` if set.
 
     ``dataplane`` and ``transport`` are testing seams (see ``docs/consumer.md``):
     the record fetcher (default: librdkafka) and the cluster client factory.
@@ -179,7 +181,8 @@ class AsyncConsumer(ConsumerBase):
     async def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Record]:
         """Up to ``num_messages`` records, waiting at most ``timeout`` s (< 0: no limit).
 
-        Raises as the blocking ``consume()``, :class:`~kgroup.WakeupError` after :meth:`wakeup`.
+        Raises as the blocking ``consume()``, :class:`~kgroup.WakeupError` after :meth:`wakeup`,
+        :class:`~kgroup.errors.DeserializationError` at a record a deserializer fails on.
         """
         if num_messages < 1:
             raise ValueError(f"num_messages must be >= 1, got {num_messages}")
