@@ -31,16 +31,27 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
 import confluent_kafka
+from confluent_kafka.serialization import MessageField, SerializationContext
 
 from kgroup.config import ConsumerConfig, GroupProtocol
-from kgroup.config_keys import ENABLE_AUTO_OFFSET_STORE
+from kgroup.config_keys import (
+    ENABLE_AUTO_OFFSET_STORE,
+    KEY_DESERIALIZER,
+    VALUE_DESERIALIZER,
+    Deserializer,
+    Owner,
+)
+from kgroup.config_keys import KEYS as CONFIG_KEYS
 from kgroup.dataplane import DataPlane, Record, validate_passthrough
 from kgroup.errors import (
     ConfigError,
     ConsumerClosedError,
+    DeserializationError,
     InvalidSubscriptionError,
+    KeyDeserializationError,
     KgroupError,
     NothingToCommitError,
+    ValueDeserializationError,
     WakeupError,
 )
 from kgroup.listener import RebalanceListener, check_listener, listener_method
@@ -120,6 +131,9 @@ starting with ``^``)."""
 
 AUTO_OFFSET_STORE: Final = ENABLE_AUTO_OFFSET_STORE.name
 
+FRONTEND_KEYS: Final = frozenset(k.name for k in CONFIG_KEYS if k.owner is Owner.FRONTEND)
+"""The keys the front end reads itself, kept out of :class:`ConsumerConfig` and librdkafka."""
+
 
 def auto_offset_store(conf: Mapping[str, Any]) -> bool:
     """``enable.auto.offset.store`` (default true), which the front end implements.
@@ -143,10 +157,31 @@ def build_config(conf: Mapping[str, Any]) -> ConsumerConfig:
         ConfigError: naming the key.
     """
     auto_offset_store(conf)  # checked here; not a key for librdkafka
-    rest = {key: value for key, value in conf.items() if key != AUTO_OFFSET_STORE}
+    Deserializers.of(conf)
+    rest = {key: value for key, value in conf.items() if key not in FRONTEND_KEYS}
     config = ConsumerConfig.from_dict(rest, validate_passthrough=validate_passthrough)
     check_protocol_config(config)
     return config
+
+
+@dataclass(frozen=True, slots=True)
+class Deserializers:
+    """``key.deserializer`` and ``value.deserializer`` (None: the bytes as fetched)."""
+
+    key: Deserializer | None = None
+    value: Deserializer | None = None
+
+    @classmethod
+    def of(cls, conf: Mapping[str, Any]) -> Deserializers:
+        """Read both keys.
+
+        Raises:
+            ConfigError: a value is neither a deserializer nor a callable, naming the key.
+        """
+        return cls(KEY_DESERIALIZER.read(conf), VALUE_DESERIALIZER.read(conf))
+
+    def __bool__(self) -> bool:
+        return self.key is not None or self.value is not None
 
 
 def parse_subscription(
@@ -546,9 +581,16 @@ class FrontEndCore:
     ``clock`` is the shell's clock (``time.monotonic`` or ``anyio.current_time``).
     """
 
-    def __init__(self, config: ConsumerConfig, driver: Driver, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        config: ConsumerConfig,
+        driver: Driver,
+        clock: Callable[[], float],
+        deserializers: Deserializers | None = None,
+    ) -> None:
         self.config = config
         self.driver = driver
+        self._deserializers = deserializers or None
         self.closed = False
         self.closing = False
         """True while ``close()`` runs: the revoke callback it runs may still commit."""
@@ -632,6 +674,54 @@ class FrontEndCore:
             except (KgroupError, confluent_kafka.KafkaException) as exc:
                 # Being unassigned meanwhile: it starts from its committed offset.
                 log.debug("could not put %s back at %d: %s", tp, offset, exc)
+
+    def deserialize(self, batch: list[Record]) -> list[Record]:
+        """``batch`` with keys and values deserialized in place (as confluent-kafka's
+        ``DeserializingConsumer``), or its records before the first that fails.
+
+        A failing record is never lost (the Java client's
+        ``RecordDeserializationException``): it and the records after it are
+        put back (:meth:`give_back`), so the consumer's position stays at it and
+        no commit passes it. With records before it those are returned, and the
+        next poll fetches it again; otherwise this raises, and so does every
+        poll that reaches it until the application seeks past it.
+
+        Raises:
+            KeyDeserializationError, ValueDeserializationError: the first record
+                of ``batch`` failed, naming its partition and offset.
+        """
+        deserializers = self._deserializers
+        if deserializers is None:
+            return batch
+        key_of, value_of = deserializers.key, deserializers.value
+        for index, record in enumerate(batch):
+            topic, headers = record.topic(), record.headers()
+            failed: type[DeserializationError] = KeyDeserializationError
+            try:
+                key = record.key()
+                if key_of is not None:
+                    key = key_of(key, SerializationContext(topic or "", MessageField.KEY, headers))
+                failed = ValueDeserializationError
+                value = record.value()
+                if value_of is not None:
+                    value = value_of(
+                        value, SerializationContext(topic or "", MessageField.VALUE, headers)
+                    )
+            except Exception as exc:
+                self.give_back(batch[index:])
+                if index:
+                    return batch[:index]
+                error = failed(
+                    TopicPartition(topic or "", record.partition() or 0),
+                    record.offset() or 0,
+                    record,
+                    exc,
+                )
+                raise error from exc
+            # Both set only once both succeeded: a record that failed keeps its bytes.
+            record.set_key(key)
+            record.set_value(value)
+        return batch
 
     def service_due(self) -> bool:
         """Whether :meth:`service` has anything to do now (the shells skip it if not).
@@ -820,6 +910,7 @@ class ConsumerBase:
     ) -> None:
         self._config = build_config(config)
         self._auto_offset_store = auto_offset_store(config)
+        deserializers = Deserializers.of(config)
         self._dataplane = DataPlane(self._config) if dataplane is None else dataplane
         self._telemetry = open_telemetry(self._config)
         self._driver = Driver(
@@ -830,7 +921,7 @@ class ConsumerBase:
             auto_offset_store=self._auto_offset_store,
             telemetry=self._telemetry,
         )
-        self._core = FrontEndCore(self._config, self._driver, clock)
+        self._core = FrontEndCore(self._config, self._driver, clock, deserializers)
         self._subscription: list[str] = []
 
     def _on_loop(self, fn: Callable[..., T], *args: object) -> T:

@@ -32,7 +32,7 @@ from kgroup._frontend import (
     Partitions,
 )
 from kgroup.dataplane import Record
-from kgroup.errors import KgroupError
+from kgroup.errors import DeserializationError, KgroupError
 from kgroup.runtime import DataPlaneInterface
 from kgroup.runtime.driver import open_kafka_client
 from kgroup.runtime.interfaces import TransportFactory
@@ -56,7 +56,9 @@ class AsyncConsumer(ConsumerBase):
     trio); it connects on entry and leaves the group on exit. ``poll``,
     ``consume``, ``commit``, ``committed`` and ``close`` are awaited; the
     rest are plain methods. Listener methods may be plain or async; they run
-    inside ``poll()`` / ``consume()`` / iteration / ``close()``.
+    inside ``poll()`` / ``consume()`` / iteration / ``close()``. Records are
+    ``confluent_kafka.Message`` objects, their ``key()`` / ``value()``
+    deserialized by ``key.deserializer`` / ``value.deserializer`` if set.
 
     ``config`` is a dict of Kafka's dotted keys (``bootstrap.servers``,
     ``group.id``, ...); ``docs/configuration.md`` lists every key. Invalid
@@ -184,7 +186,8 @@ class AsyncConsumer(ConsumerBase):
     async def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Record]:
         """Up to ``num_messages`` records, waiting at most ``timeout`` s (< 0: no limit).
 
-        Raises as the blocking ``consume()``, :class:`~kgroup.WakeupError` after :meth:`wakeup`.
+        Raises as the blocking ``consume()``, :class:`~kgroup.WakeupError` after :meth:`wakeup`,
+        :class:`~kgroup.errors.DeserializationError` at a record a deserializer fails on.
         """
         if num_messages < 1:
             raise ValueError(f"num_messages must be >= 1, got {num_messages}")
@@ -216,6 +219,7 @@ class AsyncConsumer(ConsumerBase):
                 continue
             batch = consume(num_messages, 0)
             if batch:
+                batch = await self._deserialize(batch)
                 self._telemetry.records_handed_out(len(batch))
                 await self._share_the_loop(now)
                 return batch
@@ -232,8 +236,19 @@ class AsyncConsumer(ConsumerBase):
                 self._core.give_back(batch)  # the lapse came during the record wait
                 batch = []
             if batch:
+                batch = await self._deserialize(batch)
                 self._telemetry.records_handed_out(len(batch))
                 return batch
+
+    async def _deserialize(self, batch: list[Record]) -> list[Record]:
+        try:
+            return self._core.deserialize(batch)
+        except DeserializationError:
+            # Raised by every poll until the application seeks past the record:
+            # one that catches it and polls again must still let the loop run
+            # (heartbeats), as for the errors of service() above.
+            await anyio.lowlevel.checkpoint()
+            raise
 
     async def _share_the_loop(self, now: float) -> None:
         """Let the event loop run (heartbeats, commits) every few ms of handing out records.

@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeAlias, TypeVar
 
 from kgroup._settings import bool_setting, text_setting
 from kgroup.errors import ConfigError
@@ -30,6 +30,7 @@ __all__ = [
     "KEYS",
     "AutoOffsetReset",
     "ConfigKey",
+    "Deserializer",
     "GroupProtocol",
     "Owner",
     "key",
@@ -71,6 +72,12 @@ class Owner(enum.Enum):
 
 
 Reader = Callable[[Mapping[str, Any], "ConfigKey[T]"], T]
+
+Deserializer: TypeAlias = Callable[[bytes | None, Any], Any]
+"""What ``key.deserializer`` / ``value.deserializer`` take: a
+``confluent_kafka.serialization.Deserializer`` or any callable, called as
+``d(data, ctx)`` with the record's bytes (or None) and a
+``confluent_kafka.serialization.SerializationContext``."""
 
 
 # No slots: a slotted frozen generic dataclass cannot be called subscripted
@@ -176,6 +183,24 @@ def _required_text(conf: Mapping[str, Any], k: ConfigKey[str]) -> str:
 
 def _text_or_default(conf: Mapping[str, Any], k: ConfigKey[str]) -> str:
     return text_setting(conf, k.name) or k.default
+
+
+def _deserializer(
+    conf: Mapping[str, Any], k: ConfigKey[Deserializer | None]
+) -> Deserializer | None:
+    value: object = conf.get(k.name)
+    if value is None:
+        return None
+    # A class is callable too, but calling it builds a deserializer instead of
+    # deserializing: StringDeserializer where StringDeserializer() was meant.
+    if isinstance(value, type) or not callable(value):
+        raise ConfigError(
+            f"{k.name} must be a deserializer instance (confluent_kafka.serialization's "
+            "StringDeserializer('utf_8'), JSONDeserializer(...) ...) or a callable "
+            f"(data: bytes | None, ctx: SerializationContext) -> object, got {value!r}"
+        )
+    deserializer: Deserializer = value
+    return deserializer
 
 
 def _servers(conf: Mapping[str, Any], k: ConfigKey[tuple[str, ...]]) -> tuple[str, ...]:
@@ -403,6 +428,20 @@ ENABLE_AUTO_OFFSET_STORE: Final = ConfigKey[bool](
     _bool,
     owner=Owner.FRONTEND,
 )
+KEY_DESERIALIZER: Final = ConfigKey["Deserializer | None"](
+    "key.deserializer",
+    None,
+    "turns each record's key bytes into the key poll() returns",
+    _deserializer,
+    owner=Owner.FRONTEND,
+)
+VALUE_DESERIALIZER: Final = ConfigKey["Deserializer | None"](
+    "value.deserializer",
+    None,
+    "turns each record's value bytes into the value poll() returns",
+    _deserializer,
+    owner=Owner.FRONTEND,
+)
 METADATA_MAX_AGE_MS: Final = ConfigKey[int](
     "metadata.max.age.ms",
     300_000,
@@ -446,6 +485,8 @@ KEYS: Final[tuple[ConfigKey[Any], ...]] = (
     RETRY_BACKOFF_MS,
     RETRY_BACKOFF_MAX_MS,
     ENABLE_AUTO_OFFSET_STORE,
+    KEY_DESERIALIZER,
+    VALUE_DESERIALIZER,
     METADATA_MAX_AGE_MS,
     SOCKET_CONNECTION_SETUP_TIMEOUT_MS,
     FETCH_WAIT_MAX_MS,

@@ -66,6 +66,10 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
     ├── DataPlaneError               librdkafka stopped consuming a partition
     ├── GroupConfigRefusedError      the broker refused to set a group config key (names the
     │                                key, the value and the broker's reason)
+    ├── DeserializationError         key.deserializer or value.deserializer raised on a
+    │   │                            record; the consumer stays at it: seek past it to skip
+    │   ├── KeyDeserializationError
+    │   └── ValueDeserializationError
     ├── TelemetryError               telemetry went wrong (never in the consumer's hot path)
     │   └── TelemetryDecodeError     not a telemetry event this kgroup can read (also a
     │                                ValueError)
@@ -128,6 +132,7 @@ __all__ = [
     "CorruptRecordError",
     "DataPlaneError",
     "DemoFailedError",
+    "DeserializationError",
     "FencedInstanceIdError",
     "FencedLeaderEpochError",
     "FencedMemberEpochError",
@@ -149,6 +154,7 @@ __all__ = [
     "JavaNotFoundError",
     "KafkaConnectionError",
     "KafkaProtocolError",
+    "KeyDeserializationError",
     "KgroupError",
     "LeaderNotAvailableError",
     "LogTruncationError",
@@ -193,6 +199,7 @@ __all__ = [
     "UnsupportedSaslMechanismError",
     "UnsupportedVersionError",
     "UpgradeRefusedError",
+    "ValueDeserializationError",
     "WakeupError",
     "broker_error",
     "raise_for_error",
@@ -818,6 +825,57 @@ class GroupConfigRefusedError(KgroupError):
         super().__init__(
             f"group {self.group_id!r}: the broker refused {self.key}={self.value!r}: {self.error}"
         )
+
+
+@dataclasses.dataclass(eq=False, repr=False)
+class DeserializationError(KgroupError):
+    """``key.deserializer`` or ``value.deserializer`` raised on a record.
+
+    As the Java client's ``RecordDeserializationException``, no record is lost:
+    the records before this one were returned by earlier polls, and the
+    consumer's position stays at this record, so no commit (auto-commit, the
+    one before a revocation, the one on close, ``commit()``) passes it. Every
+    poll that reaches it raises this again until the application skips it with
+    ``seek(error.topic_partition, error.offset + 1)`` (after dead-lettering
+    :attr:`record`, say). The deserializer's exception is ``__cause__``.
+
+    Attributes:
+        topic_partition: the record's partition.
+        offset: the record's offset.
+        record: the record as fetched (a ``confluent_kafka.Message``, key and
+            value still bytes).
+        cause: the deserializer's exception (also ``__cause__``).
+    """
+
+    field: ClassVar[str] = "key or value"
+    """Which deserializer raised: ``"key"`` or ``"value"``."""
+
+    topic_partition: TopicPartition
+    offset: int
+    record: Any
+    cause: BaseException
+
+    def __post_init__(self) -> None:
+        tp = self.topic_partition
+        super().__init__(
+            f"the {self.field} deserializer failed on {tp.topic}-{tp.partition} at offset "
+            f"{self.offset}: {self.cause!r}; the consumer stays at this record: "
+            f"seek({tp!r}, {self.offset + 1}) skips it"
+        )
+
+
+@dataclasses.dataclass(eq=False, repr=False)
+class KeyDeserializationError(DeserializationError):
+    """``key.deserializer`` raised on a record (see :class:`DeserializationError`)."""
+
+    field: ClassVar[str] = "key"
+
+
+@dataclasses.dataclass(eq=False, repr=False)
+class ValueDeserializationError(DeserializationError):
+    """``value.deserializer`` raised on a record (see :class:`DeserializationError`)."""
+
+    field: ClassVar[str] = "value"
 
 
 class TelemetryError(KgroupError):

@@ -110,7 +110,9 @@ class Consumer(ConsumerBase):
     ``dataplane`` and ``transport`` are testing seams (see ``docs/consumer.md``):
     the record fetcher (default: librdkafka) and the cluster client factory.
 
-    Records are ``confluent_kafka.Message`` objects. Rebalance listener
+    Records are ``confluent_kafka.Message`` objects; with ``key.deserializer``
+    / ``value.deserializer`` their ``key()`` / ``value()`` are what the
+    deserializers returned (see ``docs/consumer.md``). Rebalance listener
     callbacks run in the thread that calls ``poll()`` / ``consume()`` /
     ``close()``, inside those calls. One application thread should use a
     consumer at a time.
@@ -185,7 +187,9 @@ class Consumer(ConsumerBase):
         Runs pending rebalance callbacks first. Raises the consumer's errors:
         a listener's exception, a fatal group error (a :class:`~kgroup.BrokerError`
         subclass), a data-plane error; :class:`~kgroup.WakeupError` after
-        :meth:`wakeup`.
+        :meth:`wakeup`; :class:`~kgroup.errors.DeserializationError` when it
+        reaches a record a deserializer fails on (again on every poll until
+        the application seeks past it).
         """
         batch = self.consume(1, -1 if timeout is None else timeout)
         return batch[0] if batch else None
@@ -195,7 +199,9 @@ class Consumer(ConsumerBase):
 
         Returns as soon as some records are available. Every record returned
         counts as handed to the application: the next auto-commit (made at the
-        start of a later poll) covers it.
+        start of a later poll) covers it. A record a deserializer fails on is
+        not handed out: the records before it are returned, and the call that
+        reaches it raises :class:`~kgroup.errors.DeserializationError`.
         """
         if num_messages < 1:
             raise ValueError(f"num_messages must be >= 1, got {num_messages}")
@@ -218,6 +224,7 @@ class Consumer(ConsumerBase):
                     self._core.give_back(batch)  # the lapse came during the record wait
                     batch = []
             if batch:
+                batch = self._core.deserialize(batch)
                 self._telemetry.records_handed_out(len(batch))
                 return batch
             # librdkafka waits in whole milliseconds: a wait under one returns at

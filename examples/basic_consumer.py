@@ -3,9 +3,10 @@
     python examples/basic_consumer.py BOOTSTRAP TOPIC [GROUP] [--max-records N]
 
 Joins GROUP (default ``kgroup-basic``) with the new consumer group protocol
-(KIP-848), prints each record, and lets auto-commit (every 5 s, before a
-revocation and on close) record its progress. Stops after N records, or on
-Ctrl-C.
+(KIP-848), prints each record's value as UTF-8 text, and lets auto-commit
+(every 5 s, before a revocation and on close) record its progress. A record
+that is not UTF-8 is reported and skipped (the consumer stops at it until
+told to skip). Stops after N records, or on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from confluent_kafka.serialization import StringDeserializer
+
 import kgroup
+from kgroup.errors import DeserializationError
 
 
 def main(argv: list[str]) -> int:
@@ -28,16 +32,25 @@ def main(argv: list[str]) -> int:
         "bootstrap.servers": args.bootstrap,
         "group.id": args.group,
         "auto.offset.reset": "earliest",
+        "value.deserializer": StringDeserializer("utf_8"),
     }
     count = 0
     with kgroup.Consumer(config) as consumer:
         consumer.subscribe([args.topic])
         try:
-            for message in consumer:
+            while count != args.max_records:
+                try:
+                    message = consumer.poll(1.0)
+                except DeserializationError as error:
+                    # The consumer stays at the record (no commit passes it)
+                    # until the application decides: here, report and skip it.
+                    print(f"skipping {error}", file=sys.stderr)
+                    consumer.seek(error.topic_partition, error.offset + 1)
+                    continue
+                if message is None:
+                    continue
                 print(f"{message.partition()}@{message.offset()}: {message.value()!r}")
                 count += 1
-                if count == args.max_records:
-                    break
         except KeyboardInterrupt:
             pass
     # Leaving the `with` block closed the consumer: final commit, then leave.

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -85,6 +86,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader of the output went away (`kgroup groups lag --all-groups | head`):
+        # what it wanted was printed. Python would report the pipe again when it
+        # flushes stdout at exit, so stdout goes to /dev/null first.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0
 
 
 def report_main(argv: Sequence[str] | None = None) -> int:

@@ -419,6 +419,10 @@ class DataPlane:
         self._warmed: set[str] = set()
         self._drained = False
         self._assigned: set[TopicPartition] = set()
+        # librdkafka's position of a partition is invalid from a seek until it
+        # hands out the next record; the Java client's (and kgroup's) position
+        # is the seek offset meanwhile, so a commit made then covers it.
+        self._seeked: dict[TopicPartition, int] = {}
         self._pending_error: DataPlaneError | None = None
         self._denied: BrokerError | None = None
         self._closed = False
@@ -478,6 +482,8 @@ class DataPlane:
         with self._gate.control():
             self._consumer.incremental_assign(assignment)
         self._assigned.update(fresh)
+        for tp in fresh:
+            self._seeked.pop(tp, None)
         log.debug("data plane fetching %s", sorted(fresh))
 
     def _warm(self, topics: set[str]) -> None:
@@ -508,6 +514,8 @@ class DataPlane:
         with self._gate.control():
             self._consumer.incremental_unassign([_to_ck(tp) for tp in gone])
         self._assigned.difference_update(gone)
+        for tp in gone:
+            self._seeked.pop(tp, None)
         log.debug("data plane stopped %s", gone)
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
@@ -524,12 +532,14 @@ class DataPlane:
         """Make the next record of ``partition`` the one at ``offset``."""
         with self._gate.control():
             self._consumer.seek(_to_ck(partition, offset))
+        if offset >= 0:  # a logical offset (beginning, end) is no position yet
+            self._seeked[partition] = offset
 
     def positions(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The offset of the next record the application will be handed, per partition.
 
-        Partitions from which nothing has been handed out yet are left out: there
-        is nothing to commit for them.
+        Partitions from which nothing has been handed out yet (and that were not
+        seeked) are left out: there is nothing to commit for them.
         """
         wanted = [_to_ck(tp) for tp in partitions if tp in self._assigned]
         if not wanted:
@@ -538,8 +548,11 @@ class DataPlane:
         with self._gate.lookup():
             located = self._consumer.position(wanted)
         for ck in located:
+            tp = TopicPartition(ck.topic, ck.partition)
             if ck.offset >= 0:
-                result[TopicPartition(ck.topic, ck.partition)] = ck.offset
+                result[tp] = ck.offset
+            elif tp in self._seeked:
+                result[tp] = self._seeked[tp]
         return result
 
     def leader_epochs(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:

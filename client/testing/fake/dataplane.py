@@ -112,9 +112,22 @@ class RecordLog:
             return partition in self._records
 
     def _read(self, partition: TopicPartition, offset: int, limit: int) -> list[Record]:
-        # Caller holds the lock.
+        # Caller holds the lock. Copies: a consumer sets a deserialized key and
+        # value on the records it hands out, which must not change the log.
         records = self._records.get(partition, [])
-        return records[offset : offset + limit]
+        return [_copy(record) for record in records[offset : offset + limit]]
+
+
+def _copy(record: Record) -> Record:
+    return confluent_kafka.Message(
+        topic=record.topic(),
+        partition=record.partition(),
+        offset=record.offset(),
+        key=record.key(),
+        value=record.value(),
+        headers=record.headers(),
+        timestamp=record.timestamp(),
+    )
 
 
 @dataclass(frozen=True, slots=True)
