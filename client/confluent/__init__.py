@@ -1,0 +1,382 @@
+"""A drop-in for ``confluent_kafka.Consumer``: change the import, keep the application.
+
+``from kgroup.confluent import Consumer`` takes confluent-kafka's config dict,
+method signatures and callbacks, and returns confluent-kafka's own types
+(``confluent_kafka.Message``, lists of ``confluent_kafka.TopicPartition``);
+errors are ``confluent_kafka.KafkaException(KafkaError(code))`` with
+confluent-kafka's codes. Underneath is the blocking :class:`kgroup.Consumer`:
+this module only translates arguments, results, errors and the rebalance
+callbacks. ``group.protocol`` defaults to ``classic``, as confluent-kafka's.
+What differs is in ``docs/porting-confluent.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Final, Self
+
+import confluent_kafka
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
+
+from kgroup import errors as kerrors
+from kgroup.sync import Consumer as NativeConsumer
+from kgroup.types import TopicPartition as KTopicPartition
+
+__all__ = ["Consumer", "KafkaError", "KafkaException", "Message", "TopicPartition"]
+
+Callback = Callable[["Consumer", list[TopicPartition]], Any]
+
+# Config values confluent-kafka hands over as Python objects rather than strings.
+_OBJECT_KEYS: Final = frozenset(
+    {"on_commit", "error_cb", "stats_cb", "throttle_cb", "logger", "oauth_cb"}
+)
+
+# Offsets a callback's assign() may carry that mean "start here" (the rest: committed).
+_START_OFFSETS: Final = frozenset({confluent_kafka.OFFSET_BEGINNING, confluent_kafka.OFFSET_END})
+
+_CLOSED_MESSAGE: Final = "Consumer closed"
+
+
+def _config_value(key: str, value: object) -> object:
+    """A config value as confluent-kafka passes it to librdkafka: a string, but for callbacks."""
+    if key in _OBJECT_KEYS or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def build_config(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """confluent-kafka's constructor arguments as kgroup's config.
+
+    As confluent-kafka: one dict and/or keyword arguments (keywords win), a
+    non-string value converted with ``str()``, ``group.protocol`` classic
+    unless set.
+    """
+    merged: dict[str, Any] = dict(config or {})
+    merged.update(kwargs)
+    result = {key: _config_value(key, value) for key, value in merged.items()}
+    result.setdefault("group.protocol", "classic")
+    return result
+
+
+def _code(exc: kerrors.KgroupError) -> int:
+    """confluent-kafka's error code for a kgroup error."""
+    if isinstance(exc, kerrors.BrokerError):
+        return int(exc.code)
+    if isinstance(exc, kerrors.NothingToCommitError):
+        return KafkaError._NO_OFFSET
+    if isinstance(exc, kerrors.ConfigError | kerrors.InvalidSubscriptionError):
+        return KafkaError._INVALID_ARG
+    if isinstance(exc, kerrors.AlreadyAssignedError):
+        return KafkaError._CONFLICT
+    if isinstance(exc, kerrors.NotAssignedError | kerrors.MixedAssignmentError):
+        return KafkaError._STATE
+    if isinstance(exc, kerrors.RequestTimeoutError):
+        return KafkaError._TIMED_OUT
+    if isinstance(exc, kerrors.TransportError):
+        return KafkaError._TRANSPORT
+    if isinstance(exc, kerrors.AuthenticationError):
+        return KafkaError._AUTHENTICATION
+    return KafkaError._FAIL
+
+
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    """kgroup's errors as confluent-kafka raises them.
+
+    A closed consumer is confluent-kafka's ``RuntimeError``; argument errors
+    (``TypeError``/``ValueError`` that are not kgroup's) pass through, as there.
+    """
+    try:
+        yield
+    except kerrors.ConsumerClosedError as exc:
+        raise RuntimeError(_CLOSED_MESSAGE) from exc
+    except kerrors.KgroupError as exc:
+        raise KafkaException(KafkaError(_code(exc), str(exc))) from exc
+
+
+def _peer(tp: KTopicPartition, offset: int = confluent_kafka.OFFSET_INVALID) -> TopicPartition:
+    return TopicPartition(tp.topic, tp.partition, offset)
+
+
+def _peers(partitions: Iterable[KTopicPartition]) -> list[TopicPartition]:
+    return [_peer(tp) for tp in sorted(partitions)]
+
+
+def _key(tp: TopicPartition) -> KTopicPartition:
+    return KTopicPartition(tp.topic, tp.partition)
+
+
+class _Callbacks:
+    """confluent-kafka's ``on_assign``/``on_revoke``/``on_lost`` as a kgroup listener.
+
+    kgroup tells deltas; that is confluent-kafka's rule on cooperative groups
+    and the consumer protocol, and on classic eager groups kgroup revokes and
+    assigns the whole assignment at each rebalance, so the deltas are the full
+    sets confluent-kafka gives there. Without ``on_lost``, lost partitions go
+    to ``on_revoke``, as confluent-kafka does.
+    """
+
+    def __init__(
+        self,
+        facade: Consumer,
+        on_assign: Callback | None,
+        on_revoke: Callback | None,
+        on_lost: Callback | None,
+    ) -> None:
+        self._facade = facade
+        self._on_assign = on_assign
+        self._on_revoke = on_revoke
+        self._on_lost = on_lost if on_lost is not None else on_revoke
+
+    def on_partitions_assigned(self, partitions: frozenset[KTopicPartition]) -> None:
+        self._run(self._on_assign, partitions, assigning=True)
+
+    def on_partitions_revoked(self, partitions: frozenset[KTopicPartition]) -> None:
+        self._run(self._on_revoke, partitions, assigning=False)
+
+    def on_partitions_lost(self, partitions: frozenset[KTopicPartition]) -> None:
+        self._run(self._on_lost, partitions, assigning=False)
+
+    def _run(
+        self, callback: Callback | None, partitions: frozenset[KTopicPartition], *, assigning: bool
+    ) -> None:
+        if callback is None:
+            return
+        facade = self._facade
+        facade._in_callback = "assign" if assigning else "revoke"
+        try:
+            callback(facade, _peers(partitions))
+        finally:
+            facade._in_callback = None
+
+
+class Consumer:
+    """confluent-kafka's ``Consumer`` on kgroup's consumer (classic or KIP-848 protocol).
+
+    ``Consumer(config_dict, **more)``: confluent-kafka's keys, values converted
+    with ``str()``; ``group.protocol`` classic unless set. Invalid config is
+    ``KafkaException`` with ``_INVALID_ARG``.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
+        self._in_callback: str | None = None
+        with _translated():
+            self._native = NativeConsumer(build_config(config, kwargs))
+
+    # ---------------------------------------------------------- subscription
+
+    def subscribe(
+        self,
+        topics: list[str],
+        on_assign: Callback | None = None,
+        on_revoke: Callback | None = None,
+        on_lost: Callback | None = None,
+    ) -> None:
+        """Join the group for ``topics`` (names, or regexes starting with ``^``)."""
+        if not isinstance(topics, list):
+            raise TypeError("expected list of topic unicode strings")
+        for name, callback in (("on_assign", on_assign), ("on_revoke", on_revoke)):
+            if callback is not None and not callable(callback):
+                raise TypeError(f"{name} expects a callable")
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError("on_lost expects a callable")
+        callbacks = _Callbacks(self, on_assign, on_revoke, on_lost)
+        with _translated():
+            self._native.subscribe(topics, callbacks)
+
+    def unsubscribe(self) -> None:
+        with _translated():
+            self._native.unsubscribe()
+
+    # ------------------------------------------------------------ assignment
+
+    def _start_at(self, partitions: list[TopicPartition]) -> None:
+        """``assign()`` inside ``on_assign``: the group assigned them; set where each starts."""
+        for tp in partitions:
+            if tp.offset >= 0 or tp.offset in _START_OFFSETS:
+                self._native.seek(tp)
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        """Fetch exactly these partitions; inside ``on_assign``: start them at their offsets."""
+        with _translated():
+            if self._in_callback == "assign":
+                self._start_at(partitions)
+            elif self._in_callback is None:
+                self._native.assign(partitions)
+
+    def incremental_assign(self, partitions: list[TopicPartition]) -> None:
+        with _translated():
+            if self._in_callback == "assign":
+                self._start_at(partitions)
+            elif self._in_callback is None:
+                self._native.incremental_assign(partitions)
+
+    def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
+        # Inside on_revoke/on_lost the group takes the partitions away itself.
+        if self._in_callback is not None:
+            return
+        with _translated():
+            self._native.incremental_unassign(partitions)
+
+    def unassign(self) -> None:
+        if self._in_callback is not None:
+            return
+        with _translated():
+            self._native.unassign()
+
+    def assignment(self) -> list[TopicPartition]:
+        with _translated():
+            self._check_open()
+            return _peers(self._native.assignment())
+
+    def _check_open(self) -> None:
+        self._native._core.check_open()
+
+    def memberid(self) -> str | None:
+        """The group member id (None before the member has one, as confluent-kafka)."""
+        with _translated():
+            self._check_open()
+            return self._native.member_id or None
+
+    # --------------------------------------------------------------- records
+
+    def poll(self, timeout: float | None = None) -> Message | None:
+        """One message, or None after ``timeout`` seconds (None or negative: wait)."""
+        with _translated():
+            record: Message | None = self._native.poll(
+                None if timeout is None or timeout < 0 else timeout
+            )
+            return record
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
+        if num_messages < 0 or num_messages > 1_000_000:
+            raise ValueError("num_messages must be between 0 and 1000000 (1M)")
+        if num_messages == 0:
+            return []
+        with _translated():
+            batch: list[Message] = self._native.consume(num_messages, timeout)
+            return batch
+
+    # --------------------------------------------------------------- offsets
+
+    def commit(
+        self,
+        message: Message | None = None,
+        offsets: list[TopicPartition] | None = None,
+        asynchronous: bool = True,
+    ) -> list[TopicPartition] | None:
+        """Commit a message's offset, explicit offsets, or the consumed positions.
+
+        As confluent-kafka, asynchronous by default (returns None); synchronous
+        returns the committed offsets, and ``_NO_OFFSET`` when there was none.
+        """
+        if message is not None and offsets is not None:
+            raise ValueError("message and offsets are mutually exclusive")
+        with _translated():
+            if asynchronous:
+                self._native.commit_async(offsets, message=message)
+                return None
+            done = self._native.commit(offsets, message=message)
+        if not done:
+            raise KafkaException(KafkaError(KafkaError._NO_OFFSET))
+        metadata = {_key(tp): tp.metadata for tp in offsets or ()}
+        result = []
+        for tp, offset in sorted(done.items()):
+            peer = _peer(tp, offset)
+            if metadata.get(tp) is not None:
+                peer = TopicPartition(tp.topic, tp.partition, offset, metadata=metadata[tp])
+            result.append(peer)
+        return result
+
+    def committed(
+        self, partitions: list[TopicPartition], timeout: float | None = None
+    ) -> list[TopicPartition]:
+        """The group's committed offsets (``OFFSET_INVALID``: none) with their metadata."""
+        with _translated():
+            found = self._native.committed_with_metadata(
+                [_key(tp) for tp in partitions], 10.0 if timeout is None else timeout
+            )
+        result = []
+        for tp in partitions:
+            entry = found.get(_key(tp))
+            if entry is None:
+                result.append(
+                    TopicPartition(tp.topic, tp.partition, confluent_kafka.OFFSET_INVALID)
+                )
+            else:
+                result.append(
+                    TopicPartition(tp.topic, tp.partition, entry.offset, metadata=entry.metadata)
+                )
+        return result
+
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """The next offset to consume per partition (``OFFSET_INVALID``: none yet)."""
+        with _translated():
+            self._check_open()
+            known = self._native.position([_key(tp) for tp in partitions])
+        return [
+            _peer(_key(tp), known.get(_key(tp), confluent_kafka.OFFSET_INVALID))
+            for tp in partitions
+        ]
+
+    def store_offsets(
+        self, message: Message | None = None, offsets: list[TopicPartition] | None = None
+    ) -> None:
+        with _translated():
+            self._native.store_offsets(message, offsets)
+
+    def seek(self, partition: TopicPartition) -> None:
+        with _translated():
+            self._native.seek(partition)
+
+    def pause(self, partitions: list[TopicPartition]) -> None:
+        with _translated():
+            self._native.pause(partitions)
+
+    def resume(self, partitions: list[TopicPartition]) -> None:
+        with _translated():
+            self._native.resume(partitions)
+
+    # ------------------------------------------------------- cluster lookups
+
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
+    ) -> tuple[int, int]:
+        with _translated():
+            return self._native.get_watermark_offsets(partition, timeout, cached)
+
+    def offsets_for_times(
+        self, partitions: list[TopicPartition], timeout: float | None = None
+    ) -> list[TopicPartition]:
+        """Per partition, the earliest offset at or after its timestamp (``OFFSET_END``: none)."""
+        with _translated():
+            found = self._native.offsets_for_times(partitions, timeout)
+        result = []
+        for tp in partitions:
+            offset = found.get(_key(tp))
+            result.append(_peer(_key(tp), confluent_kafka.OFFSET_END if offset is None else offset))
+        return result
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        with _translated():
+            return self._native.list_topics(topic, None if timeout < 0 else timeout)
+
+    def consumer_group_metadata(self) -> bytes:
+        with _translated():
+            return self._native.consumer_group_metadata()
+
+    # --------------------------------------------------------------- closing
+
+    def close(self) -> None:
+        """Leave the group and release everything (confluent-kafka: idempotent)."""
+        with _translated():
+            self._native.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

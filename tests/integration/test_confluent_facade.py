@@ -1,0 +1,262 @@
+"""A confluent-kafka application's calls, run the same way on confluent-kafka and kgroup.confluent.
+
+Each scenario (taken from confluent-kafka-python's own consumer tests: rebalance
+callbacks and assignment from ``on_assign``, memberid, commit/committed
+metadata round trips, store_offsets, error codes, lookups) runs against
+``confluent_kafka.Consumer`` (the control) and ``kgroup.confluent.Consumer``,
+each on the classic and the consumer protocol, with the same assertions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import confluent_kafka
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+
+import kgroup.confluent
+from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
+
+pytestmark = [pytest.mark.integration]
+
+KINDS = ["confluent-classic", "confluent-consumer", "kgroup-classic", "kgroup-consumer"]
+PER_PARTITION = 10
+WAIT = 60.0
+
+
+@pytest.fixture(params=KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def make(kind: str, kafka_bootstrap_servers: str, make_group_id: MakeGroupId) -> Iterator[Any]:
+    """A factory of the consumer under test: the control or the facade, on the kind's protocol.
+
+    Each gets a fresh group id and earliest offsets unless the test overrides
+    them; every consumer made is closed after the test.
+    """
+    made: list[Any] = []
+    library, protocol = kind.split("-")
+
+    def factory(**overrides: Any) -> Any:
+        config: dict[str, Any] = {
+            "bootstrap.servers": kafka_bootstrap_servers,
+            "group.id": make_group_id(),
+            "auto.offset.reset": "earliest",
+            "group.protocol": protocol,
+        }
+        config.update(overrides)
+        cls = confluent_kafka.Consumer if library == "confluent" else kgroup.confluent.Consumer
+        consumer = cls(config)
+        made.append(consumer)
+        return consumer
+
+    yield factory
+    for consumer in made:
+        with contextlib.suppress(RuntimeError):  # closed by the test already
+            consumer.close()
+
+
+def produce(bootstrap: str, topic: str, partitions: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for partition in range(partitions):
+        for i in range(PER_PARTITION):
+            producer.produce(
+                topic,
+                f"value-{partition}-{i}".encode(),
+                key=f"k{i}".encode(),
+                partition=partition,
+                headers=[("h", f"{i}".encode())],
+            )
+    assert producer.flush(30) == 0
+
+
+def take(consumer: Any, count: int) -> list[Any]:
+    """``count`` messages (no error messages among them), within WAIT seconds."""
+    messages: list[Any] = []
+    deadline = time.monotonic() + WAIT
+    while len(messages) < count:
+        assert time.monotonic() < deadline, f"{len(messages)} of {count} messages"
+        message = consumer.poll(0.5)
+        if message is None:
+            continue
+        assert message.error() is None, message.error()
+        messages.append(message)
+    return messages
+
+
+def key(tp: TopicPartition) -> tuple[str, int]:
+    return (tp.topic, tp.partition)
+
+
+def test_on_assign_sets_start_offsets_and_callbacks_get_the_facade(
+    kind: str, make: Any, make_topic: MakeTopic, kafka_bootstrap_servers: str
+) -> None:
+    topic = make_topic(partitions=2)
+    produce(kafka_bootstrap_servers, topic, 2)
+    calls: list[tuple[str, Any, list[tuple[str, int]]]] = []
+    consumer = make(**{"enable.auto.commit": False})
+    classic = kind.endswith("classic")
+
+    def on_assign(who: Any, partitions: list[TopicPartition]) -> None:
+        assert all(isinstance(tp, TopicPartition) for tp in partitions)
+        calls.append(("assign", who, sorted(key(tp) for tp in partitions)))
+        for tp in partitions:
+            tp.offset = 3
+        # Classic eager groups take the whole set with assign(), the others a delta.
+        if classic:
+            who.assign(partitions)
+        else:
+            who.incremental_assign(partitions)
+
+    def on_revoke(who: Any, partitions: list[TopicPartition]) -> None:
+        calls.append(("revoke", who, sorted(key(tp) for tp in partitions)))
+
+    consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+    messages = take(consumer, 2 * (PER_PARTITION - 3))
+    by_partition = {p: sorted(m.offset() for m in messages if m.partition() == p) for p in (0, 1)}
+    assert by_partition == {0: list(range(3, PER_PARTITION)), 1: list(range(3, PER_PARTITION))}
+    assigns = [call for call in calls if call[0] == "assign"]
+    assert assigns[0][1] is consumer
+    assert sorted(p for call in assigns for p in call[2]) == [(topic, 0), (topic, 1)]
+    assert sorted(key(tp) for tp in consumer.assignment()) == [(topic, 0), (topic, 1)]
+
+    member = consumer.memberid()
+    assert isinstance(member, str)
+    assert member
+
+    first = min((m for m in messages if m.partition() == 1), key=lambda m: m.offset())
+    assert first.topic() == topic
+    assert first.key() == b"k3"
+    assert first.value() == b"value-1-3"
+    assert first.headers() == [("h", b"3")]
+    assert first.timestamp()[0] == confluent_kafka.TIMESTAMP_CREATE_TIME
+    assert len(first) == len(b"value-1-3")
+
+    consumer.close()
+    with pytest.raises(RuntimeError):
+        consumer.poll(0.1)
+    with pytest.raises(RuntimeError):
+        consumer.memberid()
+
+
+def test_commit_committed_and_position_round_trip_with_metadata(
+    make: Any, make_topic: MakeTopic, kafka_bootstrap_servers: str
+) -> None:
+    topic = make_topic(partitions=2)
+    produce(kafka_bootstrap_servers, topic, 2)
+    consumer = make(**{"enable.auto.commit": False})
+    consumer.subscribe([topic])
+    take(consumer, 2 * PER_PARTITION)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+
+    positions = consumer.position([tp0, tp1])
+    assert [(key(tp), tp.offset) for tp in positions] == [
+        ((topic, 0), PER_PARTITION),
+        ((topic, 1), PER_PARTITION),
+    ]
+    before = consumer.committed([tp0, tp1], timeout=10)
+    assert [tp.offset for tp in before] == [confluent_kafka.OFFSET_INVALID] * 2
+
+    done = consumer.commit(
+        offsets=[TopicPartition(topic, 0, 5, metadata="progress")], asynchronous=False
+    )
+    assert [(key(tp), tp.offset, tp.error) for tp in done] == [((topic, 0), 5, None)]
+    got = consumer.committed([tp0], timeout=10)
+    assert [(key(tp), tp.offset, tp.metadata) for tp in got] == [((topic, 0), 5, "progress")]
+
+    everything = consumer.commit(asynchronous=False)
+    assert sorted((key(tp), tp.offset) for tp in everything) == [
+        ((topic, 0), PER_PARTITION),
+        ((topic, 1), PER_PARTITION),
+    ]
+    assert [tp.offset for tp in consumer.committed([tp0, tp1], timeout=10)] == [PER_PARTITION] * 2
+
+
+def test_store_offsets_decides_what_commit_covers(
+    make: Any, make_topic: MakeTopic, kafka_bootstrap_servers: str
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap_servers, topic, 1)
+    consumer = make(**{"enable.auto.commit": False, "enable.auto.offset.store": False})
+    consumer.subscribe([topic])
+    messages = take(consumer, PER_PARTITION)
+    consumer.store_offsets(message=messages[3])
+    done = consumer.commit(asynchronous=False)
+    assert [(key(tp), tp.offset) for tp in done] == [((topic, 0), 4)]
+    consumer.store_offsets(offsets=[TopicPartition(topic, 0, 7)])
+    consumer.commit(asynchronous=False)
+    assert [tp.offset for tp in consumer.committed([TopicPartition(topic, 0)])] == [7]
+
+
+def test_store_offsets_with_auto_store_on_is_invalid_arg(
+    make: Any, make_topic: MakeTopic, kafka_bootstrap_servers: str
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap_servers, topic, 1)
+    consumer = make(**{"enable.auto.commit": False})
+    consumer.subscribe([topic])
+    messages = take(consumer, 1)
+    with pytest.raises(KafkaException) as caught:
+        consumer.store_offsets(message=messages[0])
+    assert caught.value.args[0].code() == KafkaError._INVALID_ARG
+
+
+def test_sync_commit_with_nothing_consumed_is_no_offset(
+    make: Any, make_topic: MakeTopic, kafka_bootstrap_servers: str
+) -> None:
+    topic = make_topic(partitions=1)
+    consumer = make(**{"enable.auto.commit": False})
+    consumer.subscribe([topic])
+    consumer.poll(1.0)
+    with pytest.raises(KafkaException) as caught:
+        consumer.commit(asynchronous=False)
+    assert caught.value.args[0].code() == KafkaError._NO_OFFSET
+
+
+def test_unknown_config_key_is_invalid_arg(kind: str, kafka_bootstrap_servers: str) -> None:
+    cls = confluent_kafka.Consumer if kind.startswith("confluent") else kgroup.confluent.Consumer
+    with pytest.raises(KafkaException) as caught:
+        cls({"bootstrap.servers": kafka_bootstrap_servers, "group.id": "g", "no.such.key": 1})
+    assert caught.value.args[0].code() == KafkaError._INVALID_ARG
+
+
+def test_lookups_watermarks_times_and_metadata(
+    make: Any, make_topic: MakeTopic, kafka_bootstrap_servers: str
+) -> None:
+    topic = make_topic(partitions=2)
+    produce(kafka_bootstrap_servers, topic, 2)
+    consumer = make(**{"enable.auto.commit": False})
+    consumer.subscribe([topic])
+    take(consumer, 2 * PER_PARTITION)
+    tp0 = TopicPartition(topic, 0)
+    assert consumer.get_watermark_offsets(tp0, timeout=10) == (0, PER_PARTITION)
+    found = consumer.offsets_for_times([TopicPartition(topic, 0, 0)], timeout=10)
+    assert [(key(tp), tp.offset) for tp in found] == [((topic, 0), 0)]
+    future = int(time.time() * 1000) + 3_600_000
+    missing = consumer.offsets_for_times([TopicPartition(topic, 1, future)], timeout=10)
+    assert [(key(tp), tp.offset) for tp in missing] == [((topic, 1), confluent_kafka.OFFSET_END)]
+    metadata = consumer.list_topics(topic, timeout=10)
+    assert sorted(metadata.topics[topic].partitions) == [0, 1]
+
+
+def test_pause_resume_and_seek(
+    make: Any, make_topic: MakeTopic, kafka_bootstrap_servers: str
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap_servers, topic, 1)
+    consumer = make(**{"enable.auto.commit": False})
+    consumer.subscribe([topic])
+    take(consumer, PER_PARTITION)
+    tp0 = TopicPartition(topic, 0, 2)
+    consumer.seek(tp0)
+    again = take(consumer, 1)[0]
+    assert (again.partition(), again.offset()) == (0, 2)
+    consumer.pause([tp0])
+    consumer.resume([tp0])
+    assert take(consumer, 1)[0].offset() == 3
