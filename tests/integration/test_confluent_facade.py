@@ -12,11 +12,13 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import confluent_kafka
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from helpers import run_python
 
 import kgroup.confluent
 from kgroup.testing.pytest_plugin import MakeGroupId, MakeTopic
@@ -26,6 +28,7 @@ pytestmark = [pytest.mark.integration]
 KINDS = ["confluent-classic", "confluent-consumer", "kgroup-classic", "kgroup-consumer"]
 PER_PARTITION = 10
 WAIT = 60.0
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture(params=KINDS)
@@ -260,3 +263,25 @@ def test_pause_resume_and_seek(
     consumer.pause([tp0])
     consumer.resume([tp0])
     assert take(consumer, 1)[0].offset() == 3
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_example_runs_as_a_confluent_application(
+    protocol: str, kafka_bootstrap_servers: str, make_topic: MakeTopic, make_group_id: MakeGroupId
+) -> None:
+    topic = make_topic(partitions=2)
+    produce(kafka_bootstrap_servers, topic, 2)
+    result = run_python(
+        str(EXAMPLES / "confluent_dropin.py"),
+        kafka_bootstrap_servers,
+        topic,
+        make_group_id(),
+        "--protocol",
+        protocol,
+        "--max-records",
+        str(2 * PER_PARTITION),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"consumed {2 * PER_PARTITION} records" in result.stderr
+    assert "b'value-1-9'" in result.stdout
+    assert f"assigned [('{topic}', 0), ('{topic}', 1)]" in result.stderr
