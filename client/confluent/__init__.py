@@ -13,6 +13,8 @@ What differs is in ``docs/porting-confluent.md``.
 from __future__ import annotations
 
 import contextlib
+import math
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, Self
 
@@ -45,6 +47,26 @@ def _config_value(key: str, value: object) -> object:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+_EOF_KEY: Final = "enable.partition.eof"
+
+_EOF_SLICE: Final = 0.1
+"""Seconds one record wait lasts before looking for partitions at their end again."""
+
+
+def wants_eof(config: dict[str, Any]) -> bool:
+    """Take ``enable.partition.eof`` out of the config: the facade reports EOF itself.
+
+    kgroup's data plane keeps librdkafka's own EOF events off (kgroup manages
+    that key), so the facade compares positions with the high watermarks.
+    """
+    value = str(config.pop(_EOF_KEY, "false")).lower()
+    if value not in ("true", "false"):
+        raise KafkaException(
+            KafkaError(KafkaError._INVALID_ARG, f"{_EOF_KEY}: expected true or false, got {value}")
+        )
+    return value == "true"
 
 
 def build_config(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -163,8 +185,12 @@ class Consumer:
 
     def __init__(self, config: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
         self._in_callback: str | None = None
+        settings = build_config(config, kwargs)
+        self._eof = wants_eof(settings)
+        # Partitions whose end was reported and that handed out nothing since.
+        self._at_end: set[KTopicPartition] = set()
         with _translated():
-            self._native = NativeConsumer(build_config(config, kwargs))
+            self._native = NativeConsumer(settings)
 
     # ---------------------------------------------------------- subscription
 
@@ -244,12 +270,13 @@ class Consumer:
     # --------------------------------------------------------------- records
 
     def poll(self, timeout: float | None = None) -> Message | None:
-        """One message, or None after ``timeout`` seconds (None or negative: wait)."""
-        with _translated():
-            record: Message | None = self._native.poll(
-                None if timeout is None or timeout < 0 else timeout
-            )
-            return record
+        """One message, or None after ``timeout`` seconds (None or negative: wait).
+
+        With ``enable.partition.eof=true``, a partition reaching its end is an
+        error message (``_PARTITION_EOF``), once each time it gets there.
+        """
+        batch = self.consume(1, -1 if timeout is None else timeout)
+        return batch[0] if batch else None
 
     def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
         if num_messages < 0 or num_messages > 1_000_000:
@@ -257,8 +284,49 @@ class Consumer:
         if num_messages == 0:
             return []
         with _translated():
-            batch: list[Message] = self._native.consume(num_messages, timeout)
-            return batch
+            if not self._eof:
+                batch: list[Message] = self._native.consume(num_messages, timeout)
+                return batch
+            return self._consume_or_eof(num_messages, timeout)
+
+    def _consume_or_eof(self, num_messages: int, timeout: float) -> list[Message]:
+        deadline = math.inf if timeout < 0 else time.monotonic() + timeout
+        while True:
+            ends = self._ends()
+            if ends:
+                return ends[:num_messages]
+            wait = max(0.0, min(deadline - time.monotonic(), _EOF_SLICE))
+            batch = self._native.consume(num_messages, wait)
+            if batch:
+                for message in batch:
+                    self._at_end.discard(KTopicPartition(message.topic(), message.partition()))
+                return list(batch)
+            if time.monotonic() >= deadline:
+                return []
+
+    def _ends(self) -> list[Message]:
+        """EOF messages of fetching partitions whose position reached the high watermark."""
+        owned = self._native.assignment()
+        self._at_end &= owned
+        candidates = sorted(owned - self._at_end)
+        if not candidates:
+            return []
+        positions = self._native.position(candidates)
+        ends = []
+        for tp in candidates:
+            position = positions.get(tp)
+            try:
+                low, high = self._native.get_watermark_offsets(tp, cached=True)
+            except kerrors.KgroupError:  # not fetched yet: no high watermark known
+                continue
+            if position is None and 0 <= low == high:
+                position = high  # an empty partition is at its end from the start
+            if position is None or high < 0 or position < high:
+                continue
+            self._at_end.add(tp)
+            eof = KafkaError(KafkaError._PARTITION_EOF, f"Fetch from broker reached end of {tp}")
+            ends.append(Message(topic=tp.topic, partition=tp.partition, offset=high, error=eof))
+        return ends
 
     # --------------------------------------------------------------- offsets
 

@@ -285,3 +285,32 @@ def test_example_runs_as_a_confluent_application(
     assert f"consumed {2 * PER_PARTITION} records" in result.stderr
     assert "b'value-1-9'" in result.stdout
     assert f"assigned [('{topic}', 0), ('{topic}', 1)]" in result.stderr
+
+
+def test_partition_eof_follows_each_partitions_last_message(
+    make: Any, make_topic: MakeTopic, kafka_bootstrap_servers: str
+) -> None:
+    topic = make_topic(partitions=2)
+    produce(kafka_bootstrap_servers, topic, 2)
+    consumer = make(**{"enable.auto.commit": False, "enable.partition.eof": True})
+    consumer.subscribe([topic])
+    seen: dict[int, list[int]] = {0: [], 1: []}
+    ends: dict[int, int] = {}
+    deadline = time.monotonic() + WAIT
+    while len(ends) < 2:
+        assert time.monotonic() < deadline, (seen, ends)
+        message = consumer.poll(0.5)
+        if message is None:
+            continue
+        error = message.error()
+        if error is None:
+            assert message.partition() not in ends, "a message after its partition's EOF"
+            seen[message.partition()].append(message.offset())
+            continue
+        assert error.code() == KafkaError._PARTITION_EOF
+        assert message.topic() == topic
+        assert seen[message.partition()] == list(range(PER_PARTITION)), (seen, message.offset())
+        ends[message.partition()] = message.offset()
+    assert ends == {0: PER_PARTITION, 1: PER_PARTITION}
+    # Reported once: nothing more until new messages arrive.
+    assert consumer.poll(1.0) is None

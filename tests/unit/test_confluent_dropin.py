@@ -9,7 +9,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from kgroup import errors as kerrors
 from kgroup.confluent import _translated as translated
-from kgroup.confluent import build_config
+from kgroup.confluent import build_config, wants_eof
 
 
 def test_non_string_values_are_converted_with_str_as_confluent_does() -> None:
@@ -70,3 +70,16 @@ def test_a_closed_consumer_is_runtime_error_as_confluent() -> None:
 def test_argument_errors_pass_through() -> None:
     with pytest.raises(TypeError, match="bad"), translated():
         raise TypeError("bad")
+
+
+def test_partition_eof_is_taken_out_of_kgroups_config() -> None:
+    config = build_config({"enable.partition.eof": True}, {})
+    assert wants_eof(config)
+    assert "enable.partition.eof" not in config
+    assert not wants_eof(build_config({}, {}))
+
+
+def test_partition_eof_not_a_boolean_is_invalid_arg() -> None:
+    with pytest.raises(KafkaException) as caught:
+        wants_eof(build_config({"enable.partition.eof": "sometimes"}, {}))
+    assert caught.value.args[0].code() == KafkaError._INVALID_ARG
