@@ -299,7 +299,9 @@ class Consumer:
             batch = self._native.consume(num_messages, wait)
             if batch:
                 for message in batch:
-                    self._at_end.discard(KTopicPartition(message.topic(), message.partition()))
+                    topic, partition = message.topic(), message.partition()
+                    if topic is not None and partition is not None:
+                        self._at_end.discard(KTopicPartition(topic, partition))
                 return list(batch)
             if time.monotonic() >= deadline:
                 return []
