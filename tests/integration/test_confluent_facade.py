@@ -10,6 +10,7 @@ each on the classic and the consumer protocol, with the same assertions.
 from __future__ import annotations
 
 import contextlib
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -314,3 +315,81 @@ def test_partition_eof_follows_each_partitions_last_message(
     assert ends == {0: PER_PARTITION, 1: PER_PARTITION}
     # Reported once: nothing more until new messages arrive.
     assert consumer.poll(1.0) is None
+
+
+def test_cooperative_rebalance_tells_deltas_to_both_members(
+    kind: str, make: Any, make_topic: MakeTopic, make_group_id: MakeGroupId
+) -> None:
+    topic = make_topic(partitions=4)
+    group = make_group_id()
+    calls: dict[str, list[tuple[str, set[int]]]] = {"a": [], "b": []}
+
+    def recorder(name: str) -> dict[str, Any]:
+        def on_assign(who: Any, partitions: list[TopicPartition]) -> None:
+            calls[name].append(("assign", {tp.partition for tp in partitions}))
+            who.incremental_assign(partitions)
+
+        def on_revoke(who: Any, partitions: list[TopicPartition]) -> None:
+            calls[name].append(("revoke", {tp.partition for tp in partitions}))
+            who.incremental_unassign(partitions)
+
+        return {"on_assign": on_assign, "on_revoke": on_revoke}
+
+    extra = {"partition.assignment.strategy": "cooperative-sticky"}
+    settings = {"group.id": group, **(extra if kind.endswith("classic") else {})}
+    first = make(**settings)
+    first.subscribe([topic], **recorder("a"))
+
+    def assigned(name: str) -> list[set[int]]:
+        return [parts for what, parts in calls[name] if what == "assign" and parts]
+
+    wait_until(lambda: bool(assigned("a")), first)
+    assert assigned("a") == [{0, 1, 2, 3}]
+
+    second = make(**settings)
+    second.subscribe([topic], **recorder("b"))
+
+    wait_until(lambda: bool(assigned("b")), first, second)
+    given = assigned("b")
+    assert len(given) == 1
+    assert len(given[0]) == 2
+    revoked = [parts for what, parts in calls["a"] if what == "revoke"]
+    # Deltas: the first member gives up exactly what the second takes, keeps the rest.
+    assert revoked == given
+    assert {tp.partition for tp in first.assignment()} == {0, 1, 2, 3} - given[0]
+
+
+def wait_until(condition: Any, *consumers: Any) -> None:
+    """Poll every consumer in turn (their callbacks run in poll) until ``condition()``."""
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        for consumer in consumers:
+            message = consumer.poll(0.2)
+            assert message is None or message.error() is None
+
+
+class AlarmError(Exception):
+    pass
+
+
+def test_a_signal_interrupts_a_blocked_poll(
+    make: Any, make_topic: MakeTopic, kafka_bootstrap_servers: str
+) -> None:
+    topic = make_topic(partitions=1)
+    consumer = make()
+    consumer.subscribe([topic])
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise AlarmError
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    started = time.monotonic()
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.0)
+        with pytest.raises(AlarmError):
+            consumer.poll(30.0)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert time.monotonic() - started < 10.0
