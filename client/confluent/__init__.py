@@ -189,8 +189,11 @@ class Consumer:
         self._eof = wants_eof(settings)
         # Partitions whose end was reported and that handed out nothing since.
         self._at_end: set[KTopicPartition] = set()
+        # When the last poll returned, while subscribed (None: not subscribed).
+        self._polled: float | None = None
         with _translated():
             self._native = NativeConsumer(settings)
+        self._max_poll_interval = self._native.config.max_poll_interval_ms / 1000
 
     # ---------------------------------------------------------- subscription
 
@@ -212,10 +215,13 @@ class Consumer:
         callbacks = _Callbacks(self, on_assign, on_revoke, on_lost)
         with _translated():
             self._native.subscribe(topics, callbacks)
+        if self._polled is None:
+            self._polled = time.monotonic()
 
     def unsubscribe(self) -> None:
         with _translated():
             self._native.unsubscribe()
+        self._polled = None
 
     # ------------------------------------------------------------ assignment
 
@@ -284,10 +290,35 @@ class Consumer:
         if num_messages == 0:
             return []
         with _translated():
-            if not self._eof:
-                batch: list[Message] = self._native.consume(num_messages, timeout)
-                return batch
-            return self._consume_or_eof(num_messages, timeout)
+            expired = self._poll_interval_exceeded()
+            if expired is not None:
+                return [expired]
+            try:
+                if not self._eof:
+                    batch: list[Message] = self._native.consume(num_messages, timeout)
+                    return batch
+                return self._consume_or_eof(num_messages, timeout)
+            finally:
+                if self._polled is not None:
+                    self._polled = time.monotonic()
+
+    def _poll_interval_exceeded(self) -> Message | None:
+        """confluent-kafka's ``_MAX_POLL_EXCEEDED`` message, from the first poll after the expiry.
+
+        kgroup's member acts on the expiry itself (the partitions go to
+        ``on_lost`` and it rejoins); this tells the application as librdkafka does.
+        """
+        if self._polled is None:
+            return None
+        late = time.monotonic() - self._polled - self._max_poll_interval
+        if late <= 0:
+            return None
+        self._polled = time.monotonic()
+        text = (
+            f"Application maximum poll interval ({round(self._max_poll_interval * 1000)}ms) "
+            f"exceeded by {round(late * 1000)}ms"
+        )
+        return Message(error=KafkaError(KafkaError._MAX_POLL_EXCEEDED, text))
 
     def _consume_or_eof(self, num_messages: int, timeout: float) -> list[Message]:
         deadline = math.inf if timeout < 0 else time.monotonic() + timeout

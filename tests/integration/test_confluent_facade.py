@@ -393,3 +393,26 @@ def test_a_signal_interrupts_a_blocked_poll(
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert time.monotonic() - started < 10.0
+
+
+def test_max_poll_interval_exceeded_is_the_next_polls_error_then_lost_and_back(
+    kind: str, make: Any, make_topic: MakeTopic
+) -> None:
+    topic = make_topic(partitions=1)
+    classic = {"session.timeout.ms": 6000} if kind.endswith("classic") else {}
+    consumer = make(**{"max.poll.interval.ms": 6000, **classic})
+    calls: list[str] = []
+    consumer.subscribe(
+        [topic],
+        on_assign=lambda _c, parts: calls.append("assign") if parts else None,
+        on_revoke=lambda _c, _parts: calls.append("revoke"),
+        on_lost=lambda _c, _parts: calls.append("lost"),
+    )
+    wait_until(lambda: calls == ["assign"], consumer)
+    time.sleep(8.0)  # the scenario: the application does not poll for longer than the interval
+    first = consumer.poll(1.0)
+    assert first is not None
+    assert first.error() is not None
+    assert first.error().code() == KafkaError._MAX_POLL_EXCEEDED
+    wait_until(lambda: calls[-2:] == ["lost", "assign"], consumer)
+    assert calls == ["assign", "lost", "assign"]
