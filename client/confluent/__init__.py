@@ -89,11 +89,13 @@ def _code(exc: kerrors.KgroupError) -> int:
         return int(exc.code)
     if isinstance(exc, kerrors.NothingToCommitError):
         return KafkaError._NO_OFFSET
-    if isinstance(exc, kerrors.ConfigError | kerrors.InvalidSubscriptionError):
+    if isinstance(
+        exc, kerrors.ConfigError | kerrors.InvalidSubscriptionError | kerrors.NotAssignedError
+    ):
         return KafkaError._INVALID_ARG
     if isinstance(exc, kerrors.AlreadyAssignedError):
         return KafkaError._CONFLICT
-    if isinstance(exc, kerrors.NotAssignedError | kerrors.MixedAssignmentError):
+    if isinstance(exc, kerrors.MixedAssignmentError):
         return KafkaError._STATE
     if isinstance(exc, kerrors.RequestTimeoutError):
         return KafkaError._TIMED_OUT

@@ -416,3 +416,43 @@ def test_max_poll_interval_exceeded_is_the_next_polls_error_then_lost_and_back(
     assert first.error().code() == KafkaError._MAX_POLL_EXCEEDED
     wait_until(lambda: calls[-2:] == ["lost", "assign"], consumer)
     assert calls == ["assign", "lost", "assign"]
+
+
+def test_manual_assignment_starts_at_given_offsets_and_commits(
+    make: Any, make_topic: MakeTopic, kafka_bootstrap_servers: str
+) -> None:
+    topic = make_topic(partitions=2)
+    produce(kafka_bootstrap_servers, topic, 2)
+    consumer = make(**{"enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 6)])
+    messages = take(consumer, PER_PARTITION - 6)
+    assert [(m.partition(), m.offset()) for m in messages] == [(0, i) for i in range(6, 10)]
+    consumer.incremental_assign([TopicPartition(topic, 1, 8)])
+    more = take(consumer, 2)
+    assert sorted((m.partition(), m.offset()) for m in more) == [(1, 8), (1, 9)]
+    assert sorted(key(tp) for tp in consumer.assignment()) == [(topic, 0), (topic, 1)]
+
+    done = consumer.commit(offsets=[TopicPartition(topic, 1, 9)], asynchronous=False)
+    assert [(key(tp), tp.offset) for tp in done] == [((topic, 1), 9)]
+    assert [tp.offset for tp in consumer.committed([TopicPartition(topic, 1)])] == [9]
+
+    consumer.incremental_unassign([TopicPartition(topic, 0)])
+    assert [key(tp) for tp in consumer.assignment()] == [(topic, 1)]
+    consumer.unassign()
+    assert consumer.assignment() == []
+
+
+def test_assignment_misuse_error_codes(make: Any, make_topic: MakeTopic) -> None:
+    topic = make_topic(partitions=1)
+    consumer = make()
+    consumer.assign([TopicPartition(topic, 0)])
+    with pytest.raises(KafkaException) as twice:
+        consumer.incremental_assign([TopicPartition(topic, 0)])
+    assert twice.value.args[0].code() == KafkaError._CONFLICT
+    with pytest.raises(KafkaException) as missing:
+        consumer.incremental_unassign([TopicPartition(topic, 5)])
+    assert missing.value.args[0].code() == KafkaError._INVALID_ARG
+    with pytest.raises(TypeError):
+        consumer.subscribe(topic)
+    with pytest.raises(ValueError, match="num_messages"):
+        consumer.consume(-1)

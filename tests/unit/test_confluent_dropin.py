@@ -49,7 +49,8 @@ def test_group_protocol_defaults_to_classic_as_confluent() -> None:
         (kerrors.broker_error(KafkaError.ILLEGAL_GENERATION), KafkaError.ILLEGAL_GENERATION),
         (kerrors.broker_error(KafkaError.UNKNOWN_MEMBER_ID), KafkaError.UNKNOWN_MEMBER_ID),
         (kerrors.AlreadyAssignedError("twice"), KafkaError._CONFLICT),
-        (kerrors.NotAssignedError("not ours"), KafkaError._STATE),
+        (kerrors.NotAssignedError("not ours"), KafkaError._INVALID_ARG),
+        (kerrors.MixedAssignmentError("subscribed"), KafkaError._STATE),
         (kerrors.RequestTimeoutError("slow"), KafkaError._TIMED_OUT),
     ],
 )
