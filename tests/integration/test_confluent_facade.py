@@ -19,6 +19,8 @@ from typing import Any
 import confluent_kafka
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.error import ValueDeserializationError
+from confluent_kafka.serialization import MessageField, SerializationContext, StringDeserializer
 from helpers import run_python
 
 import kgroup.confluent
@@ -47,7 +49,7 @@ def make(kind: str, kafka_bootstrap_servers: str, make_group_id: MakeGroupId) ->
     made: list[Any] = []
     library, protocol = kind.split("-")
 
-    def factory(**overrides: Any) -> Any:
+    def factory(deserializing: bool = False, **overrides: Any) -> Any:
         config: dict[str, Any] = {
             "bootstrap.servers": kafka_bootstrap_servers,
             "group.id": make_group_id(),
@@ -55,8 +57,8 @@ def make(kind: str, kafka_bootstrap_servers: str, make_group_id: MakeGroupId) ->
             "group.protocol": protocol,
         }
         config.update(overrides)
-        cls = confluent_kafka.Consumer if library == "confluent" else kgroup.confluent.Consumer
-        consumer = cls(config)
+        peer = confluent_kafka if library == "confluent" else kgroup.confluent
+        consumer = (peer.DeserializingConsumer if deserializing else peer.Consumer)(config)
         made.append(consumer)
         return consumer
 
@@ -456,3 +458,49 @@ def test_assignment_misuse_error_codes(make: Any, make_topic: MakeTopic) -> None
         consumer.subscribe(topic)
     with pytest.raises(ValueError, match="num_messages"):
         consumer.consume(-1)
+
+
+def test_deserializing_consumer_gives_deserialized_messages_and_typed_errors(
+    make: Any, make_topic: MakeTopic, kafka_bootstrap_servers: str
+) -> None:
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap_servers, topic, 1)
+    contexts: list[tuple[str, str]] = []
+
+    def value_deserializer(data: bytes | None, ctx: SerializationContext) -> str:
+        contexts.append((ctx.topic, ctx.field))
+        assert data is not None
+        text = data.decode()
+        if text.endswith("-5"):
+            raise ValueError("five is refused")
+        return text.upper()
+
+    consumer = make(
+        deserializing=True,
+        **{
+            "enable.auto.commit": False,
+            "key.deserializer": StringDeserializer("utf_8"),
+            "value.deserializer": value_deserializer,
+        },
+    )
+    consumer.subscribe([topic])
+    got: list[tuple[int | None, Any, Any]] = []
+    deadline = time.monotonic() + WAIT
+    while len(got) < 5:
+        assert time.monotonic() < deadline
+        message = consumer.poll(0.5)
+        if message is not None:
+            got.append((message.offset(), message.key(), message.value()))
+    assert got == [(i, f"k{i}", f"VALUE-0-{i}") for i in range(5)]
+    assert contexts[0] == (topic, MessageField.VALUE)
+    with pytest.raises(ValueDeserializationError) as caught:
+        consumer.poll(WAIT)
+    failed = caught.value.kafka_message
+    assert failed is not None
+    assert failed.offset() == 5
+    assert isinstance(caught.value.exception, ValueError)
+    following = consumer.poll(WAIT)
+    assert following is not None
+    assert following.offset() == 6
+    with pytest.raises(NotImplementedError):
+        consumer.consume(1, 0.1)

@@ -8,8 +8,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from kgroup import errors as kerrors
-from kgroup.confluent import _translated as translated
 from kgroup.confluent import build_config, wants_eof
+from kgroup.confluent._consumer import _translated as translated
 
 
 def test_non_string_values_are_converted_with_str_as_confluent_does() -> None:
