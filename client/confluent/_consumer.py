@@ -39,6 +39,14 @@ _START_OFFSETS: Final = frozenset({confluent_kafka.OFFSET_BEGINNING, confluent_k
 
 _CLOSED_MESSAGE: Final = "Consumer closed"
 
+_COMMITTED_WAIT: Final = 10.0
+"""Seconds ``committed()`` waits when confluent-kafka would wait without limit."""
+
+
+def _wait(timeout: float | None) -> float | None:
+    """confluent-kafka's timeout (None or negative: no limit) as kgroup's (None: its default)."""
+    return None if timeout is None or timeout < 0 else timeout
+
 
 def _config_value(key: str, value: object) -> object:
     """A config value as confluent-kafka passes it to librdkafka: a string, but for callbacks."""
@@ -403,7 +411,8 @@ class Consumer:
         """The group's committed offsets (``OFFSET_INVALID``: none) with their metadata."""
         with _translated():
             found = self._native.committed_with_metadata(
-                [_key(tp) for tp in partitions], 10.0 if timeout is None else timeout
+                [_key(tp) for tp in partitions],
+                _COMMITTED_WAIT if timeout is None or timeout < 0 else timeout,
             )
         result = []
         for tp in partitions:
@@ -452,14 +461,14 @@ class Consumer:
         self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
     ) -> tuple[int, int]:
         with _translated():
-            return self._native.get_watermark_offsets(partition, timeout, cached)
+            return self._native.get_watermark_offsets(partition, _wait(timeout), cached)
 
     def offsets_for_times(
         self, partitions: list[TopicPartition], timeout: float | None = None
     ) -> list[TopicPartition]:
         """Per partition, the earliest offset at or after its timestamp (``OFFSET_END``: none)."""
         with _translated():
-            found = self._native.offsets_for_times(partitions, timeout)
+            found = self._native.offsets_for_times(partitions, _wait(timeout))
         result = []
         for tp in partitions:
             offset = found.get(_key(tp))
