@@ -15,7 +15,15 @@ from kgroup.types import TopicPartition
 if TYPE_CHECKING:
     # Only for annotations: negotiation imports api_versions, which imports this module.
     from kgroup.protocol.negotiation import NegotiatedVersions
-__all__ = ["CodeAnswered", "Narrow", "by_topic", "topic_name", "unexpected"]
+__all__ = [
+    "CodeAnswered",
+    "Narrow",
+    "by_topic",
+    "partitions_by_id",
+    "partitions_by_name",
+    "topic_name",
+    "unexpected",
+]
 
 _R = TypeVar("_R")
 _A_contra = TypeVar("_A_contra", contravariant=True)
@@ -27,6 +35,38 @@ def by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
     for tp in sorted(partitions):
         out.setdefault(tp.topic, []).append(tp.partition)
     return out
+
+
+class _ById(Protocol):
+    """A response's topic entry naming its topic by id (the group heartbeats' assignments)."""
+
+    @property
+    def topic_id(self) -> uuid.UUID | None: ...
+    @property
+    def partitions(self) -> tuple[int, ...]: ...
+
+
+class _ByName(Protocol):
+    """A response's topic entry naming its topic (the group describes' assignments)."""
+
+    @property
+    def topic_name(self) -> str: ...
+    @property
+    def partitions(self) -> tuple[int, ...]: ...
+
+
+def partitions_by_id(entries: Iterable[_ById]) -> dict[uuid.UUID, tuple[int, ...]]:
+    """An assignment as the members take it: topic id -> partitions (no id: skipped)."""
+    return {
+        e.topic_id: tuple(int(p) for p in e.partitions) for e in entries if e.topic_id is not None
+    }
+
+
+def partitions_by_name(entries: Iterable[_ByName]) -> frozenset[TopicPartition]:
+    """An assignment as the group tools show it: the named partitions."""
+    return frozenset(
+        TopicPartition(str(e.topic_name), int(p)) for e in entries for p in e.partitions
+    )
 
 
 def topic_name(topic: object, names: Mapping[uuid.UUID, str]) -> str | None:

@@ -20,6 +20,7 @@ from kio.static.protocol import RequestPayload
 
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests import consumer_group_describe
+from kgroup.protocol.requests._common import partitions_by_name
 from kgroup.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -113,11 +114,7 @@ def build(versions: NegotiatedVersions, group_ids: Iterable[str]) -> RequestPayl
 
 
 def _partitions(a: v0.Assignment | v1.Assignment) -> frozenset[TopicPartition]:
-    return frozenset(
-        TopicPartition(str(tp.topic_name), int(p))
-        for tp in a.topic_partitions
-        for p in tp.partitions
-    )
+    return partitions_by_name(a.topic_partitions)
 
 
 def _member(m: v0.Member | v1.Member) -> DescribedConsumerMember:

@@ -14,7 +14,7 @@ from kio.static.protocol import RequestPayload
 
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.negotiation import NegotiatedVersions
-from kgroup.protocol.requests._common import Narrow
+from kgroup.protocol.requests._common import Narrow, partitions_by_name
 from kgroup.types import TopicPartition
 
 __all__ = ["DescribedShareGroup", "DescribedShareMember", "build", "narrow", "parse"]
@@ -104,11 +104,7 @@ def parse(response: Response) -> tuple[DescribedShareGroup, ...]:
                     client_id=m.client_id,
                     client_host=m.client_host,
                     subscribed_topics=frozenset(str(t) for t in m.subscribed_topic_names),
-                    assignment=frozenset(
-                        TopicPartition(str(tp.topic_name), int(p))
-                        for tp in m.assignment.topic_partitions
-                        for p in tp.partitions
-                    ),
+                    assignment=partitions_by_name(m.assignment.topic_partitions),
                 )
                 for m in g.members
             ),

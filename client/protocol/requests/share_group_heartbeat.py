@@ -16,7 +16,7 @@ from kio.static.protocol import RequestPayload
 from kgroup.membership.share import ShareHeartbeatRequest, ShareHeartbeatResponse
 from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.negotiation import NegotiatedVersions
-from kgroup.protocol.requests._common import Narrow
+from kgroup.protocol.requests._common import Narrow, partitions_by_id
 
 __all__ = ["build", "narrow", "parse"]
 
@@ -51,11 +51,7 @@ def parse(response: Response) -> ShareHeartbeatResponse:
     """The fields of ``response`` the member needs; the assignment by topic id."""
     assignment = None
     if response.assignment is not None:
-        assignment = {
-            tp.topic_id: tuple(int(p) for p in tp.partitions)
-            for tp in response.assignment.topic_partitions
-            if tp.topic_id is not None
-        }
+        assignment = partitions_by_id(response.assignment.topic_partitions)
     interval: datetime.timedelta = response.heartbeat_interval
     return ShareHeartbeatResponse(
         error_code=int(response.error_code),
