@@ -375,6 +375,12 @@ class ShareCore:
             self._sent[node] = acks
             self.counters.acknowledge_requests += 1
             return SendShareAcknowledge(close)
+        if owed and session.state is SessionState.NEW and not self._still_assigned(node):
+            # The session they belong to is gone and no fetch will open another: no
+            # request can carry them. The broker releases those records when their
+            # locks expire (at-least-once: they are delivered again).
+            self._lost(self.inflight.pending.take_all(node))
+            return None
         if owed and session.state is SessionState.OPEN:
             acks = self.inflight.pending.take_all(node)
             ack = session.acknowledge(acks)
@@ -397,6 +403,14 @@ class ShareCore:
             self.counters.fetch_requests += 1
             return SendShareFetch(session.fetch(self.config.limits))
         return None
+
+    def _still_assigned(self, node: int) -> bool:
+        """Whether a partition with acknowledgements owed to ``node`` is still assigned."""
+        for tip in self.inflight.pending.partitions(node):
+            name = self._names.get(tip.topic_id)
+            if name is not None and TopicPartition(name, tip.partition) in self._fetching:
+                return True
+        return False
 
     def _flushed(self) -> bool:
         return all(

@@ -71,6 +71,12 @@ class Member:
         results: dict[TopicIdPartition, kgroup.KgroupError | None] = await self._call("commit")
         return results
 
+    async def commit_async(self) -> None:
+        if isinstance(self.consumer, kgroup.ShareConsumer):
+            await anyio.to_thread.run_sync(self.consumer.commit_async)
+        else:
+            self.consumer.commit_async()
+
     async def metrics(self) -> dict[str, object]:
         if isinstance(self.consumer, kgroup.ShareConsumer):
             return await anyio.to_thread.run_sync(self.consumer.metrics)
@@ -300,6 +306,35 @@ async def test_close_during_a_fetch_is_prompt_and_releases_to_the_next_member(
     async with member(front, anyio_backend, kafka_bootstrap_servers, group, topic) as two:
         again = await two.consume_until(10)
     assert sorted((r.offset(), r.delivery_count()) for r in again) == [(i, 2) for i in range(10)]
+
+
+async def test_commit_async_reports_through_the_callback_in_a_later_call(
+    anyio_backend: str,
+    front: str,
+    kafka_bootstrap_servers: str,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+) -> None:
+    topic, group = make_topic(partitions=1), make_group_id()
+    await _prepare(kafka_bootstrap_servers, group, topic, 5)
+    answered: list[tuple[Mapping[TopicIdPartition, frozenset[int]], object]] = []
+    async with member(
+        front,
+        anyio_backend,
+        kafka_bootstrap_servers,
+        group,
+        topic,
+        on_commit=lambda offsets, error: answered.append((offsets, error)),
+        extra={"share.acknowledgement.mode": "explicit"},
+    ) as one:
+        got = await one.consume_until(5, ack=kgroup.AcknowledgeType.ACCEPT)
+        await one.commit_async()
+        with anyio.fail_after(WAIT):
+            # The callback runs inside the application's calls: consume until it has.
+            while {o for offsets, _ in answered for o in offsets_of(offsets)} != set(range(5)):
+                assert await one.consume(10, 0.2) == []
+    assert sorted(r.offset() for r in got) == list(range(5))
+    assert all(error is None for _, error in answered)
 
 
 def test_bad_config_raises_config_error_naming_the_key() -> None:

@@ -284,3 +284,20 @@ def test_the_members_fatal_error_is_raised_from_consume() -> None:
     core.member_event(ShareHeartbeatResponseReceived(sent.seq, denied), 0.1)
     with pytest.raises(Exception, match="GROUP_AUTHORIZATION_FAILED|authoriz"):
         core.consume(1, 0.2)
+
+
+def test_acknowledgements_no_request_can_carry_are_reported_failed_not_kept_forever() -> None:
+    core = joined()
+    core.poll(0.0)
+    core.on_fetch_answered(LEADER, fetch_answer(0, 2), 1.0)
+    core.consume(10, 1.0)
+    # The session is lost (no answer) and the partition leaves the assignment.
+    core.poll(1.0)  # the acknowledgement goes ...
+    core.on_request_failed(LEADER)  # ... and is owed again on a session now gone
+    heartbeat(core, 5.0, [], epoch=2)
+    core.commit()
+    core.poll(5.0)
+    assert core.committed()
+    (lost,) = core.take_outcomes()
+    assert sorted(lost.offsets) == [0, 1]
+    assert not lost.succeeded
