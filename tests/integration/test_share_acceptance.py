@@ -126,21 +126,30 @@ async def test_an_unacknowledged_record_goes_to_another_member_when_its_lock_exp
         open_member(front, explicit, [topic]) as other,
     ):
         with anyio.fail_after(WAIT):
-            await holder.consume_until(lambda: len(holder.received) >= 3)
+            # The holder takes one batch and sits on it (explicit mode: no
+            # further consume() until it is acknowledged).
+            await holder.consume_until(lambda: bool(holder.received))
             acquired_at = anyio.current_time()
-            # The other member gets the records only once the holder's lock ran out.
-            await other.consume_until(lambda: len(other.received) >= 3)
-            waited = anyio.current_time() - acquired_at
-            for record in other.received:
-                other.acknowledge(record, kgroup.AcknowledgeType.ACCEPT)
+            held = {r.offset() for r in holder.received}
+            # The other member gets the rest at once, the holder's records only
+            # once the holder's lock ran out.
+            seen: dict[int, tuple[int, float]] = {}
+            while set(seen) < set(range(len(values))):
+                for record in await other.consume(10, 0.2):
+                    waited = anyio.current_time() - acquired_at
+                    seen[record.offset()] = (record.delivery_count(), waited)
+                    other.acknowledge(record, kgroup.AcknowledgeType.ACCEPT)
             accepted = await other.commit()
             # The holder's acknowledgement comes too late: the records are not its own.
             for record in holder.received:
                 holder.acknowledge(record, kgroup.AcknowledgeType.ACCEPT)
             late = await holder.commit()
-    assert [(r.offset(), r.delivery_count()) for r in holder.received] == [(0, 1), (1, 1), (2, 1)]
-    assert [(r.offset(), r.delivery_count()) for r in other.received] == [(0, 2), (1, 2), (2, 2)]
-    assert waited > 1.0, f"records reached the other member {waited:.2f} s after the holder's"
+    assert all(r.delivery_count() == 1 for r in holder.received)
+    for offset in held:
+        count, waited = seen[offset]
+        # The second delivery: the holder, sitting on its batch, fetched no more.
+        assert count == 2, f"offset {offset} came back as delivery {count}"
+        assert waited > 1.0, f"offset {offset} came back after {waited:.2f} s, under the lock"
     assert list(accepted.values()) == [None]
     assert late, "the late acknowledgement has a result"
     assert all(isinstance(e, kgroup.KgroupError) for e in late.values()), late
@@ -191,8 +200,8 @@ async def test_a_member_killed_mid_batch_loses_nothing(
     counts = {r.offset(): r.delivery_count() for r in survivor.received}
     assert sorted(counts) == list(range(len(values))), "every record reached the survivor"
     assert len(survivor.received) == len(values), "and once"
-    # The killed member's records came back after its lock ran out; the rest
-    # were never delivered before.
-    assert {o for o, n in counts.items() if n >= 2} == held
-    assert all(n == 1 for o, n in counts.items() if o not in held)
+    # The killed member's records came back after its lock ran out (with any
+    # it had fetched and not yet handed out).
+    assert held <= {o for o, n in counts.items() if n == 2}
+    assert all(n <= 2 for n in counts.values())
     assert all(error is None for error in results.values())
