@@ -99,24 +99,6 @@ def test_wire_tour_example_talks_to_the_broker(kafka_bootstrap_servers: str) -> 
     assert "through kgroup's data plane" in result.stdout
 
 
-def test_share_consumer_example_retries_flaky_records_and_rejects_poison(
-    kafka_bootstrap_servers: str, make_topic: MakeTopic, make_group_id: MakeGroupId
-) -> None:
-    topic = make_topic(partitions=1)
-    produce_values(kafka_bootstrap_servers, topic, ["job 0", "flaky job 1", "poison job 2"])
-    result = run(
-        "share_consumer.py", kafka_bootstrap_servers, topic, make_group_id(), "--max-records", "3"
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    lines = result.stdout.splitlines()
-    assert f"{topic}-0@0 try 1: ACCEPT" in lines
-    assert f"{topic}-0@1 try 1: RELEASE" in lines
-    assert f"{topic}-0@1 try 2: ACCEPT" in lines
-    assert f"{topic}-0@2 try 1: REJECT" in lines
-    assert len(lines) == 4, "the rejected record never came back"
-    assert "settled 3 records" in result.stderr
-
-
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_async_share_consumer_example_reads_every_record(
     backend: str, kafka_bootstrap_servers: str, make_topic: MakeTopic, make_group_id: MakeGroupId
