@@ -71,6 +71,11 @@ class Member:
         results: dict[TopicIdPartition, kgroup.KgroupError | None] = await self._call("commit")
         return results
 
+    async def assignment(self) -> frozenset[TopicPartition]:
+        if isinstance(self.consumer, kgroup.ShareConsumer):
+            return await anyio.to_thread.run_sync(self.consumer.assignment)
+        return self.consumer.assignment()
+
     async def commit_async(self) -> None:
         if isinstance(self.consumer, kgroup.ShareConsumer):
             await anyio.to_thread.run_sync(self.consumer.commit_async)
@@ -167,7 +172,7 @@ async def test_implicit_mode_consumes_and_accepts_every_record_once(
         got = await one.consume_until(total)
         results = await one.commit()
         metrics = await one.metrics()
-        assert one.consumer.assignment() == {TopicPartition(topic, 0)}
+        assert await one.assignment() == {TopicPartition(topic, 0)}
     assert sorted(r.offset() for r in got) == list(range(total))
     assert {r.delivery_count() for r in got} == {1}
     assert [r.value() for r in sorted(got, key=lambda r: r.offset())] == [
@@ -193,6 +198,37 @@ def offsets_of(offsets: Mapping[TopicIdPartition, frozenset[int]]) -> set[int]:
     return {o for part in offsets.values() for o in part}
 
 
+async def test_two_members_share_the_records_each_delivered_once(
+    anyio_backend: str,
+    front: str,
+    kafka_bootstrap_servers: str,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+) -> None:
+    topic, group = make_topic(partitions=2), make_group_id()
+    total = 400
+    async with KafkaClient(kafka_bootstrap_servers) as client:
+        await set_share_auto_offset_reset(client, group, "earliest")
+    async with (
+        member(front, anyio_backend, kafka_bootstrap_servers, group, topic) as one,
+        member(front, anyio_backend, kafka_bootstrap_servers, group, topic) as two,
+    ):
+        # Produced once both consume, so that either may acquire any of them.
+        values = [(f"k{i}".encode(), f"r{i}".encode(), None) for i in range(total)]
+        await anyio.to_thread.run_sync(
+            lambda: produce_records(kafka_bootstrap_servers, topic, values)
+        )
+        got: list[kgroup.ShareRecord] = []
+        with anyio.fail_after(WAIT):
+            while len(got) < total:
+                got += await one.consume(50, 0.2)
+                got += await two.consume(50, 0.2)
+        await one.commit()
+        await two.commit()
+    assert sorted(r.value() or b"" for r in got) == sorted(v for _, v, _ in values)
+    assert {r.delivery_count() for r in got} == {1}
+
+
 async def test_a_second_consumer_gets_no_accepted_record(
     anyio_backend: str,
     front: str,
@@ -210,7 +246,7 @@ async def test_a_second_consumer_gets_no_accepted_record(
     async with member(front, anyio_backend, kafka_bootstrap_servers, group, topic) as two:
         # Joining takes a heartbeat interval; then a fetch would hand out anything left.
         with anyio.fail_after(WAIT):
-            while not two.consumer.assignment():
+            while not await two.assignment():
                 assert await two.consume(10, 0.5) == []
         assert await two.consume(10, 2.0) == []
 
