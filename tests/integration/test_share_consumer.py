@@ -12,11 +12,13 @@ import functools
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
 import pytest
+from helpers import run_python
 from share_helpers import produce_records
 
 import kgroup
@@ -371,6 +373,26 @@ async def test_commit_async_reports_through_the_callback_in_a_later_call(
                 assert await one.consume(10, 0.2) == []
     assert sorted(r.offset() for r in got) == list(range(5))
     assert all(error is None for _, error in answered)
+
+
+def test_the_share_consumer_example_accepts_text_and_rejects_the_rest(
+    kafka_bootstrap_servers: str, make_topic: MakeTopic, make_group_id: MakeGroupId
+) -> None:
+    topic, group = make_topic(partitions=1), make_group_id()
+    values: list[tuple[bytes | None, bytes | None, None]] = [
+        (None, f"text {i}".encode(), None) for i in range(5)
+    ]
+    values.insert(2, (None, b"\xff\xfe", None))
+    produce_records(kafka_bootstrap_servers, topic, values)
+    example = Path(__file__).resolve().parents[2] / "examples" / "share_consumer.py"
+    args = [kafka_bootstrap_servers, topic, group, "--earliest", "--max-records", "5"]
+    done = run_python(str(example), *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "consumed 5 records" in done.stderr
+    assert "rejecting 0@2" in done.stderr
+    assert [line.split(": ", 1)[1] for line in done.stdout.splitlines()] == [
+        f"text {i}" for i in range(5)
+    ]
 
 
 def test_bad_config_raises_config_error_naming_the_key() -> None:
