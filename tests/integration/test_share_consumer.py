@@ -395,6 +395,22 @@ def test_the_share_consumer_example_accepts_text_and_rejects_the_rest(
     ]
 
 
+async def test_an_unreachable_cluster_never_hangs_consume_or_close(
+    anyio_backend: str, front: str, make_group_id: MakeGroupId
+) -> None:
+    """Bootstrap is retried in the background (as the consumer does): consume waits
+    its timeout and returns nothing, close returns at once."""
+    unused = "127.0.0.1:1"
+    with anyio.fail_after(20):
+        async with member(front, anyio_backend, unused, make_group_id(), "t") as one:
+            started = time.monotonic()
+            assert await one.consume(10, 1.0) == []
+            assert 0.9 <= time.monotonic() - started < 5.0
+            started = time.monotonic()
+            await one.close()
+            assert time.monotonic() - started < 5.0
+
+
 def test_bad_config_raises_config_error_naming_the_key() -> None:
     base = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
     with pytest.raises(kgroup.ConfigError, match="auto.offset.reset.*set_share_auto_offset_reset"):
