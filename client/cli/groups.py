@@ -386,7 +386,7 @@ def _groups_describe(args: argparse.Namespace) -> int:
         values = [data(d) for d in described]
         print(json.dumps(values if args.all_groups else values[0], indent=2, sort_keys=False))
     elif args.all_groups and not described:
-        print("no consumer groups")
+        print("no consumer or share groups")
     else:
         print("\n\n".join(text(d) for d in described))
     return _OK
@@ -523,7 +523,7 @@ def _groups_lag(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(jsonable(lags), indent=2, sort_keys=False))
     else:
-        print("\n\n".join(text(lag) for lag in lags) if lags else "no consumer groups")
+        print("\n\n".join(text(lag) for lag in lags) if lags else "no consumer or share groups")
     return _OK
 
 
