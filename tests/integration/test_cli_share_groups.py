@@ -252,3 +252,36 @@ async def test_configure_sets_and_deletes_share_configs_and_reports_refusals(
         done = await cli(bootstrap, "groups", "configure", group, *args)
         assert done.returncode == 2
         assert "KEY=VALUE" in done.stderr or "nothing to change" in done.stderr
+
+
+async def test_describe_shows_members_sharing_one_partition(
+    kafka_broker: KafkaBroker, make_topic: MakeTopic, make_group_id: MakeGroupId
+) -> None:
+    bootstrap = kafka_broker.bootstrap_servers
+    topic, group = make_topic(partitions=1), make_group_id("share-two")
+    async with KafkaClient(bootstrap) as client, anyio.create_task_group() as tasks:
+        drivers = [ShareDriver(client, group) for _ in range(2)]
+        for driver in drivers:
+            tasks.start_soon(driver.run, [topic])
+        with anyio.fail_after(WAIT):
+            for driver in drivers:
+                await driver.wait_until(
+                    lambda d=driver: TopicPartition(topic, 0) in d.fetching  # type: ignore[misc]
+                )
+        described = await cli_json(bootstrap, "groups", "describe", group)
+        # More members than partitions: both hold the one partition (a share group's
+        # assignment is not exclusive).
+        assert {m["member_id"] for m in described["members"]} == {
+            d.member.member_id for d in drivers
+        }
+        for member in described["members"]:
+            assert member["assignment"] == [{"topic": topic, "partition": 0}]
+        text = (await cli(bootstrap, "groups", "describe", group)).stdout
+        assert "2 member(s)" in text
+        assert text.count(f"{topic}:0") == 2
+        with anyio.fail_after(WAIT):
+            for driver in drivers:
+                await driver.close()
+        tasks.cancel_scope.cancel()
+    for driver in drivers:
+        assert driver.fatal == []
