@@ -236,7 +236,7 @@ async def test_configure_sets_and_deletes_share_configs_and_reports_refusals(
         # Refusals: the broker's reason, exit 2, and nothing applied.
         for setting, named in (
             ("share.no.such.key=1", "share.no.such.key"),
-            ("share.record.lock.duration.ms=1000", "share.record.lock.duration.ms"),
+            ("share.record.lock.duration.ms=500", "share.record.lock.duration.ms"),  # < any floor
             ("share.auto.offset.reset=sometimes", "share.auto.offset.reset"),
         ):
             done = await cli(bootstrap, "groups", "configure", group, "--set", setting)
