@@ -130,7 +130,13 @@ def _worker_kgroup_prototype(bootstrap: str, topic: str, group: str, want: int) 
                 tg.start_soon(driver.run, [topic])
                 await driver.wait_until(lambda: bool(driver.fetching))
                 while count < want:
-                    for record in await driver.fetch(BATCH):
+                    # Buffered records first: a ShareFetch while holding every available
+                    # record would wait its whole max_wait for more.
+                    if driver.inflight.buffered:
+                        batch = driver.inflight.poll(BATCH)
+                    else:
+                        batch = await driver.fetch(BATCH)
+                    for record in batch:
                         if not count:
                             first = time.perf_counter()
                         count += 1
