@@ -19,6 +19,9 @@ member owning its partition at that moment.
 
 Every wait has a deadline; a member that exits or goes silent fails the wait
 with the tail of its stderr.
+
+Share-group members (Apache Kafka's ``KafkaShareConsumer``, ``java/SharePeer.java``,
+compiled together with ``Peer.java``) are started by ``peers.share_peer.SharePeerGroup``.
 """
 
 from __future__ import annotations
