@@ -262,3 +262,38 @@ async def test_records_released_by_one_kind_come_back_to_the_other_with_a_higher
     assert counts(last.shared()) == {key: n + 1 for key, n in middle.items()}
     for peer in (first, last):
         assert peer.commit_failures() == [], peer.name
+
+
+async def test_records_rejected_by_java_never_reach_a_kgroup_member(
+    kafka_bootstrap_servers: str, make_topic: MakeTopic, make_group_id: MakeGroupId
+) -> None:
+    """A Java member rejects 10 records and leaves; 10 more are produced: a kgroup member
+    gets those 10 only (the broker hands out the lowest available offsets first, so a
+    rejected record still available would have come first)."""
+    bootstrap = kafka_bootstrap_servers
+    total = 10
+    topic, group = make_topic(partitions=1), make_group_id("share-reject")
+    async with KafkaClient(bootstrap) as client:
+        await set_share_auto_offset_reset(client, group, "earliest")
+        rejected = await anyio.to_thread.run_sync(produce_keys, bootstrap, topic, 1, 0, total)
+        with SharePeerGroup(bootstrap) as peers:
+
+            def java_rejects() -> JavaSharePeer:
+                (peer,) = peers.start_shares(group, ["explicit"], names=["java-reject"])
+                peer.ack("reject")
+                peer.limit(total)
+                peer.subscribe(topic)
+                peer.wait_consumed(WAIT)
+                peer.close()
+                return peer
+
+            first = await anyio.to_thread.run_sync(java_rejects)
+        later = await anyio.to_thread.run_sync(produce_keys, bootstrap, topic, 1, total, total)
+        ours = KgroupMember(client, group, "kgroup-accept", AcknowledgementMode.EXPLICIT)
+        async with kgroup_members(client, group, topic, [ours]):
+            with anyio.fail_after(WAIT):
+                await ours.consume(anyio.Event(), until=total)
+
+    assert {r.key: r.ack for r in first.shared()} == dict.fromkeys(rejected, "reject")
+    assert first.commit_failures() == []
+    assert {r.key: r.delivery_count for r in ours.got} == dict.fromkeys(later, 1)
