@@ -255,14 +255,6 @@ def run_worker(client: str, bootstrap: str, topic: str, group: str, want: int) -
     return data
 
 
-def available(client: str) -> bool:
-    """Whether this kgroup has the client's consumer class (the Java client always runs)."""
-    import kgroup  # noqa: PLC0415
-
-    wanted = {"kgroup sync": "ShareConsumer", "kgroup async": "AsyncShareConsumer"}.get(client)
-    return wanted is None or hasattr(kgroup, wanted)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -288,10 +280,6 @@ def main() -> None:
     unknown = sorted(set(clients) - set(CLIENTS + OPTIONAL))
     if unknown:
         parser.error(f"unknown clients {unknown}; choose from {CLIENTS + OPTIONAL}")
-    missing = [c for c in clients if not available(c)]
-    for client in missing:
-        print(f"skipping {client}: this kgroup has no share consumer of that kind yet")
-    clients = [c for c in clients if c not in missing]
     counts = [int(p) for p in args.partitions.split(",")]
     if args.bootstrap:
         results, loads = measure(args.bootstrap, clients, counts, args.records, args.repeats)
