@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 
+import kio_strategies  # noqa: F401  (registers strategies for kio's Records)
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

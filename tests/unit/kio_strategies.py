@@ -1,7 +1,9 @@
-"""Hypothesis strategies every unit test module may need, registered once for the run.
+"""Hypothesis strategies for kio's types that Hypothesis cannot build on its own.
 
-A strategy registered inside one module exists only once that module was
-imported: a module run on its own then fails where the whole run passes.
+Every test module that builds kio values with ``st.from_type`` / ``st.builds``
+imports this module: a strategy registered inside one test module exists only
+once that module was imported, so another module run on its own would fail
+where the whole run passes.
 """
 
 from __future__ import annotations
