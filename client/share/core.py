@@ -388,7 +388,7 @@ class ShareCore:
             self._sent[node] = acks
             self.counters.acknowledge_requests += 1
             return SendShareAcknowledge(ack)
-        if session.fetch_partitions() and self.inflight.has_room():
+        if session.fetch_partitions() and self._may_fetch():
             self._sent[node] = {}
             self.counters.fetch_requests += 1
             return SendShareFetch(session.fetch(self.config.limits))
@@ -403,6 +403,13 @@ class ShareCore:
             self.counters.fetch_requests += 1
             return SendShareFetch(session.fetch(self.config.limits))
         return None
+
+    def _may_fetch(self) -> bool:
+        # As the Java client: no fetch while fetched records wait to be handed out.
+        # They are acquired, and the broker caps the records a share partition has
+        # acquired at once (group.share.partition.max.record.locks): fetching more
+        # before they are acknowledged would only wait out max_wait on the broker.
+        return self.inflight.has_room() and self.inflight.buffered == 0
 
     def _still_assigned(self, node: int) -> bool:
         """Whether a partition with acknowledgements owed to ``node`` is still assigned."""
