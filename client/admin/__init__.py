@@ -10,13 +10,15 @@ built on them)::
             print(listing.group_id, listing.group_type.value, listing.state)
         group = await describe_group(client, "orders")
         lag = await group_lag(client, "orders")
+        queue = await share_group_offsets(client, "orders-queue")  # start offsets, lag
         facts = await gather_migration_facts(client, "orders", regexes=["^orders"])
         report = check_migration(facts)       # pure: findings, report.safe
         plan = plan_migration(facts, report)  # pure: rolling order, settings
 
 Only :func:`reset_offsets`, :func:`delete_groups` and :func:`delete_offsets`
-write, and only to a group without live members (``kgroup groups
-reset-offsets | delete | delete-offsets``); the rest never joins or commits.
+write offsets, and only to a group without live members (``kgroup groups
+reset-offsets | delete | delete-offsets``); :func:`alter_share_group_configs`
+writes a group's configs (``kgroup groups configure``); the rest never joins or commits.
 """
 
 from kgroup.admin import model
@@ -44,6 +46,7 @@ from kgroup.admin.migration import (
 )
 from kgroup.admin.model import *  # noqa: F403
 from kgroup.admin.regex import RegexVerdict, evaluate_regex
+from kgroup.admin.share import alter_share_group_configs, share_group_offsets
 from kgroup.admin.writes import (
     OffsetReset,
     ResetKind,
@@ -80,6 +83,7 @@ __all__ = [
     "ResetKind",
     "ResetTarget",
     "Severity",
+    "alter_share_group_configs",
     "broker_configs",
     "broker_info",
     "check_migration",
@@ -98,5 +102,6 @@ __all__ = [
     "plan_migration",
     "plan_offset_reset",
     "reset_offsets",
+    "share_group_offsets",
 ]
 __all__ += model.__all__

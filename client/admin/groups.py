@@ -40,6 +40,7 @@ from kgroup.protocol.requests import (
     describe_groups,
     group_offsets,
     list_offsets,
+    share_group_describe,
 )
 from kgroup.protocol.requests import describe_configs as describe_configs_request
 from kgroup.protocol.requests import list_groups as list_groups_request
@@ -55,6 +56,7 @@ from kgroup.protocol.requests.describe_configs import (
 )
 from kgroup.protocol.requests.describe_groups import DescribedClassicGroup
 from kgroup.protocol.requests.list_offsets import IsolationLevel, ListedOffset
+from kgroup.protocol.requests.share_group_describe import DescribedShareGroup
 from kgroup.transport.client import KafkaClient
 from kgroup.types import TopicPartition
 
@@ -231,6 +233,60 @@ def _classic_description(
     )
 
 
+def _share_description(group: DescribedShareGroup, coordinator: BrokerAddress) -> GroupDescription:
+    members = tuple(
+        MemberDescription(
+            member_id=m.member_id,
+            instance_id=None,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            protocol=MemberProtocol.SHARE,
+            rack_id=m.rack_id,
+            member_epoch=m.member_epoch,
+            subscribed_topics=m.subscribed_topics,
+            assignment=m.assignment,
+        )
+        for m in group.members
+    )
+    return GroupDescription(
+        group_id=group.group_id,
+        group_type=GroupType.SHARE,
+        protocol_type=GroupType.SHARE.value,
+        state=group.state,
+        assignor=group.assignor,
+        coordinator=coordinator,
+        members=tuple(sorted(members, key=lambda m: m.member_id)),
+        group_epoch=group.group_epoch,
+        assignment_epoch=group.assignment_epoch,
+    )
+
+
+async def _describe_share(client: KafkaClient, group_id: str) -> GroupDescription | None:
+    """The group as ShareGroupDescribe sees it; None when it is not a share group
+    (or the coordinator lacks the API)."""
+    coordinator = await client.coordinator(group_id)
+    versions = await client.versions(coordinator.node_id)
+    if not versions.supports(ApiKey.SHARE_GROUP_DESCRIBE):
+        return None
+    response = await client.request(
+        lambda v: share_group_describe.build(v, [group_id]), node=coordinator.node_id
+    )
+    (group,) = share_group_describe.parse(share_group_describe.narrow(response))
+    if group.error_code in (ErrorCode.group_id_not_found, ErrorCode.unsupported_version):
+        return None
+    raise_for_error(group.error_code, group.error_message)
+    return _share_description(group, coordinator)
+
+
+def _no_such_group(group_id: str) -> GroupIdNotFoundError:
+    return GroupIdNotFoundError(
+        int(ErrorCode.group_id_not_found),
+        "GROUP_ID_NOT_FOUND",
+        False,
+        f"group {group_id!r} does not exist (check the name with `kgroup groups list`)",
+    )
+
+
 async def _describe_consumer(
     client: KafkaClient, group_id: str
 ) -> tuple[DescribedConsumerGroup, BrokerAddress] | None:
@@ -276,7 +332,18 @@ async def describe_group_once(client: KafkaClient, group_id: str) -> GroupDescri
     consumer = await _describe_consumer(client, group_id)
     if consumer is not None:
         return _consumer_description(*consumer)
-    return _classic_description(*await _describe_classic(client, group_id))
+    try:
+        classic, coordinator = await _describe_classic(client, group_id)
+    except GroupIdNotFoundError:
+        share = await _describe_share(client, group_id)
+        if share is not None:
+            return share
+        raise
+    if classic.state == "Dead":
+        share = await _describe_share(client, group_id)
+        if share is not None:
+            return share
+    return _classic_description(classic, coordinator)
 
 
 async def describe_group(client: KafkaClient, group_id: str) -> GroupDescription:
@@ -284,7 +351,8 @@ async def describe_group(client: KafkaClient, group_id: str) -> GroupDescription
 
     A consumer group (KIP-848, possibly with classic members) is read with
     ConsumerGroupDescribe; a classic group with DescribeGroups, its members'
-    embedded subscriptions and assignments decoded.
+    embedded subscriptions and assignments decoded; a share group (KIP-932) with
+    ShareGroupDescribe (its start offsets and lag: :func:`kgroup.admin.share.share_group_offsets`).
 
     Raises:
         GroupIdNotFoundError: the coordinator knows no such group.
@@ -305,14 +373,16 @@ async def describe_group(client: KafkaClient, group_id: str) -> GroupDescription
             consumer = await _describe_consumer(client, group_id)
             if consumer is not None:
                 return _consumer_description(*consumer)
+            # DescribeGroups knows only classic groups: a share group is "not found" there.
+            share = await _describe_share(client, group_id)
+            if share is not None:
+                return share
             raise
         if classic.state == "Dead":
-            raise GroupIdNotFoundError(
-                int(ErrorCode.group_id_not_found),
-                "GROUP_ID_NOT_FOUND",
-                False,
-                f"group {group_id!r} does not exist (check the name with `kgroup groups list`)",
-            )
+            share = await _describe_share(client, group_id)
+            if share is not None:
+                return share
+            raise _no_such_group(group_id)
         return _classic_description(classic, coordinator)
 
     return await _with_coordinator(client, group_id, attempt)

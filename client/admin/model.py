@@ -20,6 +20,8 @@ __all__ = [
     "MemberDescription",
     "MemberProtocol",
     "PartitionLag",
+    "ShareGroupOffsets",
+    "SharePartitionOffset",
 ]
 
 
@@ -49,6 +51,8 @@ class MemberProtocol(enum.Enum):
 
     CLASSIC = "classic"
     CONSUMER = "consumer"
+    SHARE = "share"
+    """A member of a share group (KIP-932): it fetches from partitions other members may share."""
     UNKNOWN = "unknown"
     """A consumer group described by a broker that does not say (ConsumerGroupDescribe v0)."""
 
@@ -128,15 +132,15 @@ class GroupDescription:
 
     Attributes:
         group_id: the group's id.
-        group_type: CLASSIC (described by DescribeGroups) or CONSUMER
-            (ConsumerGroupDescribe).
+        group_type: CLASSIC (described by DescribeGroups), CONSUMER
+            (ConsumerGroupDescribe) or SHARE (ShareGroupDescribe).
         protocol_type: ``consumer`` for consumer groups (a classic group of
-            another kind, such as Kafka Connect, has its own).
+            another kind, such as Kafka Connect, has its own), ``share`` for a share group.
         state: the state as the broker spells it (``Stable``, ``Empty`` ...).
         assignor: the classic group's chosen protocol (its assignor, such as
             ``cooperative-sticky``), or the consumer group's server-side assignor.
-        group_epoch: a consumer group's epoch; None for a classic group.
-        assignment_epoch: a consumer group's target assignment epoch; None for classic.
+        group_epoch: a consumer or share group's epoch; None for a classic group.
+        assignment_epoch: a consumer or share group's assignment epoch; None for classic.
         coordinator: the broker coordinating the group.
         members: the members, sorted by member id.
     """
@@ -239,6 +243,52 @@ class GroupLag:
 
     group: GroupDescription
     partitions: tuple[PartitionLag, ...]
+
+    @property
+    def total(self) -> int:
+        """The sum of the known lags."""
+        return sum(p.lag for p in self.partitions if p.lag is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class SharePartitionOffset:
+    """A partition of a share group: where the group stands on it and what is left.
+
+    Attributes:
+        partition: the partition.
+        start_offset: the share-partition start offset: every record below it is
+            acknowledged (or archived); None when the group has no state for the
+            partition yet (no member fetched from it).
+        log_end: the partition's log end offset (high watermark), or None when
+            the leader could not say.
+        broker_lag: the lag the broker reports (Kafka 4.2+, KIP-1226): records at or
+            after the start offset not yet acknowledged; None from an older broker.
+    """
+
+    partition: TopicPartition
+    start_offset: int | None
+    log_end: int | None
+    broker_lag: int | None = None
+
+    @property
+    def lag(self) -> int | None:
+        """Records still to be delivered and acknowledged: the broker's count when it
+        gives one, else the log end minus the start offset (an upper bound: records
+        acknowledged above the start offset still count); None when unknown."""
+        if self.broker_lag is not None:
+            return self.broker_lag
+        if self.start_offset is None or self.log_end is None:
+            return None
+        return max(0, self.log_end - self.start_offset)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareGroupOffsets:
+    """A share group's description and the start offset and lag of each partition
+    it has state for or is assigned (sorted)."""
+
+    group: GroupDescription
+    partitions: tuple[SharePartitionOffset, ...]
 
     @property
     def total(self) -> int:

@@ -8,14 +8,18 @@
     kgroup groups reset-offsets GROUP (--topic T[:P,P...] ... | --all-topics) TARGET [--execute]
     kgroup groups delete GROUP ...
     kgroup groups delete-offsets GROUP --topic T[:P,P...] ...
+    kgroup groups configure GROUP (--set KEY=VALUE | --delete KEY) ...
     kgroup migrate check GROUP [--regex PATTERN ...] [--remote-assignor NAME] [--strict]
     kgroup migrate plan GROUP [--regex PATTERN ...] [--remote-assignor NAME]
 
 Each takes ``--bootstrap-servers`` (default ``$KAFKA_BOOTSTRAP_SERVERS``, else the
 broker ``kgroup broker up`` started), ``--command-config FILE`` (a properties file
 of security settings, as ``kafka-consumer-groups.sh`` takes) and ``--json`` for
-scripts. ``migrate check`` exits 0 when nothing blocks the roll (with ``--strict``: nothing to warn
-about either), 1 otherwise; ``migrate plan`` exits 1 when the check has blockers.
+scripts. ``describe``, ``lag`` and ``--all-groups`` cover share groups too (KIP-932:
+members, start offset and lag per partition); ``configure`` sets a share group's
+configs (``share.auto.offset.reset`` ...). ``migrate check`` exits 0 when nothing
+blocks the roll (with ``--strict``: nothing to warn about either), 1 otherwise;
+``migrate plan`` exits 1 when the check has blockers.
 Connection and broker errors exit 2 (``kgroup.cli.main``).
 
 The commands are built on :mod:`kgroup.admin`, imported when a command runs so
@@ -32,7 +36,7 @@ import json
 import logging
 import textwrap
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from kgroup.cli.common import EXIT_FAILED, load_command_config, resolve_bootstrap_servers
 from kgroup.config_keys import CLIENT_ID
@@ -47,6 +51,7 @@ if TYPE_CHECKING:
         MemberDescription,
         MigrationPlan,
         MigrationReport,
+        ShareGroupOffsets,
     )
     from kgroup.admin.writes import OffsetReset
     from kgroup.transport import KafkaClient
@@ -54,15 +59,19 @@ if TYPE_CHECKING:
 __all__ = [
     "add_group_commands",
     "add_migrate_commands",
+    "configure_changes",
     "describe_text",
     "format_assignment",
     "jsonable",
     "lag_text",
     "list_text",
+    "parse_config_setting",
     "parse_topic_partitions",
     "plan_text",
     "report_text",
     "reset_text",
+    "share_describe_text",
+    "share_lag_text",
 ]
 
 _T = TypeVar("_T")
@@ -73,6 +82,19 @@ _NOT_SAFE = 1
 _FAILED = EXIT_FAILED
 _WIDTH = 100
 _GROUP_TYPES = ("classic", "consumer", "share", "streams")
+# kgroup.admin.share.SHARE_GROUP_CONFIGS, spelled here so that `kgroup --help` does
+# not import the admin layer (tests/unit checks the two agree).
+_SHARE_KEYS = (
+    "share.auto.offset.reset",
+    "share.record.lock.duration.ms",
+    "share.session.timeout.ms",
+    "share.heartbeat.interval.ms",
+    "share.isolation.level",
+    "share.delivery.count.limit",
+    "share.partition.max.record.locks",
+    "share.assignment.interval.ms",
+    "share.renew.acknowledge.enable",
+)
 _ALL_GROUPS_AT_ONCE = 8
 """Groups ``--all-groups`` asks about at once: fast on a large cluster, gentle on it."""
 
@@ -263,19 +285,20 @@ def describe_text(
 
 async def _consumer_group_ids(client: KafkaClient) -> list[str]:
     """The ids ``--all-groups`` covers: consumer groups of either protocol, as
-    kafka-consumer-groups.sh lists them (not share, streams or Connect groups)."""
+    kafka-consumer-groups.sh lists them, and share groups, as kafka-share-groups.sh
+    does (not streams or Connect groups)."""
     from kgroup.admin import GroupType, list_groups  # noqa: PLC0415 - see the module doc
 
     return [
         g.group_id
         for g in await list_groups(client)
-        if g.group_type is GroupType.CONSUMER
+        if g.group_type in (GroupType.CONSUMER, GroupType.SHARE)
         or (g.group_type is GroupType.CLASSIC and g.protocol_type in ("consumer", ""))
     ]
 
 
 async def _each_group(client: KafkaClient, work: Callable[[str], Awaitable[_T]]) -> list[_T]:
-    """``work`` of every consumer group, in group id order, a few at a time.
+    """``work`` of every consumer and share group, in group id order, a few at a time.
 
     A group deleted between the listing and its turn is left out: it no longer exists.
     """
@@ -305,15 +328,25 @@ def _group_or_all(args: argparse.Namespace) -> None:
         raise ConfigError("name a GROUP or pass --all-groups (one of the two)")
 
 
+_Described: TypeAlias = (
+    "tuple[GroupDescription, frozenset[TopicPartition] | None] | ShareGroupOffsets"
+)
+"""What describe found: a consumer or classic group with its unowned partitions, or a
+share group with its start offsets and lag."""
+
+
 def _groups_describe(args: argparse.Namespace) -> int:
-    from kgroup.admin import describe_group  # noqa: PLC0415 - see the module doc
+    from kgroup.admin import GroupType, describe_group  # noqa: PLC0415 - see the module doc
+    from kgroup.admin.share import share_group_offsets  # noqa: PLC0415
 
     _group_or_all(args)
 
-    async def one(
-        client: KafkaClient, group_id: str
-    ) -> tuple[GroupDescription, frozenset[TopicPartition] | None]:
+    async def one(client: KafkaClient, group_id: str) -> _Described:
         group = await describe_group(client, group_id)
+        if group.group_type is GroupType.SHARE:
+            # A share group has no committed offsets to compare: its start offset and
+            # lag per partition say where it stands, so describe shows them.
+            return await share_group_offsets(client, group_id)
         topics = sorted({t for m in group.members for t in m.subscribed_topics})
         counts: dict[str, int] = {}
         if topics:
@@ -321,29 +354,107 @@ def _groups_describe(args: argparse.Namespace) -> int:
             counts = {name: info.partition_count for name, info in meta.topics.items()}
         return group, group.unowned_partitions(counts)
 
-    async def work(
-        client: KafkaClient,
-    ) -> list[tuple[GroupDescription, frozenset[TopicPartition] | None]]:
+    async def work(client: KafkaClient) -> list[_Described]:
         if args.all_groups:
             return await _each_group(client, lambda g: one(client, g))
         return [await one(client, args.group)]
 
     described = _run(args, work)
 
-    def data(group: GroupDescription, unowned: frozenset[TopicPartition] | None) -> Any:
-        out = jsonable(group)
+    def data(value: _Described) -> Any:
+        if isinstance(value, tuple):
+            group, unowned = value
+            out = jsonable(group)
+            assert isinstance(out, dict)
+            out["unowned_partitions"] = None if unowned is None else jsonable(sorted(unowned))
+            return out
+        # A share group: the description's fields, then each partition's start offset
+        # and lag (every member may fetch from any of its partitions: no owner column).
+        out = jsonable(value.group)
         assert isinstance(out, dict)
-        out["unowned_partitions"] = None if unowned is None else jsonable(sorted(unowned))
+        out["unowned_partitions"] = None
+        out["partitions"] = jsonable(value.partitions)
+        out["total_lag"] = value.total
         return out
 
+    def text(value: _Described) -> str:
+        if isinstance(value, tuple):
+            return describe_text(*value)
+        return share_describe_text(value)
+
     if args.json:
-        values = [data(g, u) for g, u in described]
+        values = [data(d) for d in described]
         print(json.dumps(values if args.all_groups else values[0], indent=2, sort_keys=False))
     elif args.all_groups and not described:
-        print("no consumer groups")
+        print("no consumer or share groups")
     else:
-        print("\n\n".join(describe_text(g, u) for g, u in described))
+        print("\n\n".join(text(d) for d in described))
     return _OK
+
+
+def _share_partitions_table(offsets: ShareGroupOffsets) -> str:
+    return _table(
+        ("TOPIC", "PARTITION", "START-OFFSET", "LOG-END", "LAG"),
+        (
+            (
+                p.partition.topic,
+                str(p.partition.partition),
+                _dash(p.start_offset),
+                _dash(p.log_end),
+                _dash(p.lag),
+            )
+            for p in offsets.partitions
+        ),
+    )
+
+
+def share_describe_text(offsets: ShareGroupOffsets) -> str:
+    """A share group as ``kgroup groups describe`` prints it: a summary, a member table
+    (epoch, subscription, assignment), then each partition's start offset and lag."""
+    group = offsets.group
+    lines = [
+        f"Group {group.group_id}: share group, state {group.state}",
+        f"  group epoch {group.group_epoch}, assignment epoch {group.assignment_epoch}, "
+        f"assignor {_dash(group.assignor)}, coordinator {group.coordinator}",
+        f"  {len(group.members)} member(s), total lag {offsets.total}",
+    ]
+    if group.members:
+        lines.append("")
+        lines.append(
+            _table(
+                ("MEMBER-ID", "CLIENT-ID", "HOST", "EPOCH", "SUBSCRIBED", "ASSIGNMENT"),
+                (
+                    (
+                        m.member_id,
+                        m.client_id,
+                        m.client_host,
+                        _dash(m.member_epoch),
+                        ",".join(sorted(m.subscribed_topics)) or "-",
+                        format_assignment(m.assignment),
+                    )
+                    for m in group.members
+                ),
+            )
+        )
+    lines.append("")
+    if offsets.partitions:
+        lines.append(_share_partitions_table(offsets))
+    else:
+        lines.append("  no partition has share state yet (no member fetched)")
+    return "\n".join(lines)
+
+
+def share_lag_text(offsets: ShareGroupOffsets) -> str:
+    """A share group's lag as ``kgroup groups lag`` prints it: a summary, then each
+    partition's start offset, log end and lag."""
+    group = offsets.group
+    head = (
+        f"Group {group.group_id}: share group, state {group.state}, "
+        f"{len(group.members)} member(s), total lag {offsets.total}"
+    )
+    if not offsets.partitions:
+        return head + "\n  no partition has share state yet (no member fetched)"
+    return head + "\n\n" + _share_partitions_table(offsets)
 
 
 def lag_text(lag: GroupLag) -> str:
@@ -387,20 +498,32 @@ def lag_text(lag: GroupLag) -> str:
 
 
 def _groups_lag(args: argparse.Namespace) -> int:
-    from kgroup.admin import group_lag  # noqa: PLC0415 - see the module doc
+    from kgroup.admin import GroupType, describe_group, group_lag  # noqa: PLC0415
+    from kgroup.admin.share import share_group_offsets  # noqa: PLC0415
 
     _group_or_all(args)
+
+    async def one(client: KafkaClient, group_id: str) -> GroupLag | ShareGroupOffsets:
+        # A share group has no committed offsets: its lag counts from its start offset.
+        if (await describe_group(client, group_id)).group_type is GroupType.SHARE:
+            return await share_group_offsets(client, group_id)
+        return await group_lag(client, group_id)
+
+    def text(lag: GroupLag | ShareGroupOffsets) -> str:
+        from kgroup.admin import GroupLag  # noqa: PLC0415
+
+        return lag_text(lag) if isinstance(lag, GroupLag) else share_lag_text(lag)
+
     if not args.all_groups:
-        lag: GroupLag = _run(args, lambda client: group_lag(client, args.group))
-        _emit(args, lag, lag_text)
+        _emit(args, _run(args, lambda client: one(client, args.group)), text)
         return _OK
-    lags: list[GroupLag] = _run(
-        args, lambda client: _each_group(client, lambda g: group_lag(client, g))
+    lags: list[GroupLag | ShareGroupOffsets] = _run(
+        args, lambda client: _each_group(client, lambda g: one(client, g))
     )
     if args.json:
         print(json.dumps(jsonable(lags), indent=2, sort_keys=False))
     else:
-        print("\n\n".join(lag_text(lag) for lag in lags) if lags else "no consumer groups")
+        print("\n\n".join(text(lag) for lag in lags) if lags else "no consumer or share groups")
     return _OK
 
 
@@ -573,6 +696,60 @@ def _groups_delete_offsets(args: argparse.Namespace) -> int:
     return _OK if all(e is None for e in results.values()) else _FAILED
 
 
+def parse_config_setting(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` as ``(KEY, VALUE)`` (argparse's type for ``--set``).
+
+    Raises:
+        argparse.ArgumentTypeError: no ``=``, or an empty key or value.
+    """
+    key, sep, value = text.partition("=")
+    key, value = key.strip(), value.strip()
+    if not sep or not key or not value:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected KEY=VALUE, such as share.auto.offset.reset=earliest "
+            "(use --delete KEY to go back to the broker's default)"
+        )
+    return key, value
+
+
+def configure_changes(
+    settings: Sequence[tuple[str, str]], deletions: Sequence[str]
+) -> dict[str, str | None]:
+    """The changes ``--set`` and ``--delete`` ask for, in order (None: delete).
+
+    Raises:
+        ConfigError: nothing to change, or a key named twice.
+    """
+    from kgroup.errors import ConfigError  # noqa: PLC0415
+
+    changes: dict[str, str | None] = {}
+    for key, value in [*settings, *((k, None) for k in deletions)]:
+        if key in changes:
+            raise ConfigError(f"{key} is named twice: set or delete each key once")
+        changes[key] = value
+    if not changes:
+        raise ConfigError("nothing to change: pass --set KEY=VALUE or --delete KEY")
+    return changes
+
+
+def _groups_configure(args: argparse.Namespace) -> int:
+    from kgroup.admin.share import alter_share_group_configs  # noqa: PLC0415
+
+    changes = configure_changes(args.set or (), args.delete or ())
+
+    async def work(client: KafkaClient) -> None:
+        await alter_share_group_configs(client, args.group, changes)
+
+    _run(args, work)
+    if args.json:
+        print(json.dumps({"group_id": args.group, "changes": changes}, indent=2))
+    else:
+        for key, value in changes.items():
+            done = f"set {key}={value}" if value is not None else f"deleted {key} (broker default)"
+            print(f"Group {args.group}: {done}")
+    return _OK
+
+
 # ------------------------------------------------------------- kgroup migrate
 
 
@@ -699,12 +876,14 @@ def _group_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--all-groups",
         action="store_true",
-        help="every consumer group of either protocol instead of one (JSON: a list)",
+        help="every consumer group of either protocol and every share group instead of "
+        "one (JSON: a list)",
     )
 
 
 def add_group_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``kgroup groups``: list, describe, lag, reset-offsets, delete, delete-offsets."""
+    """Register ``kgroup groups``: list, describe, lag, reset-offsets, delete,
+    delete-offsets, configure."""
     groups = subparsers.add_parser(
         "groups",
         help="list, describe and measure groups; reset their offsets, delete them",
@@ -798,6 +977,31 @@ def add_group_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     )
     _common(delete_offsets)
     delete_offsets.set_defaults(func=_groups_delete_offsets)
+
+    configure = commands.add_parser(
+        "configure",
+        help="set or delete a group's configs (share.auto.offset.reset=earliest ...)",
+        description="Set group-level configs (KIP-848 / KIP-932) with IncrementalAlterConfigs, "
+        "all at once or none, like kafka-configs.sh --entity-type groups --alter. A share "
+        "group's keys: " + ", ".join(_SHARE_KEYS) + ". The broker refuses an unknown key "
+        "or a value outside its bounds (exit 2, with its reason).",
+    )
+    configure.add_argument("group", help="the group id (it need not exist yet)")
+    configure.add_argument(
+        "--set",
+        action="append",
+        type=parse_config_setting,
+        metavar="KEY=VALUE",
+        help="set KEY to VALUE (repeatable)",
+    )
+    configure.add_argument(
+        "--delete",
+        action="append",
+        metavar="KEY",
+        help="remove the group's override of KEY: the broker's default applies (repeatable)",
+    )
+    _common(configure)
+    configure.set_defaults(func=_groups_configure)
 
 
 def add_migrate_commands(

@@ -58,6 +58,7 @@ class ApiKey(enum.IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
 
     @property
     def api_name(self) -> str:
@@ -106,6 +107,8 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, VersionRange]] = MappingProxyType(
         # acquisition locks (KIP-1222) and the strict record limit (KIP-1206).
         ApiKey.SHARE_FETCH: VersionRange(1, 2),
         ApiKey.SHARE_ACKNOWLEDGE: VersionRange(1, 2),
+        # v0 is what Kafka 4.1 serves; v1 (4.2, KIP-1226) adds each partition's lag.
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: VersionRange(0, 1),
         # v5 carries group.instance.id (static membership, KIP-345) in the classic APIs.
         ApiKey.JOIN_GROUP: VersionRange(5, 9),
         ApiKey.SYNC_GROUP: VersionRange(3, 5),

@@ -19,6 +19,9 @@ member owning its partition at that moment.
 
 Every wait has a deadline; a member that exits or goes silent fails the wait
 with the tail of its stderr.
+
+Share-group members (Apache Kafka's ``KafkaShareConsumer``, ``java/SharePeer.java``,
+compiled together with ``Peer.java``) are started by ``peers.share_peer.SharePeerGroup``.
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ __all__ = [
 PEERS_DIR = Path(__file__).resolve().parent
 PYTHON_PEER = PEERS_DIR / "python_peer.py"
 JAVA_SOURCE = PEERS_DIR / "java" / "Peer.java"
+# Compiled together: the share-group member (tests/peers/share_peer.py drives it).
+JAVA_SOURCES = (JAVA_SOURCE, PEERS_DIR / "java" / "SharePeer.java")
 JAVA_LOG_CONFIG = PEERS_DIR / "java" / "log4j2.properties"
 KINDS = ("kgroup", "librdkafka", "java")
 # Quick start-up over peak speed: these members mostly heartbeat.
@@ -69,20 +74,30 @@ class PeerError(AssertionError):
 
 
 def java_classpath(version: str = "4.4.0") -> str:
-    """Compile ``Peer.java`` (once per source and version) and return the class path to run it."""
+    """Compile ``Peer.java`` and ``SharePeer.java`` (once per source and version) and
+    return the class path to run either."""
     with _compile_lock:
         if version in _classpaths:
             return _classpaths[version]
         libs = resolve_kafka_libs(version)
-        digest = hashlib.sha256(JAVA_SOURCE.read_bytes() + version.encode()).hexdigest()[:16]
+        sources = b"".join(source.read_bytes() for source in JAVA_SOURCES)
+        digest = hashlib.sha256(sources + version.encode()).hexdigest()[:16]
         classes = Path(tempfile.gettempdir()) / f"kgroup-java-peer-{digest}"
-        if not (classes / "Peer.class").exists():
+        if not all((classes / f"{source.stem}.class").exists() for source in JAVA_SOURCES):
             javac = shutil.which("javac")
             if javac is None:
                 raise PeerError("javac is not on PATH: the Java peer needs a JDK 17+")
             staging = Path(tempfile.mkdtemp(prefix="kgroup-java-peer-"))
             result = subprocess.run(
-                [javac, "-nowarn", "-cp", f"{libs}/*", "-d", str(staging), str(JAVA_SOURCE)],
+                [
+                    javac,
+                    "-nowarn",
+                    "-cp",
+                    f"{libs}/*",
+                    "-d",
+                    str(staging),
+                    *(str(source) for source in JAVA_SOURCES),
+                ],
                 capture_output=True,
                 text=True,
                 timeout=120,

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 
+import kio_strategies  # noqa: F401  (registers strategies for kio's Records)
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,7 +21,6 @@ from kio.schema.consumer_group_heartbeat.v0.response import (
 )
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
-from kio.static.primitive import Records
 from kio.static.protocol import ResponsePayload
 
 from kgroup.errors import MalformedResponseError
@@ -43,9 +43,6 @@ from kgroup.protocol.fuzz import (
 from kgroup.protocol.structure import StructureError, check, locate
 
 TARGETS = targets()
-# ShareFetch's record bytes are kio's phantom ``Records`` type, which Hypothesis
-# cannot build on its own: any bytes are a valid value of the field.
-st.register_type_strategy(Records, st.binary(max_size=64).map(Records.parse))
 FUZZ = settings(
     max_examples=100,
     deadline=None,

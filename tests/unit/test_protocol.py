@@ -12,6 +12,7 @@ from typing import Any
 
 import kio.schema.response_header.v0.header as response_header_v0
 import kio.schema.response_header.v1.header as response_header_v1
+import kio_strategies  # noqa: F401  (registers strategies for kio's Records)
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
