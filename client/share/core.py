@@ -216,6 +216,12 @@ class ShareCore:
         self._flush_token: int | None = None
         self.close_timed_out = False
         self._subscription: frozenset[str] = frozenset()
+        # Fetching follows the application's demand (see _may_fetch): a consume()
+        # waiting for records, or one batch fetched ahead of the next consume().
+        # None before the first consume(), as the Java client: a member that
+        # joined and is not consuming yet must not lock records away.
+        self._waiting = False
+        self._lookahead = False
 
     # ------------------------------------------------------------------ membership
 
@@ -342,6 +348,7 @@ class ShareCore:
                     node, tip = self._leaders[tp]
                     wanted.setdefault(node, set()).add(tip)
         pending_nodes = self.inflight.pending.nodes()
+        fetches_before = self.counters.fetch_requests
         for node in sorted(set(wanted) | set(self.sessions) | pending_nodes):
             session = self.sessions.get(node)
             if session is None:
@@ -354,6 +361,8 @@ class ShareCore:
             action = self._next_for(session, node in pending_nodes)
             if action is not None:
                 actions.append(action)
+        if self.counters.fetch_requests > fetches_before:
+            self._lookahead = False  # spent: the next comes with the next consume()
         if self._closing is _Closing.FLUSHING and self._flushed():
             token = self._flush_token
             assert token is not None
@@ -409,7 +418,17 @@ class ShareCore:
         # They are acquired, and the broker caps the records a share partition has
         # acquired at once (group.share.partition.max.record.locks): fetching more
         # before they are acknowledged would only wait out max_wait on the broker.
-        return self.inflight.has_room() and self.inflight.buffered == 0
+        # And only on the application's demand: while a consume() waits, or once
+        # ahead of the next consume() after records were handed out. A consumer
+        # whose application stopped asking (it sits on an explicit batch, or is
+        # busy) must not keep acquiring: every record it fetched would stay locked
+        # away from the other members, and come back to it again and again as
+        # its lock runs out, each time one delivery nearer the limit.
+        return (
+            self.inflight.has_room()
+            and self.inflight.buffered == 0
+            and (self._waiting or self._lookahead)
+        )
 
     def _still_assigned(self, node: int) -> bool:
         """Whether a partition with acknowledgements owed to ``node`` is still assigned."""
@@ -521,11 +540,20 @@ class ShareCore:
             raise self.fatal
         settled = self.inflight.delivered
         records = self.inflight.poll(max_records)
+        # Records handed out: fetch the next batch while the application works
+        # on these. None: the application waits, fetch until some come.
+        self._waiting = not records
+        self._lookahead = self._lookahead or bool(records)
         if self.config.mode is AcknowledgementMode.IMPLICIT and settled:
             self._count(AcknowledgeType.ACCEPT, settled)
         self.counters.records_delivered += len(records)
         self.member_event(PollCalled(), now)
         return records
+
+    def consume_ended(self) -> None:
+        """A consume() that found no records returned (its timeout, or close):
+        the application no longer waits, so no fetch is made for it."""
+        self._waiting = False
 
     def _count(self, kind: AcknowledgeType, n: int) -> None:
         self.counters.acknowledged[kind.name] = self.counters.acknowledged.get(kind.name, 0) + n

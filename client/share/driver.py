@@ -316,17 +316,20 @@ class ShareDriver:
         """
         self._check_open()
         limit = min(max_records, self.config.max_poll_records)
-        with anyio.move_on_after(timeout):
-            while True:
-                changed = self._changed
-                self._raise_failure()
-                if self._closed:
-                    return ()  # closed (from another thread) while waiting
-                records = self.core.consume(limit, anyio.current_time())
-                self.wake()
-                if records:
-                    return records
-                await changed.wait()
+        try:
+            with anyio.move_on_after(timeout):
+                while True:
+                    changed = self._changed
+                    self._raise_failure()
+                    if self._closed:
+                        return ()  # closed (from another thread) while waiting
+                    records = self.core.consume(limit, anyio.current_time())
+                    self.wake()
+                    if records:
+                        return records
+                    await changed.wait()
+        finally:
+            self.core.consume_ended()
         self._raise_failure()
         return ()
 

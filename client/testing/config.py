@@ -37,6 +37,14 @@ FAST_TEST_DEFAULTS: Mapping[str, str] = MappingProxyType(
         # 4.3+ batches assignments for 1 s by default; tests want them at once.
         "group.consumer.assignment.interval.ms": "0",
         "group.consumer.min.assignment.interval.ms": "0",
+        # Share groups (KIP-932): the same fast heartbeats and sessions, and a
+        # record lock that a group may shorten to 1 s (the broker's floor is
+        # 15 s by default), so that lock-expiry tests take seconds.
+        "group.share.heartbeat.interval.ms": "500",
+        "group.share.min.heartbeat.interval.ms": "500",
+        "group.share.session.timeout.ms": "6000",
+        "group.share.min.session.timeout.ms": "6000",
+        "group.share.min.record.lock.duration.ms": "1000",
         # Classic protocol.
         "group.min.session.timeout.ms": "1000",
         "group.initial.rebalance.delay.ms": "0",

@@ -97,3 +97,24 @@ def test_wire_tour_example_talks_to_the_broker(kafka_bootstrap_servers: str) -> 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "negotiated ConsumerGroupHeartbeat v1" in result.stdout
     assert "through kgroup's data plane" in result.stdout
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_async_share_consumer_example_reads_every_record(
+    backend: str, kafka_bootstrap_servers: str, make_topic: MakeTopic, make_group_id: MakeGroupId
+) -> None:
+    topic = make_topic(partitions=2)
+    produce(kafka_bootstrap_servers, topic, RECORDS)
+    result = run(
+        "async_share_consumer.py",
+        kafka_bootstrap_servers,
+        topic,
+        make_group_id(),
+        "--backend",
+        backend,
+        "--max-records",
+        str(RECORDS),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"settled {RECORDS} records on {backend}" in result.stderr
+    assert len(set(result.stdout.splitlines())) == RECORDS

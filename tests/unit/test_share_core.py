@@ -90,6 +90,7 @@ def joined(
     assert asked
     core.on_metadata(cluster(), 0.0)
     assert core.assignment == {TP}
+    assert core.consume(10, 0.0) == ()  # the application waits for records
     return core
 
 
@@ -179,6 +180,7 @@ def test_partitions_leaving_the_assignment_are_forgotten() -> None:
     core = joined()
     core.poll(0.0)
     core.on_fetch_answered(LEADER, fetch_answer(0, 0), 1.0)
+    assert core.consume(10, 1.0) == ()  # the application waits for records
     heartbeat(core, 5.0, [], epoch=2)  # its poll also sent the next fetch
     assert core.assignment == frozenset()
     core.on_fetch_answered(LEADER, fetch_answer(0, 0), 5.1)
@@ -191,6 +193,7 @@ def test_a_session_error_reopens_the_session() -> None:
     core = joined()
     core.poll(0.0)
     core.on_fetch_answered(LEADER, fetch_answer(0, 0), 1.0)
+    assert core.consume(10, 1.0) == ()  # the application waits for records
     assert the_fetch(core.poll(1.0)).plan.epoch == 1
     core.on_fetch_answered(LEADER, fetch_answer(0, 0, error=ErrorCode.SHARE_SESSION_NOT_FOUND), 2.0)
     reopened = the_fetch(core.poll(2.0))
@@ -318,3 +321,53 @@ def test_no_fetch_while_fetched_records_wait_to_be_handed_out() -> None:
     core.on_acknowledge_answered(LEADER, ack_answer())
     assert the_fetch(core.poll(1.1)).plan.epoch == 2  # the same session, fetching on
     assert last.offset() == 3
+
+
+def fetch_once(core: ShareCore, now: float, answer: ShareFetchResult, answered: float) -> None:
+    """The core asks for exactly one fetch at ``now``; ``answer`` comes at ``answered``."""
+    the_fetch(core.poll(now))
+    core.on_fetch_answered(LEADER, answer, answered)
+
+
+def test_fetches_follow_the_applications_demand() -> None:
+    core = joined()
+    core.consume_ended()
+    assert only(core.poll(0.0), SendShareFetch) == [], "nobody asks: no fetch"
+    # A consume() waiting: fetch until records come.
+    assert core.consume(10, 1.0) == ()
+    fetch_once(core, 1.0, fetch_answer(0, 0), 1.5)
+    fetch_once(core, 1.5, fetch_answer(0, 3), 1.6)
+    assert [r.offset() for r in core.consume(10, 1.6)] == [0, 1, 2]
+    # Handed out: one fetch ahead of the next consume(), then none.
+    fetch_once(core, 1.6, fetch_answer(3, 0), 2.1)
+    assert only(core.poll(2.2), SendShareFetch) == []
+    # A consume() that timed out no longer asks either.
+    assert core.consume(10, 3.0) == ()
+    core.consume_ended()
+    assert only(core.poll(3.0), SendShareFetch) == []
+
+
+def test_an_application_sitting_on_an_explicit_batch_acquires_no_more() -> None:
+    core = joined(AcknowledgementMode.EXPLICIT)
+    fetch_once(core, 0.0, fetch_answer(0, 3), 0.1)
+    held = core.consume(10, 0.1)
+    assert len(held) == 3
+    fetch_once(core, 0.1, fetch_answer(3, 0), 0.6)
+    # Its locks run out on the broker and the records become available again:
+    # a fetch now would take them back from the other members, one delivery
+    # nearer the limit each time. None is made until the application asks.
+    for now in (1.0, 30.0, 31.0, 60.0):
+        assert only(core.poll(now), SendShareFetch) == []
+
+
+def test_a_member_that_never_consumed_fetches_nothing() -> None:
+    core = ShareCore(ShareCoreConfig("queue", limits=FetchLimits(max_wait_ms=100)), "m-1")
+    core.subscribe(["orders"], 0.0)
+    heartbeat(core, 0.0, [0])
+    core.poll(0.0)
+    core.on_metadata(cluster(), 0.0)
+    assert core.assignment == {TP}
+    # Assigned, its leader known: still no fetch until the application asks.
+    assert only(core.poll(0.1), SendShareFetch) == []
+    assert core.consume(10, 0.2) == ()
+    assert the_fetch(core.poll(0.2)).plan.partitions == (TIP,)
