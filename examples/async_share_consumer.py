@@ -1,6 +1,7 @@
 """A share-group worker on asyncio or trio.
 
-    python examples/async_share_consumer.py BOOTSTRAP TOPIC [GROUP] [--backend trio] [--max-records N]
+    python examples/async_share_consumer.py BOOTSTRAP TOPIC [GROUP]
+        [--backend trio] [--max-records N]
 
 The same worker as ``share_consumer.py`` with ``await``, in implicit
 acknowledgement mode (the default): each ``consume()`` accepts every record

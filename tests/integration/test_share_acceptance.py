@@ -11,6 +11,7 @@ so lock expiry is waited for in seconds.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -86,13 +87,12 @@ async def test_more_members_than_partitions_all_receive_records(
                 seen = {v for m in members for v in _values(m)}
                 return seen >= set(produced)
 
+            def finished() -> bool:
+                return everyone_served() and all_consumed()
+
             async with anyio.create_task_group() as tg:
                 for member in members:
-                    tg.start_soon(
-                        lambda m=member: m.consume_until(
-                            lambda: everyone_served() and all_consumed(), num_messages=5
-                        )
-                    )
+                    tg.start_soon(functools.partial(member.consume_until, finished, num_messages=5))
                 # Rounds of records until every member got some: which waiting
                 # fetch the broker answers first is its choice, not the test's.
                 while not everyone_served():
@@ -195,9 +195,7 @@ async def test_a_member_killed_mid_batch_loses_nothing(
         child.send_signal(signal.SIGKILL)
         child.wait(10)
     assert held, "the child reported the records it held"
-    config = share_config(
-        kafka_bootstrap_servers, group, share_acknowledgement_mode="explicit"
-    )
+    config = share_config(kafka_bootstrap_servers, group, share_acknowledgement_mode="explicit")
     async with open_member(front, config, [topic]) as survivor:
         with anyio.fail_after(WAIT):
             while {r.offset() for r in survivor.received} < set(range(len(values))):
