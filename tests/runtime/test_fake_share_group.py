@@ -161,6 +161,11 @@ async def test_join_answers_empty_then_the_partitions_and_shares_them_among_more
             assert all(owned.values())
             assert sorted(p for parts in owned.values() for p in parts) == [0, 0, 1, 1]
             assert {tp.partition for tp in broker.assignment("g", "c")} == owned["c"]
+            # A rejoin under the same id starts over: the empty first answer again.
+            rejoined = await _heartbeat(conn, "g", "a", 0)
+            assert (rejoined.member_epoch, _partitions(rejoined.assignment)) == (3, set())
+            back = await _heartbeat(conn, "g", "a", 3, None)
+            assert _partitions(back.assignment) == owned["a"]
             group = broker.share_group("g")
             assert group is not None
             assert {m: v.assigned for m, v in group.members.items()} == {
@@ -419,12 +424,14 @@ async def test_a_fetch_waits_for_records_up_to_max_wait(anyio_backend: str) -> N
             async def waiting() -> None:
                 results.append(await _fetch(conn, "g", "a", 1, [], max_wait_ms=10_000))
 
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(waiting)
-                await broker.wait_until(lambda: len(broker.requests_of(ApiKey.SHARE_FETCH)) == 2)
-                with anyio.fail_after(5):  # well inside max_wait: the record wakes it
+            # Well inside max_wait: the record produced wakes the waiting fetch.
+            with anyio.fail_after(5):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(waiting)
+                    await broker.wait_until(
+                        lambda: len(broker.requests_of(ApiKey.SHARE_FETCH)) == 2
+                    )
                     broker.produce("t", 0, b"late")
-                    await broker.wait_until(lambda: bool(results))
             assert _records(results[0]) == [(0, b"late", 1)]
 
 
@@ -506,3 +513,61 @@ async def test_an_interception_answers_a_share_fetch_with_a_session_error(
             )
             assert broker.share_sessions("g") == []  # the model never saw it
             assert (await _fetch(conn, "g", "a", 0, [tp])).error_code == 0
+
+
+async def test_renew_restarts_the_lock_and_a_renewing_fetch_acquires_nothing(
+    anyio_backend: str,
+) -> None:
+    async with FakeBroker() as broker:
+        topic_id = broker.create_topic("t", 1)
+        tp = TopicIdPartition(topic_id, 0)
+        broker.set_share_group_config(
+            "g", auto_offset_reset="earliest", record_lock_duration_ms=300
+        )
+        broker.produce("t", 0, b"slow")
+        broker.produce("t", 0, b"next")
+        async with connect("127.0.0.1", _port(broker)) as conn:
+            assert conn.versions.version(ApiKey.SHARE_FETCH) == 2
+            await _joined(conn, "g", "a")
+            assert _records(await _fetch(conn, "g", "a", 0, [tp], max_records=1)) == [
+                (0, b"slow", 1)
+            ]
+            renew = _acked(tp, (0, 0, AcknowledgeType.RENEW))
+            renewed = await _fetch(conn, "g", "a", 1, [], acks=renew, max_wait_ms=5_000)
+            # A renewing fetch answers at once with nothing new: record 1 stays available.
+            assert (_records(renewed), dict(renewed.acknowledge_error_codes())) == ([], {tp: 0})
+            view = broker.share_partition("g", "t", 0)
+            assert view is not None
+            assert (view.state(0).state, view.state(1).state) == (
+                RecordState.ACQUIRED,
+                RecordState.AVAILABLE,
+            )
+            again = await _acknowledge(conn, "g", "a", 2, renew)
+            assert (again.error_code, again.acquisition_lock_timeout_ms) == (0, 300)
+            accepted = await _acknowledge(conn, "g", "a", 3, _acked(tp, (0, 0, ACCEPT)))
+            assert dict(accepted.acknowledge_error_codes()) == {tp: 0}
+
+
+async def test_a_partition_fetched_from_a_node_that_does_not_lead_it(anyio_backend: str) -> None:
+    async with FakeBroker(nodes=2) as broker:
+        topic_id = broker.create_topic("t", 2)
+        tp1 = TopicIdPartition(topic_id, 1)  # led by node 1
+        async with connect("127.0.0.1", _port(broker)) as conn:
+            await _joined(conn, "g", "a")
+            result = await _fetch(conn, "g", "a", 0, [tp1])
+            (part,) = result.partitions
+            assert (part.error_code, part.current_leader.leader_id) == (
+                ErrorCode.not_leader_or_follower,
+                1,
+            )
+            assert result.node_endpoints[1].port == int(broker.address(1).split(":")[1])
+
+
+async def test_a_subscribed_topic_that_grows_moves_the_group_epoch(anyio_backend: str) -> None:
+    async with FakeBroker() as broker:
+        broker.create_topic("t", 1)
+        async with connect("127.0.0.1", _port(broker)) as conn:
+            await _joined(conn, "g", "a")
+            broker.create_topic("t", 3)
+            grown = await _heartbeat(conn, "g", "a", 1, None)
+            assert (grown.member_epoch, _partitions(grown.assignment)) == (2, {0, 1, 2})

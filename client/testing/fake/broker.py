@@ -650,6 +650,7 @@ class FakeBroker(LoopServed):
         finally:
             self._connections.pop(conn.connection_id, None)
             self._cluster.connection_closed(conn.connection_id)
+            self._changed()
             await stream.aclose()
 
     async def _dispatch(self, conn: _Connection, frame: RequestFrame) -> None:
