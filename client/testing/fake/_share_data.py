@@ -232,6 +232,7 @@ class ShareData:
         self.sessions: dict[SessionKey, _Session] = {}
         self._timers = Timers(now)
         self._acquisitions = 0
+        self._releases = 0
 
     # ---------------------------------------------------------------- configs
 
@@ -286,18 +287,29 @@ class ShareData:
             },
         )
 
+    def _available(self, part: _Partition, tp: TopicPartition) -> Iterable[int]:
+        """The offsets of ``tp`` that may be acquired, in order (no record is copied)."""
+        for offset in range(part.start, self.records.end_offset(tp)):
+            entry = part.entries.get(offset)
+            if entry is None or entry.state is RecordState.AVAILABLE:
+                yield offset
+
+    def _record(self, tp: TopicPartition, offset: int) -> Record:
+        (record,) = self.records.read(tp, offset, offset + 1)
+        return record
+
     def available_bytes(
-        self, group_id: str, partitions: Iterable[TopicPartition], now: float
+        self, group_id: str, partitions: Iterable[TopicPartition], now: float, enough: int
     ) -> int:
-        """Roughly how many bytes ``partitions`` hold for acquiring (what min_bytes weighs)."""
+        """How many bytes ``partitions`` hold for acquiring (what min_bytes weighs),
+        counted until ``enough``."""
         total = 0
         for tp in partitions:
             part = self._partition(group_id, tp, now)
-            end = self.records.end_offset(tp)
-            for record in self.records.read(tp, part.start, end):
-                entry = part.entries.get(int(record.offset() or 0))
-                if entry is None or entry.state is RecordState.AVAILABLE:
-                    total += _size(record)
+            for offset in self._available(part, tp):
+                total += _size(self._record(tp, offset))
+                if total >= enough:
+                    return total
         return total
 
     def acquire(
@@ -318,16 +330,10 @@ class ShareData:
         taken = size = 0
         for tip, tp in partitions:
             part = self._partition(group_id, tp, now)
-            end = self.records.end_offset(tp)
-            for record in self.records.read(tp, part.start, end):
+            for offset in self._available(part, tp):
                 if taken >= max_records or (taken and size >= max_bytes):
                     return out
-                offset = int(record.offset() or 0)
-                entry = part.entries.get(offset)
-                if entry is None:
-                    entry = part.entries[offset] = _Entry(RecordState.AVAILABLE, 0)
-                elif entry.state is not RecordState.AVAILABLE:
-                    continue
+                entry = part.entries.setdefault(offset, _Entry(RecordState.AVAILABLE, 0))
                 self._acquisitions += 1
                 entry.state = RecordState.ACQUIRED
                 entry.count += 1
@@ -340,7 +346,7 @@ class ShareData:
                 )
                 out.setdefault(tip, []).append((offset, entry.count))
                 taken += 1
-                size += _size(record)
+                size += _size(self._record(tp, offset))
         return out
 
     def acknowledge(
@@ -418,6 +424,7 @@ class ShareData:
             self._release(group_id, part, entry, counted=True)  # type: ignore[arg-type]
 
     def _release(self, group_id: str, part: _Partition, entry: _Entry, *, counted: bool) -> None:
+        self._releases += 1
         entry.member = None
         entry.acquisition = 0
         if not counted:
@@ -461,18 +468,10 @@ class ShareData:
         return expired
 
     def run_timers(self, now: float) -> bool:
-        """Run the lock timeouts due by ``now``; whether any record changed."""
-        before = self._acquired_count()
+        """Run the lock timeouts due by ``now``; whether any record was released."""
+        before = self._releases
         self._timers.run_due(now)
-        return self._acquired_count() != before
-
-    def _acquired_count(self) -> int:
-        return sum(
-            1
-            for part in self._partitions.values()
-            for e in part.entries.values()
-            if e.state is RecordState.ACQUIRED
-        )
+        return self._releases != before
 
     def forget_topic(self, name: str) -> None:
         """Drop every share partition of topic ``name`` (deleted)."""

@@ -338,7 +338,8 @@ class ShareApis:
                     fetchable = fetchable[turn:] + fetchable[:turn]
                 now = self._now()
                 ready = (
-                    self.data.available_bytes(key[1], [n for _, n in fetchable], now) >= min_bytes
+                    self.data.available_bytes(key[1], [n for _, n in fetchable], now, min_bytes)
+                    >= min_bytes
                 )
                 if ready or now >= deadline:
                     got = self.data.acquire(
