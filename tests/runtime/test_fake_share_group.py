@@ -571,3 +571,26 @@ async def test_a_subscribed_topic_that_grows_moves_the_group_epoch(anyio_backend
             broker.create_topic("t", 3)
             grown = await _heartbeat(conn, "g", "a", 1, None)
             assert (grown.member_epoch, _partitions(grown.assignment)) == (2, {0, 1, 2})
+
+
+async def test_an_evicted_session_is_not_found_and_the_member_keeps_its_records(
+    anyio_backend: str,
+) -> None:
+    async with FakeBroker() as broker:
+        topic_id = broker.create_topic("t", 1)
+        tp = TopicIdPartition(topic_id, 0)
+        broker.set_share_group_config("g", auto_offset_reset="earliest")
+        broker.produce("t", 0, b"x")
+        async with connect("127.0.0.1", _port(broker)) as conn:
+            await _joined(conn, "g", "a")
+            assert len(_records(await _fetch(conn, "g", "a", 0, [tp]))) == 1
+            assert broker.evict_share_sessions("g", "a") == 1
+            lost = await _fetch(conn, "g", "a", 1, [], acks=_acked(tp, (0, 0, ACCEPT)))
+            assert lost.error_code == ErrorCode.share_session_not_found
+            # Reopened, the member still holds the record and may accept it.
+            await _fetch(conn, "g", "a", 0, [tp])
+            accepted = await _acknowledge(conn, "g", "a", 1, _acked(tp, (0, 0, ACCEPT)))
+            assert dict(accepted.acknowledge_error_codes()) == {tp: 0}
+            view = broker.share_partition("g", "t", 0)
+            assert view is not None
+            assert view.state(0) == ShareRecordState(RecordState.ACKNOWLEDGED, 1)

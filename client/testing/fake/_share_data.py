@@ -558,6 +558,17 @@ class ShareData:
             self.close_session(key)
         self.release_member(group_id, member_id)
 
+    def evict(self, group_id: str, member_id: str | None, *, release: bool) -> int:
+        """Drop ``group_id``'s sessions (``member_id``'s only, if given) as a full session
+        cache evicts them; ``release``: release what their members hold too. How many."""
+        keys = [k for k in self.sessions if k[1] == group_id and member_id in (None, k[2])]
+        for key in keys:
+            if release:
+                self.close_session(key)
+            else:
+                del self.sessions[key]
+        return len(keys)
+
     def connection_closed(self, connection_id: int) -> None:
         """A client connection closed: the sessions last used on it close."""
         for key, session in list(self.sessions.items()):

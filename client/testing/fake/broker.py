@@ -578,6 +578,19 @@ class FakeBroker(LoopServed):
             data.override(group_id, chosen)
         self._changed()
 
+    def evict_share_sessions(
+        self, group_id: str, member_id: str | None = None, *, release: bool = False
+    ) -> int:
+        """Forget the share sessions of ``group_id`` (of ``member_id`` only, if given) on
+        every node, as a broker whose session cache evicted them: the member's next
+        ShareFetch or ShareAcknowledge on one is answered SHARE_SESSION_NOT_FOUND and it
+        must open a new one. The records it holds stay locked to it (``release``: they
+        are released as a closing session releases them). Returns how many sessions."""
+        with self._lock:
+            evicted = self._cluster.share.data.evict(group_id, member_id, release=release)
+        self._changed()
+        return evicted
+
     def expire_acquisition_locks(self, group_id: str | None = None) -> int:
         """Time out every acquisition lock now (of ``group_id`` only, if given), as if
         the lock duration had passed: the records become available again (archived
