@@ -594,3 +594,12 @@ async def test_an_evicted_session_is_not_found_and_the_member_keeps_its_records(
             view = broker.share_partition("g", "t", 0)
             assert view is not None
             assert view.state(0) == ShareRecordState(RecordState.ACKNOWLEDGED, 1)
+
+
+async def test_a_malformed_heartbeat_is_invalid_even_for_an_unknown_group(
+    anyio_backend: str,
+) -> None:
+    async with FakeBroker() as broker, connect("127.0.0.1", _port(broker)) as conn:
+        assert (await _heartbeat(conn, "new", "", 3)).error_code == ErrorCode.invalid_request
+        assert (await _heartbeat(conn, "new", "a", 3)).error_code == (ErrorCode.unknown_member_id)
+        assert broker.share_group("new") is None

@@ -45,6 +45,7 @@ __all__ = [
     "ShareHeartbeatOutcome",
     "ShareMemberView",
     "simple_assignment",
+    "validate_heartbeat",
 ]
 
 
@@ -184,17 +185,14 @@ class ShareGroup:
         now: float,
     ) -> ShareHeartbeatOutcome:
         """Handle one ShareGroupHeartbeat at ``now`` (the broker's clock, seconds)."""
-        if not member_id:
-            return _invalid("MemberId can't be empty.")
-        if member_epoch < -1:
-            return _invalid(f"MemberEpoch is {member_epoch}; it must be -1 or greater.")
+        refused = validate_heartbeat(member_id, member_epoch, subscribed)
+        if refused is not None:
+            return refused
         if member_epoch == -1:
             return self._leave(member_id)
         member = self._members.get(member_id)
         bump = False
         if member_epoch == 0:
-            if not subscribed:
-                return _invalid("SubscribedTopicNames must be set in first request.")
             if member is None:
                 member = self._members[member_id] = _Member(
                     member_id=member_id,
@@ -202,7 +200,7 @@ class ShareGroup:
                     previous_epoch=0,
                     client_id=client_id,
                     rack_id=rack_id,
-                    subscribed=tuple(sorted(set(subscribed))),
+                    subscribed=tuple(sorted(set(subscribed or ()))),
                     deadline=0.0,
                     order=next(self._order),
                 )
@@ -318,6 +316,19 @@ class ShareGroup:
         with self._lock:
             member = self._members.get(member_id)
             return None if member is None else member.epoch
+
+
+def validate_heartbeat(
+    member_id: str, member_epoch: int, subscribed: Sequence[str] | None
+) -> ShareHeartbeatOutcome | None:
+    """INVALID_REQUEST for a heartbeat no coordinator takes, whatever its group; else None."""
+    if not member_id:
+        return _invalid("MemberId can't be empty.")
+    if member_epoch < -1:
+        return _invalid(f"MemberEpoch is {member_epoch}; it must be -1 or greater.")
+    if member_epoch == 0 and not subscribed:
+        return _invalid("SubscribedTopicNames must be set in first request.")
+    return None
 
 
 def _invalid(message: str) -> ShareHeartbeatOutcome:

@@ -35,7 +35,11 @@ from kgroup.testing.fake._share_data import (
     runs,
     valid_reset,
 )
-from kgroup.testing.fake._share_group import ShareGroup
+from kgroup.testing.fake._share_group import (
+    ShareGroup,
+    ShareHeartbeatOutcome,
+    validate_heartbeat,
+)
 from kgroup.types import TopicIdPartition, TopicPartition
 
 if TYPE_CHECKING:
@@ -119,10 +123,19 @@ class ShareApis:
                     ErrorCode.group_id_not_found,
                     f"Group {request.group_id} is not a share group.",
                 )
-            if int(request.member_epoch) != 0 and request.group_id not in self.groups:
-                return self._heartbeat_error(
-                    m, request, ErrorCode.unknown_member_id, "no such share group"
+            refused = validate_heartbeat(
+                request.member_id, int(request.member_epoch), request.subscribed_topic_names
+            )
+            if (
+                refused is None
+                and int(request.member_epoch) != 0
+                and request.group_id not in self.groups
+            ):
+                refused = ShareHeartbeatOutcome(
+                    ErrorCode.unknown_member_id, f"no share group {request.group_id}"
                 )
+            if refused is not None:
+                return self._heartbeat_error(m, request, refused.error_code, refused.error_message)
             outcome = self.group(request.group_id).heartbeat(
                 member_id=request.member_id,
                 member_epoch=int(request.member_epoch),
