@@ -18,6 +18,7 @@ from kgroup.errors import (
     ConfigError,
     ConsumerClosedError,
     DeserializationError,
+    InvalidAcknowledgementError,
     InvalidSubscriptionError,
     KafkaConnectionError,
     KafkaProtocolError,
@@ -29,6 +30,7 @@ from kgroup.errors import (
     NothingToCommitError,
     RequestTimeoutError,
     TransportError,
+    UnacknowledgedRecordsError,
     ValueDeserializationError,
     WakeupError,
 )
@@ -37,6 +39,9 @@ from kgroup.types import OffsetAndMetadata, TopicIdPartition, TopicPartition
 
 if TYPE_CHECKING:
     from kgroup.aio import AsyncConsumer
+    from kgroup.dataplane.share.acknowledgements import AcknowledgeType
+    from kgroup.dataplane.share.records import ShareRecord
+    from kgroup.share.consumer import AsyncShareConsumer, ShareConsumer
     from kgroup.sync import Consumer
 
 # The consumers pull in anyio and confluent-kafka; loaded on first use so that
@@ -44,6 +49,10 @@ if TYPE_CHECKING:
 _LAZY = {
     "AsyncConsumer": "kgroup.aio",
     "Consumer": "kgroup.sync",
+    "AcknowledgeType": "kgroup.dataplane.share.acknowledgements",
+    "AsyncShareConsumer": "kgroup.share.consumer",
+    "ShareConsumer": "kgroup.share.consumer",
+    "ShareRecord": "kgroup.dataplane.share.records",
 }
 
 
@@ -57,8 +66,10 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AcknowledgeType",
     "AlreadyAssignedError",
     "AsyncConsumer",
+    "AsyncShareConsumer",
     "BrokerError",
     "CommitFailedError",
     "ConfigError",
@@ -67,6 +78,7 @@ __all__ = [
     "ConsumerConfig",
     "DeserializationError",
     "GroupProtocol",
+    "InvalidAcknowledgementError",
     "InvalidSubscriptionError",
     "KafkaConnectionError",
     "KafkaProtocolError",
@@ -79,9 +91,12 @@ __all__ = [
     "OffsetAndMetadata",
     "RebalanceListener",
     "RequestTimeoutError",
+    "ShareConsumer",
+    "ShareRecord",
     "TopicIdPartition",
     "TopicPartition",
     "TransportError",
+    "UnacknowledgedRecordsError",
     "ValueDeserializationError",
     "WakeupError",
     "__version__",
