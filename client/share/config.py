@@ -7,24 +7,23 @@ keys (``bootstrap.servers``, ``client.id``, ``request.timeout.ms``,
 ``sasl.*``, ``oauth_cb``, ``telemetry.*``) mean what they mean for the
 consumer and are checked by the same code. The share keys:
 
-================================  ============  =====================================
-key                               default       meaning
-================================  ============  =====================================
-``group.id``                      required      the share group
-``share.acknowledgement.mode``    ``implicit``  ``implicit``: each consume accepts the
-                                                last batch; ``explicit``: acknowledge
-                                                every record yourself
-``max.poll.records``              500           records one consume may return (also
-                                                a ShareFetch's max records)
-``fetch.max.wait.ms``             500           how long a ShareFetch waits for records
-``fetch.min.bytes``               1             bytes a ShareFetch waits for
-``fetch.max.bytes``               52428800      bytes one ShareFetch may return
-``share.fetch.buffer.bytes``      67108864      bytes of records held before fetching
-                                                pauses (the memory bound)
-``client.rack``                   none          the member's rack
-``max.poll.interval.ms``          300000        consume must be called this often, or
-                                                the member leaves until the next call
-================================  ============  =====================================
+| key | default | meaning |
+| --- | --- | --- |
+| ``group.id`` | required | the share group |
+| ``share.acknowledgement.mode`` | ``implicit`` | ``implicit`` or ``explicit`` (below) |
+| ``max.poll.records`` | 500 | records one consume may return (also a ShareFetch's max records) |
+| ``fetch.max.wait.ms`` | 500 | how long a ShareFetch waits for records |
+| ``fetch.min.bytes`` | 1 | bytes a ShareFetch waits for |
+| ``fetch.max.bytes`` | 52428800 | bytes one ShareFetch may return |
+| ``share.fetch.buffer.bytes`` | 67108864 | bytes held before fetching pauses |
+| ``client.rack`` | none | the member's rack |
+| ``max.poll.interval.ms`` | 300000 | the longest gap between consume calls |
+
+``implicit``: each consume accepts the records the previous one returned;
+``explicit``: acknowledge every record yourself before the next consume.
+``share.fetch.buffer.bytes`` is the memory bound: no fetch starts while the
+records held reach it. A member that does not consume for
+``max.poll.interval.ms`` leaves the group until its next consume.
 
 Keys that configure consumer groups, not share groups, are refused with what
 to do instead (``auto.offset.reset`` is the group's

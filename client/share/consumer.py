@@ -88,7 +88,7 @@ class _ShareFront:
     @property
     def member_id(self) -> str:
         """This member's id (the client's own, for the consumer's life)."""
-        return self._running().core.member_id if self._driver is not None else ""
+        return self._driver.core.member_id if self._driver is not None else ""
 
     def subscription(self) -> frozenset[str]:
         """The topic names subscribed to."""
@@ -204,6 +204,12 @@ class ShareConsumer(_ShareFront):
         """As :meth:`AsyncShareConsumer.acknowledge` (on the consumer's loop thread:
         the runtime is touched from there only)."""
         self._portal.call(self._running().acknowledge, record, kind)
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        """As :meth:`AsyncShareConsumer.assignment` (read on the consumer's loop thread)."""
+        if self._driver is None or self._closed:
+            return frozenset()
+        return self._portal.call(self._driver.assignment)
 
     def metrics(self) -> dict[str, object]:
         """As :meth:`AsyncShareConsumer.metrics`."""

@@ -375,6 +375,12 @@ class ShareCore:
             self._sent[node] = acks
             self.counters.acknowledge_requests += 1
             return SendShareAcknowledge(close)
+        if owed and session.state is SessionState.NEW and not self._still_assigned(node):
+            # The session they belong to is gone and no fetch will open another: no
+            # request can carry them. The broker releases those records when their
+            # locks expire (at-least-once: they are delivered again).
+            self._lost(self.inflight.pending.take_all(node))
+            return None
         if owed and session.state is SessionState.OPEN:
             acks = self.inflight.pending.take_all(node)
             ack = session.acknowledge(acks)
@@ -382,7 +388,7 @@ class ShareCore:
             self._sent[node] = acks
             self.counters.acknowledge_requests += 1
             return SendShareAcknowledge(ack)
-        if session.fetch_partitions() and self.inflight.has_room():
+        if session.fetch_partitions() and self._may_fetch():
             self._sent[node] = {}
             self.counters.fetch_requests += 1
             return SendShareFetch(session.fetch(self.config.limits))
@@ -397,6 +403,21 @@ class ShareCore:
             self.counters.fetch_requests += 1
             return SendShareFetch(session.fetch(self.config.limits))
         return None
+
+    def _may_fetch(self) -> bool:
+        # As the Java client: no fetch while fetched records wait to be handed out.
+        # They are acquired, and the broker caps the records a share partition has
+        # acquired at once (group.share.partition.max.record.locks): fetching more
+        # before they are acknowledged would only wait out max_wait on the broker.
+        return self.inflight.has_room() and self.inflight.buffered == 0
+
+    def _still_assigned(self, node: int) -> bool:
+        """Whether a partition with acknowledgements owed to ``node`` is still assigned."""
+        for tip in self.inflight.pending.partitions(node):
+            name = self._names.get(tip.topic_id)
+            if name is not None and TopicPartition(name, tip.partition) in self._fetching:
+                return True
+        return False
 
     def _flushed(self) -> bool:
         return all(

@@ -103,38 +103,64 @@ class ShareDriver:
         self.error: KgroupError | None = None
         """A failure that ended the run (the cluster could not be reached ...)."""
         self._closed = False
+        self._close_asked = anyio.Event()
+        self._scope = anyio.CancelScope()
         self.telemetry = ShareTelemetry(config, self.core.member_id)
         """Close it (blocking) once the run ended: :meth:`ShareTelemetry.close`."""
 
     # ------------------------------------------------------------------ loop
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Connect and drive the core until it closed (started with ``tg.start``)."""
-        started = False
+        """Connect and drive the core until it closed (started with ``tg.start``).
+
+        Started at once: the application may subscribe and consume while the
+        cluster is still being reached. A bootstrap that fails is tried again
+        (with backoff) until one works or the consumer closes, as the consumer does.
+        """
+        task_status.started()
+        rounds = 0
         try:
-            # Two clients, so two connections to each broker: a broker answers a
-            # connection's requests in order, and a heartbeat queued behind a
-            # ShareFetch waiting out its max wait could be late.
-            async with (
-                self._transport(self.config.connection) as client,
-                self._transport(self.config.connection) as data,
-                anyio.create_task_group() as tg,
-            ):
-                self._client = client
-                self._data = data
-                task_status.started()
-                started = True
-                await self._loop(tg)
-                tg.cancel_scope.cancel()
+            with self._scope:
+                while not self._closed:
+                    try:
+                        await self._connected()
+                        return
+                    except TransportError as exc:
+                        if self._client is not None:
+                            raise
+                        rounds += 1
+                        log.warning(
+                            "share group %s: could not reach the cluster (%s); trying again",
+                            self._group,
+                            exc,
+                        )
+                    with anyio.move_on_after(self._backoff(rounds)):
+                        await self._close_asked.wait()
         except KgroupError as exc:
             self.error = exc
-            log.warning("share group %s: the consumer stopped: %s", self.config.group_id, exc)
-            if not started:
-                task_status.started()
+            log.warning("share group %s: the consumer stopped: %s", self._group, exc)
         finally:
             self.telemetry.left()
             self._stopped.set()
             self._notify()
+
+    def _backoff(self, rounds: int) -> float:
+        conn = self.config.connection
+        return min(conn.retry_backoff_max_ms, conn.retry_backoff_ms << min(rounds, 20)) / 1000
+
+    async def _connected(self) -> None:
+        # Two clients, so two connections to each broker: a broker answers a
+        # connection's requests in order, and a heartbeat queued behind a
+        # ShareFetch waiting out its max wait could be late.
+        async with (
+            self._transport(self.config.connection) as client,
+            self._transport(self.config.connection) as data,
+            anyio.create_task_group() as tg,
+        ):
+            self._client = client
+            self._data = data
+            await self._loop(tg)
+            tg.cancel_scope.cancel()
 
     async def _loop(self, tg: anyio.abc.TaskGroup) -> None:
         core = self.core
@@ -343,10 +369,16 @@ class ShareDriver:
         if self._closed:
             return ()
         self._closed = True
+        self._close_asked.set()
         now = anyio.current_time()
         self.core.close(now + timeout, now)
         self.wake()
         with anyio.move_on_after(timeout):
+            await self._stopped.wait()
+        if not self._stopped.is_set():
+            # Out of time (a request the broker does not answer): stop here; the
+            # broker releases what this member held when its session times out.
+            self._scope.cancel()
             await self._stopped.wait()
         return tuple(self.core.take_outcomes())
 

@@ -12,11 +12,13 @@ import functools
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
 import pytest
+from helpers import run_python
 from share_helpers import produce_records
 
 import kgroup
@@ -70,6 +72,17 @@ class Member:
     async def commit(self) -> dict[TopicIdPartition, kgroup.KgroupError | None]:
         results: dict[TopicIdPartition, kgroup.KgroupError | None] = await self._call("commit")
         return results
+
+    async def assignment(self) -> frozenset[TopicPartition]:
+        if isinstance(self.consumer, kgroup.ShareConsumer):
+            return await anyio.to_thread.run_sync(self.consumer.assignment)
+        return self.consumer.assignment()
+
+    async def commit_async(self) -> None:
+        if isinstance(self.consumer, kgroup.ShareConsumer):
+            await anyio.to_thread.run_sync(self.consumer.commit_async)
+        else:
+            self.consumer.commit_async()
 
     async def metrics(self) -> dict[str, object]:
         if isinstance(self.consumer, kgroup.ShareConsumer):
@@ -161,7 +174,7 @@ async def test_implicit_mode_consumes_and_accepts_every_record_once(
         got = await one.consume_until(total)
         results = await one.commit()
         metrics = await one.metrics()
-        assert one.consumer.assignment() == {TopicPartition(topic, 0)}
+        assert await one.assignment() == {TopicPartition(topic, 0)}
     assert sorted(r.offset() for r in got) == list(range(total))
     assert {r.delivery_count() for r in got} == {1}
     assert [r.value() for r in sorted(got, key=lambda r: r.offset())] == [
@@ -187,6 +200,37 @@ def offsets_of(offsets: Mapping[TopicIdPartition, frozenset[int]]) -> set[int]:
     return {o for part in offsets.values() for o in part}
 
 
+async def test_two_members_share_the_records_each_delivered_once(
+    anyio_backend: str,
+    front: str,
+    kafka_bootstrap_servers: str,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+) -> None:
+    topic, group = make_topic(partitions=2), make_group_id()
+    total = 400
+    async with KafkaClient(kafka_bootstrap_servers) as client:
+        await set_share_auto_offset_reset(client, group, "earliest")
+    async with (
+        member(front, anyio_backend, kafka_bootstrap_servers, group, topic) as one,
+        member(front, anyio_backend, kafka_bootstrap_servers, group, topic) as two,
+    ):
+        # Produced once both consume, so that either may acquire any of them.
+        values = [(f"k{i}".encode(), f"r{i}".encode(), None) for i in range(total)]
+        await anyio.to_thread.run_sync(
+            lambda: produce_records(kafka_bootstrap_servers, topic, values)
+        )
+        got: list[kgroup.ShareRecord] = []
+        with anyio.fail_after(WAIT):
+            while len(got) < total:
+                got += await one.consume(50, 0.2)
+                got += await two.consume(50, 0.2)
+        await one.commit()
+        await two.commit()
+    assert sorted(r.value() or b"" for r in got) == sorted(v for _, v, _ in values)
+    assert {r.delivery_count() for r in got} == {1}
+
+
 async def test_a_second_consumer_gets_no_accepted_record(
     anyio_backend: str,
     front: str,
@@ -204,7 +248,7 @@ async def test_a_second_consumer_gets_no_accepted_record(
     async with member(front, anyio_backend, kafka_bootstrap_servers, group, topic) as two:
         # Joining takes a heartbeat interval; then a fetch would hand out anything left.
         with anyio.fail_after(WAIT):
-            while not two.consumer.assignment():
+            while not await two.assignment():
                 assert await two.consume(10, 0.5) == []
         assert await two.consume(10, 2.0) == []
 
@@ -300,6 +344,71 @@ async def test_close_during_a_fetch_is_prompt_and_releases_to_the_next_member(
     async with member(front, anyio_backend, kafka_bootstrap_servers, group, topic) as two:
         again = await two.consume_until(10)
     assert sorted((r.offset(), r.delivery_count()) for r in again) == [(i, 2) for i in range(10)]
+
+
+async def test_commit_async_reports_through_the_callback_in_a_later_call(
+    anyio_backend: str,
+    front: str,
+    kafka_bootstrap_servers: str,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+) -> None:
+    topic, group = make_topic(partitions=1), make_group_id()
+    await _prepare(kafka_bootstrap_servers, group, topic, 5)
+    answered: list[tuple[Mapping[TopicIdPartition, frozenset[int]], object]] = []
+    async with member(
+        front,
+        anyio_backend,
+        kafka_bootstrap_servers,
+        group,
+        topic,
+        on_commit=lambda offsets, error: answered.append((offsets, error)),
+        extra={"share.acknowledgement.mode": "explicit"},
+    ) as one:
+        got = await one.consume_until(5, ack=kgroup.AcknowledgeType.ACCEPT)
+        await one.commit_async()
+        with anyio.fail_after(WAIT):
+            # The callback runs inside the application's calls: consume until it has.
+            while {o for offsets, _ in answered for o in offsets_of(offsets)} != set(range(5)):
+                assert await one.consume(10, 0.2) == []
+    assert sorted(r.offset() for r in got) == list(range(5))
+    assert all(error is None for _, error in answered)
+
+
+def test_the_share_consumer_example_accepts_text_and_rejects_the_rest(
+    kafka_bootstrap_servers: str, make_topic: MakeTopic, make_group_id: MakeGroupId
+) -> None:
+    topic, group = make_topic(partitions=1), make_group_id()
+    values: list[tuple[bytes | None, bytes | None, None]] = [
+        (None, f"text {i}".encode(), None) for i in range(5)
+    ]
+    values.insert(2, (None, b"\xff\xfe", None))
+    produce_records(kafka_bootstrap_servers, topic, values)
+    example = Path(__file__).resolve().parents[2] / "examples" / "share_consumer.py"
+    args = [kafka_bootstrap_servers, topic, group, "--earliest", "--max-records", "5"]
+    done = run_python(str(example), *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "consumed 5 records" in done.stderr
+    assert "rejecting 0@2" in done.stderr
+    assert [line.split(": ", 1)[1] for line in done.stdout.splitlines()] == [
+        f"text {i}" for i in range(5)
+    ]
+
+
+async def test_an_unreachable_cluster_never_hangs_consume_or_close(
+    anyio_backend: str, front: str, make_group_id: MakeGroupId
+) -> None:
+    """Bootstrap is retried in the background (as the consumer does): consume waits
+    its timeout and returns nothing, close returns at once."""
+    unused = "127.0.0.1:1"
+    with anyio.fail_after(20):
+        async with member(front, anyio_backend, unused, make_group_id(), "t") as one:
+            started = time.monotonic()
+            assert await one.consume(10, 1.0) == []
+            assert 0.9 <= time.monotonic() - started < 5.0
+            started = time.monotonic()
+            await one.close()
+            assert time.monotonic() - started < 5.0
 
 
 def test_bad_config_raises_config_error_naming_the_key() -> None:

@@ -284,3 +284,37 @@ def test_the_members_fatal_error_is_raised_from_consume() -> None:
     core.member_event(ShareHeartbeatResponseReceived(sent.seq, denied), 0.1)
     with pytest.raises(Exception, match="GROUP_AUTHORIZATION_FAILED|authoriz"):
         core.consume(1, 0.2)
+
+
+def test_acknowledgements_no_request_can_carry_are_reported_failed_not_kept_forever() -> None:
+    core = joined()
+    core.poll(0.0)
+    core.on_fetch_answered(LEADER, fetch_answer(0, 2), 1.0)
+    core.consume(10, 1.0)
+    # The session is lost (no answer) and the partition leaves the assignment.
+    core.poll(1.0)  # the acknowledgement goes ...
+    core.on_request_failed(LEADER)  # ... and is owed again on a session now gone
+    heartbeat(core, 5.0, [], epoch=2)
+    core.commit()
+    core.poll(5.0)
+    assert core.committed()
+    (lost,) = core.take_outcomes()
+    assert sorted(lost.offsets) == [0, 1]
+    assert not lost.succeeded
+
+
+def test_no_fetch_while_fetched_records_wait_to_be_handed_out() -> None:
+    core = joined(AcknowledgementMode.EXPLICIT)
+    core.poll(0.0)
+    core.on_fetch_answered(LEADER, fetch_answer(0, 4), 1.0)
+    assert core.poll(1.0) == []  # 4 acquired records wait: the broker's lock cap
+    first = core.consume(3, 1.0)
+    assert core.poll(1.0) == []  # one still waits
+    for record in first:
+        core.acknowledge(record, AcknowledgeType.ACCEPT)
+    (last,) = core.consume(3, 1.0)
+    # Every record handed out: the acknowledgements go first, then the next fetch.
+    assert only(core.poll(1.0), SendShareAcknowledge)
+    core.on_acknowledge_answered(LEADER, ack_answer())
+    assert the_fetch(core.poll(1.1)).plan.epoch == 2  # the same session, fetching on
+    assert last.offset() == 3
