@@ -17,6 +17,19 @@ a JVM, on asyncio and trio, in milliseconds::
             consumer.subscribe(["orders"])
             record = await consumer.poll(5.0)
 
+Share groups (KIP-932) are answered too: ShareGroupHeartbeat and
+ShareGroupDescribe from a share-group model (client-generated member ids,
+epochs, the simple assignor's outcome, session timeouts), ShareFetch and
+ShareAcknowledge from share partitions over the same record log (share
+sessions, acquisition locks with delivery counts and a delivery limit,
+ACCEPT / RELEASE / REJECT / GAP / RENEW), and IncrementalAlterConfigs on the
+GROUP resource for ``share.auto.offset.reset`` and the lock duration. Read
+them with :meth:`FakeBroker.share_group`, :meth:`FakeBroker.share_partition`
+and :meth:`FakeBroker.share_sessions`; steer them with
+:meth:`FakeBroker.set_share_group_config` (any lock duration, for tests),
+:meth:`FakeBroker.expire_acquisition_locks` and
+:meth:`FakeBroker.remove_member`.
+
 A model, not a broker: it is for testing the client's behaviour, never for
 claims about Kafka's (those need :mod:`kgroup.testing`'s real brokers).
 See ``docs/testing.md``.
@@ -24,6 +37,14 @@ See ``docs/testing.md``.
 
 from kgroup.testing.fake._classic_group import ClassicGroup, ClassicState
 from kgroup.testing.fake._consumer_group import ConsumerGroup, ConsumerMember
+from kgroup.testing.fake._share_data import (
+    RecordState,
+    ShareGroupConfig,
+    SharePartitionView,
+    ShareRecordState,
+    ShareSessionView,
+)
+from kgroup.testing.fake._share_group import ShareGroup, ShareMemberView
 from kgroup.testing.fake._topics import FakeTopic
 from kgroup.testing.fake.broker import (
     FakeBroker,
@@ -48,6 +69,13 @@ __all__ = [
     "HandlerResult",
     "Interception",
     "RecordLog",
+    "RecordState",
     "SeenRequest",
+    "ShareGroup",
+    "ShareGroupConfig",
+    "ShareMemberView",
+    "SharePartitionView",
+    "ShareRecordState",
+    "ShareSessionView",
     "Verdict",
 ]

@@ -45,7 +45,10 @@ from kgroup.testing.fake._classic_group import ClassicGroup
 from kgroup.testing.fake._consumer_group import ConsumerGroup
 from kgroup.testing.fake._errors import described_error, error_response
 from kgroup.testing.fake._kio import SeenRequest, make, millis, respond, timedelta_ms
+from kgroup.testing.fake._share_data import ShareData
+from kgroup.testing.fake._share_wire import ShareApis
 from kgroup.testing.fake._topics import FakeTopic, Topics
+from kgroup.testing.fake.dataplane import RecordLog
 from kgroup.types import TopicIdPartition, TopicPartition
 
 __all__ = ["HOST", "Cluster", "Node", "now"]
@@ -86,6 +89,10 @@ class Cluster:
         session_timeout_ms: int,
         on_change: Callable[[], None],
         log_end: Callable[[TopicPartition], int] = lambda _tp: 0,
+        records: RecordLog | None = None,
+        share_record_lock_duration_ms: int = 30_000,
+        share_delivery_count_limit: int = 5,
+        poll_interval: float = 0.01,
     ) -> None:
         self.nodes = [Node(n) for n in range(nodes)]
         self.versions = dict(versions)
@@ -109,6 +116,19 @@ class Cluster:
         self.epoch_history: dict[TopicPartition, list[tuple[int, int]]] = {}
         self.consumer_protocol = True
         self.hide_consumer_protocol = False
+        self.share = ShareApis(
+            self,
+            ShareData(
+                topics=self.topics,
+                records=records if records is not None else RecordLog(),
+                record_lock_duration_ms=share_record_lock_duration_ms,
+                delivery_count_limit=share_delivery_count_limit,
+                now=now(),
+            ),
+            poll_interval=poll_interval,
+            now=now,
+        )
+        """Share groups (KIP-932): their groups, share partitions, sessions and configs."""
         # Which method answers each API: any node answers the first table; the
         # group APIs only the group's coordinator, and JoinGroup / SyncGroup are
         # held until the group completes the round.
@@ -119,9 +139,17 @@ class Cluster:
             ApiKey.CONSUMER_GROUP_DESCRIBE: self._consumer_group_describe,
             ApiKey.OFFSET_FETCH: self._offset_fetch,
             ApiKey.OFFSET_FOR_LEADER_EPOCH: self._offset_for_leader_epoch,
+            ApiKey.SHARE_GROUP_DESCRIBE: self.share.describe,
+            ApiKey.SHARE_ACKNOWLEDGE: self.share.acknowledge,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.share.alter_configs,
+        }
+        # Answered by any node, after a wait (a ShareFetch waits for records).
+        self._anywhere_held: Mapping[int, Callable[[SeenRequest], Awaitable[Any]]] = {
+            ApiKey.SHARE_FETCH: self.share.fetch,
         }
         self._at_coordinator: Mapping[int, Callable[[SeenRequest], Any]] = {
             ApiKey.CONSUMER_GROUP_HEARTBEAT: self._consumer_group_heartbeat,
+            ApiKey.SHARE_GROUP_HEARTBEAT: self.share.heartbeat,
             ApiKey.HEARTBEAT: self._heartbeat,
             ApiKey.LEAVE_GROUP: self._leave_group,
             ApiKey.OFFSET_COMMIT: self._offset_commit,
@@ -160,7 +188,19 @@ class Cluster:
                 gone += [(consumer_group.group_id, m) for m in consumer_group.expire(at)]
             for classic_group in self.classic_groups.values():
                 gone += [(classic_group.group_id, m) for m in classic_group.expire(at)]
+            for share_group in self.share.groups.values():
+                gone += [(share_group.group_id, m) for m in share_group.expire(at)]
         return gone
+
+    def run_share_timers(self) -> bool:
+        """Time out the acquisition locks due; whether any record was released."""
+        with self.lock:
+            return self.share.data.run_timers(now())
+
+    def connection_closed(self, connection_id: int) -> None:
+        """A client connection closed: the share sessions last used on it close."""
+        with self.lock:
+            self.share.data.connection_closed(connection_id)
 
     async def answer(self, seen: SeenRequest) -> Any:
         """The model's response to ``seen`` (held JoinGroup / SyncGroup wait here)."""
@@ -168,6 +208,9 @@ class Cluster:
         anywhere = self._anywhere.get(api)
         if anywhere is not None:
             return anywhere(seen)
+        anywhere_held = self._anywhere_held.get(api)
+        if anywhere_held is not None:
+            return await anywhere_held(seen)
         group_id: str = seen.request.group_id
         if self.coordinator(group_id) != seen.node_id:
             return error_response(seen, ErrorCode.not_coordinator)
@@ -322,6 +365,12 @@ class Cluster:
                     seen,
                     ErrorCode.group_id_not_found,
                     "the fake broker does not convert classic groups",
+                )
+            if request.group_id in self.share.groups:
+                return error_response(
+                    seen,
+                    ErrorCode.group_id_not_found,
+                    f"Group {request.group_id} is not a consumer group.",
                 )
             group = self.consumer_groups.get(request.group_id)
             if group is None:

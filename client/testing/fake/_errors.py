@@ -151,11 +151,54 @@ def error_response(seen: SeenRequest, code: ErrorCode, message: str | None = Non
                 for t in request.topics
             ),
         )
+    if api == ApiKey.SHARE_GROUP_HEARTBEAT:
+        return respond(
+            m,
+            "ShareGroupHeartbeatResponse",
+            error_code=code,
+            error_message=message,
+            member_id=request.member_id or None,
+            member_epoch=-1,
+            heartbeat_interval=timedelta_ms(0),
+            assignment=None,
+        )
+    if api == ApiKey.SHARE_GROUP_DESCRIBE:
+        return respond(
+            m,
+            "ShareGroupDescribeResponse",
+            groups=tuple(described_error(m, g, code) for g in request.group_ids),
+        )
+    if api in (ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE):
+        # The share session's error: top level, no partitions.
+        name = "ShareFetchResponse" if api == ApiKey.SHARE_FETCH else "ShareAcknowledgeResponse"
+        return respond(
+            m,
+            name,
+            error_code=code,
+            error_message=message,
+            acquisition_lock_timeout=timedelta_ms(0),
+            responses=(),
+            node_endpoints=(),
+        )
+    if api == ApiKey.INCREMENTAL_ALTER_CONFIGS:
+        return respond(
+            m,
+            "IncrementalAlterConfigsResponse",
+            responses=tuple(
+                m.AlterConfigsResourceResponse(
+                    error_code=code,
+                    error_message=message,
+                    resource_type=r.resource_type,
+                    resource_name=r.resource_name,
+                )
+                for r in request.resources
+            ),
+        )
     raise KafkaProtocolError(f"the fake broker cannot answer API key {api}")
 
 
 def described_error(m: Any, group_id: str, code: ErrorCode) -> Any:
-    """A ConsumerGroupDescribe group entry carrying only an error."""
+    """A ConsumerGroupDescribe (or ShareGroupDescribe) group entry carrying only an error."""
     return make(
         m,
         "DescribedGroup",

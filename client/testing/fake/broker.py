@@ -39,6 +39,13 @@ from kgroup.testing.fake._cluster import HOST, Cluster, Node, now
 from kgroup.testing.fake._consumer_group import ConsumerGroup
 from kgroup.testing.fake._errors import error_response
 from kgroup.testing.fake._kio import SeenRequest
+from kgroup.testing.fake._share_data import (
+    ShareGroupConfig,
+    SharePartitionView,
+    ShareSessionView,
+    valid_reset,
+)
+from kgroup.testing.fake._share_group import ShareGroup
 from kgroup.testing.fake._topics import FakeTopic
 from kgroup.testing.fake.dataplane import FakeDataPlane, RecordLog
 from kgroup.types import TopicPartition
@@ -67,6 +74,11 @@ _IMPLEMENTED = (
     ApiKey.OFFSET_COMMIT,
     ApiKey.OFFSET_FETCH,
     ApiKey.OFFSET_FOR_LEADER_EPOCH,
+    ApiKey.SHARE_GROUP_HEARTBEAT,
+    ApiKey.SHARE_GROUP_DESCRIBE,
+    ApiKey.SHARE_FETCH,
+    ApiKey.SHARE_ACKNOWLEDGE,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS,
 )
 
 
@@ -141,12 +153,18 @@ class FakeBroker(LoopServed):
     listens while the block runs. For the blocking consumer, whose event loop
     runs in its own thread, use ``with FakeBroker().running_in_thread():``.
 
-    Consumer-protocol groups get ``heartbeat_interval_ms`` and
+    Consumer-protocol and share groups get ``heartbeat_interval_ms`` and
     ``session_timeout_ms`` (the broker-side settings of the new protocol).
+    Share groups lock an acquired record for ``share_record_lock_duration_ms``
+    and archive it after ``share_delivery_count_limit`` deliveries, unless the
+    group's configs say otherwise (:meth:`set_share_group_config`, or
+    IncrementalAlterConfigs on the GROUP resource, bounded to 15-60 s as a
+    real broker bounds it).
     ``versions`` overrides the advertised version ranges per API (default:
     kgroup's own ranges); the fake answers every version kio has.
     ``sweep_interval`` is how often (seconds) the coordinator's timers
-    (session and rebalance timeouts) are checked.
+    (session and rebalance timeouts, acquisition locks) are checked, and how
+    often a waiting ShareFetch looks for records.
 
     Thread-safety: the model is guarded by a lock, so the test's thread may
     read views and create topics while the broker's loop thread serves.
@@ -160,6 +178,8 @@ class FakeBroker(LoopServed):
         session_timeout_ms: int = 2_000,
         versions: Mapping[ApiKey, VersionRange] | None = None,
         sweep_interval: float = 0.01,
+        share_record_lock_duration_ms: int = 30_000,
+        share_delivery_count_limit: int = 5,
     ) -> None:
         if nodes < 1:
             raise KgroupError(f"a fake cluster needs at least one node, got {nodes}")
@@ -175,6 +195,10 @@ class FakeBroker(LoopServed):
             session_timeout_ms=session_timeout_ms,
             on_change=self._changed,
             log_end=self.records.end_offset,
+            records=self.records,
+            share_record_lock_duration_ms=share_record_lock_duration_ms,
+            share_delivery_count_limit=share_delivery_count_limit,
+            poll_interval=sweep_interval,
         )
         self._sweep_interval = sweep_interval
         self._lock = self._cluster.lock
@@ -216,7 +240,7 @@ class FakeBroker(LoopServed):
             gone = self._cluster.expire()
             for group_id, member_id in gone:
                 log.info("group %s: member %s expired", group_id, member_id)
-            if gone:
+            if self._cluster.run_share_timers() or gone:
                 self._changed()
 
     # --------------------------------------------------------------- cluster
@@ -269,6 +293,7 @@ class FakeBroker(LoopServed):
                 del stored[tp]
         for p in range(old.partitions):
             self.records.truncate(TopicPartition(name, p), 0)
+        self._cluster.share.data.forget_topic(name)
         return old
 
     def recreate_topic(self, name: str) -> uuid.UUID:
@@ -404,10 +429,12 @@ class FakeBroker(LoopServed):
             self._cluster.hide_consumer_protocol = False
 
     def remove_member(self, group_id: str, member_id: str) -> None:
-        """Remove a member from a group of either protocol, as if its session expired.
+        """Remove a member from a group of any type, as if its session expired.
 
-        A consumer-protocol member then gets UNKNOWN_MEMBER_ID on its next
-        heartbeat; a classic member on its next Heartbeat / SyncGroup.
+        A consumer-protocol or share member then gets UNKNOWN_MEMBER_ID on its
+        next heartbeat; a classic member on its next Heartbeat / SyncGroup. A
+        share member's share sessions close and the records it holds are
+        released (their delivery not counted), as Kafka does.
         """
         with self._lock:
             consumer_group = self._cluster.consumer_groups.get(group_id)
@@ -416,6 +443,9 @@ class FakeBroker(LoopServed):
             classic_group = self._cluster.classic_groups.get(group_id)
             if classic_group is not None and member_id in classic_group.members:
                 classic_group.remove(member_id, now())
+            share_group = self._cluster.share.groups.get(group_id)
+            if share_group is not None:
+                share_group.remove(member_id)
         self._changed()
 
     async def disconnect(self, node: int | None = None) -> None:
@@ -452,21 +482,123 @@ class FakeBroker(LoopServed):
             return dict(self._cluster.offset_epochs.get(group_id, {}))
 
     def assignment(self, group_id: str, member_id: str) -> frozenset[TopicPartition]:
-        """What the coordinator currently gives ``member_id`` (either protocol's group).
+        """What the coordinator currently gives ``member_id`` (a group of any type).
 
         For a classic member that is not known from the bytes the leader sent,
-        so only consumer-protocol groups are covered; classic ones return empty.
+        so only consumer-protocol and share groups are covered; classic ones
+        return empty. A share member's is what it was last told.
         """
         with self._lock:
             group = self._cluster.consumer_groups.get(group_id)
             member = None if group is None else group.members.get(member_id)
-            if member is None:
+            share_group = self._cluster.share.groups.get(group_id)
+            share_member = None if share_group is None else share_group.members.get(member_id)
+            if member is not None:
+                assigned = member.assigned
+            elif share_member is not None:
+                assigned = share_member.assigned
+            else:
                 return frozenset()
             return frozenset(
-                named
-                for tp in member.assigned
-                if (named := self._cluster.topics.name_of(tp)) is not None
+                named for tp in assigned if (named := self._cluster.topics.name_of(tp)) is not None
             )
+
+    # ------------------------------------------------------------ share groups
+
+    def share_group(self, group_id: str) -> ShareGroup | None:
+        """The share group ``group_id`` (the live model object), if any."""
+        with self._lock:
+            return self._cluster.share.groups.get(group_id)
+
+    def share_partition(
+        self, group_id: str, topic: str, partition: int
+    ) -> SharePartitionView | None:
+        """``topic``-``partition`` as share group ``group_id`` sees it now: its start
+        offset and every record's state and delivery count (None: never touched)."""
+        with self._lock:
+            return self._cluster.share.data.view(group_id, TopicPartition(topic, partition))
+
+    def share_sessions(self, group_id: str) -> list[ShareSessionView]:
+        """The share sessions open for members of ``group_id``, on every node."""
+        with self._lock:
+            return [
+                s.view()
+                for s in self._cluster.share.data.sessions.values()
+                if s.group_id == group_id
+            ]
+
+    def share_group_config(self, group_id: str) -> ShareGroupConfig:
+        """What share group ``group_id``'s configs come to now."""
+        with self._lock:
+            return self._cluster.share.data.config(group_id)
+
+    def set_share_group_config(
+        self,
+        group_id: str,
+        *,
+        auto_offset_reset: str | None = None,
+        record_lock_duration_ms: int | None = None,
+        delivery_count_limit: int | None = None,
+    ) -> None:
+        """Set share group ``group_id``'s configs directly (what is not given keeps its value).
+
+        Unlike IncrementalAlterConfigs this takes any positive lock duration,
+        so a test can see locks time out in milliseconds. The start offset is
+        fixed the first time the group touches a partition, so set
+        ``auto_offset_reset`` before the members fetch.
+
+        Raises:
+            KgroupError: a reset other than earliest / latest / by_duration:<ISO-8601>,
+                or a duration or limit below 1.
+        """
+        with self._lock:
+            data = self._cluster.share.data
+            current = data.config(group_id)
+            chosen = ShareGroupConfig(
+                auto_offset_reset=current.auto_offset_reset
+                if auto_offset_reset is None
+                else auto_offset_reset,
+                record_lock_duration_ms=current.record_lock_duration_ms
+                if record_lock_duration_ms is None
+                else record_lock_duration_ms,
+                delivery_count_limit=current.delivery_count_limit
+                if delivery_count_limit is None
+                else delivery_count_limit,
+            )
+            if not valid_reset(chosen.auto_offset_reset):
+                raise KgroupError(
+                    f"share.auto.offset.reset {chosen.auto_offset_reset!r} is not earliest, "
+                    "latest or by_duration:<ISO-8601 duration>"
+                )
+            if chosen.record_lock_duration_ms < 1 or chosen.delivery_count_limit < 1:
+                raise KgroupError(
+                    "the record lock duration and the delivery count limit must be at least 1, "
+                    f"got {chosen.record_lock_duration_ms} ms and {chosen.delivery_count_limit}"
+                )
+            data.override(group_id, chosen)
+        self._changed()
+
+    def evict_share_sessions(
+        self, group_id: str, member_id: str | None = None, *, release: bool = False
+    ) -> int:
+        """Forget the share sessions of ``group_id`` (of ``member_id`` only, if given) on
+        every node, as a broker whose session cache evicted them: the member's next
+        ShareFetch or ShareAcknowledge on one is answered SHARE_SESSION_NOT_FOUND and it
+        must open a new one. The records it holds stay locked to it (``release``: they
+        are released as a closing session releases them). Returns how many sessions."""
+        with self._lock:
+            evicted = self._cluster.share.data.evict(group_id, member_id, release=release)
+        self._changed()
+        return evicted
+
+    def expire_acquisition_locks(self, group_id: str | None = None) -> int:
+        """Time out every acquisition lock now (of ``group_id`` only, if given), as if
+        the lock duration had passed: the records become available again (archived
+        at the delivery limit). Returns how many records were released."""
+        with self._lock:
+            released = self._cluster.share.data.expire_locks(group_id, now())
+        self._changed()
+        return released
 
     # ---------------------------------------------------------------- waiting
 
@@ -530,6 +662,8 @@ class FakeBroker(LoopServed):
                 tg.cancel_scope.cancel()
         finally:
             self._connections.pop(conn.connection_id, None)
+            self._cluster.connection_closed(conn.connection_id)
+            self._changed()
             await stream.aclose()
 
     async def _dispatch(self, conn: _Connection, frame: RequestFrame) -> None:

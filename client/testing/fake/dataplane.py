@@ -111,6 +111,11 @@ class RecordLog:
         with self._lock:
             return partition in self._records
 
+    def read(self, partition: TopicPartition, start: int, stop: int) -> list[Record]:
+        """Copies of the records of ``partition`` at offsets ``start`` to ``stop - 1``."""
+        with self._lock:
+            return self._read(partition, start, max(0, stop - start))
+
     def _read(self, partition: TopicPartition, offset: int, limit: int) -> list[Record]:
         # Caller holds the lock. Copies: a consumer sets a deserialized key and
         # value on the records it hands out, which must not change the log.
