@@ -37,6 +37,7 @@ from kgroup.dataplane.share.inflight import (
     AcknowledgementMode,
     AcquiredRange,
     InFlight,
+    delivery_counts,
     match_acquired,
 )
 from kgroup.dataplane.share.records import ShareRecord, decode_records
@@ -478,11 +479,13 @@ class ShareCore:
             name = self._names.get(tip.topic_id)
             if name is None or tip not in held or not part.acquired:
                 continue
-            decoded = decode_records(name, tip.partition, part.records)
             acquired = [
                 AcquiredRange(a.first_offset, a.last_offset, a.delivery_count)
                 for a in part.acquired
             ]
+            decoded = decode_records(
+                name, tip.partition, part.records, delivery_counts=delivery_counts(acquired)
+            )
             self.counters.fetch_bytes += len(part.records)
             self.inflight.add(match_acquired(tip, node, decoded, acquired, lock_deadline=deadline))
 

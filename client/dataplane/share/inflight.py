@@ -73,6 +73,7 @@ __all__ = [
     "AcquiredBatch",
     "AcquiredRange",
     "InFlight",
+    "delivery_counts",
     "match_acquired",
 ]
 
@@ -122,6 +123,15 @@ class AcquiredBatch:
     lock_deadline: float = float("inf")
 
 
+def delivery_counts(acquired: Sequence[AcquiredRange]) -> dict[int, int]:
+    """Each acquired offset's delivery count (for :func:`~.records.decode_records`)."""
+    counts: dict[int, int] = {}
+    for r in acquired:
+        for offset in range(r.first_offset, r.last_offset + 1):
+            counts[offset] = r.delivery_count
+    return counts
+
+
 def match_acquired(
     partition: TopicIdPartition,
     node: int,
@@ -134,12 +144,13 @@ def match_acquired(
 
     ``lock_deadline``: when their acquisition locks end, on the caller's clock.
     """
-    counts: dict[int, int] = {}
-    for r in acquired:
-        for offset in range(r.first_offset, r.last_offset + 1):
-            counts[offset] = r.delivery_count
+    counts = delivery_counts(acquired)
     records = tuple(
-        dataclasses.replace(record, _delivery_count=counts[record.offset()])
+        # Decoded with decode_records(delivery_counts=...), a record has its count
+        # already: a copy per record cost more than decoding it.
+        record
+        if record.delivery_count() == counts[record.offset()]
+        else dataclasses.replace(record, _delivery_count=counts[record.offset()])
         for record in decoded.records
         if record.offset() in counts
     )

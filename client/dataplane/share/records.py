@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import enum
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import cramjam
@@ -183,13 +183,20 @@ class _BadBatchError(Exception):
 
 
 def decode_records(
-    topic: str, partition: int, data: bytes | bytearray | memoryview
+    topic: str,
+    partition: int,
+    data: bytes | bytearray | memoryview,
+    *,
+    delivery_counts: Mapping[int, int] | None = None,
 ) -> DecodedRecords:
     """Decode every batch of a ShareFetch partition's ``records`` bytes.
 
     Never raises for bad bytes: the result's ``error`` says where and why
     decoding stopped, and ``records`` holds what came before.
+    ``delivery_counts``: each acquired offset's delivery count (the response's
+    acquired ranges), given to the records as they are built; 0 for others.
     """
+    counts: Mapping[int, int] = delivery_counts or {}
     view = memoryview(data)
     records: list[ShareRecord] = []
     control: set[int] = set()
@@ -224,7 +231,7 @@ def decode_records(
             )
         try:
             # A batch's records count only if the whole batch decodes.
-            decoded, expected = _decode_batch(topic, partition, view[position:end], control)
+            decoded, expected = _decode_batch(topic, partition, view[position:end], control, counts)
         except _BadBatchError as bad:
             return _stopped(
                 topic, partition, base_offset, str(bad), records=records, control=control
@@ -252,6 +259,7 @@ def _decode_batch(
     partition: int,
     batch: memoryview,
     control: set[int],
+    counts: Mapping[int, int],
 ) -> tuple[list[ShareRecord], int]:
     """The batch's records and the offset after its last (``lastOffsetDelta`` counts
     records compacted away too)."""
@@ -309,11 +317,12 @@ def _decode_batch(
                 headers.append((header.key.decode(), header.value))
             if position != start + length or position > len(body):
                 raise _BadBatchError("a record's length does not match its fields")
+            record_offset = base_offset + offset_delta
             records.append(
                 ShareRecord(
                     _topic=topic,
                     _partition=partition,
-                    _offset=base_offset + offset_delta,
+                    _offset=record_offset,
                     _key=key,
                     _value=value,
                     _headers=tuple(headers),
@@ -324,7 +333,7 @@ def _decode_batch(
                         else base_timestamp + timestamp_delta
                     ),
                     _leader_epoch=epoch,
-                    _delivery_count=0,
+                    _delivery_count=counts.get(record_offset, 0),
                 )
             )
     except _BadBatchError:
