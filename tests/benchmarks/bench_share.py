@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -158,34 +157,6 @@ WORKERS = {
 
 
 # ---------------------------------------------------------------- driver
-
-
-def produce(bootstrap: str, topic: str, count: int, partitions: int) -> float:
-    from confluent_kafka import Producer  # noqa: PLC0415
-
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 50,
-            "batch.size": 1_000_000,
-            "batch.num.messages": 100_000,
-            "queue.buffering.max.messages": 2_000_000,
-            "queue.buffering.max.kbytes": 2_000_000,
-            "acks": 1,
-        }
-    )
-    value = os.urandom(VALUE_SIZE)
-    start = time.perf_counter()
-    for i in range(count):
-        while True:
-            try:
-                producer.produce(topic, value, partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    if producer.flush(300) != 0:
-        raise RuntimeError("records left unflushed")
-    return time.perf_counter() - start
 
 
 def new_group(bootstrap: str) -> str:
@@ -316,7 +287,7 @@ def measure(
     for partitions in counts:
         topic = f"bench-share-{partitions}p-{uuid.uuid4().hex[:8]}"
         create_topic(bootstrap, topic, partitions=partitions)
-        took = produce(bootstrap, topic, records, partitions)
+        took = benchlib.produce_bulk(bootstrap, topic, records, VALUE_SIZE, partitions)
         print(f"produced {records:,} x {VALUE_SIZE} B to {partitions} partition(s) in {took:.1f} s")
         try:
             for rep in range(repeats):

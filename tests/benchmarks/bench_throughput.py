@@ -236,34 +236,6 @@ WORKERS = {
 # ---------------------------------------------------------------- driver
 
 
-def produce(bootstrap: str, topic: str, count: int, size: int) -> float:
-    from confluent_kafka import Producer  # noqa: PLC0415
-
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 50,
-            "batch.size": 1_000_000,
-            "batch.num.messages": 100_000,
-            "queue.buffering.max.messages": 2_000_000,
-            "queue.buffering.max.kbytes": 2_000_000,
-            "acks": 1,
-        }
-    )
-    value = os.urandom(size)
-    start = time.perf_counter()
-    for i in range(count):
-        while True:
-            try:
-                producer.produce(topic, value, partition=i % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    if producer.flush(300) != 0:
-        raise RuntimeError("records left unflushed")
-    return time.perf_counter() - start
-
-
 def run_worker(client: str, bootstrap: str, topic: str, count: int) -> dict[str, Any]:
     from kgroup.dataplane.librdkafka import DATAPLANE_DEFAULTS  # noqa: PLC0415
 
@@ -309,7 +281,7 @@ def main() -> None:
         for size in sizes:
             topic = f"bench-throughput-{size}"
             create_topic(bootstrap, topic, partitions=PARTITIONS)
-            took = produce(bootstrap, topic, args.records, size)
+            took = benchlib.produce_bulk(bootstrap, topic, args.records, size, PARTITIONS)
             print(f"produced {args.records:,} x {size} B in {took:.1f} s", flush=True)
             for rep in range(args.repeats):
                 for client in clients:  # interleaved, so load spikes hit every client alike

@@ -210,3 +210,33 @@ def write_section(name: str, lines: Sequence[str]) -> bool:
     DOC.write_text(text)
     print(f"updated {DOC}")
     return True
+
+
+def produce_bulk(bootstrap: str, topic: str, count: int, size: int, partitions: int) -> float:
+    """Produce ``count`` random records of ``size`` bytes round-robin over ``partitions``
+    as fast as the producer goes (big batches, leader acks); the seconds it took."""
+    from confluent_kafka import Producer  # noqa: PLC0415
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "batch.num.messages": 100_000,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 2_000_000,
+            "acks": 1,
+        }
+    )
+    value = os.urandom(size)
+    start = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, value, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(300) != 0:
+        raise RuntimeError("records left unflushed")
+    return time.perf_counter() - start

@@ -210,3 +210,41 @@ async def test_a_member_killed_mid_batch_loses_nothing(
     assert held <= {o for o, n in counts.items() if n == 2}
     assert all(n <= 2 for n in counts.values())
     assert all(error is None for error in results.values())
+
+
+async def test_a_renewed_lock_keeps_records_from_the_other_members(
+    front: str,
+    anyio_backend: str,
+    kafka_bootstrap_servers: str,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+) -> None:
+    topic, group = make_topic(partitions=1), make_group_id()
+    await prepare_group(kafka_bootstrap_servers, group, lock_ms=2000)
+    values = [f"{topic}:{i}" for i in range(3)]
+    await anyio.to_thread.run_sync(_produce, kafka_bootstrap_servers, topic, values)
+    explicit = share_config(kafka_bootstrap_servers, group, share_acknowledgement_mode="explicit")
+    async with (
+        open_member(front, explicit, [topic]) as holder,
+        open_member(front, explicit, [topic]) as other,
+    ):
+        with anyio.fail_after(WAIT):
+            await holder.consume_until(lambda: bool(holder.received))
+            held = {r.offset() for r in holder.received}
+            renewals = []
+            # Work that outlasts the 2 s lock three times over, renewing it each second
+            # (KIP-1222): the records stay the holder's.
+            for _ in range(6):
+                for record in holder.received:
+                    holder.acknowledge(record, kgroup.AcknowledgeType.RENEW)
+                renewals.append(await holder.commit())
+                for record in await other.consume(10, 1.0):
+                    other.acknowledge(record, kgroup.AcknowledgeType.ACCEPT)
+            stolen = {r.offset() for r in other.received} & held
+            for record in holder.received:
+                holder.acknowledge(record, kgroup.AcknowledgeType.ACCEPT)
+            accepted = await holder.commit()
+    assert all(e is None for result in renewals for e in result.values()), renewals
+    assert stolen == set(), "no renewed record reached the other member"
+    assert all(r.delivery_count() == 1 for r in holder.received)
+    assert list(accepted.values()) == [None]
