@@ -185,8 +185,6 @@ def main() -> None:
         print(json.dumps(_worker(kind, bootstrap, topic, int(count), freeze == "1")), flush=True)
         return
 
-    from bench_throughput import produce  # noqa: PLC0415
-
     from kgroup.dataplane.librdkafka import DATAPLANE_DEFAULTS  # noqa: PLC0415
     from kgroup.testing import KafkaBroker, create_topic  # noqa: PLC0415
 
@@ -199,7 +197,7 @@ def main() -> None:
         bootstrap = broker.bootstrap_servers
         topic = f"profile-consume-{args.size}"
         create_topic(bootstrap, topic, partitions=PARTITIONS)
-        produce(bootstrap, topic, args.records, args.size)
+        benchlib.produce_bulk(bootstrap, topic, args.records, args.size, PARTITIONS)
         for round_ in range(args.pairs):
             print(f"round {round_ + 1} (load {benchlib.load_average()})", flush=True)
             for kind, freeze in runs:
