@@ -223,7 +223,7 @@ class AsyncConsumer(ConsumerBase):
                 self._telemetry.records_handed_out(len(batch))
                 await self._share_the_loop(now)
                 return batch
-            wait = min(deadline - self._now(), SERVICE_SLICE)
+            wait = min(deadline - self._now(), self._core.wait_slice())
             # librdkafka waits in whole milliseconds: a shorter wait would return
             # at once, and looping on it would spin until the deadline.
             if wait < MIN_WAIT:

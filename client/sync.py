@@ -212,7 +212,7 @@ class Consumer(ConsumerBase):
             self._core.check_wakeup()
             if self._core.service_due():
                 self._take(self._core.service())
-            wait = max(0.0, min(deadline - time.monotonic(), SERVICE_SLICE))
+            wait = max(0.0, min(deadline - time.monotonic(), self._core.wait_slice()))
             if self._core.session_lapsed():
                 # Nothing taken from the data plane until the loop has acted (see
                 # FrontEndCore.session_lapsed); records left there are not lost.

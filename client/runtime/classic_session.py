@@ -254,7 +254,7 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
         elif isinstance(action, SendSyncGroup):
             host.spawn(self._sync_group, action)
         elif isinstance(action, SendClassicHeartbeat):
-            host.spawn(self._code_request, heartbeat, action, ClassicHeartbeatResponseReceived)
+            host.spawn(self._heartbeat, action)
         elif isinstance(action, SendLeaveGroup):
             host.spawn(self._code_request, leave_group, action, LeaveGroupResponseReceived)
         elif isinstance(action, RunAssignor):
@@ -446,6 +446,10 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
 
     async def _sync_group(self, action: SendSyncGroup) -> None:
         # The broker holds a follower's SyncGroup until the leader's arrives.
+        with self._host.awaiting_answer():
+            await self._sync_group_request(action)
+
+    async def _sync_group_request(self, action: SendSyncGroup) -> None:
         await self._rebalance_request(
             sync_group,
             action.request,
@@ -504,6 +508,11 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
             answered=answered,
             timeout=timeout,
         )
+
+    async def _heartbeat(self, action: SendClassicHeartbeat) -> None:
+        # REBALANCE_IN_PROGRESS queues an eager member's revocation callback.
+        with self._host.awaiting_answer():
+            await self._code_request(heartbeat, action, ClassicHeartbeatResponseReceived)
 
     async def _code_request(
         self,

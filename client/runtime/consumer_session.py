@@ -133,6 +133,10 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
     # -------------------------------------------------------------- requests
 
     async def _heartbeat(self, action: SendHeartbeat) -> None:
+        with self._host.awaiting_answer():
+            await self._send_heartbeat(action)
+
+    async def _send_heartbeat(self, action: SendHeartbeat) -> None:
         host = self._host
         request = action.request
         outcome = await coordinator_call(

@@ -38,10 +38,11 @@ threads only :attr:`Driver.app_work` (a thread-safe deque), :attr:`Driver.fatal`
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
@@ -137,6 +138,13 @@ class Driver:
         self._ended = False
         self._wakeup = wakeup
         self._loop_wake: anyio.Event | None = None
+        # Read by the application's thread to size its waits in the data plane
+        # (FrontEndCore.wait_slice), which no call from this loop can cut short:
+        # group answers awaited that may queue application work, and until when
+        # (time.monotonic()) the member has nothing scheduled; -inf while the
+        # loop has events to handle.
+        self.answers_pending = 0
+        self.quiet_until = -math.inf
         self._client: TransportInterface | None = None
         self.offsets: OffsetManager | None = None
         """Fetches and commits the group's offsets (only while connected)."""
@@ -347,12 +355,30 @@ class Driver:
             self._ready.set()
             self.session.start()
             tg.start_soon(self.group_io.subscriptions)
+            tg.start_soon(self._warm_coordinator)
             for fn, args in self._deferred:
                 tg.start_soon(self._guarded, fn, *args)
             self._deferred.clear()
             await self._drive()
             await self.offset_io.finish_background_commits()
             tg.cancel_scope.cancel()
+
+    async def _warm_coordinator(self) -> None:
+        """Find the group's coordinator and connect to it before the member needs it.
+
+        librdkafka looks its coordinator up as the consumer is created; kgroup did
+        so at the first heartbeat, which put a FindCoordinator and a connection
+        (about 25 ms, more on a busy machine) between ``subscribe()`` and the
+        join. Best effort: the member's own lookup reports any failure.
+        """
+        client = self._client
+        if client is None or not self.group_id:
+            return
+        try:
+            address = await client.coordinator(self.group_id)
+            await client.connection(address.node_id)
+        except KgroupError as exc:
+            log.debug("group %s: early coordinator lookup failed: %s", self.group_id, exc)
 
     async def _choose(self, client: TransportInterface, deadline: float) -> None:
         assert self._protocol_known is not None
@@ -390,6 +416,12 @@ class Driver:
                 deadline = other
             wake = self._loop_wake = anyio.Event()
             timeout = math.inf if deadline is None else deadline - anyio.current_time()
+            member_next = session.next_deadline()
+            self.quiet_until = (
+                math.inf
+                if member_next is None
+                else time.monotonic() + (member_next - anyio.current_time())
+            )
             with anyio.move_on_after(timeout):
                 await wake.wait()
 
@@ -407,8 +439,21 @@ class Driver:
 
     def wake(self) -> None:
         """A session queued an event for its member: let the loop run."""
+        self.quiet_until = -math.inf  # busy until the loop waits again
         if self._loop_wake is not None:
             self._loop_wake.set()
+
+    @contextlib.contextmanager
+    def awaiting_answer(self) -> Iterator[None]:
+        """Around a group request whose answer may queue application work."""
+        self.answers_pending += 1
+        try:
+            yield
+        finally:
+            # After the answer's event was posted (wake() marked the loop busy):
+            # the application's thread keeps its short waits until the loop
+            # has handled it.
+            self.answers_pending -= 1
 
     def spawn(self, fn: Callable[..., Awaitable[None]], *args: object) -> None:
         """Run ``fn(*args)`` in the background; a failure becomes the fatal error."""

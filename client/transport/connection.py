@@ -303,6 +303,7 @@ class BrokerConnection:
             label=label,
         )
         self._in_flight[correlation_id] = waiter
+        sent = anyio.current_time()
         try:
             with anyio.fail_after(timeout):
                 while True:
@@ -331,6 +332,15 @@ class BrokerConnection:
         finally:
             # From here on the reader discards a response to this id as unknown.
             self._in_flight.pop(correlation_id, None)
+        if log.isEnabledFor(logging.DEBUG):
+            # Where a rebalance's time goes: every request's round trip.
+            log.debug(
+                "%s: %s answered in %.1f ms%s",
+                self,
+                label,
+                (anyio.current_time() - sent) * 1000.0,
+                "" if waiter.error is None else f" ({waiter.error})",
+            )
         if waiter.error is not None:
             raise waiter.error
         assert waiter.response is not None

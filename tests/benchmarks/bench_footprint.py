@@ -35,8 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import benchlib
 from installed_peers import InstalledPeers
 from peers import DEFAULT_JVM_OPTIONS, Peer, balanced
+from peers.python_peer import READ_ASSIGNMENT
 
 KINDS = ("kgroup", "librdkafka", "java", "kafka-python", "aiokafka")
+READING = "+assignment()"
+"""A kind's suffix: its members also read the consumer's assignment before every poll."""
 CLASSIC_KINDS = ("kafka-python", "aiokafka")
 IDLE_MEMBER = Path(__file__).resolve().parent / "idle_member.py"
 
@@ -108,7 +111,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--members", type=int, default=3, help="member processes per kind")
-    parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument(
+        "--kinds",
+        default=",".join([*KINDS, f"kgroup{READING}", f"librdkafka{READING}"]),
+        help=f"client kinds; kgroup{READING} and librdkafka{READING} also read the "
+        "assignment before every poll",
+    )
     parser.add_argument("--no-write", action="store_true", help="do not update docs/performance.md")
     args = parser.parse_args()
     benchlib.start_watch()
@@ -123,9 +131,9 @@ def main() -> None:
         classic: list[_ClassicMember] = []
         try:
             for kind in kinds:
-                topic = f"bench-footprint-{kind}"
+                topic = f"bench-footprint-{kind.removesuffix(READING)}-{len(groups)}"
                 create_topic(bootstrap, topic, partitions=PARTITIONS)
-                group = f"bench-footprint-{kind}-{uuid.uuid4().hex[:6]}"
+                group = f"bench-footprint-{len(groups)}-{uuid.uuid4().hex[:6]}"
                 if kind in CLASSIC_KINDS:
                     started = [
                         _ClassicMember(kind, bootstrap, group, topic, f"{kind}-{i}")
@@ -134,8 +142,10 @@ def main() -> None:
                     classic.extend(started)
                     groups[kind] = started
                 else:
+                    client, reading = kind.removesuffix(READING), kind.endswith(READING)
+                    config = {READ_ASSIGNMENT: "true"} if reading else None
                     groups[kind] = [
-                        peers.start(kind, group, name=f"{kind}-{i}", topic=topic)
+                        peers.start(client, group, name=f"{kind}-{i}", topic=topic, config=config)
                         for i in range(args.members)
                     ]
 
@@ -203,20 +213,25 @@ def render(rows: list[tuple[str, list[float], list[float]]], elapsed: float) -> 
     parts = []
     if "kgroup" in med:
         for other in med:
-            if other != "kgroup":
+            if other != "kgroup" and not other.endswith(READING):
                 parts.append(
                     f"kgroup / {other}: RSS {med['kgroup'][0] / med[other][0]:.2f}x, "
                     f"CPU {med['kgroup'][1] / max(med[other][1], 1e-9):.2f}x"
                 )
     summary = f"summary (idle {elapsed:.0f} s, per process): " + "; ".join(parts)
-    if "kgroup" in med and "librdkafka" in med:
-        rss_ratio = med["kgroup"][0] / med["librdkafka"][0]
-        cpu_ratio = med["kgroup"][1] / max(med["librdkafka"][1], 1e-9)
-        summary += (
-            f" — issue 15 goals: CPU {cpu_ratio:.2f}x librdkafka (target <= 2x: "
-            f"{'met' if cpu_ratio <= 2 else 'NOT met'}), RSS {rss_ratio:.2f}x (target <= 1.5x: "
-            f"{'met' if rss_ratio <= 1.5 else 'NOT met'})"
-        )
+    goals = []
+    for suffix in ("", READING):
+        ours, theirs = f"kgroup{suffix}", f"librdkafka{suffix}"
+        if ours in med and theirs in med:
+            rss_ratio = med[ours][0] / med[theirs][0]
+            cpu_ratio = med[ours][1] / max(med[theirs][1], 1e-9)
+            goals.append(
+                f"{ours} / {theirs}: CPU {cpu_ratio:.2f}x (target <= 2x: "
+                f"{'met' if cpu_ratio <= 2 else 'NOT met'}), RSS {rss_ratio:.2f}x "
+                f"(target <= 1.5x: {'met' if rss_ratio <= 1.5 else 'NOT met'})"
+            )
+    if goals:
+        summary += " — issue 33 goals: " + "; ".join(goals)
     return "\n".join(lines), summary
 
 
@@ -237,8 +252,10 @@ def write(table: str, summary: str, command: str, members: int) -> None:
             f"`{' '.join(DEFAULT_JVM_OPTIONS)}`. kafka-python and aiokafka have no "
             "new-protocol member: theirs (`tests/benchmarks/idle_member.py`) idle in classic "
             "groups of their own with `heartbeat_interval_ms=500`, `session_timeout_ms=6000` "
-            f"and a 100 ms poll. {benchlib.AS_INSTALLED_NOTE}. Targets (issue 15): kgroup "
-            "<= 2x librdkafka's CPU and <= 1.5x its RSS.",
+            f"and a 100 ms poll. The `{READING}` kinds are the same members reading the "
+            "consumer's assignment before every poll, as a loop that checks what it owns does. "
+            f"{benchlib.AS_INSTALLED_NOTE}. Targets (issue 33): kgroup "
+            "<= 2x librdkafka's CPU and <= 1.5x its RSS, with and without that read.",
             "",
             table,
             "",

@@ -7,7 +7,9 @@ KIND is ``kgroup`` (``kgroup.Consumer``) or ``librdkafka`` (a plain
 KIP-848 member). ``tests/peers/java/Peer.java`` speaks the same protocol for
 the Java client. Every member starts from ``auto.offset.reset=earliest`` and
 the client's default auto-commit; ``key=value`` arguments add or replace
-configuration keys.
+configuration keys, except ``peer.read.assignment=true``, which makes the peer
+read the consumer's assignment before every poll. ``KGROUP_PEER_TRACE=<dir>``
+writes a kgroup member's DEBUG log there, stamped like its events.
 
 The line protocol
 -----------------
@@ -51,6 +53,7 @@ End of input acts as ``close``: a peer never outlives its driver's pipe.
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import sys
@@ -58,14 +61,23 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Collection, Iterable
+from pathlib import Path
 from typing import Any
 
 _EOF = "\x00eof"
+READ_ASSIGNMENT = "peer.read.assignment"
+"""A ``key=value`` argument of the peer itself, not of the client: ``true`` reads the
+consumer's assignment before every poll (the idle-footprint benchmark's second loop)."""
+
+
+_trace = logging.getLogger("kgroup.peer")
 
 
 def _emit(line: str) -> None:
     sys.stdout.write(f"{time.monotonic_ns()} {line}\n")
     sys.stdout.flush()
+    if not line.startswith("recs "):
+        _trace.debug("event %s", line)
 
 
 def _where(message: Any) -> tuple[int, int]:
@@ -248,7 +260,8 @@ class _LibrdkafkaMember(_Member):
 
 
 class _Peer:
-    def __init__(self, kind: str, config: dict[str, Any]) -> None:
+    def __init__(self, kind: str, config: dict[str, Any], *, read_assignment: bool = False) -> None:
+        self.read_assignment = read_assignment
         self.budget = -1  # records still to hand out; negative: no limit
         self.handed = 0
         self.subscribed = False
@@ -306,6 +319,8 @@ class _Peer:
         return True
 
     def poll_once(self) -> None:
+        if self.read_assignment:
+            self.member.assignment()  # as a loop that checks what it owns every poll
         if self.budget == 0:
             # Everything is paused; polling keeps the rebalance callbacks going.
             self.give_back(self.member.poll(1))
@@ -339,6 +354,25 @@ class _Peer:
             self.member.pause(first)
 
 
+def _trace_to(path: Path) -> None:
+    """kgroup's DEBUG log to ``path``, stamped like the events (CLOCK_MONOTONIC ns).
+
+    For finding where a rebalance's time goes (``KGROUP_PEER_TRACE=<dir>``);
+    librdkafka members log nothing here.
+    """
+    handler = logging.FileHandler(path)
+    handler.setFormatter(_MonotonicFormatter("%(created_ns)s %(threadName)s %(name)s %(message)s"))
+    root = logging.getLogger("kgroup")
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+
+
+class _MonotonicFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        record.created_ns = time.monotonic_ns()
+        return super().format(record)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
@@ -352,8 +386,12 @@ def main(argv: list[str]) -> int:
     for item in extra:
         key, _, value = item.partition("=")
         config[key] = value
+    read_assignment = config.pop(READ_ASSIGNMENT, "false") == "true"
+    trace = os.environ.get("KGROUP_PEER_TRACE")
+    if trace:
+        _trace_to(Path(trace) / f"{kind}-{os.getpid()}.log")
     try:
-        _Peer(kind, config).run()
+        _Peer(kind, config, read_assignment=read_assignment).run()
     except BaseException as exc:
         _emit(f"error {type(exc).__name__} {' '.join(str(exc).split()) or '-'}")
         traceback.print_exc()

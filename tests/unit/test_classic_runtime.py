@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 
@@ -133,6 +134,9 @@ class _Host:
 
     def wake(self) -> None:
         pass
+
+    def awaiting_answer(self) -> contextlib.AbstractContextManager[None]:
+        raise AssertionError("no request is sent in these tests")
 
 
 def _config(protocol: str) -> ConsumerConfig:
