@@ -73,6 +73,7 @@ from kgroup.types import OffsetAndMetadata, TopicPartition
 
 __all__ = [
     "ANSWER_SLICE",
+    "ANSWER_SLICE_MAX",
     "MIN_WAIT",
     "POLL_EVENT_INTERVAL",
     "SERVICE_SLICE",
@@ -108,8 +109,13 @@ SERVICE_SLICE: Final = 0.1
 """Longest wait for records (seconds) before the front end looks at its rebalance work again."""
 
 ANSWER_SLICE: Final = 0.005
-"""Longest wait for records while the group's answer that may bring a rebalance callback
-is awaited (see :meth:`FrontEndCore.wait_slice`)."""
+"""First wait for records while a group answer that may bring a rebalance callback is
+awaited; each further one doubles, up to :data:`ANSWER_SLICE_MAX` (see
+:meth:`FrontEndCore.wait_slice`)."""
+
+ANSWER_SLICE_MAX: Final = 0.02
+"""Longest wait for records while a group answer is awaited: a broker slow to answer
+(hundreds of ms while many members join) costs a few wakes, not one every 5 ms."""
 
 MIN_WAIT: Final = 0.001
 """Shortest wait (seconds) worth asking the data plane for: librdkafka counts in whole ms."""
@@ -605,6 +611,7 @@ class FrontEndCore:
         self._auto_commit_interval = config.auto_commit_interval_ms / 1000
         self._next_auto_commit = -math.inf
         self._wakeup_pending = False
+        self._answer_wait = ANSWER_SLICE  # see wait_slice
         # What the listener was told this member holds (assigned minus revoked
         # and lost): a close that ends before the member handed these back must
         # still tell the listener they are gone (see close()).
@@ -753,12 +760,16 @@ class FrontEndCore:
         :data:`SERVICE_SLICE`, once per rebalance step and member, which made a
         rebalance of ten members take 1.6x librdkafka's time. Work comes from
         group answers, so the slice ends when the member's next request is due,
-        and is :data:`ANSWER_SLICE` while an answer is awaited or being handled:
-        a few more wakes per heartbeat, none in between.
+        and is short (:data:`ANSWER_SLICE`, doubling up to :data:`ANSWER_SLICE_MAX`)
+        while an answer is awaited or being handled: a few more wakes per
+        heartbeat, none in between.
         """
         driver = self.driver
         if driver.answers_pending:
-            return ANSWER_SLICE
+            wait = self._answer_wait
+            self._answer_wait = min(wait * 2, ANSWER_SLICE_MAX)
+            return wait
+        self._answer_wait = ANSWER_SLICE
         left = driver.quiet_until - time.monotonic() + MIN_WAIT
         return SERVICE_SLICE if left >= SERVICE_SLICE else max(ANSWER_SLICE, left)
 

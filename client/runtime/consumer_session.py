@@ -40,11 +40,13 @@ from kgroup.membership import (
 )
 from kgroup.protocol.negotiation import NegotiatedVersions
 from kgroup.protocol.requests import consumer_group_heartbeat
+from kgroup.runtime import topic_watch
 from kgroup.runtime._log import log
 from kgroup.runtime.coordinator import Answered, CallFailed, coordinator_call
 from kgroup.runtime.interfaces import Host, SubscriptionChange
 from kgroup.runtime.session import SESSION_MARGIN_MS, FinishedCommit, SessionBase
 from kgroup.telemetry.recorder import ConsumerTelemetry
+from kgroup.transport import ClusterMetadata
 
 __all__ = ["ConsumerSession", "commit_done_event", "consumer_member_config"]
 
@@ -118,8 +120,12 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
         # the broker the unresolved partitions are not owned, and it may hand
         # them to another member while their assigned callback is still queued.
         if isinstance(change, SubscriptionChanged) and change.topics:
-            with anyio.move_on_after(self._host.request_timeout):
-                await self._metadata(sorted(change.topics))
+            if topic_watch.described_lately(self._host.client, change.topics):
+                # The subscription's denial check described them a moment ago.
+                self._post_metadata(self._host.client.cluster)
+            else:
+                with anyio.move_on_after(self._host.request_timeout):
+                    await self._metadata(sorted(change.topics))
         self._events.post(change)
 
     def rediscovery_delay(self) -> float:
@@ -195,4 +201,7 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
                 exc,
             )
             return
+        self._post_metadata(cluster)
+
+    def _post_metadata(self, cluster: ClusterMetadata) -> None:
         self._events.post(MetadataUpdated({t.topic_id: t.name for t in cluster.topics.values()}))

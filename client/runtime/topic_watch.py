@@ -22,7 +22,14 @@ from kgroup.errors import (
 from kgroup.runtime._log import log
 from kgroup.runtime.interfaces import TransportInterface
 
-__all__ = ["MISSING_TOPIC_WARNINGS", "denied", "missing_topic_delays", "warn_while_missing"]
+__all__ = [
+    "FRESH_METADATA",
+    "MISSING_TOPIC_WARNINGS",
+    "denied",
+    "described_lately",
+    "missing_topic_delays",
+    "warn_while_missing",
+]
 
 MISSING_TOPIC_WARNINGS = (1.0, 60.0)
 """Seconds before the first repeat of the missing-topic warning, and the cap.
@@ -31,6 +38,22 @@ The wait doubles between warnings: loud at first, when a typo or a topic not
 created yet is the likely cause, then rare, so a long wait stays in the log
 without flooding it.
 """
+
+
+FRESH_METADATA = 1.0
+"""Seconds a topic's description stays fresh enough to serve a subscription's other
+checks: the denial check's Metadata answer also gives the session its topic ids and
+tells the missing-topic watch the topics exist (one request before the join, not three)."""
+
+
+def described_lately(client: TransportInterface, topics: frozenset[str]) -> bool:
+    """Every one of ``topics`` was described by a broker within :data:`FRESH_METADATA`."""
+    now = anyio.current_time()
+    for topic in topics:
+        at = client.described_at(topic)
+        if at is None or now - at > FRESH_METADATA:
+            return False
+    return True
 
 
 def missing_topic_delays(first: float, cap: float) -> Iterator[float]:
@@ -52,6 +75,8 @@ async def warn_while_missing(
     UNKNOWN_TOPIC_OR_PARTITION both for a missing topic and, with some
     authorizers, for one the principal may not describe, so both are named.
     """
+    if described_lately(client, topics):
+        return  # every topic exists: the subscription's denial check just saw them
     for delay in missing_topic_delays(*MISSING_TOPIC_WARNINGS):
         try:
             cluster = await client.metadata(sorted(topics), timeout=timeout)
