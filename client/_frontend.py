@@ -759,10 +759,11 @@ class FrontEndCore:
         loop queues (a rebalance callback) would wait for the slice to end: up to
         :data:`SERVICE_SLICE`, once per rebalance step and member, which made a
         rebalance of ten members take 1.6x librdkafka's time. Work comes from
-        group answers, so the slice ends when the member's next request is due,
-        and is short (:data:`ANSWER_SLICE`, doubling up to :data:`ANSWER_SLICE_MAX`)
-        while an answer is awaited or being handled: a few more wakes per
-        heartbeat, none in between.
+        group answers, so the slice ends when the answer to the member's next
+        request is usually in (``Driver.quiet_until``), and is short
+        (:data:`ANSWER_SLICE`, doubling up to :data:`ANSWER_SLICE_MAX`) while an
+        answer is awaited or being handled: about one more wake per heartbeat,
+        none in between.
         """
         driver = self.driver
         if driver.answers_pending:

@@ -102,6 +102,11 @@ __all__ = [
 _T = TypeVar("_T")
 
 
+ANSWER_TIME_CAP = 0.02
+"""Longest answer time (seconds) the application's wait is stretched by (see
+:attr:`Driver.quiet_until`): a slow answer is waited for in short slices instead."""
+
+
 class Driver:
     """Drives one consumer's member, whichever its protocol (see the module).
 
@@ -145,6 +150,10 @@ class Driver:
         # loop has events to handle.
         self.answers_pending = 0
         self.quiet_until = -math.inf
+        # How long a group answer usually takes (seconds, a moving average): the
+        # application's wait ends that long after the next request goes out, when
+        # the answer is usually in, so a heartbeat costs it one extra wake, not two.
+        self._answer_time = 0.0
         self._client: TransportInterface | None = None
         self.offsets: OffsetManager | None = None
         """Fetches and commits the group's offsets (only while connected)."""
@@ -420,7 +429,9 @@ class Driver:
             self.quiet_until = (
                 math.inf
                 if member_next is None
-                else time.monotonic() + (member_next - anyio.current_time())
+                else time.monotonic()
+                + (member_next - anyio.current_time())
+                + min(self._answer_time, ANSWER_TIME_CAP)
             )
             with anyio.move_on_after(timeout):
                 await wake.wait()
@@ -447,9 +458,12 @@ class Driver:
     def awaiting_answer(self) -> Iterator[None]:
         """Around a group request whose answer may queue application work."""
         self.answers_pending += 1
+        sent = time.monotonic()
         try:
             yield
         finally:
+            took = time.monotonic() - sent
+            self._answer_time += (took - self._answer_time) / 4
             # After the answer's event was posted (wake() marked the loop busy):
             # the application's thread keeps its short waits until the loop
             # has handled it.

@@ -2,7 +2,8 @@
 
 Run standalone (not collected by pytest), from the repository root:
 
-    python tests/benchmarks/bench_footprint.py [--seconds 60] [--members 3] [--no-write]
+    python tests/benchmarks/bench_footprint.py [--seconds 60] [--members 3]
+        [--kinds kgroup,librdkafka,...] [--reading-kinds kgroup,librdkafka] [--no-write]
 
 Starts its own broker through ``kgroup.testing`` (heartbeat interval 0.5 s for
 every client). For each client kind, ``--members`` member processes (the peer
@@ -13,6 +14,8 @@ an application waiting for records. kafka-python and aiokafka have no
 new-protocol member: theirs (``idle_member.py``) are in classic groups with
 the same heartbeat interval. Per process, from /proc: resident memory
 (VmRSS) at the end and CPU time (user + system) spent in the window.
+A second window does the same for ``--reading-kinds``, whose members also read
+the consumer's assignment before every poll (rows ``KIND+assignment()``).
 Prints a table and a summary line; rewrites the ``bench:footprint`` section
 of docs/performance.md.
 """
@@ -100,6 +103,30 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime (fields 14, 15)
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of a process's threads by role: ``app`` (the main thread: the poll
+    loop), ``librdkafka`` (threads named ``rdk:*``) and ``other`` (the rest: kgroup's
+    event loop, the peer's idle stdin reader, a JVM's threads)."""
+    out = {"app": 0.0, "librdkafka": 0.0, "other": 0.0}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            comm = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        role = (
+            "app" if task.name == str(pid) else "librdkafka" if comm.startswith("rdk:") else "other"
+        )
+        out[role] += (int(fields[11]) + int(fields[12])) / TICKS
+    return out
+
+
+POLL_S = 0.1
+"""The peers' idle poll (``consume`` with a 100 ms timeout)."""
+HEARTBEAT_S = 0.5
+"""The test broker's heartbeat interval."""
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -111,38 +138,89 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--members", type=int, default=3, help="member processes per kind")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="client kinds of the first window")
     parser.add_argument(
-        "--kinds",
-        default=",".join([*KINDS, f"kgroup{READING}", f"librdkafka{READING}"]),
-        help=f"client kinds; kgroup{READING} and librdkafka{READING} also read the "
-        "assignment before every poll",
+        "--reading-kinds",
+        default="kgroup,librdkafka",
+        help=f"client kinds of a second window whose members also read the assignment "
+        f"before every poll (reported as KIND{READING}); empty: no second window",
     )
     parser.add_argument("--no-write", action="store_true", help="do not update docs/performance.md")
     args = parser.parse_args()
     benchlib.start_watch()
-    kinds = [k for k in args.kinds.split(",") if k]
+    rounds = [
+        [k for k in args.kinds.split(",") if k],
+        [f"{k}{READING}" for k in args.reading_kinds.split(",") if k],
+    ]
 
-    from kgroup.testing import KafkaBroker, create_topic  # noqa: PLC0415
+    from kgroup.testing import KafkaBroker  # noqa: PLC0415
 
     rows: list[tuple[str, list[float], list[float]]] = []
-    with KafkaBroker() as broker, InstalledPeers(broker.bootstrap_servers) as peers:
-        bootstrap = broker.bootstrap_servers
+    threads: list[tuple[str, float, float, float]] = []
+    elapsed = args.seconds
+    with KafkaBroker() as broker:
+        for number, kinds in enumerate(rounds):
+            if kinds:
+                elapsed = idle_window(
+                    broker.bootstrap_servers, kinds, args, number, rows=rows, threads=threads
+                )
+    table, summary = render(rows, elapsed)
+    split = render_threads(threads)
+    print()
+    print(table)
+    print(summary)
+    print()
+    print(split)
+    if not args.no_write:
+        command = (
+            f"python tests/benchmarks/bench_footprint.py --seconds {args.seconds:g} "
+            f"--members {args.members}"
+        )
+        write(table, summary, split, command, args.members)
+
+
+def render_threads(threads: list[tuple[str, float, float, float]]) -> str:
+    """Where a Python member's idle CPU goes, per poll and per heartbeat interval."""
+    lines = [
+        "| client | poll loop thread, per 100 ms poll (us) | other Python threads "
+        "(kgroup's event loop), per 0.5 s heartbeat interval (us) | librdkafka's threads "
+        "(ms per s) |",
+        "|---|---:|---:|---:|",
+    ]
+    for kind, app, other, rdk in threads:
+        lines.append(f"| {kind} | {app * 1e6:.0f} | {other * 1e6:.0f} | {rdk * 1e3:.2f} |")
+    return "\n".join(lines)
+
+
+def idle_window(
+    bootstrap: str,
+    kinds: list[str],
+    args: argparse.Namespace,
+    number: int,
+    *,
+    rows: list[tuple[str, list[float], list[float]]],
+    threads: list[tuple[str, float, float, float]],
+) -> float:
+    """Start ``kinds``' members, let them idle together, add a row per kind; the window (s)."""
+    from kgroup.testing import create_topic  # noqa: PLC0415
+
+    with InstalledPeers(bootstrap) as peers:
         groups: dict[str, Sequence[Peer | _ClassicMember]] = {}
         classic: list[_ClassicMember] = []
         try:
             for kind in kinds:
-                topic = f"bench-footprint-{kind.removesuffix(READING)}-{len(groups)}"
+                client, reading = kind.removesuffix(READING), kind.endswith(READING)
+                topic = f"bench-footprint-{client}-{number}"
                 create_topic(bootstrap, topic, partitions=PARTITIONS)
-                group = f"bench-footprint-{len(groups)}-{uuid.uuid4().hex[:6]}"
-                if kind in CLASSIC_KINDS:
+                group = f"bench-footprint-{client}-{number}-{uuid.uuid4().hex[:6]}"
+                if client in CLASSIC_KINDS:
                     started = [
-                        _ClassicMember(kind, bootstrap, group, topic, f"{kind}-{i}")
+                        _ClassicMember(client, bootstrap, group, topic, f"{kind}-{i}")
                         for i in range(args.members)
                     ]
                     classic.extend(started)
                     groups[kind] = started
                 else:
-                    client, reading = kind.removesuffix(READING), kind.endswith(READING)
                     config = {READ_ASSIGNMENT: "true"} if reading else None
                     groups[kind] = [
                         peers.start(client, group, name=f"{kind}-{i}", topic=topic, config=config)
@@ -152,7 +230,7 @@ def main() -> None:
             def settled() -> bool:
                 return all(
                     _classic_balanced([m for m in ms if isinstance(m, _ClassicMember)])
-                    if kind in CLASSIC_KINDS
+                    if kind.removesuffix(READING) in CLASSIC_KINDS
                     else balanced([m for m in ms if isinstance(m, Peer)], PARTITIONS)
                     for kind, ms in groups.items()
                 )
@@ -164,8 +242,14 @@ def main() -> None:
                 time.sleep(0.1)
             time.sleep(2.0)  # past the join's own work
             start = {p.pid: cpu_seconds(p.pid) for ms in groups.values() for p in ms}
+            split_start = {
+                p.pid: thread_cpu(p.pid)
+                for kind, ms in groups.items()
+                if kind.removesuffix(READING) in ("kgroup", "librdkafka")
+                for p in ms
+            }
             began = time.monotonic()
-            print(f"idling {args.seconds:.0f} s ...", flush=True)
+            print(f"idling {args.seconds:.0f} s: {', '.join(kinds)} ...", flush=True)
             time.sleep(args.seconds)
             elapsed = time.monotonic() - began
             for kind, members in groups.items():
@@ -174,8 +258,21 @@ def main() -> None:
                 cpu = [cpu_seconds(m.pid) - start[m.pid] for m in members]
                 rss = [rss_mib(m.pid) for m in members]
                 rows.append((kind, rss, cpu))
+                if all(m.pid in split_start for m in members):
+                    splits = [
+                        {r: v - split_start[m.pid][r] for r, v in thread_cpu(m.pid).items()}
+                        for m in members
+                    ]
+                    threads.append(
+                        (
+                            kind,
+                            statistics.median(t["app"] for t in splits) / (elapsed / POLL_S),
+                            statistics.median(t["other"] for t in splits) / (elapsed / HEARTBEAT_S),
+                            statistics.median(t["librdkafka"] for t in splits) / elapsed,
+                        )
+                    )
                 print(
-                    f"  {kind:<12} RSS {statistics.median(rss):7.1f} MiB  "
+                    f"  {kind:<24} RSS {statistics.median(rss):7.1f} MiB  "
                     f"CPU {statistics.median(cpu):6.2f} s / {elapsed:.0f} s",
                     flush=True,
                 )
@@ -186,16 +283,7 @@ def main() -> None:
         finally:
             for member in classic:
                 member.close()
-    table, summary = render(rows, elapsed)
-    print()
-    print(table)
-    print(summary)
-    if not args.no_write:
-        command = (
-            f"python tests/benchmarks/bench_footprint.py --seconds {args.seconds:g} "
-            f"--members {args.members}"
-        )
-        write(table, summary, command, args.members)
+    return elapsed
 
 
 def render(rows: list[tuple[str, list[float], list[float]]], elapsed: float) -> tuple[str, str]:
@@ -235,7 +323,7 @@ def render(rows: list[tuple[str, list[float], list[float]]], elapsed: float) -> 
     return "\n".join(lines), summary
 
 
-def write(table: str, summary: str, command: str, members: int) -> None:
+def write(table: str, summary: str, split: str, command: str, members: int) -> None:
     benchlib.write_section(
         "footprint",
         [
@@ -252,14 +340,21 @@ def write(table: str, summary: str, command: str, members: int) -> None:
             f"`{' '.join(DEFAULT_JVM_OPTIONS)}`. kafka-python and aiokafka have no "
             "new-protocol member: theirs (`tests/benchmarks/idle_member.py`) idle in classic "
             "groups of their own with `heartbeat_interval_ms=500`, `session_timeout_ms=6000` "
-            f"and a 100 ms poll. The `{READING}` kinds are the same members reading the "
-            "consumer's assignment before every poll, as a loop that checks what it owns does. "
+            f"and a 100 ms poll. The `{READING}` rows are a second window of the same members "
+            "reading the consumer's assignment before every poll, as a loop that checks what "
+            "it owns does. "
             f"{benchlib.AS_INSTALLED_NOTE}. Targets (issue 33): kgroup "
             "<= 2x librdkafka's CPU and <= 1.5x its RSS, with and without that read.",
             "",
             table,
             "",
             summary,
+            "",
+            "Where a kgroup or librdkafka member's CPU goes (per-thread CPU from "
+            "/proc/PID/task, medians over the members; per poll and per heartbeat "
+            "interval: the window's CPU divided by the window over the interval):",
+            "",
+            split,
             "",
             f"- {benchlib.machine_line()}",
             f"- load average (1/5/15 min) when written: {benchlib.load_average()} — the "
