@@ -202,7 +202,7 @@ def spread(values: Sequence[float]) -> str:
 def write_section(name: str, lines: Sequence[str]) -> bool:
     """Replace (or append) the ``bench:NAME`` section of docs/performance.md with ``lines``,
     followed by the run's load; returns False, writing nothing, when the machine was busy
-    with other work (:data:`MAX_FOREIGN_LOAD`) or nobody watched it (:func:`start_watch`)."""
+    with other work (:data:`MAX_FOREIGN_CPU`) or nobody watched it (:func:`start_watch`)."""
     if _WATCH is None:
         print("not writing docs/performance.md: the run did not watch the machine's load")
         return False
