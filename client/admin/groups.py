@@ -14,6 +14,7 @@ from typing import Final, TypeVar
 import anyio
 from kio.schema.errors import ErrorCode
 
+from kgroup.admin._consumer_group import consumer_description, describe_consumer, no_such_group
 from kgroup.admin.model import (
     BrokerInfo,
     GroupDescription,
@@ -36,7 +37,6 @@ from kgroup.protocol.apis import ApiKey
 from kgroup.protocol.cluster import BrokerAddress
 from kgroup.protocol.requests import (
     broker_features,
-    consumer_group_members,
     describe_groups,
     group_offsets,
     list_offsets,
@@ -44,10 +44,6 @@ from kgroup.protocol.requests import (
 )
 from kgroup.protocol.requests import describe_configs as describe_configs_request
 from kgroup.protocol.requests import list_groups as list_groups_request
-from kgroup.protocol.requests.consumer_group_members import (
-    DescribedConsumerGroup,
-    MemberType,
-)
 from kgroup.protocol.requests.describe_configs import (
     ConfigEntry,
     ConfigResource,
@@ -89,11 +85,6 @@ _RETRY_DELAY: Final = 0.2
 # Rounds of ListOffsets: a leader that moved since the metadata answers
 # NOT_LEADER_OR_FOLLOWER; refreshed metadata names the new one.
 _OFFSET_ROUNDS: Final = 3
-_MEMBER_TYPES: Final = {
-    MemberType.CLASSIC: MemberProtocol.CLASSIC,
-    MemberType.CONSUMER: MemberProtocol.CONSUMER,
-    MemberType.UNKNOWN: MemberProtocol.UNKNOWN,
-}
 
 
 async def _with_coordinator(
@@ -165,38 +156,6 @@ async def list_groups(
 
 
 # -------------------------------------------------------------- describing
-
-
-def _consumer_description(
-    group: DescribedConsumerGroup, coordinator: BrokerAddress
-) -> GroupDescription:
-    members = tuple(
-        MemberDescription(
-            member_id=m.member_id,
-            instance_id=m.instance_id,
-            client_id=m.client_id,
-            client_host=m.client_host,
-            protocol=_MEMBER_TYPES[m.member_type],
-            rack_id=m.rack_id,
-            member_epoch=m.member_epoch,
-            subscribed_topics=m.subscribed_topics,
-            subscribed_regex=m.subscribed_regex,
-            assignment=m.assignment,
-            target_assignment=m.target_assignment,
-        )
-        for m in group.members
-    )
-    return GroupDescription(
-        group_id=group.group_id,
-        group_type=GroupType.CONSUMER,
-        protocol_type=describe_groups.CONSUMER_PROTOCOL_TYPE,
-        state=group.state,
-        assignor=group.assignor,
-        coordinator=coordinator,
-        members=tuple(sorted(members, key=lambda m: m.member_id)),
-        group_epoch=group.group_epoch,
-        assignment_epoch=group.assignment_epoch,
-    )
 
 
 def _classic_description(
@@ -278,34 +237,6 @@ async def _describe_share(client: KafkaClient, group_id: str) -> GroupDescriptio
     return _share_description(group, coordinator)
 
 
-def _no_such_group(group_id: str) -> GroupIdNotFoundError:
-    return GroupIdNotFoundError(
-        int(ErrorCode.group_id_not_found),
-        "GROUP_ID_NOT_FOUND",
-        False,
-        f"group {group_id!r} does not exist (check the name with `kgroup groups list`)",
-    )
-
-
-async def _describe_consumer(
-    client: KafkaClient, group_id: str
-) -> tuple[DescribedConsumerGroup, BrokerAddress] | None:
-    """The group as ConsumerGroupDescribe sees it; None when it is not a consumer group
-    (or the coordinator lacks the API or has the consumer protocol disabled)."""
-    coordinator = await client.coordinator(group_id)
-    versions = await client.versions(coordinator.node_id)
-    if not versions.supports(ApiKey.CONSUMER_GROUP_DESCRIBE):
-        return None
-    response = await client.request(
-        lambda v: consumer_group_members.build(v, [group_id]), node=coordinator.node_id
-    )
-    (group,) = consumer_group_members.parse(consumer_group_members.narrow(response))
-    if group.error_code in (ErrorCode.group_id_not_found, ErrorCode.unsupported_version):
-        return None
-    raise_for_error(group.error_code, group.error_message)
-    return group, coordinator
-
-
 async def _describe_classic(
     client: KafkaClient, group_id: str
 ) -> tuple[DescribedClassicGroup, BrokerAddress]:
@@ -329,9 +260,15 @@ async def describe_group_once(client: KafkaClient, group_id: str) -> GroupDescri
         BrokerError: another refusal (NOT_COORDINATOR, GROUP_AUTHORIZATION_FAILED ...).
         TransportError: the coordinator could not be reached.
     """
-    consumer = await _describe_consumer(client, group_id)
+    consumer = await describe_consumer(client, group_id)
     if consumer is not None:
-        return _consumer_description(*consumer)
+        return consumer_description(*consumer)
+    return await describe_other_group_once(client, group_id)
+
+
+async def describe_other_group_once(client: KafkaClient, group_id: str) -> GroupDescription:
+    """:func:`describe_group_once` for a group ConsumerGroupDescribe did not find:
+    a classic group, or a share group."""
     try:
         classic, coordinator = await _describe_classic(client, group_id)
     except GroupIdNotFoundError:
@@ -361,18 +298,18 @@ async def describe_group(client: KafkaClient, group_id: str) -> GroupDescription
     """
 
     async def attempt() -> GroupDescription:
-        consumer = await _describe_consumer(client, group_id)
+        consumer = await describe_consumer(client, group_id)
         if consumer is not None:
-            return _consumer_description(*consumer)
+            return consumer_description(*consumer)
         try:
             classic, coordinator = await _describe_classic(client, group_id)
         except GroupIdNotFoundError:
             # The group may have been converted between the two requests (a
             # consumer-protocol member joined): DescribeGroups then answers "not a
             # classic group". Ask ConsumerGroupDescribe once more before giving up.
-            consumer = await _describe_consumer(client, group_id)
+            consumer = await describe_consumer(client, group_id)
             if consumer is not None:
-                return _consumer_description(*consumer)
+                return consumer_description(*consumer)
             # DescribeGroups knows only classic groups: a share group is "not found" there.
             share = await _describe_share(client, group_id)
             if share is not None:
@@ -382,7 +319,7 @@ async def describe_group(client: KafkaClient, group_id: str) -> GroupDescription
             share = await _describe_share(client, group_id)
             if share is not None:
                 return share
-            raise _no_such_group(group_id)
+            raise no_such_group(group_id)
         return _classic_description(classic, coordinator)
 
     return await _with_coordinator(client, group_id, attempt)

@@ -21,14 +21,22 @@ async def look_at_group(
     a failed look counts as :data:`~kgroup.runtime.liveness.NOTHING_SEEN` (the
     next comes after the quiet wait).
     """
-    from kgroup.admin.groups import describe_group_once  # noqa: PLC0415 - idle members only
+    from kgroup.admin import _consumer_group  # noqa: PLC0415 - idle members only
     from kgroup.transport import KafkaClient  # noqa: PLC0415
 
     if not isinstance(client, KafkaClient):
         return None, False
     try:
         with anyio.fail_after(2 * timeout):
-            group = await describe_group_once(client, group_id)
+            # A consumer group first: the classic and share describes (and every
+            # other group tool) are imported only for a group that is not one.
+            consumer = await _consumer_group.describe_consumer(client, group_id)
+            if consumer is not None:
+                group = _consumer_group.consumer_description(*consumer)
+            else:
+                from kgroup.admin.groups import describe_other_group_once  # noqa: PLC0415
+
+                group = await describe_other_group_once(client, group_id)
             topics = sorted({t for m in group.members for t in m.subscribed_topics})
             meta = await client.metadata(topics, timeout=timeout)
     except AuthorizationError as exc:

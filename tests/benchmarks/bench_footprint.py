@@ -357,8 +357,8 @@ def write(table: str, summary: str, split: str, command: str, members: int) -> N
             split,
             "",
             f"- {benchlib.machine_line()}",
-            f"- load average (1/5/15 min) when written: {benchlib.load_average()} — the "
-            "machine is shared with other test runs",
+            f"- load average (1/5/15 min) when written: {benchlib.load_average()} (the "
+            "benchmark's own processes included; the last line says what other work used)",
             f"- versions: kgroup {benchlib.version('kgroup')}, confluent-kafka "
             f"{benchlib.version('confluent-kafka')}, kafka-python "
             f"{benchlib.version('kafka-python')}, aiokafka {benchlib.version('aiokafka')}, "

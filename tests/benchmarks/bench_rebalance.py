@@ -392,8 +392,8 @@ def write(table: str, summary: str, command: str, repeats: int, loads: list[str]
             f"- {benchlib.machine_line()}",
             "- load average (1/5/15 min) after each repetition: "
             + "; ".join(loads)
-            + " — the machine is shared with other test runs; 11 member processes of a kind "
-            "compete for its CPUs, which inflates every figure",
+            + " — 11 member processes of a kind and the feeder compete for the CPUs, and "
+            "queued threads count in the load (the last line says what other work used)",
             f"- versions: kgroup {benchlib.version('kgroup')}, confluent-kafka "
             f"{benchlib.version('confluent-kafka')}, Java kafka-clients 4.4.0, "
             "Apache Kafka broker 4.4.0",

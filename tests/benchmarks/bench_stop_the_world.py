@@ -396,8 +396,8 @@ def main() -> None:
             "the one giving partitions up are not involved at all.",
             "",
             f"- {benchlib.machine_line()}",
-            f"- load average (1/5/15 min) after each run: {'; '.join(loads)} — the machine is "
-            "shared with other test runs, which inflates every figure",
+            f"- load average (1/5/15 min) after each run: {'; '.join(loads)} (the "
+            "benchmark's own processes included; the last line says what other work used)",
             f"- versions: kgroup {benchlib.version('kgroup')}, confluent-kafka "
             f"{benchlib.version('confluent-kafka')} (kgroup's data plane and the producer), "
             f"Apache Kafka broker {broker_version}",

@@ -431,7 +431,8 @@ def write(
             f"- {benchlib.machine_line()}",
             "- load average (1/5/15 min) after each client: "
             + "; ".join(loads)
-            + " — the machine is shared with other test runs, which inflates every figure",
+            + " (the benchmark's own processes included; the last line says what other work "
+            "used)",
             f"- versions: kgroup {benchlib.version('kgroup')}, confluent-kafka "
             f"{benchlib.version('confluent-kafka')}, kafka-python "
             f"{benchlib.version('kafka-python')}, aiokafka {benchlib.version('aiokafka')}, "
