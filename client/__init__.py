@@ -6,9 +6,9 @@ pluggable Python assignors, on asyncio, trio and plain threads.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kgroup._lazy import lazy_attributes
 from kgroup._version import __version__
 from kgroup.config import ConsumerConfig, GroupProtocol
 from kgroup.errors import (
@@ -56,13 +56,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kgroup' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(globals(), _LAZY)
 
 
 __all__ = [

@@ -21,9 +21,9 @@ reset-offsets | delete | delete-offsets``); :func:`alter_share_group_configs`
 writes a group's configs (``kgroup groups configure``); the rest never joins or commits.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kgroup._lazy import lazy_attributes
 from kgroup.admin import model
 from kgroup.admin.model import *  # noqa: F403
 
@@ -115,13 +115,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(globals(), _LAZY)
 
 
 __all__ = [

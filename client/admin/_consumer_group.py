@@ -7,7 +7,8 @@ to read its own group cost each member about 2 MiB of resident memory.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -18,10 +19,13 @@ from kgroup.protocol.requests import consumer_group_members
 from kgroup.protocol.requests.consumer_group_members import DescribedConsumerGroup, MemberType
 
 if TYPE_CHECKING:
+    from kio.static.protocol import RequestPayload, ResponsePayload
+
     from kgroup.protocol.cluster import BrokerAddress
+    from kgroup.protocol.negotiation import NegotiatedVersions
     from kgroup.transport.client import KafkaClient
 
-__all__ = ["consumer_description", "describe_consumer", "no_such_group"]
+__all__ = ["consumer_description", "describe_consumer", "describe_typed", "no_such_group"]
 
 CONSUMER_PROTOCOL_TYPE: Final = "consumer"
 """A consumer group's protocol type (as DescribeGroups reports it)."""
@@ -43,23 +47,50 @@ def no_such_group(group_id: str) -> GroupIdNotFoundError:
     )
 
 
+class _Described(Protocol):
+    @property
+    def error_code(self) -> int: ...
+
+    @property
+    def error_message(self) -> str | None: ...
+
+
+_G = TypeVar("_G", bound=_Described)
+
+
+async def describe_typed(
+    client: KafkaClient,
+    group_id: str,
+    api: ApiKey,
+    build: Callable[[NegotiatedVersions, list[str]], RequestPayload],
+    read: Callable[[ResponsePayload], tuple[_G, ...]],
+) -> tuple[_G, BrokerAddress] | None:
+    """The group as one group type's describe API (``api``) sees it; None when it is
+    not a group of that type (or the coordinator lacks the API or has it disabled)."""
+    coordinator = await client.coordinator(group_id)
+    versions = await client.versions(coordinator.node_id)
+    if not versions.supports(api):
+        return None
+    response = await client.request(lambda v: build(v, [group_id]), node=coordinator.node_id)
+    (group,) = read(response)
+    if group.error_code in (ErrorCode.group_id_not_found, ErrorCode.unsupported_version):
+        return None
+    raise_for_error(group.error_code, group.error_message)
+    return group, coordinator
+
+
 async def describe_consumer(
     client: KafkaClient, group_id: str
 ) -> tuple[DescribedConsumerGroup, BrokerAddress] | None:
     """The group as ConsumerGroupDescribe sees it; None when it is not a consumer group
     (or the coordinator lacks the API or has the consumer protocol disabled)."""
-    coordinator = await client.coordinator(group_id)
-    versions = await client.versions(coordinator.node_id)
-    if not versions.supports(ApiKey.CONSUMER_GROUP_DESCRIBE):
-        return None
-    response = await client.request(
-        lambda v: consumer_group_members.build(v, [group_id]), node=coordinator.node_id
+    return await describe_typed(
+        client,
+        group_id,
+        ApiKey.CONSUMER_GROUP_DESCRIBE,
+        consumer_group_members.build,
+        lambda response: consumer_group_members.parse(consumer_group_members.narrow(response)),
     )
-    (group,) = consumer_group_members.parse(consumer_group_members.narrow(response))
-    if group.error_code in (ErrorCode.group_id_not_found, ErrorCode.unsupported_version):
-        return None
-    raise_for_error(group.error_code, group.error_message)
-    return group, coordinator
 
 
 def consumer_description(

@@ -14,7 +14,12 @@ from typing import Final, TypeVar
 import anyio
 from kio.schema.errors import ErrorCode
 
-from kgroup.admin._consumer_group import consumer_description, describe_consumer, no_such_group
+from kgroup.admin._consumer_group import (
+    consumer_description,
+    describe_consumer,
+    describe_typed,
+    no_such_group,
+)
 from kgroup.admin.model import (
     BrokerInfo,
     GroupDescription,
@@ -223,18 +228,14 @@ def _share_description(group: DescribedShareGroup, coordinator: BrokerAddress) -
 async def _describe_share(client: KafkaClient, group_id: str) -> GroupDescription | None:
     """The group as ShareGroupDescribe sees it; None when it is not a share group
     (or the coordinator lacks the API)."""
-    coordinator = await client.coordinator(group_id)
-    versions = await client.versions(coordinator.node_id)
-    if not versions.supports(ApiKey.SHARE_GROUP_DESCRIBE):
-        return None
-    response = await client.request(
-        lambda v: share_group_describe.build(v, [group_id]), node=coordinator.node_id
+    share = await describe_typed(
+        client,
+        group_id,
+        ApiKey.SHARE_GROUP_DESCRIBE,
+        share_group_describe.build,
+        lambda response: share_group_describe.parse(share_group_describe.narrow(response)),
     )
-    (group,) = share_group_describe.parse(share_group_describe.narrow(response))
-    if group.error_code in (ErrorCode.group_id_not_found, ErrorCode.unsupported_version):
-        return None
-    raise_for_error(group.error_code, group.error_message)
-    return _share_description(group, coordinator)
+    return None if share is None else _share_description(*share)
 
 
 async def _describe_classic(
