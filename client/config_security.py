@@ -25,7 +25,6 @@ import hmac
 import logging
 import os
 import ssl
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,6 +228,8 @@ class TlsSettings:
 def _pem_files(tls: TlsSettings) -> Iterator[tuple[str, str]]:
     # The standard library loads a certificate chain only from files, so PEM
     # text goes through a private temporary directory that is removed at once.
+    import tempfile  # noqa: PLC0415 (imported only when PEM text is configured)
+
     with tempfile.TemporaryDirectory(prefix="kgroup-tls-") as tmp:
         cert_file = tls.certificate_location
         key_file = tls.key_location

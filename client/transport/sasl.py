@@ -19,9 +19,7 @@ import base64
 import json
 import logging
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -49,6 +47,8 @@ from kgroup.protocol.sasl import (
 )
 
 if TYPE_CHECKING:
+    import urllib.error
+
     from kgroup.transport.connection import BrokerConnection
 
 __all__ = [
@@ -196,6 +196,11 @@ class OidcTokenSource(TokenSource):
         self._https_context = settings.create_https_context()
 
     def _fetch(self, broker: str) -> OAuthToken:
+        # Imported on first use: urllib.request brings http.client and email
+        # (about 1 MiB), which no member without an OAUTHBEARER endpoint needs.
+        import urllib.error  # noqa: PLC0415
+        import urllib.request  # noqa: PLC0415
+
         form = {"grant_type": "client_credentials"}
         if self._scope:
             form["scope"] = self._scope
