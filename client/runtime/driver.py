@@ -106,6 +106,11 @@ ANSWER_TIME_CAP = 0.02
 """Longest answer time (seconds) the application's wait is stretched by (see
 :attr:`Driver.quiet_until`): a slow answer is waited for in short slices instead."""
 
+ANSWER_MARGIN = 0.002
+"""Added to the expected answer time in :attr:`Driver.quiet_until`: a request leaves
+a little after its deadline, so without it the application's wait often ended
+just before the answer and then waited once more, in a short slice."""
+
 
 class Driver:
     """Drives one consumer's member, whichever its protocol (see the module).
@@ -432,6 +437,7 @@ class Driver:
                 else time.monotonic()
                 + (member_next - anyio.current_time())
                 + min(self._answer_time, ANSWER_TIME_CAP)
+                + ANSWER_MARGIN
             )
             with anyio.move_on_after(timeout):
                 await wake.wait()
