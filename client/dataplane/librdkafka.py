@@ -467,7 +467,7 @@ class DataPlane:
         fresh = {tp: off for tp, off in offsets.items() if tp not in self._assigned}
         if not fresh:
             return
-        self._warm(fresh)
+        self.warm(fresh)
         assignment = []
         for tp, offset in sorted(fresh.items()):
             if offset in _LOGICAL:  # asked for explicitly: assign() / seek() to an end
@@ -488,8 +488,12 @@ class DataPlane:
             self._seeked.pop(tp, None)
         log.debug("data plane fetching %s", sorted(fresh))
 
-    def _warm(self, partitions: Iterable[TopicPartition]) -> None:
+    def warm(self, partitions: Iterable[TopicPartition]) -> None:
         """Open librdkafka's connections to these partitions' leaders before they start.
+
+        Blocks up to :data:`_WARM_TIMEOUT`, once per topic (later calls for a
+        topic return at once): the driver calls it from a worker thread when a
+        subscription names the topics, and :meth:`assign` for a topic not warmed yet.
 
         librdkafka connects to a partition's leader only when it first needs
         it, and an offset query (where auto.offset.reset sends a partition)
@@ -508,6 +512,8 @@ class DataPlane:
         self._warmed.update(tp.topic for tp in cold)
         try:
             with self._gate.control():
+                if self._closed:
+                    return  # the consumer closed while a worker thread was on its way here
                 # The offset of a timestamp of -1 is the partition's end: a
                 # ListOffsets request to each leader, answer unused.
                 self._consumer.offsets_for_times(

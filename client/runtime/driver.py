@@ -150,7 +150,8 @@ class Driver:
         self._loop_wake: anyio.Event | None = None
         # Read by the application's thread to size its waits in the data plane
         # (FrontEndCore.wait_slice), which no call from this loop can cut short:
-        # group answers awaited that may queue application work, and until when
+        # group answers awaited that may queue application work or partitions
+        # about to start on the data plane (see _spawn_starting), and until when
         # (time.monotonic()) the member has nothing scheduled; -inf while the
         # loop has events to handle.
         self.answers_pending = 0
@@ -475,6 +476,29 @@ class Driver:
             # has handled it.
             self.answers_pending -= 1
 
+    def _spawn_starting(self, fn: Callable[..., Awaitable[None]], *args: object) -> None:
+        """Spawn a task that ends by starting partitions on the data plane.
+
+        Counted in :attr:`answers_pending` from now on, not from when the task
+        first runs: the application's thread, back from the assigned callback,
+        must not start a long record wait meanwhile, as the data plane's assign
+        would wait for it on the loop's thread (tens of ms of every new
+        partition's first record, and of the loop's other work).
+        """
+        self.answers_pending += 1
+
+        async def starting() -> None:
+            try:
+                await fn(*args)
+            finally:
+                self.answers_pending -= 1
+
+        try:
+            self.spawn(starting)
+        except BaseException:
+            self.answers_pending -= 1
+            raise
+
     def spawn(self, fn: Callable[..., Awaitable[None]], *args: object) -> None:
         """Run ``fn(*args)`` in the background; a failure becomes the fatal error."""
         if self._ended:
@@ -532,9 +556,9 @@ class Driver:
                 case core.DataPlaneOps():
                     self._apply(effect)
                 case core.FetchCommitted():
-                    self.spawn(self.offset_io.fetch_committed, effect)
+                    self._spawn_starting(self.offset_io.fetch_committed, effect)
                 case core.CheckTruncation():
-                    self.spawn(self.offset_io.check_truncation, effect)
+                    self._spawn_starting(self.offset_io.check_truncation, effect)
                 case core.SendMemberCommit():
                     self.spawn(self.offset_io.member_commit, effect)
                 case core.FinishCommit():

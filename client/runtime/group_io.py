@@ -19,9 +19,11 @@ from kgroup.membership import CoordinatorRediscovered, SubscriptionChanged
 from kgroup.runtime import core, topic_watch
 from kgroup.runtime._log import log
 from kgroup.runtime.group_look import look_at_group
-from kgroup.runtime.interfaces import SubscriptionChange
+from kgroup.runtime.interfaces import OpensConnections, SubscriptionChange
+from kgroup.types import TopicPartition
 
 if TYPE_CHECKING:
+    from kgroup.protocol.cluster import ClusterMetadata
     from kgroup.runtime.choice import Session
     from kgroup.runtime.driver import Driver
 
@@ -88,7 +90,18 @@ class GroupIO:
                     return
                 watch = anyio.CancelScope()
                 driver.spawn(self._warn_while_missing, change.topics, watch)
+                self._warm_data_plane(change.topics)
             await driver.session.subscribe(change)
+
+    def _warm_data_plane(self, topics: frozenset[str]) -> None:
+        """Have the data plane connect to the topics' leaders while the member joins."""
+        dataplane = self._driver.dataplane
+        if not isinstance(dataplane, OpensConnections):
+            return
+        partitions = one_per_leader(self._driver.client.cluster, topics)
+        if partitions:
+            # A worker thread: librdkafka's call blocks until the leaders answer.
+            self._driver.spawn(anyio.to_thread.run_sync, dataplane.warm, partitions)
 
     async def _warn_while_missing(self, topics: frozenset[str], scope: anyio.CancelScope) -> None:
         driver = self._driver
@@ -96,3 +109,19 @@ class GroupIO:
             await topic_watch.warn_while_missing(
                 driver.client, driver.config, topics, driver.request_timeout
             )
+
+
+def one_per_leader(cluster: ClusterMetadata, topics: frozenset[str]) -> list[TopicPartition]:
+    """A partition of each of ``topics`` per leader: asking for their offsets reaches
+    every broker the topics' partitions are fetched from."""
+    chosen = []
+    for topic in sorted(topics):
+        info = cluster.topics.get(topic)
+        if info is None:
+            continue  # not there yet: warned about, and warmed when assigned
+        seen: set[int] = set()
+        for index, partition in sorted(info.partitions.items()):
+            if partition.leader >= 0 and partition.leader not in seen:
+                seen.add(partition.leader)
+                chosen.append(TopicPartition(topic, index))
+    return chosen

@@ -64,6 +64,21 @@ class KnowsLogEnds(Protocol):
 
 
 @runtime_checkable
+class OpensConnections(Protocol):
+    """A data plane that can connect to partitions' leaders ahead of fetching (optional).
+
+    A new member's data plane has no connection yet when its first assignment
+    comes, and connecting then delayed its first records by tens of ms: the
+    driver has it connect while the member joins.
+    """
+
+    def warm(self, partitions: Iterable[TopicPartition]) -> None:
+        """Connect to the leaders of ``partitions`` (best effort; blocks, so called
+        from a worker thread)."""
+        ...
+
+
+@runtime_checkable
 class WaitsInChunks(Protocol):
     """A data plane whose record waits hold off the driver's calls (optional).
 
