@@ -182,16 +182,20 @@ class _Gate:
         """A record wait: after every waiting control call and its grace period."""
         return self._turn(self._await_fetch, 0.0)
 
-    def begin_fetch(self) -> None:
-        """:meth:`fetch` without the context manager; :meth:`end_fetch` must follow.
+    def begin_fetch(self, deadline: float = math.inf) -> bool:
+        """:meth:`fetch` without the context manager; :meth:`end_fetch` must follow
+        if it returns True. False: the handle was not free by ``deadline`` (a
+        :func:`time.monotonic` time), and the record wait should not happen.
 
         For the record wait of every poll: a generator-based context manager
         around confluent-kafka's blocking ``consume`` measured 40 us more CPU per
         call (80 -> 120 us), a try/finally nothing (``/tmp/explore/dploop6.py``).
         """
         with self._cond:
-            self._await_fetch()
+            if not self._await_fetch(deadline):
+                return False
             self._busy = True
+            return True
 
     def end_fetch(self) -> None:
         """The record wait :meth:`begin_fetch` started is over: wake the waiters."""
@@ -228,15 +232,19 @@ class _Gate:
         finally:
             self._control_waiting -= 1
 
-    def _await_fetch(self) -> None:
+    def _await_fetch(self, deadline: float = math.inf) -> bool:
         while True:
+            now = self._clock()
             if self._busy or self._control_waiting:
-                self._cond.wait()
-                continue
-            left = self._grace_until - self._clock()
+                left = deadline - now
+            else:
+                grace = self._grace_until - now
+                if grace <= 0:
+                    return True
+                left = min(grace, deadline - now)
             if left <= 0:
-                return
-            self._cond.wait(left)
+                return False
+            self._cond.wait(None if left == math.inf else left)
 
 
 def validate_passthrough(keys: Mapping[str, str]) -> None:
@@ -688,8 +696,14 @@ class DataPlane:
         # at once, so an idle consumer (the last call found nothing) goes
         # straight to the wait.
         batch: list[Record] = []
+        # The handle may be held by a driver's call that takes long (the
+        # connections a subscription opens ahead, see warm): the wait for it ends
+        # with the call's own timeout (at least a grace period), so the
+        # application's thread gets back to its rebalance callbacks in time.
+        deadline = self._clock() + max(timeout, _GRACE)
         if not self._drained or timeout <= 0:
-            gate.begin_fetch()
+            if not gate.begin_fetch(deadline):
+                return batch
             try:
                 batch = consume(max_records, 0)
             finally:
@@ -698,9 +712,12 @@ class DataPlane:
             deadline = self._clock() + timeout
             wait = timeout
             while True:
-                gate.begin_fetch()
+                if not gate.begin_fetch(deadline):
+                    break
                 try:
-                    batch = consume(1, min(wait, gate.chunk()))
+                    # The wait for the handle used some of the time.
+                    wait = deadline - self._clock()
+                    batch = consume(1, max(0.0, min(wait, gate.chunk())))
                     if batch and max_records > 1:
                         batch += consume(max_records - 1, 0)
                 finally:

@@ -252,9 +252,13 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
         if isinstance(action, SendJoinGroup):
             host.spawn(self._join_group, action)
         elif isinstance(action, SendSyncGroup):
-            host.spawn(self._sync_group, action)
+            # The broker holds a follower's SyncGroup until the leader's arrives.
+            host.spawn_answer(self._sync_group_request, action)
         elif isinstance(action, SendClassicHeartbeat):
-            host.spawn(self._heartbeat, action)
+            # REBALANCE_IN_PROGRESS queues an eager member's revocation callback.
+            host.spawn_answer(
+                self._code_request, heartbeat, action, ClassicHeartbeatResponseReceived
+            )
         elif isinstance(action, SendLeaveGroup):
             host.spawn(self._code_request, leave_group, action, LeaveGroupResponseReceived)
         elif isinstance(action, RunAssignor):
@@ -444,11 +448,6 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
             timeout=request.rebalance_timeout_ms / 1000 + self._host.request_timeout,
         )
 
-    async def _sync_group(self, action: SendSyncGroup) -> None:
-        # The broker holds a follower's SyncGroup until the leader's arrives.
-        with self._host.awaiting_answer():
-            await self._sync_group_request(action)
-
     async def _sync_group_request(self, action: SendSyncGroup) -> None:
         await self._rebalance_request(
             sync_group,
@@ -508,11 +507,6 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
             answered=answered,
             timeout=timeout,
         )
-
-    async def _heartbeat(self, action: SendClassicHeartbeat) -> None:
-        # REBALANCE_IN_PROGRESS queues an eager member's revocation callback.
-        with self._host.awaiting_answer():
-            await self._code_request(heartbeat, action, ClassicHeartbeatResponseReceived)
 
     async def _code_request(
         self,

@@ -107,7 +107,7 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
 
     def _perform(self, action: ConsumerMemberAction) -> None:
         if isinstance(action, SendHeartbeat):
-            self._host.spawn(self._heartbeat, action)
+            self._host.spawn_answer(self._send_heartbeat, action)
         elif isinstance(action, RequestMetadata):
             self._host.spawn(self._refresh_metadata)
         # AssignorOnAssignment: no Python consumer-protocol assignor is configurable yet.
@@ -137,10 +137,6 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
         self._events.post(commit_done_event(commit))
 
     # -------------------------------------------------------------- requests
-
-    async def _heartbeat(self, action: SendHeartbeat) -> None:
-        with self._host.awaiting_answer():
-            await self._send_heartbeat(action)
 
     async def _send_heartbeat(self, action: SendHeartbeat) -> None:
         host = self._host

@@ -38,11 +38,10 @@ threads only :attr:`Driver.app_work` (a thread-safe deque), :attr:`Driver.fatal`
 from __future__ import annotations
 
 import collections
-import contextlib
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
@@ -151,7 +150,7 @@ class Driver:
         # Read by the application's thread to size its waits in the data plane
         # (FrontEndCore.wait_slice), which no call from this loop can cut short:
         # group answers awaited that may queue application work or partitions
-        # about to start on the data plane (see _spawn_starting), and until when
+        # about to start on the data plane (see spawn_answer), and until when
         # (time.monotonic()) the member has nothing scheduled; -inf while the
         # loop has events to handle.
         self.answers_pending = 0
@@ -332,6 +331,8 @@ class Driver:
     async def _drive_connected(self, failed_rounds: int) -> None:
         """Open the cluster client (bootstrap) and drive the member until it closes."""
         assert self._ready is not None
+        # A task cancelled before it first ran never uncounted its answer.
+        self.answers_pending = 0
         choose_by = anyio.current_time() + self.request_timeout
         async with (
             self._transport(self.config) as client,
@@ -461,40 +462,36 @@ class Driver:
         if self._loop_wake is not None:
             self._loop_wake.set()
 
-    @contextlib.contextmanager
-    def awaiting_answer(self) -> Iterator[None]:
-        """Around a group request whose answer may queue application work."""
-        self.answers_pending += 1
-        sent = time.monotonic()
-        try:
-            yield
-        finally:
-            took = time.monotonic() - sent
-            self._answer_time += (took - self._answer_time) / 4
-            # After the answer's event was posted (wake() marked the loop busy):
-            # the application's thread keeps its short waits until the loop
-            # has handled it.
-            self.answers_pending -= 1
-
-    def _spawn_starting(self, fn: Callable[..., Awaitable[None]], *args: object) -> None:
-        """Spawn a task that ends by starting partitions on the data plane.
+    def spawn_answer(
+        self, fn: Callable[..., Awaitable[None]], *args: object, timed: bool = True
+    ) -> None:
+        """Spawn a request task whose answer may bring the application work (a
+        heartbeat, a SyncGroup, the committed offsets a start of fetching needs).
 
         Counted in :attr:`answers_pending` from now on, not from when the task
-        first runs: the application's thread, back from the assigned callback,
-        must not start a long record wait meanwhile, as the data plane's assign
-        would wait for it on the loop's thread (tens of ms of every new
-        partition's first record, and of the loop's other work).
+        first runs: the application's thread must not start a long record wait
+        in between (the slice it took then measured up to 70 ms of a joining
+        member's first callback, and a data-plane assign waited for such a wait
+        on the loop's thread). ``timed``: the time to the answer feeds the
+        estimate behind :attr:`quiet_until` (the member's own requests).
         """
         self.answers_pending += 1
+        sent = time.monotonic()
 
-        async def starting() -> None:
+        async def awaited() -> None:
             try:
                 await fn(*args)
             finally:
+                if timed:
+                    took = time.monotonic() - sent
+                    self._answer_time += (took - self._answer_time) / 4
+                # After the answer's event was posted (wake() marked the loop
+                # busy): the application's thread keeps its short waits until
+                # the loop has handled it.
                 self.answers_pending -= 1
 
         try:
-            self.spawn(starting)
+            self.spawn(awaited)
         except BaseException:
             self.answers_pending -= 1
             raise
@@ -556,9 +553,9 @@ class Driver:
                 case core.DataPlaneOps():
                     self._apply(effect)
                 case core.FetchCommitted():
-                    self._spawn_starting(self.offset_io.fetch_committed, effect)
+                    self.spawn_answer(self.offset_io.fetch_committed, effect, timed=False)
                 case core.CheckTruncation():
-                    self._spawn_starting(self.offset_io.check_truncation, effect)
+                    self.spawn_answer(self.offset_io.check_truncation, effect, timed=False)
                 case core.SendMemberCommit():
                     self.spawn(self.offset_io.member_commit, effect)
                 case core.FinishCommit():

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from contextlib import AbstractAsyncContextManager
 from typing import Protocol, runtime_checkable
 
 from kgroup import membership as m
@@ -194,8 +194,12 @@ class Host(Protocol):
     def wake(self) -> None:
         """A session queued an event for its member: let the driver loop run."""
 
-    def awaiting_answer(self) -> AbstractContextManager[None]:
-        """Around a group request whose answer may bring the application work
-        (a heartbeat, a SyncGroup): the application's thread waits in shorter
-        slices meanwhile, so a rebalance callback runs as soon as it is queued."""
+    def spawn_answer(
+        self, fn: Callable[..., Awaitable[None]], *args: object, timed: bool = True
+    ) -> None:
+        """:meth:`spawn` a group request whose answer may bring the application
+        work (a heartbeat, a SyncGroup): the application's thread waits in
+        shorter slices from now until the task ends, so a rebalance callback
+        runs as soon as it is queued. ``timed``: the answer's time feeds the
+        driver's estimate of when the member's next answer is in."""
         ...

@@ -69,18 +69,20 @@ MAX_FOREIGN_CPU = 0.3
 makes a run's figures untrustworthy: the benchmark prints them but does not write
 docs/performance.md.
 
-Measured as the machine's busy CPU time (``/proc/stat``) less the benchmark's own
+Measured as the machine's user CPU time (``/proc/stat``) less the benchmark's own
 process tree's: the load average cannot tell, as a benchmark whose own processes
 outnumber the cores (eleven members, a broker) queues them, and every queued
-thread counts in the load as if it were someone else's."""
+thread counts in the load as if it were someone else's. User time only: the
+kernel's own threads work for the benchmark too (writing back the gigabytes of
+files bench_report writes counted 0.6 cores of system time outside its tree)."""
 
 
-def _machine_busy_seconds() -> float:
-    """CPU time every core spent not idle (nor waiting for I/O) since boot, in seconds."""
+def _machine_user_seconds() -> float:
+    """CPU time every core spent running processes' own code since boot, in seconds."""
     with open("/proc/stat", "rb") as f:
         fields = [int(x) for x in f.readline().split()[1:]]
-    # user nice system idle iowait irq softirq steal ...: idle and iowait are not busy.
-    return (sum(fields[:8]) - fields[3] - fields[4]) / _CLOCK_TICKS
+    # user nice system idle iowait irq softirq steal ...
+    return (fields[0] + fields[1]) / _CLOCK_TICKS
 
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -107,9 +109,9 @@ def _tree(root: int) -> set[int]:
     return found
 
 
-def _cpu_seconds(pids: set[int]) -> float:
-    """CPU time (user + system) the processes ``pids`` have used, and their waited-for
-    children, in seconds; processes that ended meanwhile count no more."""
+def _cpu_seconds(pids: set[int], *, user_only: bool = False) -> float:
+    """CPU time (user + system, or user only) the processes ``pids`` have used, and
+    their waited-for children, in seconds; processes that ended meanwhile count no more."""
     total = 0
     for pid in pids:
         try:
@@ -118,7 +120,8 @@ def _cpu_seconds(pids: set[int]) -> float:
         except OSError:
             continue
         # utime, stime, cutime, cstime: fields 14-17 of stat(5), 12-15 after the name.
-        total += sum(int(x) for x in fields[11:15])
+        times = [int(x) for x in fields[11:15]]
+        total += times[0] + times[2] if user_only else sum(times)
     return total / _CLOCK_TICKS
 
 
@@ -133,8 +136,8 @@ class LoadReport:
     own: float
     """The benchmark's own processes' CPU use (cores, averaged over the run)."""
     foreign: float
-    """Other processes' CPU use (cores, averaged over the run): the machine's busy
-    time less the benchmark's own."""
+    """Other processes' CPU use (cores, averaged over the run): the machine's user
+    time less the benchmark's own (see :data:`MAX_FOREIGN_CPU`)."""
 
     @property
     def quiet(self) -> bool:
@@ -144,8 +147,8 @@ class LoadReport:
         return (
             f"load (1-min average): {self.before:.2f} before the run, {self.peak:.2f} at its "
             f"highest during it; CPU: {self.own:.2f} cores used by the benchmark's own "
-            f"processes, {self.foreign:.2f} by other work (a run writes docs/performance.md "
-            f"only with other work at {MAX_FOREIGN_CPU} cores or less)"
+            f"processes, {self.foreign:.2f} by other work (user time; a run writes "
+            f"docs/performance.md only with other work at {MAX_FOREIGN_CPU} cores or less)"
         )
 
 
@@ -158,7 +161,8 @@ class MachineWatch:
         self._before = os.getloadavg()[0]
         self._peak = self._before
         self._own_start = _cpu_seconds(_tree(os.getpid()))
-        self._busy_start = _machine_busy_seconds()
+        self._own_user_start = _cpu_seconds(_tree(os.getpid()), user_only=True)
+        self._user_start = _machine_user_seconds()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="machine-watch", daemon=True)
         self._thread.start()
@@ -172,10 +176,12 @@ class MachineWatch:
         wall = max(time.monotonic() - self._started, 1e-9)
         # Children still running count through their own stat; ended ones,
         # waited for by their parents, through cutime/cstime.
-        own = (_cpu_seconds(_tree(os.getpid())) - self._own_start) / wall
-        busy = (_machine_busy_seconds() - self._busy_start) / wall
+        tree = _tree(os.getpid())
+        own = (_cpu_seconds(tree) - self._own_start) / wall
+        own_user = (_cpu_seconds(tree, user_only=True) - self._own_user_start) / wall
+        user = (_machine_user_seconds() - self._user_start) / wall
         peak = max(self._peak, os.getloadavg()[0])
-        return LoadReport(self._before, peak, own, max(0.0, busy - own))
+        return LoadReport(self._before, peak, own, max(0.0, user - own_user))
 
 
 _WATCH: MachineWatch | None = None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 
@@ -135,7 +134,9 @@ class _Host:
     def wake(self) -> None:
         pass
 
-    def awaiting_answer(self) -> contextlib.AbstractContextManager[None]:
+    def spawn_answer(
+        self, fn: Callable[..., Awaitable[None]], *args: object, timed: bool = True
+    ) -> None:
         raise AssertionError("no request is sent in these tests")
 
 

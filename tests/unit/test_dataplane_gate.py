@@ -185,3 +185,57 @@ def test_a_lookup_keeps_the_chunks_short_only_for_the_rest_of_its_burst() -> Non
     assert gate.chunk() == librdkafka.WAIT_CHUNK
     clock.now += librdkafka.QUIET_AFTER
     assert gate.chunk() == librdkafka.IDLE_CHUNK
+
+
+def test_a_record_wait_does_not_wait_for_the_handle_past_its_deadline() -> None:
+    # A driver's call that holds the handle long (the connections a subscription
+    # opens ahead) must not keep the application's thread from its callbacks.
+    gate = _Gate()
+    held = threading.Event()
+    release = threading.Event()
+
+    def long_control() -> None:
+        with gate.control():
+            held.set()
+            release.wait(10)
+
+    worker = threading.Thread(target=long_control)
+    worker.start()
+    held.wait(10)
+    started = time.monotonic()
+    assert gate.begin_fetch(time.monotonic() + 0.02) is False
+    assert time.monotonic() - started < 5  # returned at its deadline, not at the release
+    assert gate._busy  # the control call still holds the handle
+    release.set()
+    worker.join(10)
+    # Free again (after the grace period): the record wait gets the handle.
+    assert gate.begin_fetch(time.monotonic() + 10) is True
+    gate.end_fetch()
+
+
+def test_a_record_wait_gets_the_handle_freed_before_its_deadline() -> None:
+    gate = _Gate()
+    got: list[bool] = []
+
+    def record_wait() -> None:
+        got.append(gate.begin_fetch(time.monotonic() + 10))
+        gate.end_fetch()
+
+    with gate.control():
+        worker = threading.Thread(target=record_wait)
+        worker.start()
+        _until(lambda: len(gate._cond._waiters) == 1, "the record wait to wait")  # type: ignore[attr-defined]
+    worker.join(10)
+    assert got == [True]
+
+
+def test_a_non_blocking_take_skips_a_handle_held_past_the_grace_period() -> None:
+    clock = _Clock()
+    gate = _Gate(clock)
+    with gate.control():
+        pass
+    # In the grace period after a control call: a deadline already passed gives up.
+    assert gate.begin_fetch(clock.now) is False
+    clock.now += 1
+    assert gate.begin_fetch(clock.now) is True
+    gate.end_fetch()

@@ -182,6 +182,9 @@ class FakeDataPlane(DataPlane):
         """Recorded only: the fake's waits are not chunked."""
         self.settled.append(settled)
 
+    def warm(self, partitions: Iterable[TopicPartition]) -> None:
+        """Nothing to connect to: the fake's log is in memory."""
+
     def _note(self, method: str, partitions: Iterable[TopicPartition]) -> None:
         self.calls.append(DataPlaneCall(method, frozenset(partitions)))
 
