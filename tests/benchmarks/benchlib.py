@@ -109,20 +109,20 @@ def _tree(root: int) -> set[int]:
     return found
 
 
-def _cpu_seconds(pids: set[int], *, user_only: bool = False) -> float:
-    """CPU time (user + system, or user only) the processes ``pids`` have used, and
-    their waited-for children, in seconds; processes that ended meanwhile count no more."""
-    total = 0
+def _cpu_by_process(pids: set[int]) -> dict[int, tuple[int, int]]:
+    """(user + system, user) CPU ticks each of the processes ``pids`` has used itself
+    (its waited-for children left out); processes that ended meanwhile are left out."""
+    found = {}
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
         except OSError:
             continue
-        # utime, stime, cutime, cstime: fields 14-17 of stat(5), 12-15 after the name.
-        times = [int(x) for x in fields[11:15]]
-        total += times[0] + times[2] if user_only else sum(times)
-    return total / _CLOCK_TICKS
+        # utime, stime: fields 14-15 of stat(5), 12-13 after the name.
+        user, system = int(fields[11]), int(fields[12])
+        found[pid] = (user + system, user)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,32 +153,52 @@ class LoadReport:
 
 
 class MachineWatch:
-    """Samples the load average and the benchmark's own CPU use once a second."""
+    """Samples the load average and the benchmark's own CPU use once a second.
+
+    Its own CPU is summed over every process of its tree seen at a sample, each
+    up to its last sample: a process that ends is not always waited for by its
+    parent (a Spark JVM stopped with its session), so its parent's cutime
+    would not carry it. A process that lives less than a sample is missed.
+    """
 
     def __init__(self, interval: float = 1.0) -> None:
         self._interval = interval
         self._started = time.monotonic()
         self._before = os.getloadavg()[0]
         self._peak = self._before
-        self._own_start = _cpu_seconds(_tree(os.getpid()))
-        self._own_user_start = _cpu_seconds(_tree(os.getpid()), user_only=True)
+        self._lock = threading.Lock()
+        start = _cpu_by_process(_tree(os.getpid()))
+        self._baseline = dict(start)  # the processes' use before the watch
+        self._latest = dict(start)
         self._user_start = _machine_user_seconds()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="machine-watch", daemon=True)
         self._thread.start()
 
+    def _sample(self) -> None:
+        seen = _cpu_by_process(_tree(os.getpid()))
+        with self._lock:
+            self._latest.update(seen)
+
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             self._peak = max(self._peak, os.getloadavg()[0])
+            self._sample()
 
     def report(self) -> LoadReport:
         """The load so far (the watch keeps running)."""
+        self._sample()
         wall = max(time.monotonic() - self._started, 1e-9)
-        # Children still running count through their own stat; ended ones,
-        # waited for by their parents, through cutime/cstime.
-        tree = _tree(os.getpid())
-        own = (_cpu_seconds(tree) - self._own_start) / wall
-        own_user = (_cpu_seconds(tree, user_only=True) - self._own_user_start) / wall
+        with self._lock:
+            used = [
+                (
+                    total - self._baseline.get(pid, (0, 0))[0],
+                    user - self._baseline.get(pid, (0, 0))[1],
+                )
+                for pid, (total, user) in self._latest.items()
+            ]
+        own = sum(total for total, _ in used) / _CLOCK_TICKS / wall
+        own_user = sum(user for _, user in used) / _CLOCK_TICKS / wall
         user = (_machine_user_seconds() - self._user_start) / wall
         peak = max(self._peak, os.getloadavg()[0])
         return LoadReport(self._before, peak, own, max(0.0, user - own_user))
