@@ -205,7 +205,7 @@ class _Gate:
 
     @contextlib.contextmanager
     def _turn(
-        self, wait: Callable[[], None], grace: float, *, quiet_for: float = QUIET_AFTER
+        self, wait: Callable[[], object], grace: float, *, quiet_for: float = QUIET_AFTER
     ) -> Iterator[None]:
         """Hold the handle once ``wait`` (run under the lock) returns; on leaving, free
         it, hold record waits off for ``grace`` seconds and wake every waiter.

@@ -687,10 +687,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         self._in_flight_epoch = request.member_epoch
         self._sent_before_in_flight = self._heartbeats_sent
         self._heartbeats_sent += 1
-        if (
-            not (acking and request.topic_partitions in (None, told))
-            or self._last_sent_at is None
-        ):
+        if not (acking and request.topic_partitions in (None, told)) or self._last_sent_at is None:
             self._last_sent_at = now  # the interval counts from here
             self._next_heartbeat_at = now + self._interval
         # else an ack that tells the broker nothing it did not know (a joining
