@@ -10,52 +10,16 @@ keeps its record waits short until the answer is handled.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
 
 import anyio
 import pytest
 
 from kgroup.config import ConsumerConfig
-from kgroup.dataplane import Record
 from kgroup.runtime import Driver
 from kgroup.runtime.group_io import one_per_leader
+from kgroup.testing.fake import FakeDataPlane, RecordLog
 from kgroup.transport import ClusterMetadata, PartitionInfo, TopicInfo
 from kgroup.types import TopicPartition
-
-
-class _DataPlane:
-    assigned: frozenset[TopicPartition] = frozenset()
-
-    def assign(
-        self,
-        offsets: Mapping[TopicPartition, int | None],
-        leader_epochs: Mapping[TopicPartition, int] | None = None,
-    ) -> None:
-        pass
-
-    def unassign(self, partitions: Iterable[TopicPartition]) -> None:
-        pass
-
-    def pause(self, partitions: Iterable[TopicPartition]) -> None:
-        pass
-
-    def resume(self, partitions: Iterable[TopicPartition]) -> None:
-        pass
-
-    def seek(self, partition: TopicPartition, offset: int) -> None:
-        pass
-
-    def positions(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {}
-
-    def leader_epochs(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
-        return {}
-
-    def consume(self, max_records: int, timeout: float) -> list[Record]:
-        return []
-
-    def close(self) -> None:
-        pass
 
 
 def _topic(name: str, leaders: list[int]) -> TopicInfo:
@@ -84,7 +48,7 @@ def test_one_partition_per_leader_of_each_known_topic() -> None:
 
 def _driver() -> Driver:
     config = ConsumerConfig.from_dict({"bootstrap.servers": "127.0.0.1:9", "group.id": "g"})
-    return Driver(config, _DataPlane(), wakeup=lambda: None)
+    return Driver(config, FakeDataPlane(RecordLog()), wakeup=lambda: None)
 
 
 def test_a_start_of_fetching_counts_as_awaited_before_its_task_first_runs() -> None:
