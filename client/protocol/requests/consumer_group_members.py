@@ -14,8 +14,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-import kio.schema.consumer_group_describe.v0.response as v0
-import kio.schema.consumer_group_describe.v1.response as v1
 from kio.static.protocol import RequestPayload
 
 from kgroup.protocol.negotiation import NegotiatedVersions
@@ -24,6 +22,10 @@ from kgroup.protocol.requests._common import partitions_by_name
 from kgroup.types import TopicPartition
 
 if TYPE_CHECKING:
+    # Types only: the decoder imports the one version the broker answers with.
+    import kio.schema.consumer_group_describe.v0.response as v0
+    import kio.schema.consumer_group_describe.v1.response as v1
+
     from kgroup.protocol.requests.consumer_group_describe import Response
 
 __all__ = [
@@ -118,7 +120,8 @@ def _partitions(a: v0.Assignment | v1.Assignment) -> frozenset[TopicPartition]:
 
 
 def _member(m: v0.Member | v1.Member) -> DescribedConsumerMember:
-    raw_type = int(m.member_type) if isinstance(m, v1.Member) else MemberType.UNKNOWN
+    # v0 members have no member type.
+    raw_type = int(getattr(m, "member_type", MemberType.UNKNOWN))
     return DescribedConsumerMember(
         member_id=m.member_id,
         instance_id=m.instance_id,
