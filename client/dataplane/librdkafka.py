@@ -148,6 +148,7 @@ class _Gate:
         self._cond = threading.Condition()
         self._busy = False
         self._control_waiting = 0
+        self._fetch_waiting = 0
         self._grace_until = 0.0
         self._clock = clock
         self._short_until = -math.inf
@@ -192,6 +193,10 @@ class _Gate:
         call (80 -> 120 us), a try/finally nothing (``/tmp/explore/dploop6.py``).
         """
         with self._cond:
+            # The usual case first, without a call: nothing holds or wants the handle.
+            if not (self._busy or self._control_waiting) and self._grace_until <= self._clock():
+                self._busy = True
+                return True
             if not self._await_fetch(deadline):
                 return False
             self._busy = True
@@ -201,7 +206,10 @@ class _Gate:
         """The record wait :meth:`begin_fetch` started is over: wake the waiters."""
         with self._cond:
             self._busy = False
-            self._cond.notify_all()
+            # Most record waits end with nobody waiting: Condition.notify_all is
+            # a few Python calls even then, on every poll of an idle member.
+            if self._control_waiting or self._fetch_waiting:
+                self._cond.notify_all()
 
     @contextlib.contextmanager
     def _turn(
@@ -244,7 +252,11 @@ class _Gate:
                 left = min(grace, deadline - now)
             if left <= 0:
                 return False
-            self._cond.wait(None if left == math.inf else left)
+            self._fetch_waiting += 1
+            try:
+                self._cond.wait(None if left == math.inf else left)
+            finally:
+                self._fetch_waiting -= 1
 
 
 def validate_passthrough(keys: Mapping[str, str]) -> None:

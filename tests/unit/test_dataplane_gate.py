@@ -239,3 +239,23 @@ def test_a_non_blocking_take_skips_a_handle_held_past_the_grace_period() -> None
     clock.now += 1
     assert gate.begin_fetch(clock.now) is True
     gate.end_fetch()
+
+
+def test_a_record_wait_waiting_for_another_gets_the_handle_when_it_ends() -> None:
+    # end_fetch wakes waiters only when there are some: a record wait of another
+    # thread (an AsyncConsumer's worker and a blocking poll) must still be woken.
+    gate = _Gate()
+    assert gate.begin_fetch() is True
+    got: list[bool] = []
+
+    def record_wait() -> None:
+        got.append(gate.begin_fetch())  # no deadline: only a notification ends the wait
+        gate.end_fetch()
+
+    worker = threading.Thread(target=record_wait)
+    worker.start()
+    _until(lambda: len(gate._cond._waiters) == 1, "the second record wait to wait")  # type: ignore[attr-defined]
+    gate.end_fetch()
+    worker.join(10)
+    assert not worker.is_alive()
+    assert got == [True]
