@@ -176,6 +176,11 @@ class Driver:
         # (time.monotonic()) the member has nothing scheduled; -inf while the
         # loop has events to handle.
         self.answers_pending = 0
+        self.subscribing = 0
+        """Subscription changes queued and not yet given to the member (the topic
+        lookups before a join): the join's answer follows, so the application's
+        waits stay short meanwhile. Not reset on a reconnect, unlike
+        :attr:`answers_pending`: the queue outlives the connection."""
         self.quiet_until = -math.inf
         # How long a group answer usually takes (seconds, a moving average): the
         # application's wait ends that long after the next request goes out, when
