@@ -409,7 +409,10 @@ async def test_unassigning_a_partition_waiting_for_a_seek_ends_the_error(
         else:
             c.assign([P1])  # replaces the assignment
         # The unassignment reaches the loop before the call returns: no error any more.
-        assert await c.consume(100, 0.01) == []
+        # P1's records may come (the truncation can be raised before P1's first
+        # batch was handed out), nothing of P0.
+        batch = await c.consume(100, 0.01)
+        assert {TopicPartition(m.topic(), m.partition()) for m in batch} <= left
         assert c.assignment() == left
         await drive(c, until=lambda: plane.assigned == left)
         c.incremental_assign([P0])  # assigned again: checked again
