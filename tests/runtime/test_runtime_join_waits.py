@@ -21,10 +21,12 @@ import pytest
 
 from kgroup import Consumer
 from kgroup._frontend import ANSWER_SLICE_MAX
-from kgroup.protocol import ApiKey
+from kgroup.protocol import ApiKey, NegotiatedVersions
 from kgroup.testing.fake import FakeBroker, SeenRequest, Verdict
 
 from .helpers import DEADLINE, consumer_config, tps
+
+FIRST = {"consumer": ApiKey.CONSUMER_GROUP_HEARTBEAT, "classic": ApiKey.JOIN_GROUP}
 
 PROTOCOLS = [
     pytest.param({}, id="consumer"),
@@ -69,3 +71,31 @@ def test_waits_are_short_while_the_subscription_is_looked_up(
                 assert time.monotonic() < deadline, "the member did not join in time"
                 consumer.consume(10, 0.02)
             assert driver.subscribing == 0
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_the_joins_schemas_are_loaded_before_subscribe(
+    backend: str, group_id: str, protocol: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # kio builds a schema on first use (a few ms of CPU); the join's came between
+    # subscribe() and the join, at a group's busiest moment. The coordinator's
+    # warm-up loads them while the consumer waits for its first subscribe().
+    loaded: list[ApiKey] = []
+    original = NegotiatedVersions.response_class
+
+    def response_class(self: NegotiatedVersions, api: ApiKey) -> Any:
+        loaded.append(api)
+        return original(self, api)
+
+    monkeypatch.setattr(NegotiatedVersions, "response_class", response_class)
+    first = FIRST[protocol.get("group.protocol", "consumer")]
+    with FakeBroker().running_in_thread(backend) as broker:
+        broker.create_topic("orders", 2)
+        config = consumer_config(broker, group_id, **protocol)
+        with Consumer(config, backend=backend, dataplane=broker.dataplane()) as consumer:
+            deadline = time.monotonic() + DEADLINE
+            while first not in loaded or ApiKey.OFFSET_FETCH not in loaded:
+                assert time.monotonic() < deadline, f"{first.name} was not loaded in time"
+                consumer.consume(10, 0.01)
+            assert not broker.requests_of(first)  # nothing subscribed: no join yet
