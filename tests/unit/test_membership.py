@@ -570,8 +570,8 @@ def test_only_one_heartbeat_in_flight() -> None:
 def test_interval_is_measured_from_the_send() -> None:
     h = Harness()
     h.subscribe("a")  # sent at 0.0
-    h.respond(1, {A: [0]}, interval_ms=2000, at=0.4)
-    h.callback(CallbackKind.ASSIGNED, at=0.5)  # ack of a-0 sent at 0.5
+    h.respond(1, {}, interval_ms=2000, at=0.4)
+    h.callback(CallbackKind.ASSIGNED, at=0.5)  # ack sent at 0.5
     h.respond(1, None, interval_ms=2000, at=0.9)
     assert h.m.next_deadline() == pytest.approx(2.5)
     assert heartbeats(h.tick(2.4)) == []
@@ -1690,35 +1690,3 @@ def test_close_fenced_before_its_revoke_callback_times_out_without_a_leave() -> 
     assert h.m.next_deadline() == pytest.approx(5.0)
     assert h.tick(5.0) == [Closed(timed_out=True)]
     assert h.leave is None
-
-
-# ------------------------------------------------ the heartbeat rhythm around acknowledgements
-
-
-def test_an_empty_first_assignment_is_acknowledged_without_delaying_the_next_heartbeat() -> None:
-    # A joining member that owned nothing and still owns nothing tells the broker
-    # nothing new in its ack (the Java client and librdkafka send none): the
-    # partitions other members release reach it with the next regular heartbeat,
-    # an interval after the join, not an interval after the ack.
-    h = Harness()
-    h.subscribe("a", "b")  # the join goes out at 0.0
-    h.respond(1, {}, at=0.1)
-    [ack] = heartbeats(h.callback(CallbackKind.ASSIGNED, at=0.4))
-    assert ack.topic_partitions == frozenset()
-    assert h.state() is S.STABLE
-    h.respond(1, None, at=0.45)
-    assert heartbeats(h.tick(2.99)) == []
-    [regular] = heartbeats(h.tick(3.0))
-    assert regular.member_epoch == 1
-
-
-def test_an_ack_that_changes_what_the_member_owns_starts_the_interval_again() -> None:
-    h = Harness()
-    h.subscribe("a", "b")  # the join goes out at 0.0
-    h.respond(1, {A: [0]}, at=0.1)
-    [ack] = heartbeats(h.callback(CallbackKind.ASSIGNED, at=0.4))
-    assert ack.topic_partitions == tips({A: [0]})
-    h.respond(1, None, at=0.45)
-    assert heartbeats(h.tick(3.0)) == []
-    assert heartbeats(h.tick(3.39)) == []
-    assert len(heartbeats(h.tick(3.4))) == 1

@@ -271,7 +271,6 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         self._leave_seq: int | None = None
         self._sent: SentFields | None = None
         self._interval = config.heartbeat_interval_ms / 1000.0
-        # When the heartbeat the interval counts from was sent (see _pump).
         self._last_sent_at: float | None = None
         self._next_heartbeat_at: float | None = None
         self._heartbeat_asap = False
@@ -679,22 +678,14 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         )
         if not due:
             return
-        told = self._last_reported
-        acking = self._state is _S.ACKNOWLEDGING
         request = self._build_request()
         self._in_flight = self._next_seq()
         self._in_flight_session = self._session
         self._in_flight_epoch = request.member_epoch
         self._sent_before_in_flight = self._heartbeats_sent
         self._heartbeats_sent += 1
-        if not (acking and request.topic_partitions in (None, told)) or self._last_sent_at is None:
-            self._last_sent_at = now  # the interval counts from here
-            self._next_heartbeat_at = now + self._interval
-        # else an ack that tells the broker nothing it did not know (a joining
-        # member's empty assignment: it owned nothing and still owns nothing)
-        # keeps the heartbeats' rhythm, as the Java client and librdkafka send
-        # none: the partitions others release come with the next regular
-        # heartbeat, not an interval after the ack.
+        self._last_sent_at = now
+        self._next_heartbeat_at = now + self._interval
         self._heartbeat_asap = False
         acts.append(SendHeartbeat(self._seq, request))
         if self._state is _S.ACKNOWLEDGING:

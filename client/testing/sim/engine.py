@@ -1034,8 +1034,7 @@ class Simulation:
         session timeout (members that crashed must expire) + twice the longest
         rebalance timeout (a member may be fenced for a late revocation, then
         revoke again) + the longest restart delay + the close timeout + four
-        slowest callbacks, each after the longest wait for a poll (a callback
-        runs in the application's poll) + ten heartbeat intervals + two request timeouts +
+        slowest callbacks + ten heartbeat intervals + two request timeouts +
         the longest retry backoff + the liveness repair's waits (the first look,
         two confirm waits: one look may fall in a rebalance) + one more
         rebalance timeout (the rebalance the repairing member's rejoin causes).
@@ -1043,8 +1042,7 @@ class Simulation:
         cfg = self.config
         plans = [s.plan for s in self._slots.values()] or [MemberPlan("x", topics=frozenset("t"))]
         rebalance = max(p.max_poll_interval_ms for p in plans) / 1000.0
-        # A queued callback starts at the application's next poll.
-        callback = max(p.callback_time + p.poll_interval for p in plans)
+        callback = max(p.callback_time for p in plans)
         times = cfg.liveness_times
         return (
             # The liveness repair: an idle settled member's first look, one look that
