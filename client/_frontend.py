@@ -766,7 +766,7 @@ class FrontEndCore:
         none in between.
         """
         driver = self.driver
-        if driver.answers_pending or driver.subscribing:
+        if driver.answers_pending:
             wait = self._answer_wait
             self._answer_wait = min(wait * 2, ANSWER_SLICE_MAX)
             return wait

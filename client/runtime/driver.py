@@ -43,7 +43,7 @@ import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import anyio.abc
@@ -63,7 +63,6 @@ from kgroup.membership import (
     Unsubscribe,
 )
 from kgroup.offsets import MemberView, OffsetManager
-from kgroup.protocol import ApiKey
 from kgroup.runtime import choice, core, work
 from kgroup.runtime._log import log
 from kgroup.runtime.connect import open_kafka_client
@@ -111,19 +110,6 @@ ANSWER_MARGIN = 0.002
 """Added to the expected answer time in :attr:`Driver.quiet_until`: a request leaves
 a little after its deadline, so without it the application's wait often ended
 just before the answer and then waited once more, in a short slice."""
-
-
-FIRST_REQUESTS: Final = {
-    GroupProtocol.CONSUMER: (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.OFFSET_FETCH),
-    GroupProtocol.CLASSIC: (
-        ApiKey.JOIN_GROUP,
-        ApiKey.SYNC_GROUP,
-        ApiKey.HEARTBEAT,
-        ApiKey.OFFSET_FETCH,
-    ),
-}
-"""The requests a member of each protocol sends first, to the coordinator (the
-join, then the committed offsets of what it is assigned)."""
 
 
 def loop_clock() -> tuple[Callable[[], float], Callable[..., asyncio.TimerHandle] | None]:
@@ -190,11 +176,6 @@ class Driver:
         # (time.monotonic()) the member has nothing scheduled; -inf while the
         # loop has events to handle.
         self.answers_pending = 0
-        self.subscribing = 0
-        """Subscription changes queued and not yet given to the member (the topic
-        lookups before a join): the join's answer follows, so the application's
-        waits stay short meanwhile. Not reset on a reconnect, unlike
-        :attr:`answers_pending`: the queue outlives the connection."""
         self.quiet_until = -math.inf
         # How long a group answer usually takes (seconds, a moving average): the
         # application's wait ends that long after the next request goes out, when
@@ -427,24 +408,15 @@ class Driver:
         so at the first heartbeat, which put a FindCoordinator and a connection
         (about 25 ms, more on a busy machine) between ``subscribe()`` and the
         join. Best effort: the member's own lookup reports any failure.
-
-        It also loads the protocol schemas of the member's first requests: kio
-        builds each on first use (a few ms of CPU), which came between a
-        ``subscribe()`` and the join it sends, on the busiest moment of a group's start.
         """
         client = self._client
         if client is None or not self.group_id:
             return
         try:
             address = await client.coordinator(self.group_id)
-            versions = (await client.connection(address.node_id)).versions
+            await client.connection(address.node_id)
         except KgroupError as exc:
             log.debug("group %s: early coordinator lookup failed: %s", self.group_id, exc)
-            return
-        for api in FIRST_REQUESTS.get(self.session.group_protocol, ()):
-            if versions.supports(api):
-                versions.request_class(api)
-                versions.response_class(api)
 
     async def _choose(self, client: TransportInterface, deadline: float) -> None:
         assert self._protocol_known is not None

@@ -45,7 +45,6 @@ class GroupIO:
     def subscribe(self, change: SubscriptionChange) -> None:
         """Queue ``change`` for :meth:`subscriptions`, after those made before it."""
         self._sub_send.send_nowait(change)
-        self._driver.subscribing += 1
 
     async def look_at_group(self, session: Session) -> None:
         """Describe the group; the core decides whether the member must rejoin."""
@@ -78,25 +77,21 @@ class GroupIO:
         driver = self._driver
         watch: anyio.CancelScope | None = None
         async for change in self._sub_recv:
-            try:
-                if watch is not None:
-                    watch.cancel()  # the subscription it watched is gone
-                    watch = None
-                if isinstance(change, SubscriptionChanged) and change.topics:
-                    self._core.topics = change.topics  # named in authorization errors
-                    error = await topic_watch.denied(
-                        driver.client, driver.config, change.topics, driver.request_timeout
-                    )
-                    if error is not None:
-                        driver.set_fatal(error)
-                        return
-                    watch = anyio.CancelScope()
-                    driver.spawn(self._warn_while_missing, change.topics, watch)
-                    self._warm_data_plane(change.topics)
-                await driver.session.subscribe(change)
-            finally:
-                # Posted (the loop is woken and busy until it waits again) or given up.
-                driver.subscribing -= 1
+            if watch is not None:
+                watch.cancel()  # the subscription it watched is gone
+                watch = None
+            if isinstance(change, SubscriptionChanged) and change.topics:
+                self._core.topics = change.topics  # named in authorization errors
+                error = await topic_watch.denied(
+                    driver.client, driver.config, change.topics, driver.request_timeout
+                )
+                if error is not None:
+                    driver.set_fatal(error)
+                    return
+                watch = anyio.CancelScope()
+                driver.spawn(self._warn_while_missing, change.topics, watch)
+                self._warm_data_plane(change.topics)
+            await driver.session.subscribe(change)
 
     def _warm_data_plane(self, topics: frozenset[str]) -> None:
         """Have the data plane connect to the topics' leaders while the member joins."""

@@ -21,10 +21,9 @@ if TYPE_CHECKING:
 
 @dataclass
 class _Driver:
-    """The fields wait_slice reads of a driver."""
+    """The two fields wait_slice reads of a driver."""
 
     answers_pending: int = 0
-    subscribing: int = 0
     quiet_until: float = math.inf
 
 
@@ -63,10 +62,3 @@ def test_a_wait_ends_when_the_member_sends_its_next_request() -> None:
 def test_a_busy_loop_means_short_waits() -> None:
     # quiet_until is -inf from a session's event until the loop waits again.
     assert _core(_Driver(quiet_until=-math.inf)).wait_slice() == ANSWER_SLICE
-
-
-def test_waits_are_short_while_a_subscription_is_looked_up() -> None:
-    # From subscribe() until the member's join goes out (its topics are looked up
-    # first) the join's answer is coming, though no request is counted yet.
-    driver = _Driver(subscribing=1)
-    assert _core(driver).wait_slice() == ANSWER_SLICE
