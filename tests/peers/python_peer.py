@@ -357,14 +357,30 @@ class _Peer:
 def _trace_to(path: Path) -> None:
     """kgroup's DEBUG log to ``path``, stamped like the events (CLOCK_MONOTONIC ns).
 
-    For finding where a rebalance's time goes (``KGROUP_PEER_TRACE=<dir>``);
-    librdkafka members log nothing here.
+    For finding where a rebalance's time goes (``KGROUP_PEER_TRACE=<dir>``).
+    A librdkafka member's own ``cgrp`` debug lines go to the same file (see
+    ``_trace_librdkafka``).
     """
     handler = logging.FileHandler(path)
     handler.setFormatter(_MonotonicFormatter("%(created_ns)s %(threadName)s %(name)s %(message)s"))
     root = logging.getLogger("kgroup")
     root.addHandler(handler)
     root.setLevel(logging.DEBUG)
+
+
+def _trace_librdkafka(path: Path, config: dict[str, Any]) -> None:
+    """librdkafka's ``cgrp`` debug log into ``path``, next to the peer's own lines.
+
+    librdkafka writes its log to stderr stamped with the wall clock in
+    milliseconds; the first line written here pairs that clock with
+    CLOCK_MONOTONIC so a reader can put both on the events' time line.
+    """
+    config.setdefault("debug", "cgrp")
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.write(fd, f"clock wall_ns={time.time_ns()} monotonic_ns={time.monotonic_ns()}\n".encode())
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 class _MonotonicFormatter(logging.Formatter):
@@ -390,6 +406,8 @@ def main(argv: list[str]) -> int:
     trace = os.environ.get("KGROUP_PEER_TRACE")
     if trace:
         _trace_to(Path(trace) / f"{kind}-{os.getpid()}.log")
+        if kind == "librdkafka":
+            _trace_librdkafka(Path(trace) / f"{kind}-{os.getpid()}.log", config)
     try:
         _Peer(kind, config, read_assignment=read_assignment).run()
     except BaseException as exc:

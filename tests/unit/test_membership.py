@@ -89,6 +89,9 @@ class Harness:
         # Most scenarios skip heartbeat answers across minutes of virtual time;
         # the session-timeout rule is tested where a test sets it.
         config.setdefault("session_timeout_ms", 3_600_000)
+        # Scenarios count heartbeats on the interval's rhythm; the catch-up
+        # heartbeats after the group moved are tested where a test sets them.
+        config.setdefault("catch_up_heartbeats", False)
         self.random_calls = 0
 
         def random() -> float:
@@ -1690,3 +1693,65 @@ def test_close_fenced_before_its_revoke_callback_times_out_without_a_leave() -> 
     assert h.m.next_deadline() == pytest.approx(5.0)
     assert h.tick(5.0) == [Closed(timed_out=True)]
     assert h.leave is None
+
+
+# -- catch-up heartbeats after the group moved
+
+
+def _answer_until(h: Harness, end: float, rtt: float = 0.1) -> list[float]:
+    """Send every heartbeat that falls due before ``end``, answer each ``rtt`` later with
+    nothing new; the send times."""
+    sends = []
+    while True:
+        due = h.m.next_deadline()
+        assert due is not None
+        if due >= end:
+            return sends
+        assert len(heartbeats(h.tick(due))) == 1
+        sends.append(round(due, 6))
+        h.respond(h.m.member_epoch, None, at=due + rtt)
+
+
+def test_after_a_join_heartbeats_come_a_fifth_of_the_interval_apart_for_one_interval() -> None:
+    h = Harness(catch_up_heartbeats=True)
+    h.subscribe("a")  # join sent at 0.0
+    h.respond(1, {A: [0]}, at=0.1)  # epoch 0 -> 1: the group moved
+    h.callback(CallbackKind.ASSIGNED, at=0.2)  # the ack goes out at once
+    h.respond(1, None, at=0.3)
+    # A fifth of the 3 s interval after each answer, until 3 s after the join's answer,
+    # then the interval's own rhythm from the last send.
+    assert _answer_until(h, 10.0) == [0.9, 1.6, 2.3, 3.0, 6.0, 9.0]
+
+
+def test_a_quiet_member_heartbeats_on_the_interval() -> None:
+    h = Harness(catch_up_heartbeats=True)
+    h.stable({A: [0]})
+    assert _answer_until(h, 4.0) == [0.6, 1.3, 2.0, 2.7, 3.4]  # the join's catch-up
+    assert _answer_until(h, 20.0) == [6.4, 9.4, 12.4, 15.4, 18.4]
+
+
+def test_a_moved_epoch_or_a_new_target_starts_the_catch_up_again() -> None:
+    h = Harness(catch_up_heartbeats=True)
+    h.stable({A: [0]})
+    _answer_until(h, 4.0)
+    # Another member joined: the epoch moves, the assignment does not (yet).
+    assert len(heartbeats(h.tick(6.4))) == 1
+    h.respond(2, None, at=6.5)
+    assert h.m.next_deadline() == pytest.approx(7.1)
+    assert _answer_until(h, 9.4) == [7.1, 7.8, 8.5, 9.2]
+    # The partitions released for this member arrive at the same epoch: another interval.
+    assert len(heartbeats(h.tick(9.9))) == 1
+    h.respond(2, {A: [0, 1]}, at=9.95)
+    h.callback(CallbackKind.ASSIGNED, at=10.1)  # ack sent
+    h.respond(2, None, at=10.2)
+    # 12.95 ends it: the answer to the send at 12.9 sets the interval's rhythm again.
+    assert _answer_until(h, 16.0) == [10.8, 11.5, 12.2, 12.9, 15.9]
+
+
+def test_catch_up_heartbeats_can_be_turned_off() -> None:
+    h = Harness(catch_up_heartbeats=False)
+    h.subscribe("a")
+    h.respond(1, {A: [0]}, at=0.1)
+    h.callback(CallbackKind.ASSIGNED, at=0.2)
+    h.respond(1, None, at=0.3)
+    assert _answer_until(h, 7.0) == [3.2, 6.2]

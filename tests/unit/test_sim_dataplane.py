@@ -147,7 +147,9 @@ def test_a_stop_takes_effect_when_the_record_wait_in_progress_ends() -> None:
         waits.append(_at(done) - _at(lines[asked]))
     # A settled, quiet member waits in long chunks; where the stop falls in one varies.
     assert all(0.0 <= wait <= IDLE_CHUNK for wait in waits)
-    assert len({round(wait, 4) for wait in waits}) == len(waits)
+    # Not one fixed delay: spread over the chunk (two seeds may still land alike).
+    assert len({round(wait, 4) for wait in waits}) >= len(waits) // 2
+    assert max(waits) - min(waits) > 0.02
 
 
 @pytest.mark.parametrize("protocol", ["consumer", "classic"])

@@ -128,6 +128,9 @@ class MemberConfig:
             gives its session up (see :func:`~kgroup.membership.common.lifecycle.session_seconds`).
         assignor_hook: emit AssignorOnAssignment (a new-protocol Python
             PartitionAssignor is configured).
+        catch_up_heartbeats: after an answer that moved the member's epoch or
+            changed its target, heartbeat every fifth of the interval for one
+            interval (see ``_catch_up``).
         client_assignors: the KIP-848 draft's client-side assignors, in
             order of preference (simulator only: Apache Kafka has no such
             mode). The member then computes the group's assignment when the
@@ -147,6 +150,7 @@ class MemberConfig:
     session_timeout_ms: int = 45_000
     session_margin_ms: int = 0
     assignor_hook: bool = False
+    catch_up_heartbeats: bool = True
     client_assignors: tuple[ClientAssignor, ...] = ()
 
     def __post_init__(self) -> None:
@@ -274,6 +278,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         self._last_sent_at: float | None = None
         self._next_heartbeat_at: float | None = None
         self._heartbeat_asap = False
+        self._catch_up_until: float | None = None  # see _catch_up
         self._last_heartbeat_ok: float | None = None  # while it owns an epoch
         # A join heartbeat answered at epoch 0: the coordinator has no assignment
         # for the member yet (client-side mode computes it later), so the next
@@ -541,6 +546,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         self._refusal = None
         # From when it was sent: the broker's session restarted no earlier.
         self._last_heartbeat_ok = sent_at
+        epoch_before = self._epoch
         if resp.member_epoch != self._epoch:
             log.info(
                 "group %s member %s: epoch %d -> %d",
@@ -555,11 +561,14 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         if self._state is _S.PREPARE_LEAVING:
             return  # releasing everything: a new target is of no use
         self._duty_on_heartbeat(resp, acts)
+        moved = self._epoch > epoch_before
         if resp.assignment is not None:
             target = reconcile.to_id_partitions(resp.assignment)
             if target != self._target:
                 self._target_version += 1
                 self._target = target
+                moved = True
+        self._catch_up(moved, now)
         if (
             self._cfg.assignor_hook
             and self._target is not None
@@ -571,6 +580,29 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         if resp.assignment is not None:
             self._on_target(now, acts)
         self._request_unresolved(acts)
+
+    def _catch_up(self, moved: bool, now: float) -> None:
+        """Heartbeat every fifth of the interval for one interval after the group moved.
+
+        A partition another member must revoke first reaches this member on its
+        first heartbeat after that member's acknowledgement, and nothing in an
+        answer says partitions are still on their way. At the interval's rhythm
+        that costs up to a whole interval per step of a rebalance (a new
+        member's partitions wait for the old owner's next heartbeat, then for
+        the new member's). A member whose epoch just moved, or whose target just
+        changed, is likely in such a step: answers a fifth of an interval apart
+        pick the partitions up soon after they are released, and the owner
+        learns of its revocation as soon. A quiet group sends nothing extra.
+        """
+        if not self._cfg.catch_up_heartbeats:
+            return
+        if moved:
+            self._catch_up_until = now + self._interval
+        if self._catch_up_until is None or now >= self._catch_up_until or self._epoch <= 0:
+            return
+        soon = now + self._interval / 5
+        if self._next_heartbeat_at is None or soon < self._next_heartbeat_at:
+            self._next_heartbeat_at = soon
 
     def _on_target(self, now: float, acts: list[_Action]) -> None:
         if self._target == self._current and self._owned == self._current and self._rec is None:
