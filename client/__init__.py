@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+# First: it imports kio's phantom types with Hypothesis hidden (see the module).
+from kgroup import _kio_import  # noqa: F401
 from kgroup._lazy import lazy_attributes
 from kgroup._version import __version__
 from kgroup.config import ConsumerConfig, GroupProtocol

@@ -55,3 +55,22 @@ def test_a_classic_consumer_imports_it_when_the_config_is_checked() -> None:
         "choice.check_protocol_config(config)\n"
     )
     assert all(m in modules for m in CLASSIC_ONLY)
+
+
+def test_a_consumer_does_not_import_hypothesis_through_kio() -> None:
+    # kio's phantom types import Hypothesis (and with it pytest, trio, attrs,
+    # Pygments) whenever it is installed: twice a consumer's Python objects.
+    modules = _imported_after("import kgroup.aio, kgroup.sync\nimport kio.schema.errors\n")
+    assert "kio.static._phantom" in modules
+    assert not [m for m in ("hypothesis", "pytest", "trio", "pygments") if m in modules]
+
+
+def test_hypothesis_still_imports_afterwards_and_a_test_run_keeps_kio_strategies() -> None:
+    later = _imported_after("import kgroup.aio\nimport hypothesis.strategies as st\n")
+    assert "hypothesis.strategies" in later
+    # Under pytest kio registers its strategies as it always did (st.from_type(i32)).
+    under_pytest = _imported_after(
+        "import pytest\nimport kgroup.aio\nimport hypothesis.strategies as st\n"
+        "from kio.static.primitive import i32\nassert st.from_type(i32).example() is not None\n"
+    )
+    assert "kio.static._phantom" in under_pytest

@@ -1701,7 +1701,7 @@ def test_close_fenced_before_its_revoke_callback_times_out_without_a_leave() -> 
 def _answer_until(h: Harness, end: float, rtt: float = 0.1) -> list[float]:
     """Send every heartbeat that falls due before ``end``, answer each ``rtt`` later with
     nothing new; the send times."""
-    sends = []
+    sends: list[float] = []
     while True:
         due = h.m.next_deadline()
         assert due is not None
