@@ -227,18 +227,21 @@ def idle_window(
                         for i in range(args.members)
                     ]
 
-            def settled() -> bool:
-                return all(
-                    _classic_balanced([m for m in ms if isinstance(m, _ClassicMember)])
-                    if kind.removesuffix(READING) in CLASSIC_KINDS
-                    else balanced([m for m in ms if isinstance(m, Peer)], PARTITIONS)
+            def unsettled() -> list[str]:
+                return [
+                    kind
                     for kind, ms in groups.items()
-                )
+                    if not (
+                        _classic_balanced([m for m in ms if isinstance(m, _ClassicMember)])
+                        if kind.removesuffix(READING) in CLASSIC_KINDS
+                        else balanced([m for m in ms if isinstance(m, Peer)], PARTITIONS)
+                    )
+                ]
 
             deadline = time.monotonic() + 120
-            while not settled():
+            while waiting := unsettled():
                 if time.monotonic() > deadline:
-                    raise RuntimeError("the groups did not balance within 120 s")
+                    raise RuntimeError(f"the groups of {waiting} did not balance within 120 s")
                 time.sleep(0.1)
             time.sleep(2.0)  # past the join's own work
             start = {p.pid: cpu_seconds(p.pid) for ms in groups.values() for p in ms}
