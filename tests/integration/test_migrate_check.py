@@ -107,13 +107,28 @@ def classic_group(
         Runner(classic_conf(bootstrap, group, "cooperative-sticky", **extra), [topic], log, n)
         for n in names
     ]
-    partitions = frozenset(TopicPartition(topic, p) for p in range(4))
-    wait_until(lambda: converged(runners, partitions), 60, f"{group} converged")
-    # Converged on the members' side can still be inside the cooperative second
-    # round, where the broker describes the group PreparingRebalance with no
-    # protocol (assignor) yet; the checks read the group as it is described.
-    wait_until(lambda: _broker_says_stable(bootstrap, group), 60, f"{group} Stable")
+    _settle(bootstrap, group, runners, frozenset(TopicPartition(topic, p) for p in range(4)))
     return runners
+
+
+def _settle(
+    bootstrap: str, group: str, runners: list[Runner], partitions: frozenset[TopicPartition]
+) -> None:
+    """Wait until every member holds a share of ``partitions`` and the broker says Stable.
+
+    Converged alone also holds while the first member still owns everything and
+    the next round, which hands the second its share, is about to start; and
+    converged on the members' side can still be inside the cooperative second
+    round, where the broker describes the group PreparingRebalance with no
+    protocol (assignor) yet. The checks read the group as it is described: a
+    check run in between judged a rebalancing group.
+    """
+    wait_until(
+        lambda: converged(runners, partitions) and all(r.assignment() for r in runners),
+        60,
+        f"{group} balanced",
+    )
+    wait_until(lambda: _broker_says_stable(bootstrap, group), 60, f"{group} Stable")
 
 
 def _broker_says_stable(bootstrap: str, group: str) -> bool:
@@ -170,7 +185,7 @@ def test_assignment_user_data_is_a_blocker_the_broker_enforces(
         for n in ("a", "b")
     ]
     try:
-        wait_until(lambda: converged(runners, partitions_of(topic, 4)), 60, "converged")
+        _settle(bootstrap, group, runners, partitions_of(topic, 4))
         rc, report = check(bootstrap, group)
         assert rc == 1
         assert report["safe"] is False
