@@ -1748,6 +1748,21 @@ def test_a_moved_epoch_or_a_new_target_starts_the_catch_up_again() -> None:
     assert _answer_until(h, 16.0) == [10.8, 11.5, 12.2, 12.9, 15.9]
 
 
+def test_a_failed_heartbeat_during_the_catch_up_waits_for_its_backoff() -> None:
+    h = Harness(catch_up_heartbeats=True, retry_backoff_ms=2000, retry_backoff_max_ms=8000)
+    h.subscribe("a")
+    h.respond(1, {A: [0]}, at=0.1)  # the catch-up runs until 3.1
+    h.callback(CallbackKind.ASSIGNED, at=0.2)
+    h.fail(at=0.3)  # the ack's answer never came
+    # The backoff (2 s, no jitter here), not a fifth of the interval: a failing
+    # coordinator is not asked more often because the group moved.
+    assert h.m.next_deadline() == pytest.approx(2.3)
+    assert heartbeats(h.tick(2.29)) == []
+    assert len(heartbeats(h.tick(2.3))) == 1
+    h.respond(1, None, at=2.4)  # still inside the catch-up: a fifth again
+    assert h.m.next_deadline() == pytest.approx(3.0)
+
+
 def test_catch_up_heartbeats_can_be_turned_off() -> None:
     h = Harness(catch_up_heartbeats=False)
     h.subscribe("a")
