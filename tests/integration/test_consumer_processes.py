@@ -17,7 +17,13 @@ from typing import Any
 
 import pytest
 from helpers import consumer_conf, partitions_of, wait_until
-from process_helpers import MemberProcess, SteadyProducer, assignments_converged, tps
+from process_helpers import (
+    MemberProcess,
+    SteadyProducer,
+    assignments_balanced,
+    assignments_converged,
+    tps,
+)
 
 from kgroup import Consumer, TopicPartition
 from kgroup.testing import KafkaBroker
@@ -76,7 +82,7 @@ def test_sigkilled_member_loses_its_partitions_after_the_session_timeout_and_not
     producer = SteadyProducer(bootstrap, topic, 6, 0.05)
     try:
         members = [spawn(name, conf, [topic]) for name in ("a", "b", "c")]
-        wait_until(lambda: assignments_converged(members, everything), 30, "three members share")
+        wait_until(lambda: assignments_balanced(members, everything), 30, "three members share")
         victim = members[1]
         survivors = [members[0], members[2]]
         doomed = victim.assignment()
@@ -127,7 +133,7 @@ def test_static_member_restarted_in_a_new_process_gets_its_partitions_back_and_a
     static = _conf(bootstrap, group, group_instance_id="static-x")
     first = spawn("static-1", static, [topic])
     other = spawn("dynamic", _conf(bootstrap, group), [topic])
-    wait_until(lambda: assignments_converged([first, other], everything), 30, "two members share")
+    wait_until(lambda: assignments_balanced([first, other], everything), 30, "two members share")
     kept = first.assignment()
     others_share = other.assignment()
     others_events = len(other.of("assigned", "revoked", "lost"))
@@ -214,7 +220,7 @@ def test_frozen_member_is_fenced_rejoins_with_its_id_and_commits_nothing_it_lost
         frozen = spawn("frozen", conf, [topic], trace_commits=True)
         other = spawn("other", conf, [topic])
         members = [frozen, other]
-        wait_until(lambda: assignments_converged(members, everything), 30, "two members share")
+        wait_until(lambda: assignments_balanced(members, everything), 30, "two members share")
         lost = frozen.assignment()
         identity = frozen.epoch()
         assert identity is not None
