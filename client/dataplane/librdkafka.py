@@ -441,6 +441,7 @@ class DataPlane:
         self._warmed: set[str] = set()
         self._drained = False
         self._assigned: set[TopicPartition] = set()
+        self._assigned_view: frozenset[TopicPartition] | None = None
         # librdkafka's position of a partition is invalid from a seek until it
         # hands out the next record; the Java client's (and kgroup's) position
         # is the seek offset meanwhile, so a commit made then covers it.
@@ -467,7 +468,13 @@ class DataPlane:
     @property
     def assigned(self) -> frozenset[TopicPartition]:
         """Partitions currently fetching (or paused)."""
-        return frozenset(self._assigned)
+        view = self._assigned_view
+        if view is None:
+            # The same set until the assignment changes: the runtime compares it
+            # with the member's after every step, and equal sets of distinct
+            # TopicPartition objects compare element by element in Python.
+            view = self._assigned_view = frozenset(self._assigned)
+        return view
 
     def assign(
         self,
@@ -504,6 +511,7 @@ class DataPlane:
         with self._gate.control():
             self._consumer.incremental_assign(assignment)
         self._assigned.update(fresh)
+        self._assigned_view = None
         for tp in fresh:
             self._seeked.pop(tp, None)
         log.debug("data plane fetching %s", sorted(fresh))
@@ -551,6 +559,7 @@ class DataPlane:
         with self._gate.control():
             self._consumer.incremental_unassign([_to_ck(tp) for tp in gone])
         self._assigned.difference_update(gone)
+        self._assigned_view = None
         for tp in gone:
             self._seeked.pop(tp, None)
         log.debug("data plane stopped %s", gone)

@@ -15,6 +15,7 @@ where it can be found, the field.
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
 from dataclasses import dataclass
@@ -94,12 +95,18 @@ class ResponseFrame:
 
 def api_label(payload: Payload | type[Payload]) -> str:
     """``Metadata v12``: the API name and version of a kio payload, for messages."""
-    key = int(payload.__api_key__)
+    return _label(int(payload.__api_key__), payload.__version__)
+
+
+@functools.cache
+def _label(key: int, version: int) -> str:
+    # Every request names itself (for errors and logs): a few dozen distinct
+    # labels in a process's life, one per request sent.
     try:
         name = ApiKey(key).api_name
     except ValueError:
         name = f"api key {key}"
-    return f"{name} v{payload.__version__}"
+    return f"{name} v{version}"
 
 
 def request_header_class(request: RequestPayload | type[RequestPayload]) -> RequestHeaderClass:

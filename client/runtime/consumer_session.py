@@ -18,12 +18,18 @@ import logging
 import uuid
 
 import anyio
-from kio.static.protocol import RequestPayload
+from kio.static.protocol import RequestPayload, ResponsePayload
 
 from kgroup.config import ConsumerConfig, GroupProtocol
-from kgroup.errors import KgroupError
+from kgroup.errors import (
+    KafkaProtocolError,
+    KgroupError,
+    RequestTimeoutError,
+    UnsupportedVersionError,
+)
 from kgroup.membership import (
     CommitCompleted,
+    FailureKind,
     ConsumerMember,
     ConsumerMemberAction,
     ConsumerMemberEvent,
@@ -46,7 +52,8 @@ from kgroup.runtime.coordinator import Answered, CallFailed, coordinator_call
 from kgroup.runtime.interfaces import Host, SubscriptionChange
 from kgroup.runtime.session import SESSION_MARGIN_MS, FinishedCommit, SessionBase
 from kgroup.telemetry.recorder import ConsumerTelemetry
-from kgroup.transport import ClusterMetadata
+from kgroup.transport import ClusterMetadata, KafkaClient
+from kgroup.transport.client import COORDINATOR_MOVED
 
 __all__ = ["ConsumerSession", "commit_done_event", "consumer_member_config"]
 
@@ -107,7 +114,8 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
 
     def _perform(self, action: ConsumerMemberAction) -> None:
         if isinstance(action, SendHeartbeat):
-            self._host.spawn_answer(self._send_heartbeat, action)
+            if not self._send_now(action):
+                self._host.spawn_answer(self._send_heartbeat, action)
         elif isinstance(action, RequestMetadata):
             self._host.spawn(self._refresh_metadata)
         # AssignorOnAssignment: no Python consumer-protocol assignor is configurable yet.
@@ -138,7 +146,85 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
 
     # -------------------------------------------------------------- requests
 
-    async def _send_heartbeat(self, action: SendHeartbeat) -> None:
+    def _send_now(self, action: SendHeartbeat) -> bool:
+        """Send the heartbeat from the driver's step, without a task, when the
+        coordinator's connection is open (see :meth:`BrokerConnection.send_now`);
+        its answer is posted from the connection's read callback. False: nothing
+        sent, the task of :meth:`_send_heartbeat` does it (a lookup, a connect, a
+        connection that cannot, a client whose ``coordinator_request`` is its own).
+        """
+        host = self._host
+        client = host.client
+        if (
+            not isinstance(client, KafkaClient)
+            or type(client).coordinator_request is not KafkaClient.coordinator_request
+        ):
+            return False
+        conn = client.coordinator_connection_now(host.config.group_id)
+        if conn is None:
+            return False
+        timeout = host.request_timeout
+        deadline = anyio.current_time() + timeout
+        sent = host.expect_answer()
+
+        def on_done(payload: ResponsePayload | None, error: KgroupError | None) -> None:
+            try:
+                self._heard(action, payload, error, deadline)
+            finally:
+                host.answered(sent)
+
+        try:
+            payload = self._build(conn.versions, action.request)
+            if conn.send_now(payload, on_done, timeout=timeout):
+                return True
+        except UnsupportedVersionError:
+            pass  # the task's request reports it to the member
+        host.answered(sent, timed=False)
+        return False
+
+    def _heard(
+        self,
+        action: SendHeartbeat,
+        payload: ResponsePayload | None,
+        error: KgroupError | None,
+        deadline: float,
+    ) -> None:
+        """The answer to a heartbeat :meth:`_send_now` sent, as :func:`coordinator_call`
+        would have reported it (a coordinator that moved is followed by the task)."""
+        host = self._host
+        event: ConsumerMemberEvent
+        if payload is not None:
+            try:
+                answer = consumer_group_heartbeat.narrow(payload)
+            except KafkaProtocolError as exc:
+                self._post_heartbeat(
+                    action, HeartbeatFailed(action.seq, FailureKind.DISCONNECTED, str(exc))
+                )
+                return
+            left = deadline - anyio.current_time()
+            if answer.error_code in COORDINATOR_MOVED and left > 0:
+                # coordinator_request looks it up again and resends, within the
+                # heartbeat's own time.
+                host.client.mark_coordinator_stale(host.config.group_id)
+                host.spawn_answer(self._send_heartbeat, action, left)
+                return
+            response = self._parse(answer)
+            self._accepted = self._accepted or response.error_code == 0
+            event = HeartbeatResponseReceived(action.seq, response)
+        elif isinstance(error, RequestTimeoutError):
+            event = HeartbeatFailed(action.seq, FailureKind.TIMEOUT, str(error))
+        else:
+            # A lost connection (the pool opens a new one for the next request),
+            # a malformed response: as coordinator_call reports them.
+            event = HeartbeatFailed(action.seq, FailureKind.DISCONNECTED, str(error))
+        self._post_heartbeat(action, event)
+
+    def _post_heartbeat(self, action: SendHeartbeat, event: ConsumerMemberEvent) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("group %s heartbeat %s -> %s", self._host.config.group_id, action.request, event)
+        self._events.post(event)
+
+    async def _send_heartbeat(self, action: SendHeartbeat, timeout: float | None = None) -> None:
         host = self._host
         request = action.request
         outcome = await coordinator_call(
@@ -146,7 +232,7 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
             host.config.group_id,
             lambda versions: self._build(versions, request),
             consumer_group_heartbeat.narrow,
-            timeout=host.request_timeout,
+            timeout=host.request_timeout if timeout is None else timeout,
             follow_moves=True,
         )
         event: ConsumerMemberEvent
@@ -163,9 +249,7 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
                 action.seq,
                 HeartbeatResponse(error_code=outcome.code, error_message=outcome.message),
             )
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("group %s heartbeat %s -> %s", host.config.group_id, request, event)
-        self._events.post(event)
+        self._post_heartbeat(action, event)
 
     def _build(self, versions: NegotiatedVersions, request: HeartbeatRequest) -> RequestPayload:
         built = self._built

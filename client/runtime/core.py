@@ -425,6 +425,10 @@ class RuntimeCore(Generic[S]):
         self._poll_check: float | None = None  # when to look at the poll timer again
         self._hold_wait = config.request_timeout_ms / 1000
         self._told_settled = False
+        # (owned, data plane's assigned, equal): see _tell_settled.
+        self._fetching_memo: (
+            tuple[frozenset[TopicPartition], frozenset[TopicPartition], bool] | None
+        ) = None
         self.poll_events_wanted = True
         """Whether the application's polls must reach the member at once (read by the
         front end's thread): while the member is not settled, a poll may move it on
@@ -716,11 +720,17 @@ class RuntimeCore(Generic[S]):
         partitions while the others release them, and gets them soon after.
         """
         owned = self.owned()
-        settled = (
-            bool(owned)
-            and (self.manual or self.session.settled)
-            and owned == self.dataplane.assigned
-        )
+        settled = bool(owned) and (self.manual or self.session.settled)
+        if settled:
+            assigned = self.dataplane.assigned
+            memo = self._fetching_memo
+            if memo is not None and memo[0] is owned and memo[1] is assigned:
+                settled = memo[2]
+            else:
+                # Asked after every step of the member; both sets usually are
+                # the very objects of the last time (see DataPlane.assigned).
+                settled = owned == assigned
+                self._fetching_memo = (owned, assigned, settled)
         if settled == self._told_settled:
             return []
         self._told_settled = settled

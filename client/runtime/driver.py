@@ -167,7 +167,7 @@ class Driver:
         self._transport = transport
         self._ended = False
         self._wakeup = wakeup
-        self._loop_wake: anyio.Event | None = None
+        self._loop_wake: anyio.Event | asyncio.Event | None = None
         self._clock: Callable[[], float] = anyio.current_time
         # Read by the application's thread to size its waits in the data plane
         # (FrontEndCore.wait_slice), which no call from this loop can cut short:
@@ -443,20 +443,33 @@ class Driver:
                 self._step(session)
                 continue
             now = clock()
-            self.execute(core.timers(now, time.monotonic()))
+            # Nothing due (the usual case) changes nothing to publish.
+            effects = core.timers(now, time.monotonic())
+            if effects:
+                self.execute(effects)
             if session.has_events():
                 continue
             member_next = deadline = session.next_deadline()
             if deadline is not None and now >= deadline:
                 self._step(session)
                 continue
-            self.execute(core.look_at_group(now))
+            effects = core.look_at_group(now)
+            if effects:
+                self.execute(effects)
             other = core.next_deadline()
             if other is not None and (deadline is None or other < deadline):
                 deadline = other
             wake = self._loop_wake
             if wake is None or wake.is_set():
-                wake = self._loop_wake = anyio.Event()
+                if call_at is None:
+                    wake = anyio.Event()
+                elif wake is None:
+                    wake = asyncio.Event()
+                else:
+                    # On asyncio the loop's own event, reused: creating an anyio
+                    # event looks the backend up every time.
+                    wake.clear()
+                self._loop_wake = wake
             now = clock()
             timeout = math.inf if deadline is None else deadline - now
             self.quiet_until = (
@@ -511,26 +524,37 @@ class Driver:
         on the loop's thread). ``timed``: the time to the answer feeds the
         estimate behind :attr:`quiet_until` (the member's own requests).
         """
-        self.answers_pending += 1
-        sent = time.monotonic()
+        sent = self.expect_answer()
 
         async def awaited() -> None:
             try:
                 await fn(*args)
             finally:
-                if timed:
-                    took = time.monotonic() - sent
-                    self._answer_time += (took - self._answer_time) / 4
                 # After the answer's event was posted (wake() marked the loop
                 # busy): the application's thread keeps its short waits until
                 # the loop has handled it.
-                self.answers_pending -= 1
+                self.answered(sent, timed=timed)
 
         try:
             self.spawn(awaited)
         except BaseException:
             self.answers_pending -= 1
             raise
+
+    def expect_answer(self) -> float:
+        """A group request whose answer may bring the application work went out
+        (see :meth:`spawn_answer`): counted in :attr:`answers_pending` until
+        :meth:`answered` is called with the time returned."""
+        self.answers_pending += 1
+        return time.monotonic()
+
+    def answered(self, sent: float, *, timed: bool = True) -> None:
+        """The answer :meth:`expect_answer` counted was handed to the member (its
+        event posted). ``timed``: its time feeds :attr:`quiet_until`'s estimate."""
+        if timed:
+            took = time.monotonic() - sent
+            self._answer_time += (took - self._answer_time) / 4
+        self.answers_pending -= 1
 
     def spawn(self, fn: Callable[..., Awaitable[None]], *args: object) -> None:
         """Run ``fn(*args)`` in the background; a failure becomes the fatal error."""

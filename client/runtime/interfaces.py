@@ -203,3 +203,11 @@ class Host(Protocol):
         runs as soon as it is queued. ``timed``: the answer's time feeds the
         driver's estimate of when the member's next answer is in."""
         ...
+
+    def expect_answer(self) -> float:
+        """As :meth:`spawn_answer` for a request sent without a task: the short
+        waits start now; returns the token for :meth:`answered`."""
+        ...
+
+    def answered(self, sent: float, *, timed: bool = True) -> None:
+        """The answer :meth:`expect_answer` announced reached the member (call once)."""

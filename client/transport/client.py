@@ -31,14 +31,16 @@ from kgroup.transport.sasl import SaslAuthenticator
 from kgroup.transport.security import Authenticator
 from kgroup.types import Backoff
 
-__all__ = ["KafkaClient", "RequestBuilder", "parse_bootstrap_servers"]
+__all__ = ["COORDINATOR_MOVED", "KafkaClient", "RequestBuilder", "parse_bootstrap_servers"]
 
 log = logging.getLogger("kgroup.transport.client")
 
 RequestBuilder = Callable[[NegotiatedVersions], RequestPayload]
 """Builds a request from the versions negotiated with the broker it will go to."""
 
-_COORDINATOR_MOVED = codes_with(Trait.COORDINATOR_MOVED)
+COORDINATOR_MOVED = codes_with(Trait.COORDINATOR_MOVED)
+"""Error codes saying a group's coordinator moved (:meth:`KafkaClient.coordinator_request`
+follows them)."""
 
 BOOTSTRAP_STAGGER = 0.5
 """Seconds a bootstrap server may take to connect before the next one is tried alongside.
@@ -518,6 +520,13 @@ class KafkaClient(TaskGroupOwner["KafkaClient"]):
         delay = self.backoff.delay(attempt, self._random)
         await anyio.sleep(max(0.0, min(delay, deadline - anyio.current_time())))
 
+    def coordinator_connection_now(self, group_id: str) -> BrokerConnection | None:
+        """The open connection to ``group_id``'s known coordinator, without waiting:
+        None when the coordinator is not known or not connected (then
+        :meth:`coordinator_request` looks it up and connects)."""
+        address = self._coordinators.get(group_id)
+        return None if address is None else self._live(address.node_id)
+
     async def coordinator_request(
         self,
         group_id: str,
@@ -557,7 +566,7 @@ class KafkaClient(TaskGroupOwner["KafkaClient"]):
                 continue
             response = await conn.request(build(conn.versions))
             code = getattr(response, "error_code", ErrorCode.NONE)
-            if code not in _COORDINATOR_MOVED or anyio.current_time() >= deadline:
+            if code not in COORDINATOR_MOVED or anyio.current_time() >= deadline:
                 return response
             log.info("coordinator %s of group %r answered %s", address, group_id, error_name(code))
             self.mark_coordinator_stale(group_id)

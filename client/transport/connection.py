@@ -11,11 +11,13 @@ re-authenticates, other requests wait.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import itertools
 import logging
 import random
 import ssl
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
@@ -53,6 +55,7 @@ from kgroup.protocol.negotiation import (
     broker_ranges,
     negotiate,
 )
+from kgroup.transport._pipe import Pipe, open_pipe, running_asyncio_loop
 from kgroup.transport._tasks import OwnedTaskGroup, TaskGroupOwner
 from kgroup.transport.security import (
     Authenticator,
@@ -93,13 +96,40 @@ class ConnectionState(enum.Enum):
 
 @dataclass(slots=True, eq=False)
 class _InFlight:
-    """A request waiting for its response; filled in by the reader task."""
+    """A request waiting for its response; filled in by the reader.
+
+    ``done`` is an anyio event for a connection on a byte stream, a future of
+    the loop for one on an asyncio :class:`~kgroup.transport._pipe.Pipe`, or
+    the callback of :meth:`BrokerConnection.send_now` (with the timer that
+    bounds its wait). Whoever finishes a waiter has taken it out of the
+    connection's table first, so each is finished once.
+    """
 
     response_cls: type[ResponsePayload]
     label: str
-    done: anyio.Event = field(default_factory=anyio.Event)
+    done: anyio.Event | asyncio.Future[None] | Callable[[_InFlight], None]
     response: ResponsePayload | None = None
     error: KgroupError | None = None
+    timer: asyncio.TimerHandle | None = None
+    sent: float = 0.0
+
+    def finish(self) -> None:
+        """Wake the request (its response or error is set)."""
+        done = self.done
+        if isinstance(done, anyio.Event):
+            done.set()
+        elif isinstance(done, asyncio.Future):
+            if not done.done():  # a request cancelled by its caller cancelled it
+                done.set_result(None)
+        else:
+            if self.timer is not None:
+                self.timer.cancel()
+            try:
+                done(self)
+            except Exception:
+                # The callback runs in the reader's or a timer's context, where
+                # nobody would see its exception.
+                log.exception("callback of %s failed", self.label)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,19 +159,24 @@ class BrokerConnection:
 
     def __init__(
         self,
-        stream: anyio.abc.ByteStream,
+        stream: anyio.abc.ByteStream | None,
         *,
         host: str,
         port: int,
         node_id: int | None,
         settings: ConnectionSettings,
+        pipe: Pipe | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.node_id = node_id
         self.client_id = settings.client_id
         self.request_timeout = settings.request_timeout
+        # Exactly one of the two carries the bytes: a pipe (plaintext on asyncio,
+        # read in the loop's callback) or a byte stream read by _read_loop.
         self._stream = stream
+        self._pipe = pipe
+        self._loop = None if pipe is None else asyncio.get_running_loop()
         self._codec = FrameCodec(settings.client_id)
         # Uncontended (the usual case), taking it does not yield to the event loop.
         self._write_lock = anyio.Lock(fast_acquire=True)
@@ -251,12 +286,64 @@ class BrokerConnection:
             self._versions.check(request)
         return await self._request(request, self.request_timeout if timeout is None else timeout)
 
+    def send_now(
+        self,
+        request: RequestPayload,
+        on_done: Callable[[ResponsePayload | None, KgroupError | None], None],
+        *,
+        timeout: float | None = None,
+    ) -> bool:
+        """Send ``request`` at once, without a task: ``on_done(response, None)`` or
+        ``on_done(None, error)`` is called on the event loop when it ends (errors as
+        :meth:`request` raises them; a timeout closes the connection).
+
+        Only a connection on asyncio's own transport (plaintext, see
+        :mod:`kgroup.transport._pipe`) that is ready and not re-authenticating
+        can: False (nothing sent) otherwise, and the caller uses :meth:`request`.
+        A heartbeat goes out this way: a task per request cost an idle member a
+        fifth of its event loop's time.
+
+        Raises:
+            UnsupportedVersionError: the broker does not support the request's version.
+        """
+        pipe, loop = self._pipe, self._loop
+        if (
+            pipe is None
+            or loop is None
+            or self._state is not ConnectionState.READY
+            or self._auth_busy is not None
+            or pipe.closing
+        ):
+            return False
+        assert self._versions is not None
+        self._versions.check(request)
+        wait = self.request_timeout if timeout is None else timeout
+
+        def finished(waiter: _InFlight) -> None:
+            if waiter.error is not None:
+                on_done(None, self._answer_error(waiter, loop.time()))
+            else:
+                on_done(self._answer(waiter, waiter.sent, loop.time()), None)
+
+        correlation_id = self._next_correlation_id()
+        frame = self._codec.encode(request, correlation_id)
+        waiter = _InFlight(
+            response_cls=apis.response_class(request.__api_key__, request.__version__),
+            label=api_label(request),
+            done=finished,
+            sent=loop.time(),
+        )
+        waiter.timer = loop.call_at(waiter.sent + wait, self._expire, correlation_id, waiter, wait)
+        self._in_flight[correlation_id] = waiter
+        pipe.write(frame)
+        return True
+
     def abort(self, reason: str) -> None:
         """Close the connection now, without waiting: every request in flight fails
         with :class:`~kgroup.errors.KafkaConnectionError` naming ``reason``, the
         reader task stops and closes the stream. Idempotent."""
         self._shut_down(reason)
-        self._reader_scope.cancel()
+        self._stop_reading()
 
     async def authentication_request(
         self, request: RequestPayload, *, timeout: float | None = None
@@ -274,13 +361,22 @@ class BrokerConnection:
     async def aclose(self) -> None:
         """Close the connection, failing every request still waiting. Idempotent."""
         self._shut_down("closed by the client")
-        self._reader_scope.cancel()
+        self._stop_reading()
         self._reauth_scope.cancel()
         with anyio.CancelScope(shield=True):
-            await self._stream.aclose()
+            if self._stream is not None:
+                await self._stream.aclose()
             await self._reader_done.wait()
 
     # --- internals ----------------------------------------------------------------
+
+    def _stop_reading(self) -> None:
+        """End the reader: cancel the stream's reader task (it closes the stream), or
+        abort the pipe (it reports the end, see _pipe_lost)."""
+        if self._pipe is not None:
+            self._pipe.abort()
+        else:
+            self._reader_scope.cancel()
 
     def _next_correlation_id(self) -> int:
         value = next(self._ids)
@@ -293,6 +389,8 @@ class BrokerConnection:
     async def _request(
         self, request: RequestPayload, timeout: float, *, auth: bool = False
     ) -> ResponsePayload:
+        if self._pipe is not None:
+            return await self._pipe_request(request, timeout, auth)
         label = api_label(request)
         if self.closed:
             raise self._closed_error(label)
@@ -301,6 +399,7 @@ class BrokerConnection:
         waiter = _InFlight(
             response_cls=apis.response_class(request.__api_key__, request.__version__),
             label=label,
+            done=anyio.Event(),
         )
         self._in_flight[correlation_id] = waiter
         sent = anyio.current_time()
@@ -318,6 +417,7 @@ class BrokerConnection:
                             continue
                         await self._write(frame, label)
                     break
+                assert isinstance(waiter.done, anyio.Event)
                 await waiter.done.wait()
         except TimeoutError:
             # A broker answers the requests of one connection in order, so no answer
@@ -332,19 +432,85 @@ class BrokerConnection:
         finally:
             # From here on the reader discards a response to this id as unknown.
             self._in_flight.pop(correlation_id, None)
+        return self._answer(waiter, sent, anyio.current_time())
+
+    def _answer_error(self, waiter: _InFlight, now: float) -> KgroupError:
+        """The error a finished request ended with (logged as :meth:`_answer` does)."""
+        try:
+            self._answer(waiter, waiter.sent, now)
+        except KgroupError as exc:
+            return exc
+        raise AssertionError("the request had no error")
+
+    def _answer(self, waiter: _InFlight, sent: float, now: float) -> ResponsePayload:
         if log.isEnabledFor(logging.DEBUG):
             # Where a rebalance's time goes: every request's round trip.
             log.debug(
                 "%s: %s answered in %.1f ms%s",
                 self,
-                label,
-                (anyio.current_time() - sent) * 1000.0,
+                waiter.label,
+                (now - sent) * 1000.0,
                 "" if waiter.error is None else f" ({waiter.error})",
             )
         if waiter.error is not None:
             raise waiter.error
         assert waiter.response is not None
         return waiter.response
+
+    async def _pipe_request(
+        self, request: RequestPayload, timeout: float, auth: bool
+    ) -> ResponsePayload:
+        """:meth:`_request` on a pipe: the write never blocks and the response wakes
+        this task from the loop's read callback; a timer of the loop, not a cancel
+        scope, bounds the wait (see _expire)."""
+        pipe, loop = self._pipe, self._loop
+        assert pipe is not None and loop is not None
+        label = api_label(request)
+        if self.closed:
+            raise self._closed_error(label)
+        correlation_id = self._next_correlation_id()
+        frame = self._codec.encode(request, correlation_id)
+        done: asyncio.Future[None] = loop.create_future()
+        waiter = _InFlight(
+            response_cls=apis.response_class(request.__api_key__, request.__version__),
+            label=label,
+            done=done,
+        )
+        self._in_flight[correlation_id] = waiter
+        sent = loop.time()
+        timer = loop.call_at(sent + timeout, self._expire, correlation_id, waiter, timeout)
+        try:
+            while not auth and not done.done() and (busy := self._auth_busy) is not None:
+                # A re-authentication is under way; the broker would read this
+                # request as a SASL message. The timer still bounds the wait.
+                with anyio.move_on_after(sent + timeout - loop.time()):
+                    await busy.wait()
+                if loop.time() >= sent + timeout:
+                    self._expire(correlation_id, waiter, timeout)
+            if not done.done():
+                if self.closed:
+                    raise self._closed_error(label)
+                try:
+                    pipe.write(frame)
+                except KafkaConnectionError:
+                    self._shut_down("write failed: the socket is closed")
+                    raise KafkaConnectionError(f"{label} to {self}: write failed") from None
+            await done
+        finally:
+            timer.cancel()
+            # From here on a response to this id is discarded as unknown.
+            self._in_flight.pop(correlation_id, None)
+        return self._answer(waiter, sent, loop.time())
+
+    def _expire(self, correlation_id: int, waiter: _InFlight, timeout: float) -> None:
+        """A pipe request's timer: no response in time closes the connection (see _request)."""
+        if self._in_flight.pop(correlation_id, None) is None:
+            return  # answered, failed or cancelled meanwhile
+        waiter.error = RequestTimeoutError(
+            f"{waiter.label} to {self}: no response within {timeout:g}s"
+        )
+        waiter.finish()
+        self.abort(f"{waiter.label} timed out after {timeout:g}s")
 
     def _closed_error(self, label: str) -> KgroupError:
         if self._close_error is not None:
@@ -366,7 +532,7 @@ class BrokerConnection:
                     raise KafkaConnectionError(f"{label} to {self}: write failed") from exc
             if scope.cancelled_caught:
                 self._shut_down("a write did not complete in time")
-                self._reader_scope.cancel()
+                self._stop_reading()
                 raise KafkaConnectionError(f"{label} to {self}: write did not complete in time")
 
     async def _handshake(self) -> None:
@@ -399,7 +565,7 @@ class BrokerConnection:
             log.info("%s: %s; failing %d in-flight requests", self, reason, len(waiting))
         for waiter in waiting:
             waiter.error = error or KafkaConnectionError(f"{waiter.label} to {self}: {reason}")
-            waiter.done.set()
+            waiter.finish()
 
     def _closed_by_broker_reason(self) -> str:
         protocol = self._security.protocol
@@ -432,12 +598,12 @@ class BrokerConnection:
                 except SecurityError as exc:
                     log.warning("%s: re-authentication failed: %s", self, exc)
                     self._shut_down(f"re-authentication failed: {exc}", exc)
-                    self._reader_scope.cancel()
+                    self._stop_reading()
                     return
                 except KgroupError as exc:
                     log.info("%s: re-authentication failed: %s", self, exc)
                     self._shut_down(f"re-authentication failed: {exc}")
-                    self._reader_scope.cancel()
+                    self._stop_reading()
                     return
                 finally:
                     self._auth_busy = None
@@ -493,8 +659,52 @@ class BrokerConnection:
         finally:
             self._shut_down("connection closed")
             with anyio.CancelScope(shield=True):
+                assert self._stream is not None
                 await self._stream.aclose()
             self._reader_done.set()
+
+    def _pipe_frames(self, view: memoryview, start: int, end: int) -> int:
+        """The pipe's read callback (a :data:`~kgroup.transport._pipe.FrameSink`):
+        dispatch every whole frame in ``view[start:end]``, return where the rest starts.
+
+        As :meth:`_read_loop`, without a task: the response's request wakes here.
+        """
+        try:
+            while end - start >= SIZE_PREFIX:
+                prefix = bytes(view[start : start + SIZE_PREFIX])
+                if not self._security.protocol.uses_tls and looks_like_tls(prefix):
+                    broker = f"{self.host}:{self.port}"
+                    error = explain_tls_on_plaintext(broker, self._security.protocol)
+                    self._shut_down(str(error), error)
+                    break
+                stop = start + SIZE_PREFIX + frame_size(prefix)
+                if stop > end:
+                    return start
+                payload = bytes(view[start + SIZE_PREFIX : stop])
+                start = stop
+                self._dispatch(payload)
+            else:
+                return start
+        except KafkaProtocolError as exc:
+            self._shut_down(f"unreadable frame: {exc}")
+            log.warning("%s: %s", self, exc)
+        except Exception as exc:
+            # Raised into the loop's callback it would only be logged by asyncio,
+            # with the requests left waiting: fail this connection instead.
+            log.exception("%s: reader failed", self)
+            self._shut_down(f"reader failed: {exc!r}")
+        # Nothing after a frame that ended the connection is read.
+        self._stop_reading()
+        return end
+
+    def _pipe_lost(self, exc: BaseException | None) -> None:
+        """The pipe's socket is gone (``exc`` None: closed by the broker, or by us)."""
+        if exc is None:
+            self._shut_down(self._closed_by_broker_reason())
+        else:
+            refusal = client_certificate_refusal(f"{self.host}:{self.port}", exc, self._security)
+            self._shut_down(str(refusal or f"connection lost: {exc!r}"), refusal)
+        self._reader_done.set()
 
     def _dispatch(self, payload: bytes) -> None:
         correlation_id = peek_correlation_id(payload)
@@ -515,9 +725,9 @@ class BrokerConnection:
             error = MalformedResponseConnectionError(f"{exc}; closing {self}")
             error.__cause__ = exc
             waiter.error = error
-            waiter.done.set()
+            waiter.finish()
             raise
-        waiter.done.set()
+        waiter.finish()
 
 
 async def open_connection(
@@ -529,15 +739,23 @@ async def open_connection(
     node_id: int | None = None,
 ) -> BrokerConnection:
     """:meth:`BrokerConnection.open` with the settings built once (by a client's pool)."""
-    stream = await open_stream(
-        host,
-        port,
-        settings.security,
-        timeout=settings.connect_timeout,
-        ssl_context=settings.ssl_context,
-    )
-    conn = BrokerConnection(stream, host=host, port=port, node_id=node_id, settings=settings)
-    await task_group.start(conn._read_loop)
+    loop = None if settings.security.protocol.uses_tls else running_asyncio_loop()
+    if loop is not None:
+        pipe = await _connect_pipe(loop, host, port, settings.connect_timeout)
+        conn = BrokerConnection(
+            None, host=host, port=port, node_id=node_id, settings=settings, pipe=pipe
+        )
+        pipe.attach(conn._pipe_frames, conn._pipe_lost)
+    else:
+        stream = await open_stream(
+            host,
+            port,
+            settings.security,
+            timeout=settings.connect_timeout,
+            ssl_context=settings.ssl_context,
+        )
+        conn = BrokerConnection(stream, host=host, port=port, node_id=node_id, settings=settings)
+        await task_group.start(conn._read_loop)
     authenticator = settings.authenticator
     try:
         with anyio.fail_after(max(settings.connect_timeout, 0.001)):
@@ -557,6 +775,20 @@ async def open_connection(
         task_group.start_soon(conn._reauthenticate_loop, authenticator, lifetime)
     log.debug("connected to %s, versions %s", conn, dict(conn.versions.chosen))
     return conn
+
+
+async def _connect_pipe(
+    loop: asyncio.AbstractEventLoop, host: str, port: int, timeout: float
+) -> Pipe:
+    """A plaintext connection on asyncio, with :func:`open_stream`'s errors."""
+    broker = f"{host}:{port}"
+    try:
+        with anyio.fail_after(timeout):
+            return await open_pipe(loop, host, port)
+    except TimeoutError:
+        raise KafkaConnectionError(f"connecting to {broker} timed out after {timeout}s") from None
+    except OSError as exc:
+        raise KafkaConnectionError(f"connecting to {broker} failed: {exc}") from exc
 
 
 @dataclass(eq=False, slots=True)

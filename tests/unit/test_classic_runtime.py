@@ -139,6 +139,12 @@ class _Host:
     ) -> None:
         raise AssertionError("no request is sent in these tests")
 
+    def expect_answer(self) -> float:
+        raise AssertionError("no request is sent in these tests")
+
+    def answered(self, sent: float, *, timed: bool = True) -> None:
+        raise AssertionError("no request is sent in these tests")
+
 
 def _config(protocol: str) -> ConsumerConfig:
     return ConsumerConfig.from_dict(

@@ -31,6 +31,11 @@ __all__ = [
 class MemberState(enum.Enum):
     """Where the member stands in the group (the Java client's MemberState)."""
 
+    # Members are singletons compared by identity: hash them by identity too, in C.
+    # Enum's own __hash__ is a Python call, and the member tests its state in sets
+    # a few dozen times per heartbeat.
+    __hash__ = object.__hash__
+
     UNSUBSCRIBED = "not in the group; no heartbeats"
     JOINING = "epoch 0 sent, waiting for an epoch > 0"
     RECONCILING = "target differs from current; committing, running callbacks"
