@@ -29,10 +29,10 @@ from kgroup.errors import (
 )
 from kgroup.membership import (
     CommitCompleted,
-    FailureKind,
     ConsumerMember,
     ConsumerMemberAction,
     ConsumerMemberEvent,
+    FailureKind,
     HeartbeatFailed,
     HeartbeatRequest,
     HeartbeatResponse,
@@ -202,7 +202,7 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
                 )
                 return
             left = deadline - anyio.current_time()
-            if answer.error_code in COORDINATOR_MOVED and left > 0:
+            if int(answer.error_code) in COORDINATOR_MOVED and left > 0:
                 # coordinator_request looks it up again and resends, within the
                 # heartbeat's own time.
                 host.client.mark_coordinator_stale(host.config.group_id)
@@ -221,7 +221,9 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
 
     def _post_heartbeat(self, action: SendHeartbeat, event: ConsumerMemberEvent) -> None:
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("group %s heartbeat %s -> %s", self._host.config.group_id, action.request, event)
+            log.debug(
+                "group %s heartbeat %s -> %s", self._host.config.group_id, action.request, event
+            )
         self._events.post(event)
 
     async def _send_heartbeat(self, action: SendHeartbeat, timeout: float | None = None) -> None:

@@ -642,6 +642,8 @@ class RuntimeCore(Generic[S]):
         ``monotonic``: the front end's clock at ``now`` (polls are noted on it).
         """
         effects, self._poll_check = self.pass_on_polls(now, monotonic)
+        if not self._held:
+            return effects  # the usual case, before every wait of the driver
         due = [h for h in self._held if h.until <= now]
         self._held = [h for h in self._held if h.until > now]
         return effects + [Post(h.completed) for h in due]
@@ -649,7 +651,8 @@ class RuntimeCore(Generic[S]):
     def next_deadline(self) -> float | None:
         """When :meth:`timers` or :meth:`look_at_group` next has something to do (None: never)."""
         look = self.liveness.next_deadline() if self.liveness_on else None
-        times = [t for t in (self._poll_check, self.held_until(), look) if t is not None]
+        held = self.held_until() if self._held else None
+        times = [t for t in (self._poll_check, held, look) if t is not None]
         return min(times, default=None)
 
     # ------------------------------------------------------------ data plane

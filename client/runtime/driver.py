@@ -468,6 +468,7 @@ class Driver:
                 else:
                     # On asyncio the loop's own event, reused: creating an anyio
                     # event looks the backend up every time.
+                    assert isinstance(wake, asyncio.Event)
                     wake.clear()
                 self._loop_wake = wake
             now = clock()

@@ -464,7 +464,8 @@ class BrokerConnection:
         this task from the loop's read callback; a timer of the loop, not a cancel
         scope, bounds the wait (see _expire)."""
         pipe, loop = self._pipe, self._loop
-        assert pipe is not None and loop is not None
+        assert pipe is not None
+        assert loop is not None
         label = api_label(request)
         if self.closed:
             raise self._closed_error(label)
@@ -526,6 +527,7 @@ class BrokerConnection:
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(self.request_timeout) as scope:
                 try:
+                    assert self._stream is not None  # a pipe writes in _pipe_request
                     await self._stream.send(frame)
                 except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                     self._shut_down(f"write failed: {exc!r}")
@@ -623,6 +625,7 @@ class BrokerConnection:
                     # asking the stream for the 4-byte prefix and then for the rest
                     # cost a second pass through the event loop for every response.
                     buffer = bytearray()
+                    assert self._stream is not None  # only a stream has a reader task
                     receive = self._stream.receive
                     while True:
                         while len(buffer) < SIZE_PREFIX:

@@ -13,7 +13,8 @@ together for ``--seconds`` — heartbeating, and polling 100 ms at a time like
 an application waiting for records. kafka-python and aiokafka have no
 new-protocol member: theirs (``idle_member.py``) are in classic groups with
 the same heartbeat interval. Per process, from /proc: resident memory
-(VmRSS) at the end and CPU time (user + system) spent in the window.
+(VmRSS) at the end and CPU time (user + system, the scheduler's nanosecond
+count per thread) spent in the window.
 A second window does the same for ``--reading-kinds``, whose members also read
 the consumer's assignment before every poll (rows ``KIND+assignment()``).
 Prints a table and a summary line; rewrites the ``bench:footprint`` section
@@ -96,29 +97,54 @@ PARTITIONS = 12
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (all its threads), from /proc/PID/stat."""
+def ticked_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all its threads, also those that ended),
+    from /proc/PID/stat: in clock ticks (10 ms here)."""
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime (fields 14, 15)
 
 
+def _task_seconds(task: Path) -> float:
+    # The scheduler's own run time of the thread, in nanoseconds (user + system).
+    return int((task / "schedstat").read_text().split()[0]) / 1e9
+
+
 def thread_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds of a process's threads by role: ``app`` (the main thread: the poll
-    loop), ``librdkafka`` (threads named ``rdk:*``) and ``other`` (the rest: kgroup's
-    event loop, the peer's idle stdin reader, a JVM's threads)."""
+    """CPU seconds of a process's live threads by role: ``app`` (the main thread: the
+    poll loop), ``librdkafka`` (threads named ``rdk:*``) and ``other`` (the rest:
+    kgroup's event loop, the peer's idle stdin reader, a JVM's threads), from
+    /proc/PID/task/*/schedstat (nanoseconds: an idle member spends a few clock
+    ticks in a minute, and /proc/PID/stat counts whole ticks)."""
     out = {"app": 0.0, "librdkafka": 0.0, "other": 0.0}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             comm = (task / "comm").read_text().strip()
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            seconds = _task_seconds(task)
         except OSError:
             continue  # the thread ended meanwhile
         role = (
             "app" if task.name == str(pid) else "librdkafka" if comm.startswith("rdk:") else "other"
         )
-        out[role] += (int(fields[11]) + int(fields[12])) / TICKS
+        out[role] += seconds
     return out
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """A process's CPU seconds: the sum over its live threads (nanoseconds, see
+    :func:`thread_cpu`), and :func:`ticked_cpu_seconds` (which also counts threads
+    that ended, to check that none did)."""
+    return sum(thread_cpu(pid).values()), ticked_cpu_seconds(pid)
+
+
+def window_cpu(pid: int, start: tuple[float, float], name: str) -> float:
+    """CPU seconds of ``pid`` since ``start`` (from :func:`cpu_seconds`)."""
+    precise, ticked = (end - begin for end, begin in zip(cpu_seconds(pid), start, strict=True))
+    if ticked - precise > 2 / TICKS:
+        # A thread ended in the window, taking its time out of the live threads' sum.
+        print(f"  ({name}: threads ended in the window; CPU counted in clock ticks)", flush=True)
+        return ticked
+    return precise
 
 
 POLL_S = 0.1
@@ -258,7 +284,7 @@ def idle_window(
             for kind, members in groups.items():
                 for member in members:
                     assert member.alive(), f"{member.name} died"
-                cpu = [cpu_seconds(m.pid) - start[m.pid] for m in members]
+                cpu = [window_cpu(m.pid, start[m.pid], m.name) for m in members]
                 rss = [rss_mib(m.pid) for m in members]
                 rows.append((kind, rss, cpu))
                 if all(m.pid in split_start for m in members):
@@ -336,8 +362,10 @@ def write(table: str, summary: str, split: str, command: str, members: int) -> N
             f"{PARTITIONS}-partition topic with no records, all kinds idling in the same "
             "window after their groups balanced: heartbeats every 0.5 s (the broker's "
             "setting for every client) and a poll every 100 ms (the peer harness's loop). "
-            "RSS is VmRSS at the end of the window; CPU is user + system time of the whole "
-            "process (every thread) during the window. The kgroup and librdkafka members are "
+            "RSS is VmRSS at the end of the window; CPU is the run time of the whole "
+            "process (every thread, user + system) during the window, from the scheduler's "
+            "nanosecond counters (/proc/PID/task/*/schedstat: /proc/PID/stat counts 10 ms "
+            "ticks, a tenth of an idle member's minute). The kgroup and librdkafka members are "
             "CPython processes running `tests/peers/python_peer.py` (interpreter and imports "
             "included); the Java members run `tests/peers/java/Peer.java` with "
             f"`{' '.join(DEFAULT_JVM_OPTIONS)}`. kafka-python and aiokafka have no "

@@ -834,3 +834,109 @@ async def test_cancelled_request_leaves_no_trace() -> None:
         assert conn.in_flight == 0
         response: Any = await conn.request(find_coordinator("fast"))
         assert response.coordinators[0].key == "fast"
+
+
+# --- requests without a task (send_now, asyncio's own transport) ---------------------
+
+
+def _on_asyncio(anyio_backend: str) -> bool:
+    return anyio_backend == "asyncio"
+
+
+async def test_send_now_answers_through_its_callback_on_asyncio(anyio_backend: str) -> None:
+    async def echo(conn: FakeConnection, frame: RequestFrame) -> None:
+        key = frame.request.coordinator_keys[0]  # type: ignore[union-attr]
+        await conn.reply(frame, find_coordinator_response(key, fake))
+
+    fake = FakeBroker(echo)
+    outcomes: list[tuple[Any, BaseException | None]] = []
+    done = anyio.Event()
+
+    def on_done(response: Any, error: BaseException | None) -> None:
+        outcomes.append((response, error))
+        done.set()
+
+    async with brokers(fake), connect("127.0.0.1", fake.port) as conn:
+        sent = conn.send_now(find_coordinator("a"), on_done)
+        # Only a plaintext connection on asyncio reads in the transport's callback;
+        # on trio the caller sends through request() instead.
+        assert sent is _on_asyncio(anyio_backend)
+        if not sent:
+            assert fake.requests == []
+            return
+        with anyio.fail_after(5):
+            await done.wait()
+        ((response, error),) = outcomes
+        assert error is None
+        assert response.coordinators[0].key == "a"
+        assert conn.in_flight == 0
+        # The connection goes on serving awaited requests.
+        again: Any = await conn.request(find_coordinator("b"))
+        assert again.coordinators[0].key == "b"
+
+
+async def test_send_now_without_an_answer_times_out_and_closes_the_connection(
+    anyio_backend: str,
+) -> None:
+    async def never_answer(conn: FakeConnection, frame: RequestFrame) -> None:
+        pass
+
+    fake = FakeBroker(never_answer)
+    errors: list[BaseException | None] = []
+    done = anyio.Event()
+
+    def on_done(response: Any, error: BaseException | None) -> None:
+        assert response is None
+        errors.append(error)
+        done.set()
+
+    async with brokers(fake), connect("127.0.0.1", fake.port) as conn:
+        if not conn.send_now(find_coordinator("a"), on_done, timeout=0.1):
+            assert not _on_asyncio(anyio_backend)
+            return
+        with anyio.fail_after(5):
+            await done.wait()
+        (error,) = errors
+        assert isinstance(error, RequestTimeoutError)
+        assert "no response within 0.1s" in str(error)
+        assert conn.closed
+        assert not conn.send_now(find_coordinator("b"), on_done)
+
+
+async def test_send_now_reports_a_dropped_connection(anyio_backend: str) -> None:
+    async def drop(conn: FakeConnection, frame: RequestFrame) -> None:
+        await conn.close()
+
+    fake = FakeBroker(drop)
+    errors: list[BaseException | None] = []
+    done = anyio.Event()
+
+    def on_done(response: Any, error: BaseException | None) -> None:
+        errors.append(error)
+        done.set()
+
+    async with brokers(fake), connect("127.0.0.1", fake.port) as conn:
+        if not conn.send_now(find_coordinator("a"), on_done, timeout=10):
+            assert not _on_asyncio(anyio_backend)
+            return
+        with anyio.fail_after(5):
+            await done.wait()
+        (error,) = errors
+        assert type(error) is KafkaConnectionError
+        assert "closed by the broker" in str(error)
+        assert conn.closed
+
+
+async def test_send_now_checks_the_version_before_sending(anyio_backend: str) -> None:
+    # A broker whose ConsumerGroupHeartbeat stops at v0: the v1 request is refused
+    # before anything goes out, as request() refuses it.
+    ranges = {int(k): v for k, v in SUPPORTED_VERSIONS.items()}
+    ranges[int(ApiKey.CONSUMER_GROUP_HEARTBEAT)] = VersionRange(0, 0)
+    fake = FakeBroker(ranges=ranges)
+    async with brokers(fake), connect("127.0.0.1", fake.port) as conn:
+        if not _on_asyncio(anyio_backend):
+            return
+        with pytest.raises(UnsupportedVersionError):
+            conn.send_now(heartbeat(), lambda response, error: None)
+        assert fake.requests == []
+        assert conn.in_flight == 0

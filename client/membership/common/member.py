@@ -50,6 +50,15 @@ _STEP_OF = {
 }
 
 
+class _Unset(enum.Enum):
+    """No value worked out yet (None is a value: no deadline)."""
+
+    UNSET = enum.auto()
+
+
+_UNSET = _Unset.UNSET
+
+
 class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
     """What every member does the same way; ``_Ev`` / ``_Ac`` are its event and action unions.
 
@@ -87,6 +96,7 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
         # transition tells the listener when it happened without every handler
         # passing ``now`` down to _go.
         self._now: float | None = None
+        self._next_memo: float | _Unset | None = _UNSET
         self._transitions = transitions
         self._life = Lifecycle(config.max_poll_interval_ms)
         backoff = Backoff.from_ms(config.retry_backoff_ms, config.retry_backoff_max_ms)
@@ -126,14 +136,18 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
         if self._now is None:
             self._listener.started(self._state, now)
         self._now = now
-        if self._life.close_deadline_passed(now):
-            self._close_deadline_reached(now, acts)
-        else:
-            self._on_timers(now, acts)
-        if not self.closed:
-            self._dispatch(event, now, acts)
-        if not self.closed:
-            self._pump(now, acts)
+        try:
+            if self._life.close_deadline_passed(now):
+                self._close_deadline_reached(now, acts)
+            else:
+                self._on_timers(now, acts)
+            if not self.closed:
+                self._dispatch(event, now, acts)
+            if not self.closed:
+                self._pump(now, acts)
+        finally:
+            # Only a step changes the member's timers (see next_deadline).
+            self._next_memo = _UNSET
         return acts
 
     def poll_deadline(self) -> float | None:
@@ -142,14 +156,22 @@ class MemberBase(abc.ABC, Generic[_St, _Tr, _Ev, _Ac]):
 
     def next_deadline(self) -> float | None:
         """When to deliver the next ``TimerTick`` (monotonic seconds), or None."""
+        memo = self._next_memo
+        if not isinstance(memo, _Unset):
+            # Nothing but handle() moves a timer, and a driver asks after every
+            # step and before every wait: worked out once per step.
+            return memo
         if self.closed:
-            return None
-        life = self._life
-        candidates = self._deadlines()
-        candidates.append(life.close_deadline if life.closing else None)
-        candidates.append(self.poll_deadline())
-        present = [deadline for deadline in candidates if deadline is not None]
-        return min(present) if present else None
+            deadline = None
+        else:
+            life = self._life
+            candidates = self._deadlines()
+            candidates.append(life.close_deadline if life.closing else None)
+            candidates.append(self.poll_deadline())
+            present = [deadline for deadline in candidates if deadline is not None]
+            deadline = min(present) if present else None
+        self._next_memo = deadline
+        return deadline
 
     def _dispatch(self, event: _Ev, now: float, acts: list[_Ac]) -> None:
         match event:
