@@ -557,7 +557,8 @@ class RuntimeCore(Generic[S]):
         session = self.session
         epoch, assignment = session.generation_or_epoch, session.assignment
         self.poll_events_wanted = not session.settled
-        self.fetch.assignment_changed(self.owned())
+        owned = assignment if self.manual_partitions is None else self.owned()
+        self.fetch.assignment_changed(owned)
         self._forget_stored()
         effects = self._refresh_truncation()
         effects += self._tell_settled()
@@ -582,7 +583,7 @@ class RuntimeCore(Generic[S]):
                 ", ".join(str(tp) for tp in sorted(assignment)),
             )
             self.last_epoch, self._last_assignment = epoch, assignment
-            self.committed.forget(self.owned())
+            self.committed.forget(owned)
         return effects
 
     def session_switched(self, session: S) -> list[Effect]:

@@ -129,6 +129,10 @@ def loop_clock() -> tuple[Callable[[], float], Callable[..., asyncio.TimerHandle
     # A loop with a clock of its own on top of asyncio's (trio as a guest) keeps anyio's.
     if abs(loop.time() - anyio.current_time()) >= 0.001:
         return anyio.current_time, None
+    if type(loop).time is asyncio.BaseEventLoop.time:
+        # asyncio's own clock is time.monotonic behind a Python method: read it
+        # directly (the driver does a dozen times per heartbeat).
+        return time.monotonic, loop.call_at
     return loop.time, loop.call_at
 
 
@@ -437,8 +441,7 @@ class Driver:
         core = self.core
         clock, call_at = loop_clock()
         self._clock = clock
-        while not self.session.closed:
-            session = self.session
+        while not (session := core.session).closed:
             if session.has_events():
                 self._step(session)
                 continue
