@@ -15,6 +15,7 @@ the first assignment resolves at once (see :meth:`ConsumerSession.subscribe`).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 
 import anyio
@@ -164,7 +165,9 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
         if conn is None:
             return False
         timeout = host.request_timeout
-        deadline = anyio.current_time() + timeout
+        # Compared with time.monotonic() only (see _heard): anyio's clock looks
+        # the backend up on every read.
+        deadline = time.monotonic() + timeout
         sent = host.expect_answer()
 
         def on_done(payload: ResponsePayload | None, error: KgroupError | None) -> None:
@@ -201,7 +204,7 @@ class ConsumerSession(SessionBase[ConsumerMemberEvent, ConsumerMemberAction]):
                     action, HeartbeatFailed(action.seq, FailureKind.DISCONNECTED, str(exc))
                 )
                 return
-            left = deadline - anyio.current_time()
+            left = deadline - time.monotonic()
             if int(answer.error_code) in COORDINATOR_MOVED and left > 0:
                 # coordinator_request looks it up again and resends, within the
                 # heartbeat's own time.

@@ -38,17 +38,20 @@ back once that frame is read."""
 
 
 def running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
-    """The running asyncio loop when the caller is an asyncio task, else None.
+    """The running event loop when the caller is a task of asyncio's own loop, else None.
 
     None on trio, also when trio runs as a guest on an asyncio loop (its code
     then runs in the loop's callbacks, never in an asyncio task), where
-    asyncio transports must not be used.
+    asyncio transports must not be used; and on other loop implementations
+    (uvloop ...), whose connection options differ: those keep anyio's streams.
     """
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         return None
-    return loop if asyncio.current_task(loop) is not None else None
+    if not isinstance(loop, asyncio.BaseEventLoop) or asyncio.current_task(loop) is None:
+        return None
+    return loop
 
 
 class Pipe(asyncio.BufferedProtocol):

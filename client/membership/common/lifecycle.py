@@ -98,7 +98,8 @@ class Lifecycle:
 
     def poll_deadline(self) -> float | None:
         """When the poll timer expires, or None before the first poll."""
-        return None if self.last_poll is None else self.rebalance_deadline(self.last_poll)
+        last = self.last_poll
+        return None if last is None else last + self._max_poll_interval
 
     def poll_expired(self, now: float) -> bool:
         """Whether poll was not called within max.poll.interval.ms before ``now``."""

@@ -221,6 +221,8 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
             config, MACHINE, member_id=config.member_id, random=random, listener=listener
         )
         self._cfg = config
+        # Read a few times per step: worked out once (the config is frozen).
+        self._session_span = session_seconds(config.session_timeout_ms, config.session_margin_ms)
         self._epoch = JOIN_EPOCH
         self._subscription: SubscribedTopics | None = None
         # Assignment
@@ -342,9 +344,7 @@ class ConsumerMember(MemberBase[MemberState, Trigger, ConsumerMemberEvent, Consu
         """When the broker has surely dropped this member, heard from or not."""
         if self._state not in IN_GROUP or self._epoch <= 0 or self._last_heartbeat_ok is None:
             return None
-        return self._last_heartbeat_ok + session_seconds(
-            self._cfg.session_timeout_ms, self._cfg.session_margin_ms
-        )
+        return self._last_heartbeat_ok + self._session_span
 
     def _dispatch_protocol(
         self, event: ConsumerMemberEvent, now: float, acts: list[_Action]
