@@ -630,13 +630,10 @@ class BrokerConnection:
                     while True:
                         while len(buffer) < SIZE_PREFIX:
                             buffer += await receive()
-                        prefix = bytes(buffer[:SIZE_PREFIX])
-                        if not self._security.protocol.uses_tls and looks_like_tls(prefix):
-                            broker = f"{self.host}:{self.port}"
-                            error = explain_tls_on_plaintext(broker, self._security.protocol)
-                            self._shut_down(str(error), error)
+                        size = self._payload_size(bytes(buffer[:SIZE_PREFIX]))
+                        if size is None:
                             break
-                        end = SIZE_PREFIX + frame_size(prefix)
+                        end = SIZE_PREFIX + size
                         while len(buffer) < end:
                             buffer += await receive()
                         payload = bytes(buffer[SIZE_PREFIX:end])
@@ -649,22 +646,42 @@ class BrokerConnection:
                         f"{self.host}:{self.port}", exc, self._security
                     )
                     self._shut_down(str(refusal or f"connection lost: {exc!r}"), refusal)
-                except KafkaProtocolError as exc:
-                    # A bad size prefix means framing is lost; nothing after it can be
-                    # read. A malformed response (see _dispatch) ends the connection too.
-                    self._shut_down(f"unreadable frame: {exc}")
-                    log.warning("%s: %s", self, exc)
                 except Exception as exc:
                     # A reader that raised would tear down the owner's whole task
                     # group; failing this one connection is the contained outcome.
-                    log.exception("%s: reader failed", self)
-                    self._shut_down(f"reader failed: {exc!r}")
+                    self._unreadable(exc)
         finally:
             self._shut_down("connection closed")
             with anyio.CancelScope(shield=True):
                 assert self._stream is not None
                 await self._stream.aclose()
             self._reader_done.set()
+
+    def _payload_size(self, prefix: bytes) -> int | None:
+        """The payload size a frame's 4-byte prefix announces; None when the bytes are
+        a TLS record (a plaintext client on a TLS listener): the connection is shut
+        down, saying so.
+
+        Raises:
+            KafkaProtocolError: the size is not one a broker sends.
+        """
+        if not self._security.protocol.uses_tls and looks_like_tls(prefix):
+            broker = f"{self.host}:{self.port}"
+            error = explain_tls_on_plaintext(broker, self._security.protocol)
+            self._shut_down(str(error), error)
+            return None
+        return frame_size(prefix)
+
+    def _unreadable(self, exc: Exception) -> None:
+        """Reading failed with ``exc`` (call from its ``except`` block): end the connection."""
+        if isinstance(exc, KafkaProtocolError):
+            # A bad size prefix means framing is lost; nothing after it can be
+            # read. A malformed response (see _dispatch) ends the connection too.
+            self._shut_down(f"unreadable frame: {exc}")
+            log.warning("%s: %s", self, exc)
+        else:
+            log.exception("%s: reader failed", self)
+            self._shut_down(f"reader failed: {exc!r}")
 
     def _pipe_frames(self, view: memoryview, start: int, end: int) -> int:
         """The pipe's read callback (a :data:`~kgroup.transport._pipe.FrameSink`):
@@ -674,13 +691,10 @@ class BrokerConnection:
         """
         try:
             while end - start >= SIZE_PREFIX:
-                prefix = bytes(view[start : start + SIZE_PREFIX])
-                if not self._security.protocol.uses_tls and looks_like_tls(prefix):
-                    broker = f"{self.host}:{self.port}"
-                    error = explain_tls_on_plaintext(broker, self._security.protocol)
-                    self._shut_down(str(error), error)
+                size = self._payload_size(bytes(view[start : start + SIZE_PREFIX]))
+                if size is None:
                     break
-                stop = start + SIZE_PREFIX + frame_size(prefix)
+                stop = start + SIZE_PREFIX + size
                 if stop > end:
                     return start
                 payload = bytes(view[start + SIZE_PREFIX : stop])
@@ -688,14 +702,10 @@ class BrokerConnection:
                 self._dispatch(payload)
             else:
                 return start
-        except KafkaProtocolError as exc:
-            self._shut_down(f"unreadable frame: {exc}")
-            log.warning("%s: %s", self, exc)
         except Exception as exc:
             # Raised into the loop's callback it would only be logged by asyncio,
             # with the requests left waiting: fail this connection instead.
-            log.exception("%s: reader failed", self)
-            self._shut_down(f"reader failed: {exc!r}")
+            self._unreadable(exc)
         # Nothing after a frame that ended the connection is read.
         self._stop_reading()
         return end

@@ -875,13 +875,11 @@ async def test_send_now_answers_through_its_callback_on_asyncio(anyio_backend: s
         assert again.coordinators[0].key == "b"
 
 
-async def test_send_now_without_an_answer_times_out_and_closes_the_connection(
-    anyio_backend: str,
-) -> None:
-    async def never_answer(conn: FakeConnection, frame: RequestFrame) -> None:
-        pass
+async def _send_now_error(conn: BrokerConnection, timeout: float) -> BaseException | None:
+    """Send with send_now and wait for its callback; the error it was called with.
 
-    fake = FakeBroker(never_answer)
+    None at once when send_now cannot send (not on asyncio's own transport).
+    """
     errors: list[BaseException | None] = []
     done = anyio.Event()
 
@@ -890,17 +888,30 @@ async def test_send_now_without_an_answer_times_out_and_closes_the_connection(
         errors.append(error)
         done.set()
 
+    if not conn.send_now(find_coordinator("a"), on_done, timeout=timeout):
+        return None
+    with anyio.fail_after(5):
+        await done.wait()
+    (error,) = errors
+    return error
+
+
+async def test_send_now_without_an_answer_times_out_and_closes_the_connection(
+    anyio_backend: str,
+) -> None:
+    async def never_answer(conn: FakeConnection, frame: RequestFrame) -> None:
+        pass
+
+    fake = FakeBroker(never_answer)
     async with brokers(fake), connect("127.0.0.1", fake.port) as conn:
-        if not conn.send_now(find_coordinator("a"), on_done, timeout=0.1):
-            assert not _on_asyncio(anyio_backend)
+        error = await _send_now_error(conn, 0.1)
+        if not _on_asyncio(anyio_backend):
+            assert error is None  # trio: nothing was sent
             return
-        with anyio.fail_after(5):
-            await done.wait()
-        (error,) = errors
         assert isinstance(error, RequestTimeoutError)
         assert "no response within 0.1s" in str(error)
         assert conn.closed
-        assert not conn.send_now(find_coordinator("b"), on_done)
+        assert not conn.send_now(find_coordinator("b"), lambda response, error: None)
 
 
 async def test_send_now_reports_a_dropped_connection(anyio_backend: str) -> None:
@@ -908,20 +919,11 @@ async def test_send_now_reports_a_dropped_connection(anyio_backend: str) -> None
         await conn.close()
 
     fake = FakeBroker(drop)
-    errors: list[BaseException | None] = []
-    done = anyio.Event()
-
-    def on_done(response: Any, error: BaseException | None) -> None:
-        errors.append(error)
-        done.set()
-
     async with brokers(fake), connect("127.0.0.1", fake.port) as conn:
-        if not conn.send_now(find_coordinator("a"), on_done, timeout=10):
-            assert not _on_asyncio(anyio_backend)
+        error = await _send_now_error(conn, 10)
+        if not _on_asyncio(anyio_backend):
+            assert error is None
             return
-        with anyio.fail_after(5):
-            await done.wait()
-        (error,) = errors
         assert type(error) is KafkaConnectionError
         assert "closed by the broker" in str(error)
         assert conn.closed
