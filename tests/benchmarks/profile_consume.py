@@ -19,6 +19,9 @@ left at the end, how many batches came back full, and (async consumer only) how
 many data-plane calls waited for records: the ones that went to a worker
 thread because the queue was empty. ``--freeze`` adds, per round, a kgroup sync and a
 kgroup async process that call ``gc.freeze()`` once their first batch is in.
+``--import MODULES`` has every process import those modules first (comma- or
+space-separated), standing in for an application's own code: the collector's
+cost depends on the size of the whole process, not of the library alone.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import importlib
 import json
 import os
 import statistics
@@ -121,6 +125,8 @@ def _kgroup_config(bootstrap: str) -> dict[str, Any]:
 
 
 def _worker(kind: str, bootstrap: str, topic: str, want: int, freeze: bool) -> dict[str, Any]:
+    for module in _modules(os.environ.get("PROFILE_IMPORT", "")):
+        importlib.import_module(module)
     window = _Window(freeze)
     if kind == "plain":
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition  # noqa: PLC0415
@@ -162,6 +168,10 @@ def _worker(kind: str, bootstrap: str, topic: str, want: int, freeze: bool) -> d
     return asyncio.run(run())
 
 
+def _modules(spec: str) -> list[str]:
+    return [name for name in spec.replace(",", " ").split() if name]
+
+
 def _line(label: str, r: dict[str, Any]) -> str:
     passes = " ".join(f"g{g}:{n}/{s * 1e3:.0f}ms" for g, (n, s) in r["gc"].items())
     return (
@@ -177,6 +187,13 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100, help="record value size in bytes")
     parser.add_argument("--pairs", type=int, default=5, help="interleaved rounds")
     parser.add_argument("--freeze", action="store_true", help="also run with gc.freeze()")
+    parser.add_argument(
+        "--import",
+        dest="modules",
+        default="",
+        metavar="MODULES",
+        help="modules every process imports first, standing in for an application's code",
+    )
     parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -188,7 +205,13 @@ def main() -> None:
     from kgroup.dataplane.librdkafka import DATAPLANE_DEFAULTS  # noqa: PLC0415
     from kgroup.testing import KafkaBroker, create_topic  # noqa: PLC0415
 
-    env = {**os.environ, "PROFILE_KGROUP_SETTINGS": json.dumps(dict(DATAPLANE_DEFAULTS))}
+    for module in _modules(args.modules):
+        importlib.import_module(module)  # a typo fails here, before the broker starts
+    env = {
+        **os.environ,
+        "PROFILE_KGROUP_SETTINGS": json.dumps(dict(DATAPLANE_DEFAULTS)),
+        "PROFILE_IMPORT": args.modules,
+    }
     runs = [(kind, False) for kind in KINDS]
     if args.freeze:
         runs += [("kgroup sync", True), ("kgroup async", True)]
