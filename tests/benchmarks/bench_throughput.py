@@ -378,7 +378,31 @@ def render(results: Results) -> tuple[str, str, str]:
     summary = "summary (issue 15 goals, ratios of median records/s in this run):\n\n" + "\n".join(
         f"- {goal}" for goal in goals
     )
+    paired = _paired(results)
+    if paired:
+        summary += (
+            "\n\nequal settings round by round (each kgroup run against the plain loop's run "
+            "of the same round, seconds apart: the spread shows what one "
+            "comparison can resolve):\n\n" + "\n".join(f"- {line}" for line in paired)
+        )
     return defaults, equal, summary
+
+
+def _paired(results: Results) -> list[str]:
+    """Per-round ratios of each kgroup client to the plain loop at kgroup's settings."""
+    lines = []
+    for size in sorted({s for s, _ in results}):
+        theirs = _rates(results.get((size, PLAIN_EQUAL), []))
+        for client in KGROUP:
+            ours = _rates(results.get((size, client), []))
+            ratios = [a / b for a, b in zip(ours, theirs, strict=False)]
+            if ratios:
+                lines.append(
+                    f"{size} B {client} / {PLAIN_EQUAL}: median {statistics.median(ratios):.2f}x, "
+                    f"{min(ratios):.2f}-{max(ratios):.2f}x over {len(ratios)} rounds, "
+                    f"{sum(r >= 0.95 for r in ratios)} of them at 0.95x or more"
+                )
+    return lines
 
 
 def write(
