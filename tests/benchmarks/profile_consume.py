@@ -17,8 +17,11 @@ rate, its main thread's CPU time, the garbage collector's passes per
 generation and the time they took (``gc.callbacks``), the tracked objects
 left at the end, how many batches came back full, and (async consumer only) how
 many data-plane calls waited for records: the ones that went to a worker
-thread because the queue was empty. ``--freeze`` adds, per round, a kgroup sync and a
-kgroup async process that call ``gc.freeze()`` once their first batch is in.
+thread because the queue was empty. ``--freeze`` adds, per round, a plain, a kgroup
+sync and a kgroup async process that call ``gc.freeze()`` once their first batch is
+in: with the full passes out of every process, what is left is the per-record work.
+Each kgroup process's rate is also compared with the plain process of its round that
+froze alike, and the median of those per-round ratios printed.
 ``--import MODULES`` has every process import those modules first (comma- or
 space-separated), standing in for an application's own code: the collector's
 cost depends on the size of the whole process, not of the library alone.
@@ -214,7 +217,7 @@ def main() -> None:
     }
     runs = [(kind, False) for kind in KINDS]
     if args.freeze:
-        runs += [("kgroup sync", True), ("kgroup async", True)]
+        runs += [("plain", True), ("kgroup sync", True), ("kgroup async", True)]
     rates: dict[str, list[float]] = {}
     with KafkaBroker() as broker:
         bootstrap = broker.bootstrap_servers
@@ -240,9 +243,18 @@ def main() -> None:
                 result = json.loads(done.stdout.strip().splitlines()[-1])
                 rates.setdefault(label, []).append(result["rate"])
                 print(_line(label, result), flush=True)
-    print("medians:")
+    print("medians (per-round ratio to the plain process that froze alike: median, range):")
     for label, values in rates.items():
-        print(f"  {label:<28} {statistics.median(values):>11,.0f} rec/s ({len(values)} runs)")
+        peer = "plain + gc.freeze()" if label.endswith("gc.freeze()") else "plain"
+        paired = [ours / theirs for ours, theirs in zip(values, rates[peer], strict=True)]
+        versus = (
+            f"  {statistics.median(paired):.2f}x ({min(paired):.2f}-{max(paired):.2f})"
+            if label != peer
+            else ""
+        )
+        print(
+            f"  {label:<28} {statistics.median(values):>11,.0f} rec/s ({len(values)} runs)" + versus
+        )
 
 
 if __name__ == "__main__":
