@@ -17,20 +17,25 @@ fresh process:
 - ``kgroup sync`` / ``kgroup async``: ``kgroup.Consumer`` / ``AsyncConsumer``
   (asyncio) subscribed on the new protocol, ``consume(1000)``;
 - ``kafka-python`` / ``aiokafka``: ``assign`` of all partitions (no group),
-  ``poll`` / ``getmany``.
+  ``poll`` / ``getmany``;
+- the equal-settings three again with `` + gc.freeze()``: each calls
+  ``gc.freeze()`` once its first record is in, which takes the garbage
+  collector's full passes out of the process (docs/consumer.md, "Reading small
+  records at high rates"): what is left between them is per-record work.
 
 Every loop touches each record the same way (counts it and adds the length
 of its value). Rates are measured from the first record to the last (group
 join and connection set-up excluded; the *total* column includes them); peak
-RSS is the process's ``VmHWM``. Prints two tables (every client at its
-defaults; kgroup and the plain loop at equal settings) and a summary of the
-issue-15 goals, and rewrites the ``bench:throughput`` section of
+RSS is the process's ``VmHWM``. Prints three tables (every client at its
+defaults; kgroup and the plain loop at equal settings; the same frozen) and a
+summary of the issue-15 goals, and rewrites the ``bench:throughput`` section of
 docs/performance.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import resource
@@ -39,6 +44,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +54,12 @@ import benchlib
 PARTITIONS = 12
 PLAIN = "confluent-kafka"
 PLAIN_EQUAL = "confluent-kafka (kgroup settings)"
-CLIENTS = (PLAIN, PLAIN_EQUAL, "kgroup sync", "kgroup async", "kafka-python", "aiokafka")
-DEFAULTS_TABLE = (PLAIN, "kgroup sync", "kgroup async", "kafka-python", "aiokafka")
-EQUAL_TABLE = (PLAIN_EQUAL, "kgroup sync", "kgroup async")
+FROZEN = " + gc.freeze()"
 KGROUP = ("kgroup sync", "kgroup async")
+DEFAULTS_TABLE = (PLAIN, *KGROUP, "kafka-python", "aiokafka")
+EQUAL_TABLE = (PLAIN_EQUAL, *KGROUP)
+FROZEN_TABLE = tuple(client + FROZEN for client in EQUAL_TABLE)
+CLIENTS = (PLAIN, *EQUAL_TABLE, *FROZEN_TABLE, "kafka-python", "aiokafka")
 BATCH = 1000
 
 
@@ -80,7 +88,11 @@ def _peak_rss_mib() -> float:
 
 
 def _worker_confluent(
-    bootstrap: str, topic: str, want: int, settings: dict[str, str] | None = None
+    bootstrap: str,
+    topic: str,
+    want: int,
+    settings: dict[str, str] | None = None,
+    freeze: bool = False,
 ) -> dict[str, Any]:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition  # noqa: PLC0415
 
@@ -101,6 +113,8 @@ def _worker_confluent(
             if message.error() is not None:
                 continue
             if not count:
+                if freeze:
+                    gc.freeze()
                 first = time.perf_counter()
             count += 1
             nbytes += len(message.value() or b"")
@@ -118,7 +132,9 @@ def _kgroup_config(bootstrap: str) -> dict[str, Any]:
     }
 
 
-def _worker_kgroup_sync(bootstrap: str, topic: str, want: int) -> dict[str, Any]:
+def _worker_kgroup_sync(
+    bootstrap: str, topic: str, want: int, freeze: bool = False
+) -> dict[str, Any]:
     import kgroup  # noqa: PLC0415
 
     start = time.perf_counter()
@@ -129,6 +145,8 @@ def _worker_kgroup_sync(bootstrap: str, topic: str, want: int) -> dict[str, Any]
         while count < want:
             for message in consumer.consume(BATCH, 1.0):
                 if not count:
+                    if freeze:
+                        gc.freeze()
                     first = time.perf_counter()
                 count += 1
                 nbytes += len(message.value() or b"")
@@ -136,7 +154,9 @@ def _worker_kgroup_sync(bootstrap: str, topic: str, want: int) -> dict[str, Any]
     return _result(start, first, last, count, nbytes)
 
 
-def _worker_kgroup_async(bootstrap: str, topic: str, want: int) -> dict[str, Any]:
+def _worker_kgroup_async(
+    bootstrap: str, topic: str, want: int, freeze: bool = False
+) -> dict[str, Any]:
     import asyncio  # noqa: PLC0415
 
     import kgroup  # noqa: PLC0415
@@ -150,6 +170,8 @@ def _worker_kgroup_async(bootstrap: str, topic: str, want: int) -> dict[str, Any
             while count < want:
                 for message in await consumer.consume(BATCH, 1.0):
                     if not count:
+                        if freeze:
+                            gc.freeze()
                         first = time.perf_counter()
                     count += 1
                     nbytes += len(message.value() or b"")
@@ -216,18 +238,30 @@ def _worker_aiokafka(bootstrap: str, topic: str, want: int) -> dict[str, Any]:
     return asyncio.run(run())
 
 
-def _worker_confluent_equal(bootstrap: str, topic: str, want: int) -> dict[str, Any]:
+def _worker_confluent_equal(
+    bootstrap: str, topic: str, want: int, freeze: bool = False
+) -> dict[str, Any]:
     # The driver passes kgroup's settings in the environment: importing them
     # here would load kgroup into the plain loop's process (and its RSS).
     settings: dict[str, str] = json.loads(os.environ["BENCH_KGROUP_SETTINGS"])
-    return _worker_confluent(bootstrap, topic, want, settings)
+    return _worker_confluent(bootstrap, topic, want, settings, freeze)
 
 
-WORKERS = {
+def _frozen(worker: Callable[..., dict[str, Any]]) -> Callable[[str, str, int], dict[str, Any]]:
+    def run(bootstrap: str, topic: str, want: int) -> dict[str, Any]:
+        return worker(bootstrap, topic, want, freeze=True)
+
+    return run
+
+
+WORKERS: dict[str, Callable[[str, str, int], dict[str, Any]]] = {
     PLAIN: _worker_confluent,
     PLAIN_EQUAL: _worker_confluent_equal,
     "kgroup sync": _worker_kgroup_sync,
     "kgroup async": _worker_kgroup_async,
+    PLAIN_EQUAL + FROZEN: _frozen(_worker_confluent_equal),
+    "kgroup sync" + FROZEN: _frozen(_worker_kgroup_sync),
+    "kgroup async" + FROZEN: _frozen(_worker_kgroup_async),
     "kafka-python": _worker_kafka_python,
     "aiokafka": _worker_aiokafka,
 }
@@ -352,8 +386,8 @@ def _goal(name: str, ratio: float | None, target: float) -> str:
     return f"{name} {ratio:.2f}x (target >= {target:g}x: {verdict})"
 
 
-def render(results: Results) -> tuple[str, str, str]:
-    """The defaults table, the equal-settings table and the goals summary (ratios of medians)."""
+def render(results: Results) -> tuple[str, str, str, str]:
+    """The defaults, equal-settings and frozen tables and the goals summary (ratios of medians)."""
     median = {key: statistics.median(_rates(runs)) for key, runs in results.items()}
 
     def ratio(size: int, ours: str, theirs: str) -> float | None:
@@ -362,6 +396,7 @@ def render(results: Results) -> tuple[str, str, str]:
 
     defaults = _table(results, DEFAULTS_TABLE, (PLAIN, "aiokafka"))
     equal = _table(results, EQUAL_TABLE, (PLAIN_EQUAL,))
+    frozen = _table(results, FROZEN_TABLE, (PLAIN_EQUAL + FROZEN,))
     goals = []
     for size in sorted({s for s, _ in results}):
         for client in KGROUP:
@@ -385,20 +420,26 @@ def render(results: Results) -> tuple[str, str, str]:
             "of the same round, seconds apart: the spread shows what one "
             "comparison can resolve):\n\n" + "\n".join(f"- {line}" for line in paired)
         )
-    return defaults, equal, summary
+    return defaults, equal, frozen, summary
 
 
 def _paired(results: Results) -> list[str]:
-    """Per-round ratios of each kgroup client to the plain loop at kgroup's settings."""
+    """Per-round ratios of each kgroup client to the plain loop at kgroup's settings.
+
+    Frozen clients against the frozen plain loop.
+    """
     lines = []
     for size in sorted({s for s, _ in results}):
-        theirs = _rates(results.get((size, PLAIN_EQUAL), []))
-        for client in KGROUP:
-            ours = _rates(results.get((size, client), []))
-            ratios = [a / b for a, b in zip(ours, theirs, strict=False)]
-            if ratios:
+        for suffix in ("", FROZEN):
+            plain = PLAIN_EQUAL + suffix
+            theirs = _rates(results.get((size, plain), []))
+            for client in (name + suffix for name in KGROUP):
+                ours = _rates(results.get((size, client), []))
+                ratios = [a / b for a, b in zip(ours, theirs, strict=False)]
+                if not ratios:
+                    continue
                 lines.append(
-                    f"{size} B {client} / {PLAIN_EQUAL}: median {statistics.median(ratios):.2f}x, "
+                    f"{size} B {client} / {plain}: median {statistics.median(ratios):.2f}x, "
                     f"{min(ratios):.2f}-{max(ratios):.2f}x over {len(ratios)} rounds, "
                     f"{sum(r >= 0.95 for r in ratios)} of them at 0.95x or more"
                 )
@@ -406,7 +447,7 @@ def _paired(results: Results) -> list[str]:
 
 
 def write(
-    tables: tuple[str, str, str],
+    tables: tuple[str, str, str, str],
     command: str,
     *,
     records: int,
@@ -415,7 +456,7 @@ def write(
 ) -> None:
     from kgroup.dataplane.librdkafka import DATAPLANE_DEFAULTS  # noqa: PLC0415
 
-    defaults, equal, summary = tables
+    defaults, equal, frozen, summary = tables
     settings = ", ".join(f"`{k}={v}`" for k, v in DATAPLANE_DEFAULTS.items())
     benchlib.write_section(
         "throughput",
@@ -449,6 +490,18 @@ def write(
             "settings: what kgroup's own layers cost.",
             "",
             equal,
+            "",
+            "### Equal settings, the collector's full passes taken out",
+            "",
+            "The same three loops, each calling `gc.freeze()` once its first record is in "
+            "(what an application reading small records at high rates can do: see "
+            "[consumer.md](consumer.md#reading-small-records-at-high-rates)). A full pass "
+            "of the garbage collector visits every object the process tracks, and kgroup's "
+            "modules double the count of a process that imports confluent-kafka alone; "
+            "frozen, neither process pays for its size, and what is left between them is "
+            "per-record work.",
+            "",
+            frozen,
             "",
             summary,
             "",
