@@ -1,7 +1,7 @@
 """Groups the coordinator leaves stuck are repaired by their kgroup members (issue 29).
 
-Two stalls of Apache Kafka 4.4, each made deterministic; each test fails with
-the repair disabled (checked by hand).
+Two stalls of Apache Kafka 4.4 (the first in two shapes), each made
+deterministic; each test fails with the repair disabled (checked by hand).
 
 **Unowned partitions.**
 The trace a deployment tool produced on Apache Kafka 4.4, made deterministic:
@@ -18,6 +18,11 @@ not. Without the repair, 3..11 are consumed by nobody for good (checked by
 disabling it: the wait below times out with them unowned). With it, an idle
 member sees the group settled with partitions unowned twice in a row, leaves
 for good and rejoins, and the coordinator hands them out.
+
+**Unowned partitions, every member owning some.** The same stall with no idle
+member: the kgroup member holding the fewest partitions releases them, leaves
+for good and rejoins (checked by hand with that branch of the watch disabled:
+2 of 8 partitions stayed unowned past 75 s).
 
 **A stalled assignment.** Under migration policy ``upgrade``, the last
 consumer-protocol member of a converted group leaves: the coordinator bumps the
@@ -36,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewPartitions
 from helpers import classic_conf, consumer_conf, wait_until
 from process_helpers import MemberProcess, SteadyProducer
 from test_groups_cli import cli_json
@@ -237,3 +243,130 @@ def test_an_assignment_stalled_after_the_last_consumer_member_left_is_repaired(
         assert described["unowned_partitions"] == []
         for m in classic:
             assert not m.of("lost", "error")
+
+
+def _add_partitions(bootstrap: str, topic: str, total: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_partitions([NewPartitions(topic, total)]).values():
+        future.result(30)
+
+
+BUSY_BOUND_S = 75.0
+"""The watch's wait for a member that owns partitions (30 s) and two confirmations
+(5 s each) for the member holding the fewest, its release, leave and rejoin, and
+a rebalance, with room for a loaded CI machine."""
+
+
+def test_unowned_partitions_in_a_group_where_every_member_owns_some_are_repaired(
+    kafka_broker: KafkaBroker,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+    members: dict[str, MemberProcess],
+    tmp_path: Path,
+) -> None:
+    """No member is idle, so a member that owns partitions repairs the group.
+
+    The state a CI run of the mixed-client migration roll reached (a cooperative
+    first round had given every member something and withheld one partition
+    when a static replacement converted the group), made deterministic: inst-1
+    owns all 6 partitions of a topic that then grows to 8, and inst-0 joins. The
+    leader's first round gives inst-0 the new partitions 6 and 7 at once (nobody
+    owned them), keeps 4 for inst-1 and withholds the 2 inst-1 must revoke; its
+    revoke callback is held while inst-0 is restarted on the consumer protocol,
+    which converts the group with those 2 partitions in nobody's target. Both
+    members own partitions; the one holding fewer (inst-0) releases its own,
+    leaves for good and rejoins, and the coordinator hands everything out.
+    """
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = make_topic(partitions=6)
+    group = make_group_id()
+    everything = set(range(8))
+
+    def classic(instance: str) -> dict[str, Any]:
+        return classic_conf(bootstrap, group, "cooperative-sticky", group_instance_id=instance)
+
+    def start(name: str, conf: dict[str, Any], *, wait: bool = False) -> MemberProcess:
+        member = MemberProcess(
+            name,
+            conf,
+            [topic],
+            tmp_path,
+            commit_each_batch=True,
+            commit_on_revoke=True,
+            wait_to_subscribe=wait,
+        )
+        members[name] = member
+        return member
+
+    t0 = time.monotonic()
+    owner = start("inst-1", classic("inst-1"))
+    owner.wait_for(
+        lambda: {tp.partition for tp in owner.assignment()} == set(range(6)),
+        60,
+        "inst-1 owning every partition",
+    )
+    _add_partitions(bootstrap, topic, 8)
+    producer = SteadyProducer(bootstrap, topic, 8, 0.02)
+    try:
+        owner.send("hold_callback")
+        joiner = start("inst-0", classic("inst-0"))
+        owner.wait_for(lambda: bool(owner.of("slow_start")), 60, "inst-1 revoking, slowly")
+        joiner.wait_for(
+            lambda: {tp.partition for tp in joiner.assignment()} == {6, 7},
+            60,
+            "inst-0 given the new partitions in the first round",
+        )
+        kept = {tp.partition for tp in owner.assignment()}
+        assert len(kept) == 4, _timeline(members, t0)
+        assert joiner.close(30) == 0
+        converted = start(
+            "inst-0-consumer",
+            consumer_conf(bootstrap, group, group_protocol="consumer", group_instance_id="inst-0"),
+        )
+        converted.wait_for(lambda: bool(converted.of("assigned")), 60, "inst-0 joined")
+        since = time.monotonic()
+        described = cli_json(bootstrap, "groups", "describe", group)
+        assert described["state"] == "Stable", described
+        unowned = {p["partition"] for p in described["unowned_partitions"]}
+        assert unowned == everything - kept - {6, 7}, (described, _timeline(members, t0))
+        assert all(m["assignment"] for m in described["members"]), described
+        owner.send("release")
+
+        def owned() -> set[int]:
+            return {tp.partition for m in (owner, converted) for tp in m.assignment()}
+
+        def consumed_since() -> set[int]:
+            seen: set[int] = set()
+            for m in members.values():
+                for e in m.of("records"):
+                    if e.t > since:
+                        seen.update(p for _, p, _ in e.data["records"])
+            return seen
+
+        try:
+            wait_until(lambda: consumed_since() == everything, BUSY_BOUND_S, "every partition")
+        except AssertionError:
+            raise AssertionError(
+                f"partitions {sorted(everything - consumed_since())} not consumed within "
+                f"{BUSY_BOUND_S} s of the conversion\n{_timeline(members, t0)}"
+            ) from None
+        print(
+            f"every partition consumed again {time.monotonic() - since:.1f} s after the conversion"
+        )
+        wait_until(lambda: owned() == everything, 30, "every partition owned")
+    finally:
+        delivered = producer.stop()
+
+    def consumed() -> set[tuple[str, int, int]]:
+        return set().union(*(m.records for m in members.values()))
+
+    with contextlib.suppress(AssertionError):
+        wait_until(lambda: delivered <= consumed(), 60, "every record consumed")
+    lost = delivered - consumed()
+    assert not lost, (
+        f"{len(lost)} records never consumed, e.g. {sorted(lost)[:5]}\n{_timeline(members, t0)}"
+    )
+    for m in members.values():
+        assert not m.of("error"), m.of("error")
+    # The member that repaired is the one that held fewer: it left and came back.
+    assert converted.of("revoked"), _timeline(members, t0)
