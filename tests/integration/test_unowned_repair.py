@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewPartitions
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewPartitions
 from helpers import classic_conf, consumer_conf, wait_until
 from process_helpers import MemberProcess, SteadyProducer
 from test_groups_cli import cli_json
@@ -85,6 +86,104 @@ def _timeline(members: dict[str, MemberProcess], t0: float) -> str:
     return "\n".join(lines)
 
 
+def _every_partition_consumed(
+    members: dict[str, MemberProcess], since: float, everything: set[int], bound: float, t0: float
+) -> float:
+    """Waits until some member consumed a record of every partition after ``since``;
+    returns how long after ``since`` that was."""
+
+    def consumed_since() -> set[int]:
+        seen: set[int] = set()
+        for m in members.values():
+            for e in m.of("records"):
+                if e.t > since:
+                    seen.update(p for _, p, _ in e.data["records"])
+        return seen
+
+    try:
+        wait_until(lambda: consumed_since() == everything, bound, "every partition")
+    except AssertionError:
+        raise AssertionError(
+            f"partitions {sorted(everything - consumed_since())} not consumed within "
+            f"{bound} s of the conversion\n{_timeline(members, t0)}"
+        ) from None
+    return time.monotonic() - since
+
+
+def _every_record_consumed(
+    members: dict[str, MemberProcess], delivered: set[tuple[str, int, int]], t0: float
+) -> None:
+    """Every delivered record was consumed by some member, and no member saw an error."""
+
+    def consumed() -> set[tuple[str, int, int]]:
+        return set().union(*(m.records for m in members.values()))
+
+    # A timeout is reported below, with the records and the timeline.
+    with contextlib.suppress(AssertionError):
+        wait_until(lambda: delivered <= consumed(), 60, "every record consumed")
+    lost = delivered - consumed()
+    assert not lost, (
+        f"{len(lost)} records never consumed, e.g. {sorted(lost)[:5]}\n{_timeline(members, t0)}"
+    )
+    for m in members.values():
+        assert not m.of("error"), m.of("error")
+
+
+class _Roll:
+    """Starts the members of one group: static classic cooperative-sticky ones, each
+    committing after every batch and in its revoke callback, kept in ``members``."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        tmp_path: Path,
+        members: dict[str, MemberProcess],
+    ) -> None:
+        self._bootstrap, self._group, self._topic = bootstrap, group, topic
+        self._tmp_path, self._members = tmp_path, members
+
+    def classic(self, instance: str) -> dict[str, Any]:
+        return classic_conf(
+            self._bootstrap, self._group, "cooperative-sticky", group_instance_id=instance
+        )
+
+    def start(self, name: str, conf: dict[str, Any], *, wait: bool = False) -> MemberProcess:
+        member = MemberProcess(
+            name,
+            conf,
+            [self._topic],
+            self._tmp_path,
+            commit_each_batch=True,
+            commit_on_revoke=True,
+            wait_to_subscribe=wait,
+        )
+        self._members[name] = member
+        return member
+
+    def convert(self, instance: str) -> tuple[MemberProcess, float, set[int], dict[str, Any]]:
+        """Starts ``instance``'s consumer-protocol replacement (its classic process
+        closed), which converts the group; returns it, when it was assigned, and the
+        partitions the group tools then show owned by nobody, with the description."""
+        converted = self.start(
+            f"{instance}-consumer",
+            consumer_conf(
+                self._bootstrap,
+                self._group,
+                group_protocol="consumer",
+                group_instance_id=instance,
+            ),
+        )
+        converted.wait_for(lambda: bool(converted.of("assigned")), 60, f"{instance} joined")
+        since = time.monotonic()
+        # The group tools show the stall (the repair is 10 s away at the earliest).
+        described = cli_json(self._bootstrap, "groups", "describe", self._group)
+        assert described["state"] == "Stable", described
+        unowned = {p["partition"] for p in described["unowned_partitions"]}
+        return converted, since, unowned, described
+
+
 def test_a_converted_group_left_with_unowned_partitions_is_repaired(
     kafka_broker: KafkaBroker,
     make_topic: MakeTopic,
@@ -97,21 +196,8 @@ def test_a_converted_group_left_with_unowned_partitions_is_repaired(
     group = make_group_id()
     everything = set(range(PARTITIONS))
 
-    def classic(instance: str) -> dict[str, Any]:
-        return classic_conf(bootstrap, group, "cooperative-sticky", group_instance_id=instance)
-
-    def start(name: str, conf: dict[str, Any], *, wait: bool = False) -> MemberProcess:
-        member = MemberProcess(
-            name,
-            conf,
-            [topic],
-            tmp_path,
-            commit_each_batch=True,
-            commit_on_revoke=True,
-            wait_to_subscribe=wait,
-        )
-        members[name] = member
-        return member
+    roll = _Roll(bootstrap, group, topic, tmp_path, members)
+    classic, start = roll.classic, roll.start
 
     producer = SteadyProducer(bootstrap, topic, PARTITIONS, 0.02)
     t0 = time.monotonic()
@@ -137,16 +223,7 @@ def test_a_converted_group_left_with_unowned_partitions_is_repaired(
         # The first round is over: inst-1 keeps a quarter, the rest belongs to nobody
         # until inst-1 rejoins. Now inst-0 is restarted on the consumer protocol.
         assert members["inst-0"].close(30) == 0
-        converted = start(
-            "inst-0-consumer",
-            consumer_conf(bootstrap, group, group_protocol="consumer", group_instance_id="inst-0"),
-        )
-        converted.wait_for(lambda: bool(converted.of("assigned")), 60, "inst-0 joined")
-        since = time.monotonic()
-        # The group tools show the stall (the repair is 10 s away at the earliest).
-        described = cli_json(bootstrap, "groups", "describe", group)
-        assert described["state"] == "Stable", described
-        unowned = {p["partition"] for p in described["unowned_partitions"]}
+        _converted, since, unowned, described = roll.convert("inst-0")
         assert unowned == everything - {tp.partition for tp in owner.assignment()}, (
             described,
             _timeline(members, t0),
@@ -154,39 +231,12 @@ def test_a_converted_group_left_with_unowned_partitions_is_repaired(
         assert len(unowned) == PARTITIONS * 3 // 4
         owner.send("release")  # the classic member's rejoin does not repair it either
 
-        def consumed_since() -> set[int]:
-            seen: set[int] = set()
-            for m in members.values():
-                for e in m.of("records"):
-                    if e.t > since:
-                        seen.update(p for _, p, _ in e.data["records"])
-            return seen
-
-        try:
-            wait_until(lambda: consumed_since() == everything, REPAIR_BOUND_S, "every partition")
-        except AssertionError:
-            missing = sorted(everything - consumed_since())
-            raise AssertionError(
-                f"partitions {missing} not consumed within {REPAIR_BOUND_S} s of the "
-                f"conversion\n{_timeline(members, t0)}"
-            ) from None
-        repaired_after = time.monotonic() - since
+        repaired_after = _every_partition_consumed(members, since, everything, REPAIR_BOUND_S, t0)
         print(f"every partition consumed again {repaired_after:.1f} s after the conversion")
     finally:
         delivered = producer.stop()
 
-    def consumed() -> set[tuple[str, int, int]]:
-        return set().union(*(m.records for m in members.values()))
-
-    # A timeout is reported below, with the records and the timeline.
-    with contextlib.suppress(AssertionError):
-        wait_until(lambda: delivered <= consumed(), 60, "every record consumed")
-    lost = delivered - consumed()
-    assert not lost, (
-        f"{len(lost)} records never consumed, e.g. {sorted(lost)[:5]}\n{_timeline(members, t0)}"
-    )
-    for m in members.values():
-        assert not m.of("error"), m.of("error")
+    _every_record_consumed(members, delivered, t0)
 
 
 STALL_BOUND_S = 75.0
@@ -282,21 +332,8 @@ def test_unowned_partitions_in_a_group_where_every_member_owns_some_are_repaired
     group = make_group_id()
     everything = set(range(8))
 
-    def classic(instance: str) -> dict[str, Any]:
-        return classic_conf(bootstrap, group, "cooperative-sticky", group_instance_id=instance)
-
-    def start(name: str, conf: dict[str, Any], *, wait: bool = False) -> MemberProcess:
-        member = MemberProcess(
-            name,
-            conf,
-            [topic],
-            tmp_path,
-            commit_each_batch=True,
-            commit_on_revoke=True,
-            wait_to_subscribe=wait,
-        )
-        members[name] = member
-        return member
+    roll = _Roll(bootstrap, group, topic, tmp_path, members)
+    classic, start = roll.classic, roll.start
 
     t0 = time.monotonic()
     owner = start("inst-1", classic("inst-1"))
@@ -319,15 +356,7 @@ def test_unowned_partitions_in_a_group_where_every_member_owns_some_are_repaired
         kept = {tp.partition for tp in owner.assignment()}
         assert len(kept) == 4, _timeline(members, t0)
         assert joiner.close(30) == 0
-        converted = start(
-            "inst-0-consumer",
-            consumer_conf(bootstrap, group, group_protocol="consumer", group_instance_id="inst-0"),
-        )
-        converted.wait_for(lambda: bool(converted.of("assigned")), 60, "inst-0 joined")
-        since = time.monotonic()
-        described = cli_json(bootstrap, "groups", "describe", group)
-        assert described["state"] == "Stable", described
-        unowned = {p["partition"] for p in described["unowned_partitions"]}
+        converted, since, unowned, described = roll.convert("inst-0")
         assert unowned == everything - kept - {6, 7}, (described, _timeline(members, t0))
         assert all(m["assignment"] for m in described["members"]), described
         owner.send("release")
@@ -335,38 +364,12 @@ def test_unowned_partitions_in_a_group_where_every_member_owns_some_are_repaired
         def owned() -> set[int]:
             return {tp.partition for m in (owner, converted) for tp in m.assignment()}
 
-        def consumed_since() -> set[int]:
-            seen: set[int] = set()
-            for m in members.values():
-                for e in m.of("records"):
-                    if e.t > since:
-                        seen.update(p for _, p, _ in e.data["records"])
-            return seen
-
-        try:
-            wait_until(lambda: consumed_since() == everything, BUSY_BOUND_S, "every partition")
-        except AssertionError:
-            raise AssertionError(
-                f"partitions {sorted(everything - consumed_since())} not consumed within "
-                f"{BUSY_BOUND_S} s of the conversion\n{_timeline(members, t0)}"
-            ) from None
-        print(
-            f"every partition consumed again {time.monotonic() - since:.1f} s after the conversion"
-        )
+        repaired_after = _every_partition_consumed(members, since, everything, BUSY_BOUND_S, t0)
+        print(f"every partition consumed again {repaired_after:.1f} s after the conversion")
         wait_until(lambda: owned() == everything, 30, "every partition owned")
     finally:
         delivered = producer.stop()
 
-    def consumed() -> set[tuple[str, int, int]]:
-        return set().union(*(m.records for m in members.values()))
-
-    with contextlib.suppress(AssertionError):
-        wait_until(lambda: delivered <= consumed(), 60, "every record consumed")
-    lost = delivered - consumed()
-    assert not lost, (
-        f"{len(lost)} records never consumed, e.g. {sorted(lost)[:5]}\n{_timeline(members, t0)}"
-    )
-    for m in members.values():
-        assert not m.of("error"), m.of("error")
+    _every_record_consumed(members, delivered, t0)
     # The member that repaired is the one that held fewer: it left and came back.
     assert converted.of("revoked"), _timeline(members, t0)
