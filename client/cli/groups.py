@@ -229,8 +229,8 @@ def describe_text(
         lines.append(
             f"  WARNING: {len(unowned)} partition(s) of the group's subscription owned by "
             f"nobody while the group is settled: {format_assignment(unowned)}. Nothing "
-            "assigns them until a member joins or leaves; kgroup members that own nothing "
-            "rejoin to repair it (docs/reliability.md, 'Partitions owned by nobody')"
+            "assigns them until a member joins or leaves; kgroup members rejoin to repair "
+            "it (docs/reliability.md, 'Partitions owned by nobody')"
         )
     details = [f"assignor {_dash(group.assignor)}", f"coordinator {group.coordinator}"]
     if group.group_epoch is not None:

@@ -95,6 +95,12 @@ def _code(exc: kerrors.KgroupError) -> int:
     """confluent-kafka's error code for a kgroup error."""
     if isinstance(exc, kerrors.BrokerError):
         return int(exc.code)
+    if isinstance(exc, kerrors.CommitFailedError) and isinstance(
+        exc.__cause__, kerrors.BrokerError
+    ):
+        # librdkafka reports the broker's refusal (ILLEGAL_GENERATION,
+        # REBALANCE_IN_PROGRESS, ...), and ported code tests for those codes.
+        return int(exc.__cause__.code)
     if isinstance(exc, kerrors.NothingToCommitError):
         return KafkaError._NO_OFFSET
     if isinstance(

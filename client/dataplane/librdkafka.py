@@ -26,6 +26,7 @@ from kgroup.config_security import SECRET_KEYS, explain_denial, is_security_key
 from kgroup.dataplane._repeats import RepeatedLines
 from kgroup.errors import (
     BrokerError,
+    CommitFailedError,
     ConfigError,
     DataPlaneError,
     RequestTimeoutError,
@@ -346,6 +347,9 @@ def _callback_config(callbacks: Callbacks) -> dict[str, Any]:
 def _kafka_error(error: BaseException) -> confluent_kafka.KafkaError:
     if isinstance(error, BrokerError):
         code = error.code
+    elif isinstance(error, CommitFailedError) and isinstance(error.__cause__, BrokerError):
+        # As librdkafka's offset_commit_cb: the broker's refusal, not a generic failure.
+        code = error.__cause__.code
     elif isinstance(error, RequestTimeoutError):
         code = confluent_kafka.KafkaError._TIMED_OUT
     else:

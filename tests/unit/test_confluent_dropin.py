@@ -41,10 +41,23 @@ def test_group_protocol_defaults_to_classic_as_confluent() -> None:
     assert build_config({"group.protocol": "consumer"}, {})["group.protocol"] == "consumer"
 
 
+def refused(code: int) -> kerrors.CommitFailedError:
+    """A commit refused by the broker with ``code``, as the runtime raises it."""
+    try:
+        raise kerrors.CommitFailedError("commit refused") from kerrors.broker_error(code)
+    except kerrors.CommitFailedError as exc:
+        return exc
+
+
 @pytest.mark.parametrize(
     ("error", "code"),
     [
         (kerrors.ConfigError("bad key"), KafkaError._INVALID_ARG),
+        # A commit the group moved on from: the broker's code, as librdkafka reports it.
+        (refused(KafkaError.ILLEGAL_GENERATION), KafkaError.ILLEGAL_GENERATION),
+        (refused(KafkaError.REBALANCE_IN_PROGRESS), KafkaError.REBALANCE_IN_PROGRESS),
+        (refused(KafkaError.FENCED_MEMBER_EPOCH), KafkaError.FENCED_MEMBER_EPOCH),
+        (kerrors.CommitFailedError("no cause"), KafkaError._FAIL),
         (kerrors.NothingToCommitError("nothing"), KafkaError._NO_OFFSET),
         (kerrors.broker_error(KafkaError.ILLEGAL_GENERATION), KafkaError.ILLEGAL_GENERATION),
         (kerrors.broker_error(KafkaError.UNKNOWN_MEMBER_ID), KafkaError.UNKNOWN_MEMBER_ID),
