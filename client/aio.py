@@ -54,9 +54,11 @@ class AsyncConsumer(ConsumerBase):
 
     Use it as ``async with AsyncConsumer(config) as consumer:`` (asyncio or
     trio); it connects on entry and leaves the group on exit. ``poll``,
-    ``consume``, ``commit``, ``committed`` and ``close`` are awaited; the
-    rest are plain methods. Listener methods may be plain or async; they run
-    inside ``poll()`` / ``consume()`` / iteration / ``close()``. Records are
+    ``consume``, ``commit``, ``committed``, ``committed_with_metadata``,
+    ``get_watermark_offsets``, ``offsets_for_times``, ``list_topics`` and
+    ``close`` are awaited; the rest are plain methods. Listener methods may
+    be plain or async; they run inside ``poll()`` / ``consume()`` /
+    iteration / ``close()``. Records are
     ``confluent_kafka.Message`` objects, their ``key()`` / ``value()``
     deserialized by ``key.deserializer`` / ``value.deserializer`` if set.
 

@@ -38,8 +38,13 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
     │   ├── InvalidRequestError, OffsetOutOfRangeError, OffsetMetadataTooLargeError,
     │   │   TopicAlreadyExistsError, UnknownServerError
     │   └── BrokerUnsupportedVersionError   error 35; also an UnsupportedVersionError
-    ├── CommitFailedError            a classic commit refused because the group rebalanced
-    ├── InvalidSubscriptionError     subscribe() mixes a regex with names (also a ValueError)
+    ├── CommitFailedError            a commit refused because the group moved on without the
+    │                                member (a classic generation ended, or a consumer-protocol
+    │                                member's session or epoch did)
+    ├── NothingToCommitError         commit() with explicit offsets of no owned partition (also
+    │                                a RuntimeError)
+    ├── InvalidSubscriptionError     subscribe() mixes a regex with names, names several regexes
+    │                                or an empty or non-string topic (also a ValueError)
     ├── ConsumerClosedError          the consumer was closed
     ├── UnacknowledgedRecordsError   a share consumer's poll in explicit acknowledgement mode
     │                                before every record handed out was acknowledged (also a
@@ -59,11 +64,12 @@ Every exception kgroup raises on purpose derives from :class:`KgroupError`, so
     │   ├── AuthenticationError      SASL authentication failed (wrong credentials, refused token)
     │   ├── UnsupportedSaslMechanismError  the broker does not enable the mechanism
     │   ├── SecurityProtocolMismatchError  the listener speaks another security.protocol
-    │   └── AuthorizationError       an ACL denied an operation (the three *AuthorizationFailedError
-    │                                classes below are also BrokerErrors)
+    │   └── AuthorizationError       an ACL denied an operation (the four *AuthorizationFailedError
+    │                                classes above are also BrokerErrors)
     ├── AssignorError                an assignor could not compute an assignment
     │   └── InvalidAssignmentError   an assignor's output breaks a rule (AssignmentViolation)
-    ├── DataPlaneError               librdkafka stopped consuming a partition
+    ├── DataPlaneError               librdkafka stopped consuming a partition, or a lookup it
+    │                                made failed (keeps librdkafka's error code)
     ├── GroupConfigRefusedError      the broker refused to set a group config key (names the
     │                                key, the value and the broker's reason)
     ├── DeserializationError         key.deserializer or value.deserializer raised on a
@@ -496,7 +502,8 @@ class CommitFailedError(KgroupError):
 
 
 class InvalidSubscriptionError(KgroupError, ValueError):
-    """The subscription mixes a regex with names, or has more than one regex."""
+    """The subscription mixes a regex with names, has more than one regex, or names an
+    empty or non-string topic."""
 
 
 class NothingToCommitError(KgroupError, RuntimeError):
@@ -801,7 +808,22 @@ class InvalidAssignmentError(AssignorError):
 
 
 class DataPlaneError(KgroupError):
-    """librdkafka reported an error that stops consumption of a partition."""
+    """librdkafka reported an error: one that stops consumption of a partition, or
+    a lookup (watermarks, ``offsets_for_times``, ``list_topics``) that failed or
+    timed out.
+
+    Attributes:
+        code: librdkafka's error code (``confluent_kafka.KafkaError``'s, for
+            example ``_TIMED_OUT``), or None when kgroup refused on its own
+            (``auto.offset.reset=error`` with no committed offset, say).
+    """
+
+    _pickled_fields = ("message", "code")
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
 
 
 @dataclasses.dataclass(eq=False, repr=False)

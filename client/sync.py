@@ -185,8 +185,13 @@ class Consumer(ConsumerBase):
         """One record, or None if none arrived within ``timeout`` seconds (None: wait).
 
         Runs pending rebalance callbacks first. Raises the consumer's errors:
-        a listener's exception, a fatal group error (a :class:`~kgroup.BrokerError`
-        subclass), a data-plane error; :class:`~kgroup.WakeupError` after
+        a listener's exception; a fatal error, again on every poll after it (a
+        :class:`~kgroup.BrokerError` subclass such as an ACL denial, a
+        :class:`~kgroup.errors.SecurityError`, an
+        :class:`~kgroup.errors.AssignorError`); a data-plane error;
+        :class:`~kgroup.LogTruncationError` until the application seeks (with
+        ``auto.offset.reset=error``); :class:`~kgroup.errors.NoBrokersAvailableError`
+        once, when no bootstrap server answered; :class:`~kgroup.WakeupError` after
         :meth:`wakeup`; :class:`~kgroup.errors.DeserializationError` when it
         reaches a record a deserializer fails on (again on every poll until
         the application seeks past it).
@@ -264,6 +269,11 @@ class Consumer(ConsumerBase):
         is :meth:`commit_async` (returns None).
 
         Raises:
+            CommitFailedError: the group moved on without this member (a classic
+                generation ended, or the member's session or epoch did): poll
+                again and continue; the broker's error is its ``__cause__``.
+            NothingToCommitError: the explicit offsets name no partition this
+                member owns.
             BrokerError: a partition's commit failed for good
                 (:class:`~kgroup.errors.OffsetMetadataTooLargeError`: metadata
                 longer than the broker's ``offset.metadata.max.bytes``).
@@ -330,7 +340,10 @@ class Consumer(ConsumerBase):
         """Leave the group and release everything, within about ``timeout`` seconds.
 
         With auto-commit, commits the positions of the owned partitions first;
-        the listener's revoke callback runs in this call. Idempotent.
+        the listener's revoke callback runs in this call. ``timeout`` bounds the
+        group's part (commit, leave); a listener method that blocks extends the
+        close by as long as it blocks, and stopping the consumer's thread may
+        take up to 10 s more. Idempotent.
         """
         front, driver = self._core, self._driver
         if not front.begin_close():

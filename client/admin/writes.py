@@ -18,17 +18,7 @@ from dataclasses import dataclass
 from typing import Final
 
 import anyio
-from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
-from kio.schema.delete_groups.v2.response import DeleteGroupsResponse
 from kio.schema.errors import ErrorCode
-from kio.schema.offset_delete.v0.request import (
-    OffsetDeleteRequest,
-    OffsetDeleteRequestPartition,
-    OffsetDeleteRequestTopic,
-)
-from kio.schema.offset_delete.v0.response import OffsetDeleteResponse
-from kio.schema.types import GroupId, TopicName
-from kio.static.primitive import i32
 
 from kgroup.admin.groups import _with_coordinator, committed_offsets, describe_group
 from kgroup.admin.model import GroupDescription
@@ -41,8 +31,9 @@ from kgroup.errors import (
     broker_error,
     raise_for_error,
 )
+from kgroup.protocol.requests import delete_groups as delete_groups_request
 from kgroup.protocol.requests import list_offsets, offset_commit
-from kgroup.protocol.requests._common import by_topic
+from kgroup.protocol.requests import offset_delete as offset_delete_request
 from kgroup.transport.client import KafkaClient
 from kgroup.types import TopicPartition
 
@@ -312,19 +303,20 @@ async def delete_groups(
         async def attempt(group_id: str = group_id) -> int:
             coordinator = await client.coordinator(group_id)
             response = await client.request(
-                DeleteGroupsRequest(groups_names=(GroupId(group_id),)), node=coordinator.node_id
+                lambda v: delete_groups_request.build(v, [group_id]), node=coordinator.node_id
             )
-            if not isinstance(response, DeleteGroupsResponse):
-                raise KafkaProtocolError(f"expected a DeleteGroups response, got {response!r}")
-            (result,) = response.results
+            codes = delete_groups_request.parse(delete_groups_request.narrow(response))
+            code = codes.get(group_id)
+            if code is None:
+                raise KafkaProtocolError(f"DeleteGroups answered without group {group_id!r}")
             # Coordinator moves come back as errors here; raise them so they are retried.
-            if result.error_code in (
+            if code in (
                 ErrorCode.not_coordinator,
                 ErrorCode.coordinator_not_available,
                 ErrorCode.coordinator_load_in_progress,
             ):
-                raise_for_error(result.error_code)
-            return int(result.error_code)
+                raise_for_error(code)
+            return code
 
         code = await _with_coordinator(client, group_id, attempt)
         results[group_id] = None if code == ErrorCode.none else broker_error(code)
@@ -342,30 +334,16 @@ async def delete_offsets(
         BrokerError: the whole request was refused (GROUP_ID_NOT_FOUND ...).
         TransportError: the coordinator could not be reached.
     """
-    request = OffsetDeleteRequest(
-        group_id=GroupId(group_id),
-        topics=tuple(
-            OffsetDeleteRequestTopic(
-                name=TopicName(topic),
-                partitions=tuple(OffsetDeleteRequestPartition(partition_index=i32(p)) for p in ps),
-            )
-            for topic, ps in by_topic(partitions).items()
-        ),
-    )
 
-    async def attempt() -> OffsetDeleteResponse:
+    async def attempt() -> dict[TopicPartition, int]:
         coordinator = await client.coordinator(group_id)
-        response = await client.request(request, node=coordinator.node_id)
-        if not isinstance(response, OffsetDeleteResponse):
-            raise KafkaProtocolError(f"expected an OffsetDelete response, got {response!r}")
-        raise_for_error(response.error_code)
-        return response
-
-    response = await _with_coordinator(client, group_id, attempt)
-    return {
-        TopicPartition(str(topic.name), int(p.partition_index)): (
-            None if p.error_code == ErrorCode.none else broker_error(p.error_code)
+        response = await client.request(
+            lambda v: offset_delete_request.build(v, group_id, partitions),
+            node=coordinator.node_id,
         )
-        for topic in response.topics
-        for p in topic.partitions
+        return offset_delete_request.parse(offset_delete_request.narrow(response))
+
+    codes = await _with_coordinator(client, group_id, attempt)
+    return {
+        tp: None if code == ErrorCode.none else broker_error(code) for tp, code in codes.items()
     }

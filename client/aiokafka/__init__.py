@@ -37,6 +37,7 @@ from kgroup.aiokafka.errors import (
     KafkaError,
     KafkaTimeoutError,
     UnsupportedByKgroupError,
+    broker_error_class,
 )
 from kgroup.aiokafka.structs import (
     ConsumerRecord,
@@ -68,6 +69,11 @@ __all__ = [
 ]
 
 Deserializer = Callable[[bytes | None], Any]
+
+_NO_ANSWER = frozenset(
+    {confluent_kafka.KafkaError._TIMED_OUT, confluent_kafka.KafkaError._ALL_BROKERS_DOWN}
+)
+"""librdkafka's codes for a lookup nobody answered in time."""
 
 UNBOUNDED_BATCH: Final = 10_000
 """Records one ``getmany()`` takes when neither ``max_records`` nor ``max_poll_records`` caps it."""
@@ -345,19 +351,40 @@ def build_config(
 
 @contextlib.contextmanager
 def _translated() -> Iterator[None]:
-    """kgroup's exceptions as the aiokafka classes an application catches."""
+    """kgroup's exceptions as the aiokafka classes an application catches.
+
+    Every kgroup error comes out as one of aiokafka's ``KafkaError`` classes
+    (aiokafka raises nothing else from these calls), except argument errors
+    (``ValueError`` / ``TypeError``), which pass through as there.
+    """
     try:
         yield
     except kerrors.CommitFailedError as exc:
         raise CommitFailedError(str(exc)) from exc
-    except (kerrors.NotAssignedError, kerrors.MixedAssignmentError) as exc:
+    except (
+        kerrors.NotAssignedError,
+        kerrors.MixedAssignmentError,
+        kerrors.NothingToCommitError,
+    ) as exc:
+        # aiokafka: committing or seeking partitions that are not assigned.
         raise IllegalStateError(str(exc)) from exc
     except kerrors.ConsumerClosedError as exc:
         raise ConsumerStoppedError() from exc
     except kerrors.ConfigError as exc:
         raise KafkaConfigurationError(str(exc)) from exc
-    except TimeoutError as exc:
+    except (TimeoutError, kerrors.RequestTimeoutError) as exc:
         raise KafkaTimeoutError(str(exc)) from exc
+    except kerrors.DataPlaneError as exc:
+        if exc.code in _NO_ANSWER:
+            # aiokafka waits out request_timeout_ms and raises KafkaTimeoutError.
+            raise KafkaTimeoutError(str(exc)) from exc
+        raise KafkaError(str(exc)) from exc
+    except kerrors.BrokerError as exc:
+        raise broker_error_class(int(exc.code))(str(exc)) from exc
+    except (ValueError, TypeError):
+        raise
+    except kerrors.KgroupError as exc:
+        raise KafkaError(str(exc)) from exc
 
 
 def _header_value(data: object) -> bytes | None:

@@ -13,6 +13,7 @@ stands for is its ``__cause__``.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any
 
@@ -25,6 +26,7 @@ __all__ = [
     "KafkaError",
     "KafkaTimeoutError",
     "UnsupportedByKgroupError",
+    "broker_error_class",
 ]
 
 
@@ -81,7 +83,7 @@ class CommitFailedError(_CommitFailedError, KafkaError):  # type: ignore[misc]
 
 
 class KafkaTimeoutError(_KafkaTimeoutError, KafkaError):  # type: ignore[misc]
-    """A lookup did not finish in time."""
+    """A request or lookup did not finish in time (a commit, committed offsets, offsets)."""
 
 
 class KafkaConfigurationError(_KafkaConfigurationError, KafkaError):  # type: ignore[misc]
@@ -93,8 +95,27 @@ class UnsupportedByKgroupError(KafkaConfigurationError):
 
 
 class ConsumerStoppedError(_ConsumerStoppedError):  # type: ignore[misc]
-    """The consumer was stopped (or never started)."""
+    """The consumer was stopped (before `start()` calls raise IllegalStateError)."""
 
 
 class IllegalOperation(_IllegalOperation):  # type: ignore[misc]
     """An operation the consumer's mode does not allow."""
+
+
+@functools.cache
+def broker_error_class(code: int) -> type[KafkaError]:
+    """The class aiokafka raises for broker error ``code``, under the facade's root.
+
+    With aiokafka installed: a subclass of aiokafka's class for the code
+    (``aiokafka.errors.for_code``, e.g. ``GroupAuthorizationFailedError``) and of
+    :class:`KafkaError`, so both ``except aiokafka.errors.GroupAuthorizationFailedError``
+    and ``except kgroup.aiokafka.errors.KafkaError`` catch it. Without aiokafka:
+    :class:`KafkaError`.
+    """
+    try:
+        peer: Any = importlib.import_module("aiokafka.errors")
+    except ImportError:
+        return KafkaError
+    named: type[BaseException] = peer.for_code(code)
+    made: type[KafkaError] = type(named.__name__, (named, KafkaError), {})
+    return made

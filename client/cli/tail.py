@@ -606,7 +606,7 @@ def _check(message: confluent_kafka.Message, progress: _Progress) -> bool:
         progress.reached(message.partition() or 0, message.offset() or 0)
         return False
     if error.fatal() or error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-        raise DataPlaneError(f"{error.name()}: {error.str()}")
+        raise DataPlaneError(f"{error.name()}: {error.str()}", error.code())
     # librdkafka retries the rest (a broker restarting, say): say so and go on.
     _log.warning("%s", error.str())
     return False

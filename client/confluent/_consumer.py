@@ -101,6 +101,8 @@ def _code(exc: kerrors.KgroupError) -> int:
         # librdkafka reports the broker's refusal (ILLEGAL_GENERATION,
         # REBALANCE_IN_PROGRESS, ...), and ported code tests for those codes.
         return int(exc.__cause__.code)
+    if isinstance(exc, kerrors.DataPlaneError) and exc.code is not None:
+        return exc.code  # librdkafka's own code, as confluent-kafka raises it
     if isinstance(exc, kerrors.NothingToCommitError):
         return KafkaError._NO_OFFSET
     if isinstance(
@@ -220,7 +222,7 @@ class Consumer:
         on_revoke: Callback | None = None,
         on_lost: Callback | None = None,
     ) -> None:
-        """Join the group for ``topics`` (names, or regexes starting with ``^``)."""
+        """Join the group for ``topics`` (names, or one regex starting with ``^``)."""
         if not isinstance(topics, list):
             raise TypeError("expected list of topic unicode strings")
         for name, callback in (("on_assign", on_assign), ("on_revoke", on_revoke)):

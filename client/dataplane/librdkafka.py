@@ -646,7 +646,9 @@ class DataPlane:
                 _to_ck(partition), timeout=timeout, cached=cached
             )
         except confluent_kafka.KafkaException as exc:
-            raise DataPlaneError(f"watermark offsets of {partition}: {exc.args[0].str()}") from None
+            raise DataPlaneError(
+                f"watermark offsets of {partition}: {exc.args[0].str()}", exc.args[0].code()
+            ) from None
         if result is None:
             raise DataPlaneError(
                 f"watermark offsets of {partition}: not known yet (cached=True needs a fetch "
@@ -685,12 +687,16 @@ class DataPlane:
         try:
             answer = self._consumer.offsets_for_times(query, timeout=timeout)
         except confluent_kafka.KafkaException as exc:
-            raise DataPlaneError(f"offsets_for_times: {exc.args[0].str()}") from None
+            raise DataPlaneError(
+                f"offsets_for_times: {exc.args[0].str()}", exc.args[0].code()
+            ) from None
         result: dict[TopicPartition, int | None] = {}
         for ck in answer:
             tp = TopicPartition(ck.topic, ck.partition)
             if ck.error is not None:
-                raise DataPlaneError(f"offsets_for_times of {tp}: {ck.error.str()}")
+                raise DataPlaneError(
+                    f"offsets_for_times of {tp}: {ck.error.str()}", ck.error.code()
+                )
             result[tp] = ck.offset if ck.offset >= 0 else None
         return result
 
@@ -699,7 +705,7 @@ class DataPlane:
         try:
             return self._consumer.list_topics(topic, timeout=timeout)
         except confluent_kafka.KafkaException as exc:
-            raise DataPlaneError(f"list_topics: {exc.args[0].str()}") from None
+            raise DataPlaneError(f"list_topics: {exc.args[0].str()}", exc.args[0].code()) from None
 
     def consume(self, max_records: int, timeout: float) -> list[Record]:
         """Up to ``max_records`` records, waiting at most ``timeout`` seconds for the first.
@@ -793,7 +799,7 @@ class DataPlane:
                         f" on {message.topic()}-{message.partition()}" if message.topic() else ""
                     )
                     self._pending_error = DataPlaneError(
-                        f"fetch failed{where}: {error.str()} ({error.name()})"
+                        f"fetch failed{where}: {error.str()} ({error.name()})", error.code()
                     )
             else:
                 log.warning("transient fetch error: %s", error.str())

@@ -51,7 +51,9 @@ class ApiKey(enum.IntEnum):
     CREATE_TOPICS = 19
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
+    OFFSET_DELETE = 47
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     SHARE_GROUP_HEARTBEAT = 76
@@ -133,6 +135,10 @@ SUPPORTED_VERSIONS: Final[Mapping[ApiKey, VersionRange]] = MappingProxyType(
         ApiKey.DESCRIBE_CONFIGS: VersionRange(1, 4),
         # v0 is what every supported broker serves; v1 is its flexible form.
         ApiKey.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
+        # Group tooling. Every DeleteGroups version has the same fields (v2: flexible);
+        # OffsetDelete has one version.
+        ApiKey.DELETE_GROUPS: VersionRange(0, 2),
+        ApiKey.OFFSET_DELETE: VersionRange(0, 0),
     }
 )
 """The version range kgroup supports for every API it uses."""

@@ -10,9 +10,12 @@ import pytest
 from aiokafka.abc import ConsumerRebalanceListener as PeerListener
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+from aiokafka.errors import KafkaError as PeerKafkaError
 from aiokafka.structs import TopicPartition as PeerTopicPartition
+from confluent_kafka import KafkaError
 
 import kgroup.aiokafka as facade
+from kgroup import errors as kerrors
 from kgroup.aiokafka import AIOKafkaConsumer, build_config
 from kgroup.aiokafka.errors import PEER_ERROR_NAMES
 from kgroup.types import TopicPartition as KTopicPartition
@@ -218,3 +221,49 @@ def test_kafka_config_adds_librdkafka_keys_after_the_keywords() -> None:
     )
     assert consumer._config["fetch.wait.max.ms"] == 50
     assert consumer._config["statistics.interval.ms"] == 1000
+
+
+def _refused_commit(code: int) -> kerrors.CommitFailedError:
+    try:
+        raise kerrors.CommitFailedError("commit refused") from kerrors.broker_error(code)
+    except kerrors.CommitFailedError as exc:
+        return exc
+
+
+@pytest.mark.parametrize(
+    ("raised", "caught_as"),
+    [
+        (_refused_commit(22), aiokafka.errors.CommitFailedError),
+        (kerrors.NotAssignedError("t-0 not assigned"), aiokafka.errors.IllegalStateError),
+        (kerrors.NothingToCommitError("none owned"), aiokafka.errors.IllegalStateError),
+        (kerrors.RequestTimeoutError("commit: no answer"), aiokafka.errors.KafkaTimeoutError),
+        (
+            kerrors.DataPlaneError("offsets_for_times: timed out", KafkaError._TIMED_OUT),
+            aiokafka.errors.KafkaTimeoutError,
+        ),
+        (
+            kerrors.DataPlaneError("watermarks: brokers down", KafkaError._ALL_BROKERS_DOWN),
+            aiokafka.errors.KafkaTimeoutError,
+        ),
+        (kerrors.DataPlaneError("list_topics: broken", KafkaError._TRANSPORT), PeerKafkaError),
+        (kerrors.broker_error(30), aiokafka.errors.GroupAuthorizationFailedError),
+        (kerrors.broker_error(29), aiokafka.errors.TopicAuthorizationFailedError),
+        (kerrors.KafkaConnectionError("refused"), PeerKafkaError),
+        (kerrors.ConfigError("bad"), aiokafka.errors.KafkaConfigurationError),
+    ],
+)
+def test_kgroup_errors_come_out_as_the_aiokafka_class_an_application_catches(
+    raised: kerrors.KgroupError, caught_as: type[BaseException]
+) -> None:
+    # aiokafka raises only its KafkaError tree from these calls: a ported
+    # application's `except KafkaError` (or the specific class) must catch them.
+    with pytest.raises(caught_as) as caught, facade._translated():
+        raise raised
+    assert isinstance(caught.value, PeerKafkaError)
+    assert isinstance(caught.value, facade.KafkaError)
+    assert caught.value.__cause__ is raised
+
+
+def test_argument_errors_pass_through_the_facade() -> None:
+    with pytest.raises(kerrors.InvalidSubscriptionError), facade._translated():
+        raise kerrors.InvalidSubscriptionError("two regexes")

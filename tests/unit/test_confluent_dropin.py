@@ -58,6 +58,12 @@ def refused(code: int) -> kerrors.CommitFailedError:
         (refused(KafkaError.REBALANCE_IN_PROGRESS), KafkaError.REBALANCE_IN_PROGRESS),
         (refused(KafkaError.FENCED_MEMBER_EPOCH), KafkaError.FENCED_MEMBER_EPOCH),
         (kerrors.CommitFailedError("no cause"), KafkaError._FAIL),
+        # A lookup librdkafka failed keeps librdkafka's code (a timeout stays _TIMED_OUT).
+        (
+            kerrors.DataPlaneError("watermarks: timed out", KafkaError._TIMED_OUT),
+            KafkaError._TIMED_OUT,
+        ),
+        (kerrors.DataPlaneError("no committed offset"), KafkaError._FAIL),
         (kerrors.NothingToCommitError("nothing"), KafkaError._NO_OFFSET),
         (kerrors.broker_error(KafkaError.ILLEGAL_GENERATION), KafkaError.ILLEGAL_GENERATION),
         (kerrors.broker_error(KafkaError.UNKNOWN_MEMBER_ID), KafkaError.UNKNOWN_MEMBER_ID),

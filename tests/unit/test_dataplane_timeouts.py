@@ -8,6 +8,8 @@ a recorder of the configuration it is built with.
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import confluent_kafka
@@ -15,6 +17,8 @@ import pytest
 
 from kgroup.config import ConsumerConfig
 from kgroup.dataplane.librdkafka import DataPlane, socket_timeout_ms
+from kgroup.errors import DataPlaneError
+from kgroup.types import TopicPartition
 
 BASE = {"bootstrap.servers": "localhost:9092", "group.id": "g"}
 
@@ -63,3 +67,27 @@ def test_the_derived_timeout_leaves_a_long_poll_fetch_a_second_of_room() -> None
     assert socket_timeout_ms(config) == 6000
     short = ConsumerConfig.from_dict({**BASE, "request.timeout.ms": 100})
     assert socket_timeout_ms(short) == 1500
+
+
+def test_a_failed_lookup_keeps_librdkafkas_code() -> None:
+    # No broker on the port: librdkafka fails the lookups with its local codes
+    # (_ALL_BROKERS_DOWN, _TRANSPORT), which the DataPlaneError keeps for the
+    # facades (confluent-kafka's code as is; aiokafka's timeout for no answer).
+    with socket.create_server(("127.0.0.1", 0)) as gone:
+        port = gone.getsockname()[1]
+    plane = DataPlane(ConsumerConfig.from_dict({**BASE, "bootstrap.servers": f"127.0.0.1:{port}"}))
+    try:
+        tp = TopicPartition("t", 0)
+        lookups: dict[str, Callable[[], object]] = {
+            "watermarks": lambda: plane.watermarks(tp, cached=False, timeout=0.3),
+            "offsets_for_times": lambda: plane.offsets_for_times({tp: 0}, timeout=0.3),
+            "list_topics": lambda: plane.list_topics("t", timeout=0.3),
+        }
+        for name, lookup in lookups.items():
+            with pytest.raises(DataPlaneError) as caught:
+                lookup()
+            code = caught.value.code
+            assert code is not None, name
+            assert confluent_kafka.KafkaError(code).str() in str(caught.value), (name, code)
+    finally:
+        plane.close()

@@ -55,6 +55,7 @@ from kgroup.protocol.requests import (
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
+    delete_groups,
     find_coordinator,
     heartbeat,
     incremental_alter_configs,
@@ -62,6 +63,7 @@ from kgroup.protocol.requests import (
     leave_group,
     metadata,
     offset_commit,
+    offset_delete,
     offset_fetch,
     offset_for_leader_epoch,
     share_acknowledge,
@@ -656,6 +658,7 @@ def test_offset_fetch_reads_the_metadata_of_committed_offsets(
         api_versions,
         consumer_group_describe,
         consumer_group_heartbeat,
+        delete_groups,
         find_coordinator,
         heartbeat,
         incremental_alter_configs,
@@ -663,6 +666,7 @@ def test_offset_fetch_reads_the_metadata_of_committed_offsets(
         leave_group,
         metadata,
         offset_commit,
+        offset_delete,
         offset_fetch,
         share_acknowledge,
         share_fetch,
@@ -803,3 +807,62 @@ def test_share_group_describe_reads_members_and_their_assignments() -> None:
         subscribed_topics=frozenset({"orders"}),
         assignment=frozenset({TopicPartition("orders", 0), TopicPartition("orders", 1)}),
     )
+
+
+# ---------------------------------------------------------- group tooling: deletes
+
+
+@pytest.mark.parametrize("versions", [_lowest, _highest])
+def test_delete_groups_names_the_groups(versions: Any) -> None:
+    sent = _wire(delete_groups.build(versions(ApiKey.DELETE_GROUPS), ["a", "b"]))
+    assert tuple(sent.groups_names) == ("a", "b")
+
+
+def test_delete_groups_parses_the_code_of_each_group() -> None:
+    module = _responses(ApiKey.DELETE_GROUPS, 2)
+    response = module.DeleteGroupsResponse(
+        throttle_time=NO_TIME,
+        results=(
+            module.DeletableGroupResult(group_id="a", error_code=ErrorCode.none),
+            module.DeletableGroupResult(group_id="b", error_code=ErrorCode.non_empty_group),
+        ),
+    )
+    assert delete_groups.parse(response) == {"a": 0, "b": int(ErrorCode.non_empty_group)}
+
+
+def test_offset_delete_names_the_partitions_by_topic() -> None:
+    partitions = [TopicPartition("t", 1), TopicPartition("t", 0), TopicPartition("u", 2)]
+    sent = _wire(offset_delete.build(_lowest(ApiKey.OFFSET_DELETE), "g", partitions))
+    assert sent.group_id == "g"
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in sent.topics] == [
+        ("t", [0, 1]),
+        ("u", [2]),
+    ]
+
+
+def test_offset_delete_parses_each_partition_and_raises_the_groups_error() -> None:
+    module = _responses(ApiKey.OFFSET_DELETE, 0)
+
+    def response(code: ErrorCode, partition_code: ErrorCode) -> Any:
+        return module.OffsetDeleteResponse(
+            error_code=code,
+            throttle_time=NO_TIME,
+            topics=(
+                module.OffsetDeleteResponseTopic(
+                    name="t",
+                    partitions=(
+                        module.OffsetDeleteResponsePartition(
+                            partition_index=0, error_code=partition_code
+                        ),
+                    ),
+                ),
+            ),
+        )
+
+    subscribed = ErrorCode.group_subscribed_to_topic
+    assert offset_delete.parse(response(ErrorCode.none, subscribed)) == {
+        TopicPartition("t", 0): int(subscribed)
+    }
+    with pytest.raises(BrokerError) as refused:
+        offset_delete.parse(response(ErrorCode.group_id_not_found, ErrorCode.none))
+    assert refused.value.code == ErrorCode.group_id_not_found
