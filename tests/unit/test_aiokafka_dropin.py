@@ -13,6 +13,7 @@ from aiokafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitio
 from aiokafka.errors import KafkaError as PeerKafkaError
 from aiokafka.structs import TopicPartition as PeerTopicPartition
 from confluent_kafka import KafkaError
+from error_helpers import refused_commit
 
 import kgroup.aiokafka as facade
 from kgroup import errors as kerrors
@@ -223,17 +224,10 @@ def test_kafka_config_adds_librdkafka_keys_after_the_keywords() -> None:
     assert consumer._config["statistics.interval.ms"] == 1000
 
 
-def _refused_commit(code: int) -> kerrors.CommitFailedError:
-    try:
-        raise kerrors.CommitFailedError("commit refused") from kerrors.broker_error(code)
-    except kerrors.CommitFailedError as exc:
-        return exc
-
-
 @pytest.mark.parametrize(
     ("raised", "caught_as"),
     [
-        (_refused_commit(22), aiokafka.errors.CommitFailedError),
+        (refused_commit(22), aiokafka.errors.CommitFailedError),
         (kerrors.NotAssignedError("t-0 not assigned"), aiokafka.errors.IllegalStateError),
         (kerrors.NothingToCommitError("none owned"), aiokafka.errors.IllegalStateError),
         (kerrors.RequestTimeoutError("commit: no answer"), aiokafka.errors.KafkaTimeoutError),

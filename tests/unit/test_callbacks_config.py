@@ -7,11 +7,12 @@ from typing import Any
 
 import confluent_kafka
 import pytest
+from error_helpers import refused_commit
 
 from kgroup.config import Callbacks, ConsumerConfig
 from kgroup.dataplane import librdkafka
 from kgroup.dataplane.librdkafka import LIBRDKAFKA_LOGGER, commit_reporter, validate_passthrough
-from kgroup.errors import CommitFailedError, ConfigError, RequestTimeoutError, broker_error
+from kgroup.errors import ConfigError, RequestTimeoutError, broker_error
 from kgroup.types import TopicPartition
 
 BASE: dict[str, Any] = {"bootstrap.servers": "127.0.0.1:9092", "group.id": "g"}
@@ -86,19 +87,11 @@ def test_on_commit_gets_none_and_confluent_kafka_partitions_on_success() -> None
     assert [(p.topic, p.partition, p.offset) for p in parts] == [("t", 0, 3), ("t", 1, 7)]
 
 
-def refused(code: int) -> CommitFailedError:
-    """A commit refused by the broker with ``code``, as the runtime raises it."""
-    try:
-        raise CommitFailedError("commit refused") from broker_error(code)
-    except CommitFailedError as exc:
-        return exc
-
-
 @pytest.mark.parametrize(
     ("error", "code"),
     [
         (broker_error(25), 25),  # UNKNOWN_MEMBER_ID: the broker's own code
-        (refused(22), 22),  # a commit the group moved on from: ILLEGAL_GENERATION
+        (refused_commit(22), 22),  # a commit the group moved on from: ILLEGAL_GENERATION
         (RequestTimeoutError("no answer"), confluent_kafka.KafkaError._TIMED_OUT),
         (RuntimeError("other"), confluent_kafka.KafkaError._FAIL),
     ],

@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
+from error_helpers import refused_commit
 
 from kgroup import errors as kerrors
 from kgroup.confluent import build_config, wants_eof
@@ -41,22 +42,14 @@ def test_group_protocol_defaults_to_classic_as_confluent() -> None:
     assert build_config({"group.protocol": "consumer"}, {})["group.protocol"] == "consumer"
 
 
-def refused(code: int) -> kerrors.CommitFailedError:
-    """A commit refused by the broker with ``code``, as the runtime raises it."""
-    try:
-        raise kerrors.CommitFailedError("commit refused") from kerrors.broker_error(code)
-    except kerrors.CommitFailedError as exc:
-        return exc
-
-
 @pytest.mark.parametrize(
     ("error", "code"),
     [
         (kerrors.ConfigError("bad key"), KafkaError._INVALID_ARG),
         # A commit the group moved on from: the broker's code, as librdkafka reports it.
-        (refused(KafkaError.ILLEGAL_GENERATION), KafkaError.ILLEGAL_GENERATION),
-        (refused(KafkaError.REBALANCE_IN_PROGRESS), KafkaError.REBALANCE_IN_PROGRESS),
-        (refused(KafkaError.FENCED_MEMBER_EPOCH), KafkaError.FENCED_MEMBER_EPOCH),
+        (refused_commit(KafkaError.ILLEGAL_GENERATION), KafkaError.ILLEGAL_GENERATION),
+        (refused_commit(KafkaError.REBALANCE_IN_PROGRESS), KafkaError.REBALANCE_IN_PROGRESS),
+        (refused_commit(KafkaError.FENCED_MEMBER_EPOCH), KafkaError.FENCED_MEMBER_EPOCH),
         (kerrors.CommitFailedError("no cause"), KafkaError._FAIL),
         # A lookup librdkafka failed keeps librdkafka's code (a timeout stays _TIMED_OUT).
         (
