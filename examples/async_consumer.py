@@ -17,6 +17,7 @@ import anyio
 
 import kgroup
 from kgroup import TopicPartition
+from kgroup.errors import NoBrokersAvailableError
 
 
 class Listener:
@@ -58,6 +59,11 @@ def main(argv: list[str]) -> int:
         )
     except KeyboardInterrupt:
         return 130
+    except NoBrokersAvailableError as error:
+        # Iteration raises it once when no bootstrap server answered; this
+        # example stops there (a service would catch it in a poll loop and wait).
+        print(f"{error}", file=sys.stderr)
+        return 1
     print(f"consumed {count} records on {args.backend}", file=sys.stderr)
     return 0
 

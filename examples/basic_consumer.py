@@ -17,7 +17,7 @@ import sys
 from confluent_kafka.serialization import StringDeserializer
 
 import kgroup
-from kgroup.errors import DeserializationError
+from kgroup.errors import DeserializationError, NoBrokersAvailableError
 
 
 def main(argv: list[str]) -> int:
@@ -38,9 +38,14 @@ def main(argv: list[str]) -> int:
     with kgroup.Consumer(config) as consumer:
         consumer.subscribe([args.topic])
         try:
-            while count != args.max_records:
+            while not args.max_records or count < args.max_records:
                 try:
                     message = consumer.poll(1.0)
+                except NoBrokersAvailableError as error:
+                    # Raised once when no bootstrap server answered (a wrong
+                    # address, a cluster still starting); the consumer keeps trying.
+                    print(f"{error}; still trying (Ctrl-C to stop)", file=sys.stderr)
+                    continue
                 except DeserializationError as error:
                     # The consumer stays at the record (no commit passes it)
                     # until the application decides: here, report and skip it.

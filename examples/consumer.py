@@ -20,6 +20,7 @@ import sys
 
 import kgroup
 from kgroup import TopicPartition
+from kgroup.errors import NoBrokersAvailableError
 
 COMMIT_EVERY = 1000
 
@@ -78,8 +79,16 @@ def main(argv: list[str]) -> int:
         listener.consumer = consumer
         consumer.subscribe([topic], listener)
         try:
-            while True:
-                for message in consumer.consume(500, timeout=1.0):
+            while not max_records or count < max_records:
+                # Never more than --max-records: the rest stays uncommitted for the next run.
+                wanted = 500 if not max_records else min(500, max_records - count)
+                try:
+                    batch = consumer.consume(wanted, timeout=1.0)
+                except NoBrokersAvailableError as error:
+                    # Raised once when no bootstrap server answered; it keeps trying.
+                    print(f"{error}; still trying (Ctrl-C to stop)", file=sys.stderr)
+                    continue
+                for message in batch:
                     # ... process the record here ...
                     topic, partition, offset = (
                         message.topic(),
@@ -93,8 +102,6 @@ def main(argv: list[str]) -> int:
                     count += 1
                     if count % COMMIT_EVERY == 0:
                         consumer.commit_async(dict(listener.processed))
-                if max_records and count >= max_records:
-                    break
         except KeyboardInterrupt:
             pass
         if listener.processed:

@@ -49,7 +49,7 @@ def main(argv: list[str]) -> int:
     with kgroup.ShareConsumer(config) as consumer:
         consumer.subscribe([args.topic])
         try:
-            while count != args.max_records:
+            while not args.max_records or count < args.max_records:
                 for record in consumer.consume(100, 1.0):
                     try:
                         text = (record.value() or b"").decode()

@@ -154,6 +154,9 @@ class _ListenerAdapter:
         taken = {from_kgroup(tp) for tp in partitions}
         before = set(self._owned)
         self._owned -= taken
+        if self._facade._stopped:
+            # aiokafka's stop() commits and leaves without calling the listener.
+            return
         await self._tell(before, taken, set())
 
     on_partitions_lost = on_partitions_revoked

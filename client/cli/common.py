@@ -9,19 +9,27 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from collections.abc import Mapping
+from typing import Final
 
 from kgroup.cli.state import STATE_FILE, BrokerRecord, state_dir
 from kgroup.config_security import SECURITY_KEYS, is_security_key, unsupported_key_message
-from kgroup.errors import ConfigError
+from kgroup.errors import ConfigError, NoBrokersAvailableError
 
 __all__ = [
     "EXIT_FAILED",
     "EXIT_OK",
     "load_command_config",
+    "not_a_broker",
     "parse_key_value",
+    "pause_before_retry",
     "resolve_bootstrap_servers",
 ]
+
+RETRY_PAUSE: Final = 0.2
+"""Seconds between metadata attempts that failed: some fail at once (a refused
+connection), and retrying those without a pause spins a core until --timeout."""
 
 EXIT_OK = 0
 EXIT_FAILED = 2
@@ -105,3 +113,22 @@ def load_command_config(path: str) -> dict[str, str]:
             )
         settings[key] = value
     return settings
+
+
+def not_a_broker(bootstrap: str) -> NoBrokersAvailableError:
+    """The error for an address that answers but serves no Metadata.
+
+    librdkafka reports it at once as ``_UNSUPPORTED_FEATURE``; every Kafka broker
+    listener serves Metadata, so waiting cannot help: this is another port of
+    the cluster (a KRaft controller's, say) or not Kafka at all.
+    """
+    return NoBrokersAvailableError(
+        f"{bootstrap} answered but serves no Metadata: it is not a Kafka broker listener "
+        "(a KRaft controller's port?); give a broker's bootstrap address "
+        "(`kgroup broker status` prints the one it started)"
+    )
+
+
+def pause_before_retry(deadline: float) -> None:
+    """Wait :data:`RETRY_PAUSE` before another metadata attempt, not past ``deadline``."""
+    time.sleep(max(0.0, min(RETRY_PAUSE, deadline - time.monotonic())))

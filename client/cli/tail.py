@@ -44,7 +44,9 @@ from confluent_kafka import KafkaError, KafkaException
 from kgroup.cli.common import (
     EXIT_OK,
     load_command_config,
+    not_a_broker,
     parse_key_value,
+    pause_before_retry,
     resolve_bootstrap_servers,
 )
 from kgroup.config_security import SecurityConfig
@@ -341,9 +343,12 @@ def _partitions(target: _Target, topic: str, reports: _Reports) -> list[int]:
             probe.poll(0)  # serves error_cb
             if reports.security is not None:
                 raise reports.security from None
-            if time.monotonic() < deadline:
-                continue
             error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError._UNSUPPORTED_FEATURE:
+                raise not_a_broker(target.bootstrap) from None
+            if time.monotonic() < deadline:
+                pause_before_retry(deadline)
+                continue
             detail = reports.last or (error.str() if isinstance(error, KafkaError) else str(exc))
             raise NoBrokersAvailableError(
                 f"no broker answered at {target.bootstrap} within {target.timeout:g} s "

@@ -31,7 +31,14 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from kgroup.cli.common import EXIT_FAILED, EXIT_OK, load_command_config, parse_key_value
+from kgroup.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    load_command_config,
+    not_a_broker,
+    parse_key_value,
+    pause_before_retry,
+)
 from kgroup.cli.state import broker_name, recorded_bootstrap_servers
 from kgroup.config_security import SecurityConfig
 from kgroup.errors import (
@@ -258,8 +265,12 @@ def _connect(target: _Target) -> tuple[AdminClient, set[str]]:
             admin.poll(0)
             if failures.error is not None:
                 raise failures.error from None
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError._UNSUPPORTED_FEATURE:
+                raise not_a_broker(bootstrap) from None
             if time.monotonic() >= deadline:
                 raise _unreachable(bootstrap, timeout, _error_text(exc)) from None
+            pause_before_retry(deadline)
         else:
             return admin, {name for name, topic in metadata.topics.items() if topic.error is None}
 

@@ -59,8 +59,16 @@ def pick_version(api_key: int, ours: VersionRange, theirs: VersionRange | None) 
     """
     name = _api_name(api_key)
     if theirs is None:
+        # Every Kafka broker listener serves Metadata: an address that does not is
+        # another port of the cluster (a KRaft controller's) or not Kafka at all.
+        hint = (
+            "; every Kafka broker listener serves it, so this address is not one (a KRaft "
+            "controller's port?): point bootstrap.servers at a broker listener"
+            if api_key == ApiKey.METADATA
+            else ""
+        )
         raise UnsupportedVersionError(
-            f"the broker does not support {name} (kgroup supports {ours})"
+            f"the broker does not support {name} (kgroup supports {ours}){hint}"
         )
     common = ours.intersect(theirs)
     if common is None:

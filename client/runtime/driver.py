@@ -337,7 +337,8 @@ class Driver:
         assert self._close_asked is not None
         if rounds == 0:
             log.warning(
-                "group %s: %s; trying again until one answers or the consumer is closed",
+                "group %s: %s; the next poll raises it once (catch it to keep waiting), "
+                "and the consumer tries again until one answers or it is closed",
                 self.group_id,
                 exc,
             )

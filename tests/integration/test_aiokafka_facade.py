@@ -241,6 +241,42 @@ async def test_a_second_member_splits_the_partitions_with_whole_set_callbacks(
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_stop_commits_and_leaves_without_calling_the_listener(
+    kind: str,
+    anyio_backend: str,
+    cluster: Cluster,
+) -> None:
+    # aiokafka's stop() makes its last auto-commit and leaves; the listener hears
+    # nothing (an application's revoke handler that commits would find the
+    # consumer stopping). The facade keeps that, though kgroup's own consumers
+    # run the revoke callback on close.
+    topic = cluster.topic(partitions=2, records=True)
+    group = cluster.make_group_id()
+    listener = Recorder()
+    member = cluster.consumer(
+        kind, group_id=group, auto_offset_reset="earliest", enable_auto_commit=True
+    )
+    member.subscribe(topics=[topic], listener=listener)
+    await member.start()
+    try:
+        await take(member, 2 * PER_PARTITION)
+    finally:
+        heard = len(listener.calls)
+        await member.stop()
+    assert listener.calls[heard:] == []
+    assert listener.calls[-1][0] == "assigned"
+    # The last auto-commit covered what was read.
+    check = cluster.consumer(kind, group_id=group)
+    await check.start()
+    try:
+        committed = {p: await check.committed(TopicPartition(topic, p)) for p in range(2)}
+    finally:
+        await check.stop()
+    assert committed == {0: PER_PARTITION, 1: PER_PARTITION}
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 async def test_rebalance_deltas_opt_in_gives_the_listener_only_what_changed(
     protocol: str,
