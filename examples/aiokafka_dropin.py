@@ -46,7 +46,9 @@ async def consume(bootstrap: str, topic: str, group: str, protocol: str, max_rec
     count = 0
     try:
         while max_records == 0 or count < max_records:
-            batches = await consumer.getmany(timeout_ms=1000, max_records=100)
+            # Never more than --max-records: what is left stays uncommitted for the next run.
+            wanted = 100 if max_records == 0 else min(100, max_records - count)
+            batches = await consumer.getmany(timeout_ms=1000, max_records=wanted)
             for tp, records in batches.items():
                 for record in records:
                     print(f"{tp.topic}-{tp.partition}@{record.offset}: {record.value!r}")

@@ -33,7 +33,9 @@ async def work(bootstrap: str, topic: str, group: str, max_records: int) -> int:
     async with kgroup.AsyncShareConsumer(config) as consumer:
         await consumer.subscribe([topic])
         while max_records == 0 or done < max_records:
-            for record in await consumer.consume(num_messages=100, timeout=1.0):
+            # Never more than --max-records: records not taken stay with the group.
+            wanted = 100 if max_records == 0 else min(100, max_records - done)
+            for record in await consumer.consume(num_messages=wanted, timeout=1.0):
                 value = (record.value() or b"").decode()
                 print(f"{record.topic()}-{record.partition()}@{record.offset()}: {value}")
                 done += 1

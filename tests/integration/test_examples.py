@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,7 +44,8 @@ def test_consumer_example_reads_every_record(
     make_group_id: MakeGroupId,
 ) -> None:
     topic = make_topic(partitions=3)
-    produce(kafka_bootstrap_servers, topic, RECORDS)
+    # Twice as many as asked for: an example stops at --max-records exactly.
+    produce(kafka_bootstrap_servers, topic, 2 * RECORDS)
     result = run(
         script,
         kafka_bootstrap_servers,
@@ -57,6 +60,50 @@ def test_consumer_example_reads_every_record(
     assert f"consumed {RECORDS} records" in printed
     if script == "async_consumer.py":
         assert "assigned [" in result.stderr  # the async listener ran
+
+
+_WITH_CTRL_C = (
+    "import runpy, signal, sys; "
+    # Python installs its Ctrl-C handler only if SIGINT is not ignored at start,
+    # and a child of a non-interactive shell's background job starts so.
+    "signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+
+
+def test_the_basic_example_without_max_records_runs_until_ctrl_c(
+    kafka_bootstrap_servers: str,
+    make_topic: MakeTopic,
+    make_group_id: MakeGroupId,
+) -> None:
+    topic = make_topic(partitions=3)
+    produce(kafka_bootstrap_servers, topic, RECORDS)
+    argv = [kafka_bootstrap_servers, topic, make_group_id()]
+    child = subprocess.Popen(
+        [sys.executable, "-u", "-c", _WITH_CTRL_C, str(EXAMPLES / "basic_consumer.py"), *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        printed = 0
+        # One "partition@offset: value" line per record: read them all.
+        for line in child.stdout:
+            if "@" in line:
+                printed += 1
+            if printed == RECORDS:
+                break
+        assert printed == RECORDS, f"the example stopped after {printed} records"
+        assert child.poll() is None, "the example exited by itself"
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 0, err
+    assert f"consumed {RECORDS} records" in out + err
 
 
 def test_static_member_example_leaves_temporarily_and_rejoins_under_its_instance_id(
