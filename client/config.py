@@ -130,6 +130,11 @@ PassthroughValidator = Callable[[Mapping[str, str]], None]
 """Checks the keys kgroup hands to the data plane; raises ConfigError on the first bad one."""
 
 
+_SHARE_ONLY_KEY: Final = "max.poll.records"
+"""Java's and librdkafka's key for records per poll, which librdkafka reads only for
+share consumers (kgroup's :class:`~kgroup.ShareConsumer` takes it)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConsumerConfig:
     """A validated consumer configuration. Build it with :meth:`from_dict`."""
@@ -195,6 +200,14 @@ class ConsumerConfig:
         for key in conf:
             if not isinstance(key, str):
                 raise ConfigError(f"config keys must be strings, got {key!r}")
+        if _SHARE_ONLY_KEY in conf:
+            # librdkafka accepts it and ignores it outside share consumers: a Java
+            # application's setting would do nothing, with nothing saying so.
+            raise ConfigError(
+                f"{_SHARE_ONLY_KEY} is a share consumer's setting (kgroup.ShareConsumer); a "
+                "consumer group member's poll() returns one record and consume(num_messages) "
+                "up to num_messages: pass the batch size there, and drop the key"
+            )
 
         protocol = keys.GROUP_PROTOCOL.read(conf)
         for key in _CLIENT_ASSIGNOR_KEYS:

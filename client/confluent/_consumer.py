@@ -86,6 +86,9 @@ def build_config(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) ->
     """
     merged: dict[str, Any] = dict(config or {})
     merged.update(kwargs)
+    # confluent-kafka accepts it and librdkafka ignores it outside share consumers:
+    # an application that sets it keeps working, as there (kgroup.Consumer refuses it).
+    merged.pop("max.poll.records", None)
     result = {key: _config_value(key, value) for key, value in merged.items()}
     result.setdefault("group.protocol", "classic")
     return result

@@ -81,6 +81,13 @@ def test_remote_assignor_is_refused_with_the_classic_protocol() -> None:
         )
 
 
+@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+def test_max_poll_records_is_refused_as_a_share_consumers_key(protocol: str) -> None:
+    # librdkafka accepts it and ignores it outside share consumers: it would do nothing.
+    with pytest.raises(ConfigError, match="max.poll.records is a share consumer's setting"):
+        ConsumerConfig.from_dict({**BASE, "group.protocol": protocol, "max.poll.records": 100})
+
+
 def test_unknown_group_protocol_lists_valid_values() -> None:
     with pytest.raises(ConfigError, match="group.protocol must be one of consumer, classic, auto"):
         ConsumerConfig.from_dict({**BASE, "group.protocol": "eager"})

@@ -37,6 +37,11 @@ def test_keywords_win_over_the_dict() -> None:
     assert build_config({"group.id": "a"}, {"group.id": "b"})["group.id"] == "b"
 
 
+def test_max_poll_records_is_dropped_as_confluent_kafka_ignores_it() -> None:
+    assert "max.poll.records" not in build_config({"max.poll.records": 100}, {})
+    assert "max.poll.records" not in build_config({}, {"max.poll.records": "100"})
+
+
 def test_group_protocol_defaults_to_classic_as_confluent() -> None:
     assert build_config({}, {})["group.protocol"] == "classic"
     assert build_config({"group.protocol": "consumer"}, {})["group.protocol"] == "consumer"
