@@ -361,7 +361,8 @@ def _partitions(target: _Target, topic: str, reports: _Reports) -> list[int]:
             "UNKNOWN_TOPIC_OR_PARTITION",
             True,
             f"topic {topic!r} does not exist at {target.bootstrap}; "
-            f"create it with `kgroup topics create {topic}`",
+            f"create it with `kgroup topics create {topic}` (`kgroup topics list` shows "
+            "those that do)",
         )
     return sorted(found.partitions)
 

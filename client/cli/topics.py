@@ -1,11 +1,12 @@
-"""``kgroup topics create|produce``: a topic and records to try a consumer on.
+"""``kgroup topics create|produce|list``: a topic and records to try a consumer on.
 
 ::
 
     kgroup topics create NAME [--partitions N] [--replication-factor R] [--config k=v ...]
     kgroup topics produce NAME [--count N] [--size B] [--key-prefix P] [--rate R]
+    kgroup topics list [--json]
 
-Both find the broker in this order: ``--bootstrap-servers``, the broker
+They find the broker in this order: ``--bootstrap-servers``, the broker
 ``kgroup broker up --name NAME`` started (``--broker-name NAME``), the
 ``bootstrap.servers`` of ``--command-config FILE``, ``$KAFKA_BOOTSTRAP_SERVERS``,
 the broker ``kgroup broker up`` started in this working directory. They talk to
@@ -19,6 +20,7 @@ Exit codes: 0 done; 1 the topic exists (``create``) or does not
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -242,8 +244,9 @@ class _SecurityFailures:
             self.error = TlsError(broker, reason)
 
 
-def _connect(target: _Target) -> tuple[AdminClient, set[str]]:
-    """An AdminClient that reached the broker, and the topics the broker has.
+def _connect(target: _Target) -> tuple[AdminClient, dict[str, int]]:
+    """An AdminClient that reached the broker, and the topics the broker has (with
+    their partition counts).
 
     Raises:
         SecurityError: the broker refused the TLS handshake or the SASL login
@@ -272,7 +275,11 @@ def _connect(target: _Target) -> tuple[AdminClient, set[str]]:
                 raise _unreachable(bootstrap, timeout, _error_text(exc)) from None
             pause_before_retry(deadline)
         else:
-            return admin, {name for name, topic in metadata.topics.items() if topic.error is None}
+            return admin, {
+                name: len(topic.partitions)
+                for name, topic in metadata.topics.items()
+                if topic.error is None
+            }
 
 
 def _await_leaders(admin: AdminClient, name: str, partitions: int, timeout: float) -> None:
@@ -376,7 +383,7 @@ def _produce(args: argparse.Namespace) -> int:
             "UNKNOWN_TOPIC_OR_PARTITION",
             True,
             f"topic {name!r} does not exist at {bootstrap}; create it with "
-            f"`kgroup topics create {name}`",
+            f"`kgroup topics create {name}` (`kgroup topics list` shows those that do)",
         )
     deliveries = _Deliveries()
     producer = Producer(
@@ -422,6 +429,18 @@ def _produce(args: argparse.Namespace) -> int:
         f"({spread} partition{'s' if spread != 1 else ''}) in {took:.1f} s "
         f"({rate:.0f} records/s)"
     )
+    return EXIT_OK
+
+
+def _list(args: argparse.Namespace) -> int:
+    _, topics = _connect(_target(args))
+    if args.json:
+        print(json.dumps([{"topic": name, "partitions": topics[name]} for name in sorted(topics)]))
+        return EXIT_OK
+    width = max([len("TOPIC"), *map(len, topics)])
+    print(f"{'TOPIC':<{width}}  PARTITIONS")
+    for name in sorted(topics):
+        print(f"{name:<{width}}  {topics[name]}")
     return EXIT_OK
 
 
@@ -472,12 +491,13 @@ _positive_float = _number_arg(float, "a number", lambda v: v > 0, "must be above
 
 
 def add_topics_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``topics create`` and ``topics produce`` to the ``kgroup`` parser."""
+    """Add ``topics create``, ``topics produce`` and ``topics list`` to the ``kgroup`` parser."""
     recorded_bootstrap: RecordedBootstrap = recorded_bootstrap_servers
     topics = subparsers.add_parser(
         "topics",
-        help="create a topic, produce test records",
-        description="Create a topic and produce records to try a consumer on. The broker is "
+        help="create a topic, produce test records, list topics",
+        description="Create a topic and produce records to try a consumer on, or list the "
+        "cluster's topics. The broker is "
         "--bootstrap-servers, else --broker-name's, else the --command-config file's "
         "bootstrap.servers, else $KAFKA_BOOTSTRAP_SERVERS, else the one `kgroup broker up` "
         "started in this directory; --command-config FILE secures the connection. Exit codes: "
@@ -486,8 +506,9 @@ def add_topics_commands(subparsers: argparse._SubParsersAction[argparse.Argument
     )
     commands = topics.add_subparsers(dest="topics_command", metavar="COMMAND", required=True)
 
-    def common(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("name", metavar="NAME", help="the topic")
+    def common(parser: argparse.ArgumentParser, *, named: bool = True) -> None:
+        if named:
+            parser.add_argument("name", metavar="NAME", help="the topic")
         where = parser.add_mutually_exclusive_group()
         where.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="the broker")
         where.add_argument(
@@ -563,3 +584,15 @@ def add_topics_commands(subparsers: argparse._SubParsersAction[argparse.Argument
         help="records per second at most (default: as fast as possible)",
     )
     produce.set_defaults(func=_run(_produce))
+
+    listing = commands.add_parser(
+        "list",
+        help="list the cluster's topics with their partition counts",
+        description="List the cluster's topics (internal ones such as __consumer_offsets "
+        "included, as kafka-topics.sh --list) with their partition counts.",
+    )
+    common(listing, named=False)
+    listing.add_argument(
+        "--json", action="store_true", help='print [{"topic": ..., "partitions": N}, ...]'
+    )
+    listing.set_defaults(func=_run(_list))

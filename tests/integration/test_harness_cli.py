@@ -203,6 +203,13 @@ def test_topics_create_and_produce_then_a_kgroup_consumer_reads_every_record(
     assert produced.returncode == 0, produced.stderr
     assert produced.stdout.startswith(f"produced 50 records of 32 B to {topic} (3 partitions)")
 
+    listed = kgroup(dict(os.environ), "topics", "list", "--json", *where)
+    assert listed.returncode == 0, listed.stderr
+    assert {"topic": topic, "partitions": 3} in json.loads(listed.stdout)
+    table = kgroup(dict(os.environ), "topics", "list", *where)
+    assert table.stdout.splitlines()[0].split() == ["TOPIC", "PARTITIONS"]
+    assert [topic, "3"] in [line.split() for line in table.stdout.splitlines()]
+
     seen: dict[str, bytes] = {}
     config = consumer_conf(kafka_bootstrap_servers, make_group_id("cli"))
     with kgroup_sdk.Consumer(config) as consumer:
