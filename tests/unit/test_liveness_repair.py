@@ -28,6 +28,7 @@ from kgroup.membership import (
     MemberState,
     RejoinRequested,
     RequestFailed,
+    SendClassicHeartbeat,
     SendJoinGroup,
     SendLeaveGroup,
     StopFetching,
@@ -341,6 +342,26 @@ def test_a_stable_static_classic_member_owning_nothing_leaves_then_joins_as_a_ne
     [proto] = join.request.protocols
     assert proto.subscription.owned_partitions == frozenset()
     assert proto.subscription.generation_id == -1
+
+
+def test_a_classic_repair_waiting_for_its_leave_asks_for_no_wake_up_in_the_past() -> None:
+    # Simulator seed 251948: a heartbeat answered COORDINATOR_LOAD_IN_PROGRESS set
+    # a retry deadline; the repair's join then waited for the leave's answer,
+    # and next_deadline() kept returning that passed deadline: the runtime woke
+    # the member at once, again and again, until the answer came.
+    h = classic.Harness(classic.COOP_STICKY)
+    h.stable(protocol="cooperative-sticky")
+    due = h.m.next_deadline()
+    assert due is not None
+    classic.one(SendClassicHeartbeat, h.tick(due))
+    h.beat(classic.E["COORDINATOR_LOAD_IN_PROGRESS"])
+    backoff = h.m.next_deadline()
+    assert backoff is not None
+    leave = classic.one(SendLeaveGroup, h.do(STUCK, at=backoff + 0.5))
+    deadline = h.m.next_deadline()
+    assert deadline is None or deadline > h.now, (deadline, h.now)
+    assert classic.of(SendJoinGroup, h.tick(h.now)) == []
+    classic.one(SendJoinGroup, h.do(LeaveGroupResponseReceived(leave.seq, 0)))
 
 
 def test_the_classic_join_still_goes_when_the_leave_fails() -> None:

@@ -371,7 +371,14 @@ class ClassicMember(
             and self._next_heartbeat_at is not None
         ):
             candidates.append(max(self._next_heartbeat_at, self._retry.until or 0.0))
-        joining = self._state is _S.JOINING and _Kind.JOIN not in self._in_flight
+        joining = (
+            self._state is _S.JOINING
+            and _Kind.JOIN not in self._in_flight
+            # A repair's join waits for its leave's answer (_pump), not for a time:
+            # the retry deadline, maybe past already, would wake the member at once
+            # and again until that answer came.
+            and not (self._repair_leave and self._leave_seq is not None)
+        )
         if joining and not self._awaiting_coordinator:
             candidates.append(self._retry.until)
         return candidates
