@@ -275,3 +275,12 @@ def test_a_static_members_rejoin_accepted_but_unanswered_after_its_leave_is_no_f
     # member's UNRELEASED_INSTANCE_ID for its own id). It now leaves again after
     # the backoff; only a leave answered FENCED_INSTANCE_ID is fatal.
     _clean(869)
+
+
+def test_a_classic_repair_waiting_for_its_leave_does_not_wake_in_a_loop() -> None:
+    # Soak 250000..349999, seed 251948: an idle classic member's liveness repair
+    # sent its LeaveGroup and held its join for the answer, while its next
+    # wake-up stayed a retry deadline already past (a heartbeat answered
+    # COORDINATOR_LOAD_IN_PROGRESS after a failover): it was woken at once, over
+    # and over (BUSY_LOOP). The held join no longer reports that deadline.
+    _clean(251948)
