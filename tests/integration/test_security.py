@@ -84,6 +84,11 @@ def secured() -> Iterator[SecuredKafkaBroker]:
     old_level = root.level
     root.addHandler(CAPTURED)
     root.setLevel(logging.DEBUG)
+    # The kgroup loggers too: an earlier test in this process (a CLI command run
+    # in-process, say) may have left "kgroup" at WARNING, hiding every DEBUG line.
+    ours = logging.getLogger("kgroup")
+    our_level = ours.level
+    ours.setLevel(logging.DEBUG)
     try:
         # OAUTHBEARER sessions end at the token's expiry, so clients must
         # re-authenticate (KIP-368) during a run longer than a token's life.
@@ -93,6 +98,7 @@ def secured() -> Iterator[SecuredKafkaBroker]:
     finally:
         root.removeHandler(CAPTURED)
         root.setLevel(old_level)
+        ours.setLevel(our_level)
 
 
 def _topic(broker: SecuredKafkaBroker, name: str, records: int, partitions: int = 3) -> set[str]:
