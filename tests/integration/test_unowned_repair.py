@@ -100,14 +100,34 @@ def _every_partition_consumed(
                     seen.update(p for _, p, _ in e.data["records"])
         return seen
 
+    _all_partitions(
+        consumed_since,
+        everything,
+        bound,
+        f"not consumed within {bound} s of the conversion",
+        members=members,
+        t0=t0,
+    )
+    return time.monotonic() - since
+
+
+def _all_partitions(
+    current: Callable[[], set[int]],
+    everything: set[int],
+    bound: float,
+    failure: str,
+    *,
+    members: dict[str, MemberProcess],
+    t0: float,
+) -> None:
+    """Waits until ``current()`` is ``everything``; else fails naming the partitions
+    missing (``partitions [..] <failure>``) with every member's timeline."""
     try:
-        wait_until(lambda: consumed_since() == everything, bound, "every partition")
+        wait_until(lambda: current() == everything, bound, "every partition")
     except AssertionError:
         raise AssertionError(
-            f"partitions {sorted(everything - consumed_since())} not consumed within "
-            f"{bound} s of the conversion\n{_timeline(members, t0)}"
+            f"partitions {sorted(everything - current())} {failure}\n{_timeline(members, t0)}"
         ) from None
-    return time.monotonic() - since
 
 
 def _every_record_consumed(
@@ -279,14 +299,14 @@ def test_an_assignment_stalled_after_the_last_consumer_member_left_is_repaired(
         def owned() -> set[int]:
             return {tp.partition for m in classic for tp in m.assignment()}
 
-        try:
-            wait_until(lambda: owned() == everything, STALL_BOUND_S, "every partition owned")
-        except AssertionError:
-            raise AssertionError(
-                f"partitions {sorted(everything - owned())} owned by nobody "
-                f"{STALL_BOUND_S} s after the last consumer-protocol member left\n"
-                f"{_timeline(members, t0)}"
-            ) from None
+        _all_partitions(
+            owned,
+            everything,
+            STALL_BOUND_S,
+            f"owned by nobody {STALL_BOUND_S} s after the last consumer-protocol member left",
+            members=members,
+            t0=t0,
+        )
         print(f"every partition owned again {time.monotonic() - left:.1f} s after the leave")
         described = cli_json(bootstrap, "groups", "describe", group)
         assert described["group_epoch"] == described["assignment_epoch"]
