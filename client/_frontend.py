@@ -774,8 +774,13 @@ class FrontEndCore:
         left = driver.quiet_until - time.monotonic() + MIN_WAIT
         return SERVICE_SLICE if left >= SERVICE_SLICE else max(ANSWER_SLICE, left)
 
-    def service(self) -> Steps[None]:
-        """A point where the application holds no unprocessed record: do the rebalance work."""
+    def service(self, wait: float = 0.0) -> Steps[None]:
+        """A point where the application holds no unprocessed record: do the rebalance work.
+
+        ``wait``: how long the poll may still wait (seconds). A commit before a
+        revocation that this call releases is waited for up to that long, so the
+        revoke callback runs in this poll rather than the next one.
+        """
         self.check_open()
         driver = self.driver
         now = self._clock()
@@ -794,7 +799,7 @@ class FrontEndCore:
             # The member may wait for the poll after a rebalance step (a retry
             # after a listener raised): the next poll tells it at once.
             self._last_poll_event = -math.inf
-            yield from self.drain(closing=False)
+            yield from self.drain(closing=False, wait=wait)
         if driver.fatal is not None:
             raise driver.fatal
         truncation = driver.core.truncation
@@ -803,11 +808,12 @@ class FrontEndCore:
             # again while the partitions wait): they must not start unnoticed.
             raise truncation
 
-    def drain(self, *, closing: bool) -> Steps[None]:
+    def drain(self, *, closing: bool, wait: float = 0.0) -> Steps[None]:
         """Carry out the queued application work, oldest first.
 
         Raises the first listener exception or error (after reporting it), except
-        while ``closing``: then they are logged and the close goes on.
+        while ``closing``: then they are logged and the close goes on. ``wait``:
+        how long a commit before a revocation released here is waited for.
         """
         driver = self.driver
         work = driver.app_work
@@ -846,6 +852,18 @@ class FrontEndCore:
                     raise error
             elif isinstance(item, RevocationCommitWork):
                 yield OnLoop(driver.release_revocation_commit, (item.token,))
+                # The revoke callback follows the commit's answer: waiting for it
+                # here (a round trip) runs the callback in this poll, as the Java
+                # client's poll does. Not waiting cost a whole poll interval per
+                # revocation; with slow polls and callbacks the step then overran
+                # the rebalance timeout, and the member was removed round after
+                # round (simulator seed 254489).
+                until = self._clock() + wait
+                while not work and driver.core.revocation_commit_waits(item.token):
+                    left = until - self._clock()
+                    if left <= 0 or self._wakeup_pending:
+                        break
+                    yield WaitForWork(min(SERVICE_SLICE, left))
             elif isinstance(item, CommitResultWork):
                 item.callback(item.offsets, item.error)
             elif isinstance(item, ErrorWork):

@@ -204,7 +204,7 @@ class AsyncConsumer(ConsumerBase):
             self._core.check_wakeup()
             try:
                 if self._core.service_due():
-                    await self._take(self._core.service())
+                    await self._take(self._core.service(deadline - self._now()))
             except KgroupError:
                 # Some errors come from every poll until the application acts (a
                 # truncation waiting for a seek, a fatal error): one that catches

@@ -216,7 +216,7 @@ class Consumer(ConsumerBase):
             # Checked every slice: a wakeup() ends a blocked call within ~100 ms.
             self._core.check_wakeup()
             if self._core.service_due():
-                self._take(self._core.service())
+                self._take(self._core.service(deadline - time.monotonic()))
             wait = max(0.0, min(deadline - time.monotonic(), self._core.wait_slice()))
             if self._core.session_lapsed():
                 # Nothing taken from the data plane until the loop has acted (see

@@ -102,6 +102,7 @@ __all__ = [
     "Fatal",
     "FetchCommitted",
     "FinishCommit",
+    "HandOver",
     "LookAtGroup",
     "Post",
     "QueueWork",
@@ -242,6 +243,23 @@ class Post:
 
 
 @dataclass(frozen=True, slots=True)
+class HandOver:
+    """Let the member handle its queued events now, then wake the front end.
+
+    The application's poll is still running: the member's reaction (the next
+    callback of the rebalance step, a join) must be queued before the poll looks
+    at its work again, or it waits for the next poll. Seed 254489 of the
+    simulator: a slow classic member's empty assign callback, queued one loop
+    turn after its revoke callback returned, missed that poll; the next came
+    too late and the coordinator removed the member for not revoking in time,
+    round after round. ``token``: a revocation commit the poll waits for
+    (:meth:`RuntimeCore.revocation_commit_waits`), settled once this is done.
+    """
+
+    token: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class QueueWork:
     """Hand ``item`` to the application's context (and wake the front end)."""
 
@@ -302,6 +320,7 @@ Effect = (
     | SendMemberCommit
     | FinishCommit
     | Post
+    | HandOver
     | QueueWork
     | Fatal
     | Rediscover
@@ -418,6 +437,9 @@ class RuntimeCore(Generic[S]):
         """The topic id each partition had when it last started fetching, where known."""
         self._stored: dict[TopicPartition, int] | None = None if auto_offset_store else {}
         self._revocation_commits: dict[int, _PendingCommit] = {}
+        # Released revocation commits whose answer the member has not handled yet:
+        # the poll that released one waits for it (revocation_commit_waits).
+        self._released: set[int] = set()
         self._raised: set[BaseException] = set()
         self.background_commits = 0
         """Asynchronous commits in flight (counted by the executor: started, ended)."""
@@ -909,8 +931,24 @@ class RuntimeCore(Generic[S]):
         if pending.stored is not None:
             pending.offsets.update(self.uncommitted(self._progress(pending.stored)))
             if not pending.offsets:
-                return [Post(CommitCompleted(token))]
+                return [Post(CommitCompleted(token)), HandOver()]
+        self._released.add(token)
         return [SendMemberCommit(token, pending.offsets, pending.deadline)]
+
+    def revocation_commit_waits(self, token: int) -> bool:
+        """Whether the member has yet to handle the answer to the released commit ``token``.
+
+        The poll that released it waits for it (up to its own timeout), so the
+        revoke callback that follows runs in that poll, as the Java client's
+        poll commits before a revocation and runs the callback in one call.
+        Read from the application's thread: a set lookup, no hop to the loop.
+        """
+        return token in self._released
+
+    def handed_over(self, token: int | None) -> None:
+        """A :class:`HandOver` was carried out: the member handled ``token``'s answer."""
+        if token is not None:
+            self._released.discard(token)
 
     def member_commit_done(
         self,
@@ -920,10 +958,13 @@ class RuntimeCore(Generic[S]):
         generation: int,
     ) -> list[Effect]:
         """A :class:`SendMemberCommit` ended (``generation``: the member's when it started)."""
-        return [
+        effects = [
             *self.commit_reported(offsets, error),
             FinishCommit(FinishedCommit(token, offsets, error, generation)),
         ]
+        if token in self._released:
+            effects.append(HandOver(token))
+        return effects
 
     def commit_reported(
         self, offsets: Mapping[TopicPartition, int], error: BaseException | None
@@ -1032,7 +1073,9 @@ class RuntimeCore(Generic[S]):
         """A callback returned (``error`` None) or raised; ``raised``: already raised to the app."""
         if error is not None and raised:
             self._raised.add(error)
-        return self._callback_completed(CallbackCompleted(item.kind, item.token, error), now)
+        effects = self._callback_completed(CallbackCompleted(item.kind, item.token, error), now)
+        # Inside the application's poll: the next callback of the step runs in it.
+        return [*effects, HandOver()] if effects else effects
 
     def _callback_completed(self, completed: CallbackCompleted, now: float) -> list[Effect]:
         if completed.kind is CallbackKind.REVOKED and self.background_commits:

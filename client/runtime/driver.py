@@ -172,6 +172,7 @@ class Driver:
         self._ended = False
         self._wakeup = wakeup
         self._loop_wake: anyio.Event | asyncio.Event | None = None
+        self._stepping = False  # inside _step: a HandOver leaves the events to _drive
         self._clock: Callable[[], float] = anyio.current_time
         # Read by the application's thread to size its waits in the data plane
         # (FrontEndCore.wait_slice), which no call from this loop can cut short:
@@ -498,15 +499,31 @@ class Driver:
                     timer.cancel()
 
     def _step(self, session: Session) -> None:
-        clock = self._clock
-        actions = session.handle_next(clock())
-        self.telemetry.step(session, actions)
-        for action in actions:
-            self.execute(self.core.perform(action, clock()))
-        if session is not self.session:
-            self.publish()
-            return  # switched protocols: the new member starts from scratch
-        self.execute(self.core.stepped(clock(), time.monotonic()))
+        self._stepping = True
+        try:
+            clock = self._clock
+            actions = session.handle_next(clock())
+            self.telemetry.step(session, actions)
+            for action in actions:
+                self.execute(self.core.perform(action, clock()))
+            if session is not self.session:
+                self.publish()
+                return  # switched protocols: the new member starts from scratch
+            self.execute(self.core.stepped(clock(), time.monotonic()))
+        finally:
+            self._stepping = False
+
+    def _hand_over(self, token: int | None) -> None:
+        """Carry out a :class:`~kgroup.runtime.core.HandOver`: the member handles its
+        queued events now (what :meth:`_drive` would do next, without its timers),
+        then the front end looks at its work again."""
+        if not self._stepping:
+            # Inside a step, _drive handles what is queued before it waits again.
+            while (session := self.core.session).has_events() and not session.closed:
+                self._step(session)
+        self.core.handed_over(token)
+        self.wake()  # member timers may have moved: _drive computes its wait again
+        self._wakeup()
 
     # ------------------------------------------------------------- the host
 
@@ -627,6 +644,8 @@ class Driver:
                     self.session.commit_done(effect.finished)
                 case core.Post():
                     self.session.post(effect.event)
+                case core.HandOver():
+                    self._hand_over(effect.token)
                 case core.QueueWork():
                     self.queue(effect.item)
                 case core.Fatal():

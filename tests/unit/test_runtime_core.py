@@ -203,7 +203,8 @@ def test_a_callback_error_already_raised_is_not_raised_again() -> None:
     core = _core()
     item = CallbackWork(CallbackKind.REVOKED, 4, frozenset())
     assert core.callback_done(item, BOOM, raised=True, now=0.0) == [
-        c.Post(CallbackCompleted(CallbackKind.REVOKED, 4, BOOM))
+        c.Post(CallbackCompleted(CallbackKind.REVOKED, 4, BOOM)),
+        c.HandOver(),
     ]
     assert core.perform(RaiseCallbackError(CallbackKind.REVOKED, BOOM), 0.0) == []
     # Once only: the same error reported again is raised.
@@ -248,8 +249,22 @@ def test_an_assigned_callback_never_waits_for_commits() -> None:
     core.background_commit_started()
     item = CallbackWork(CallbackKind.ASSIGNED, 1, frozenset())
     assert core.callback_done(item, None, raised=False, now=0.0) == [
-        c.Post(CallbackCompleted(CallbackKind.ASSIGNED, 1))
+        c.Post(CallbackCompleted(CallbackKind.ASSIGNED, 1)),
+        c.HandOver(),
     ]
+
+
+def test_a_finished_callback_is_handed_to_the_member_inside_the_poll() -> None:
+    # The member's next step (the assign callback after a revoke) must be queued
+    # before the poll that ran the callback looks at its work again.
+    core = _core()
+    item = CallbackWork(CallbackKind.REVOKED, 3, frozenset({A0}))
+    effects = core.callback_done(item, None, raised=False, now=0.0)
+    assert effects == [c.Post(CallbackCompleted(CallbackKind.REVOKED, 3)), c.HandOver()]
+    # Let go later (asynchronous commits ended): the poll is long over, nothing to hand over.
+    core.background_commit_started()
+    assert core.callback_done(item, None, raised=False, now=0.0) == []
+    assert core.background_commit_ended() == [c.Post(CallbackCompleted(CallbackKind.REVOKED, 3))]
 
 
 # ------------------------------------------------------------------ commits
@@ -266,6 +281,24 @@ def test_a_revocation_commit_waits_for_the_application_then_sends() -> None:
     assert core.perform(_commit_action(5, {A0}), 0.0) == [c.QueueWork(RevocationCommitWork(5))]
     assert core.release_revocation_commit(5) == [c.SendMemberCommit(5, {A0: 42}, 99.0)]
     assert core.release_revocation_commit(5) == []  # released once
+
+
+def test_the_poll_waits_for_a_released_revocation_commit_until_the_member_heard() -> None:
+    core = _core(dataplane=FakeDataPlane({A0: 42}))
+    _fetching(core, {A0: 1})
+    core.perform(StopFetching(frozenset({A0})), 0.0)
+    core.perform(_commit_action(5, {A0}), 0.0)
+    assert not core.revocation_commit_waits(5)  # not released: no poll waits for it
+    core.release_revocation_commit(5)
+    assert core.revocation_commit_waits(5)
+    effects = core.member_commit_done(5, {A0: 42}, None, 3)
+    # The member hears the answer at once; the wait ends once it has.
+    assert effects[-2:] == [c.FinishCommit(FinishedCommit(5, {A0: 42}, None, 3)), c.HandOver(5)]
+    assert core.revocation_commit_waits(5)
+    core.handed_over(5)
+    assert not core.revocation_commit_waits(5)
+    # A commit nobody waits for (an auto-commit's, a retried one) hands nothing over.
+    assert c.HandOver(9) not in core.member_commit_done(9, {A0: 42}, None, 3)
 
 
 def test_a_revocation_commit_of_offsets_committed_already_completes_at_once() -> None:
@@ -295,7 +328,8 @@ def test_nothing_stored_completes_the_revocation_commit_without_a_request() -> N
     core = _core(auto_offset_store=False)
     _fetching(core, {A0: 1})
     core.perform(_commit_action(7, {A0}), 0.0)
-    assert core.release_revocation_commit(7) == [c.Post(CommitCompleted(7))]
+    assert core.release_revocation_commit(7) == [c.Post(CommitCompleted(7)), c.HandOver()]
+    assert not core.revocation_commit_waits(7)
 
 
 def test_storing_offsets_of_a_partition_not_owned_is_refused() -> None:

@@ -284,3 +284,14 @@ def test_a_classic_repair_waiting_for_its_leave_does_not_wake_in_a_loop() -> Non
     # COORDINATOR_LOAD_IN_PROGRESS after a failover): it was woken at once, over
     # and over (BUSY_LOOP). The held join no longer reports that deadline.
     _clean(251948)
+
+
+def test_the_steps_of_a_slow_classic_members_revocation_run_in_the_poll_that_starts_them() -> None:
+    # Soak 250000..349999, seed 254489: in a rolling upgrade, slow classic
+    # cooperative members (polls 1.2-2.4 s apart, callbacks up to 1.5 s) were
+    # removed for not revoking within the rebalance timeout, round after round,
+    # and 6 partitions stayed unowned. The commit before a revocation was
+    # answered after the poll that released it returned, so the revoke callback
+    # waited for the next poll, and the assign callback that follows it for the
+    # one after. The poll now waits for that commit and runs both callbacks.
+    _clean(254489)

@@ -137,6 +137,7 @@ from kgroup.runtime.core import (
     Fatal,
     FetchCommitted,
     FinishCommit,
+    HandOver,
     LookAtGroup,
     Post,
     QueueWork,
@@ -398,6 +399,9 @@ _INST = 9
 _EXPECTED_FATAL = codes_with(Trait.INSTANCE_CONFLICT)
 # The classic leader's metadata watch interval (metadata.max.age.ms, scaled down).
 _METADATA_WATCH = 2.0
+# The timeout of the simulated applications' polls (an application's usual poll(1.0)):
+# how long a poll that released a commit before a revocation waits for its answer.
+_POLL_TIMEOUT = 1.0
 # How often a member may ask to be woken at the same instant before it counts as a busy loop.
 _SAME_INSTANT_LIMIT = 200
 # Fencing answers a member may get within one session timeout (FENCE_LOOP).
@@ -608,6 +612,8 @@ class _Proc:
         "owner",
         "pending",
         "poll_gen",
+        "poll_waiting",
+        "posted",
         "reissued",
         "restart_after",
         "same_instant",
@@ -686,6 +692,11 @@ class _Proc:
         self.assigning: dict[int, frozenset[TopicPartition]] = {}
         self.busy = False
         self.poll_gen = 0
+        # The poll waits for a commit before a revocation it released (the front end's drain).
+        self.poll_waiting = False
+        # Events the core posted for the member, handled in a later turn of the
+        # loop unless a HandOver takes them now (the session's queue).
+        self.posted: deque[Any] = deque()
         self.commits: list[_CommitTask] = []
         self.same_instant = 0
         self.last_wake = -1.0
@@ -1948,6 +1959,15 @@ class Simulation:
                 self._post(proc, event)
             case Post():
                 self._post(proc, effect.event)
+            case HandOver():
+                # Driver._hand_over: the member handles its queued events now, in
+                # order, then the poll waiting on them looks at its work again.
+                handled: list[Callable[[], None]] = [
+                    partial(self._handle, proc, event) for event in proc.posted
+                ]
+                proc.posted.clear()
+                handled.append(partial(self._handed_over, proc, effect.token))
+                proc.todo.extendleft(reversed(handled))
             case QueueWork():
                 proc.app_work.append(effect.item)
             case Fatal():
@@ -1972,7 +1992,22 @@ class Simulation:
 
     def _post(self, proc: _Proc, event: Any) -> None:
         """Queue ``event`` for the member (handled in a later turn of the loop)."""
-        self._q.after(0.0, self._ev_feed, (proc, event))
+        proc.posted.append(event)
+        self._q.after(0.0, self._ev_posted, proc)
+
+    def _ev_posted(self, proc: _Proc) -> None:
+        self._run(proc, partial(self._next_posted, proc))
+
+    def _next_posted(self, proc: _Proc) -> None:
+        # None left: a HandOver took it already.
+        if proc.posted:
+            self._handle(proc, proc.posted.popleft())
+
+    def _handed_over(self, proc: _Proc, token: int | None) -> None:
+        proc.core.handed_over(token)
+        if proc.poll_waiting:
+            # The front end's thread wakes and looks at its work (a later turn).
+            self._q.after(0.0, self._ev_poll_resume, (proc, proc.poll_gen))
 
     def _data_plane(self, proc: _Proc, op: FetchOp, announce: bool) -> None:
         match op:
@@ -2925,11 +2960,30 @@ class Simulation:
                 return
             if isinstance(item, work.RevocationCommitWork):
                 self._run(proc, partial(self._release, proc, item.token))
+                if (
+                    not proc.app_work
+                    and proc.alive
+                    and proc.core.revocation_commit_waits(item.token)
+                ):
+                    # The front end's drain: the poll waits for the commit's
+                    # answer, up to its timeout, to run the revoke callback.
+                    proc.poll_waiting = True
+                    proc.poll_gen += 1
+                    self._q.after(_POLL_TIMEOUT, self._ev_poll_resume, (proc, proc.poll_gen))
+                    return
             elif isinstance(item, work.ErrorWork):
                 break  # raised from the poll: the application polls again
         if proc.alive:
             proc.poll_gen += 1
             self._q.after(proc.slot.plan.poll_interval, self._ev_poll, (proc, proc.poll_gen))
+
+    def _ev_poll_resume(self, arg: tuple[_Proc, int]) -> None:
+        """The poll waiting for a revocation commit goes on (answered, or its timeout)."""
+        proc, gen = arg
+        if not proc.alive or gen != proc.poll_gen or not proc.poll_waiting:
+            return
+        proc.poll_waiting = False
+        self._serve(proc, app_code_ran=False)
 
     def _polled(self, proc: _Proc, now: float) -> None:
         self._push(proc, proc.core.poll_called(now))
