@@ -858,10 +858,17 @@ class FrontEndCore:
                 # revocation; with slow polls and callbacks the step then overran
                 # the rebalance timeout, and the member was removed round after
                 # round (simulator seed 254489).
-                until = self._clock() + wait
+                # Never past the commit's own request timeout (a poll without
+                # one included): a runtime that ends meanwhile answers no more.
+                until = self._clock() + min(wait, self.config.request_timeout_ms / 1000)
                 while not work and driver.core.revocation_commit_waits(item.token):
                     left = until - self._clock()
-                    if left <= 0 or self._wakeup_pending:
+                    if (
+                        left <= 0
+                        or self._wakeup_pending
+                        or driver.fatal is not None
+                        or driver.is_closed()
+                    ):
                         break
                     yield WaitForWork(min(SERVICE_SLICE, left))
             elif isinstance(item, CommitResultWork):

@@ -23,7 +23,8 @@ from kio.schema.errors import ErrorCode
 
 from kgroup import AsyncConsumer, Consumer
 from kgroup.protocol import ApiKey
-from kgroup.testing.fake import FakeBroker, SeenRequest
+from kgroup.runtime.work import RevocationCommitWork
+from kgroup.testing.fake import FakeBroker, SeenRequest, Verdict
 from kgroup.types import TopicPartition
 
 from .helpers import DEADLINE, consumer_config, produce_each
@@ -68,7 +69,7 @@ async def _rebalance_under_load(
     has revoked one and heard the rebalance's last callback. Returns ``a``'s
     callbacks and the poll number each commit reached the broker in."""
     broker.create_topic("orders", 2)
-    produce_each(broker, "orders", 2, 400)
+    produce_each(broker, "orders", 2, 2_000)
     # Only the commits before a revocation: no interval auto-commit in the test.
     config = consumer_config(broker, group_id, **protocol, **{"auto.commit.interval.ms": 600_000})
     counter = PollCounter()
@@ -132,7 +133,7 @@ def test_the_blocking_consumer_runs_the_revoke_callback_in_the_poll_that_sent_th
     # The blocking shell waits on its own thread for the loop's hand-over.
     with FakeBroker().running_in_thread(backend) as broker:
         broker.create_topic("orders", 2)
-        produce_each(broker, "orders", 2, 400)
+        produce_each(broker, "orders", 2, 2_000)
         config = consumer_config(
             broker, "blocking", **protocol, **{"auto.commit.interval.ms": 600_000}
         )
@@ -164,3 +165,41 @@ def test_the_blocking_consumer_runs_the_revoke_callback_in_the_poll_that_sent_th
             revoked, revoke_poll = counter.revoked()[0]
             assert len(revoked) == 1
             assert commits_in_poll[0] == revoke_poll
+
+
+def _revocation_commit_queued(consumer: AsyncConsumer) -> bool:
+    """The member queued the commit before a revocation for the application's next poll."""
+    return any(isinstance(w, RevocationCommitWork) for w in consumer._driver.app_work)
+
+
+@PROTOCOLS
+async def test_a_poll_without_a_timeout_does_not_wait_forever_for_an_unanswered_commit(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any]
+) -> None:
+    # The commit before the revocation is never answered: the poll that releases
+    # it waits at most the request timeout, and returns the records it has.
+    broker.create_topic("orders", 2)
+    produce_each(broker, "orders", 2, 5)  # read before the rebalance: a commit is due
+    config = consumer_config(broker, group_id, **protocol, **{"auto.commit.interval.ms": 600_000})
+    unanswered = broker.intercept(ApiKey.OFFSET_COMMIT, lambda _seen: Verdict.NO_ANSWER)
+    async with (
+        AsyncConsumer(config, dataplane=broker.dataplane()) as a,
+        AsyncConsumer(config, dataplane=broker.dataplane()) as b,
+    ):
+        a.subscribe(["orders"], listener=PollCounter())
+        with anyio.fail_after(DEADLINE):
+            read = 0
+            while read < 10:
+                read += len(await a.consume(5, 0.05))
+        b.subscribe(["orders"])
+        # a does not poll: the member revokes in the background and queues the
+        # commit for a's next poll.
+        with anyio.fail_after(DEADLINE):
+            while not _revocation_commit_queued(a):
+                await b.consume(5, 0.01)
+        produce_each(broker, "orders", 2, 10)
+        started = time.monotonic()
+        with anyio.fail_after(DEADLINE):
+            assert await a.consume(5, -1)  # no timeout, records waiting
+        assert unanswered.calls
+        assert time.monotonic() - started < 2.0 + 0.5  # request.timeout.ms, and some slack
