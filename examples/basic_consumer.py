@@ -54,8 +54,9 @@ def main(argv: list[str]) -> int:
                     continue
                 if message is None:
                     continue
-                print(f"{message.partition()}@{message.offset()}: {message.value()!r}")
+                # Counted before it is printed: a Ctrl-C in between still counts it.
                 count += 1
+                print(f"{message.partition()}@{message.offset()}: {message.value()!r}")
         except KeyboardInterrupt:
             pass
     # Leaving the `with` block closed the consumer: final commit, then leave.
