@@ -656,6 +656,46 @@ def test_a_join_answered_within_the_session_timeout_never_stops_fetching() -> No
     assert h.state() is S.STABLE
 
 
+def _rejoined_after_a_lost_join_answer() -> tuple[Harness, float]:
+    """A cooperative member whose JoinGroup answer was lost (the round it was in
+    completed at the coordinator), its JoinGroup sent again and answered at once
+    from the Stable group: SYNCING, and when a heartbeat last confirmed it."""
+    h, confirmed = _joining_after_a_confirmed_rebalance_heartbeat()
+    assert h.join is not None
+    h.do(RequestFailed(h.join.seq, FailureKind.DISCONNECTED), at=confirmed + 3.0)
+    acts = h.tick(confirmed + 3.5)  # after the backoff
+    one(SendJoinGroup, acts)
+    h.joined(generation=2, protocol="cooperative-sticky")
+    assert h.state() is S.SYNCING
+    return h, confirmed
+
+
+def test_a_join_answered_after_a_lost_join_answer_does_not_restart_the_session() -> None:
+    # Sim seed 443196: Kafka answers a follower rejoining with unchanged metadata
+    # straight from the Stable group, and restarts no session; the round its lost
+    # JoinGroup was in did, no later than it was sent. Counted from the second
+    # answer, the member fetched past the coordinator's expiry.
+    h, confirmed = _rejoined_after_a_lost_join_answer()
+    # Its SyncGroup and heartbeats go unanswered: the session runs from the last
+    # heartbeat answer, not from the JoinGroup answer 3.5 s later.
+    assert not of(StopFetching, h.tick(confirmed + 9.9))
+    acts = h.tick(confirmed + 10.0)
+    assert of(StopFetching, acts)[:1] == [StopFetching(tps("a-0", "a-1"))]
+
+
+def test_a_heartbeat_answer_confirms_the_session_after_a_lost_join_answer() -> None:
+    h, confirmed = _rejoined_after_a_lost_join_answer()
+    acts = h.tick(confirmed + 4.5)  # the next heartbeat goes out while SYNCING
+    sent = one(SendClassicHeartbeat, acts)
+    assert h.heartbeat == sent
+    h.beat()
+    acts = h.tick(confirmed + 10.0)
+    acts += h.synced("a-0", "a-1")
+    acts += h.finish()
+    assert not of(StopFetching, acts)
+    assert h.state() is S.STABLE
+
+
 def test_cooperative_rejoin_revokes_partitions_of_unsubscribed_topics_first() -> None:
     h = Harness(COOP_STICKY)
     h.subscribe("a", "b")

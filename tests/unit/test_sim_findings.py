@@ -295,3 +295,12 @@ def test_the_steps_of_a_slow_classic_members_revocation_run_in_the_poll_that_sta
     # waited for the next poll, and the assign callback that follows it for the
     # one after. The poll now waits for that commit and runs both callbacks.
     _clean(254489)
+
+
+def test_a_classic_member_whose_join_answer_was_lost_counts_its_session_from_a_heartbeat() -> None:
+    # Soak 350000..449999, seed 443196: a static classic member's JoinGroup
+    # answer was lost; the JoinGroup it sent again was answered at once from the
+    # Stable group (no new session at the coordinator), its SyncGroup and
+    # heartbeat were dropped, and the coordinator expired it while it fetched:
+    # it had counted its session from that JoinGroup answer.
+    _clean(443196)

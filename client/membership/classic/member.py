@@ -293,6 +293,11 @@ class ClassicMember(
         # Heartbeats and timers.
         self._next_heartbeat_at: float | None = None
         self._last_heartbeat_ok: float | None = None
+        # A JoinGroup or SyncGroup of this member went unanswered (timeout,
+        # disconnect) since a heartbeat last confirmed its session: the next
+        # JoinGroup answer may come straight from a Stable group, which
+        # restarts no session (see _on_joined).
+        self._answer_lost = False
         # Stale (poll timeout) and leaving.
         self._stale_token: int | None = None
         self._leave_seq: int | None = None
@@ -833,7 +838,16 @@ class ClassicMember(
         self._member_id = resp.member_id
         self._protocol_name = name
         self._leader_id = resp.leader
-        self._last_heartbeat_ok = now
+        if not self._answer_lost or self._last_heartbeat_ok is None:
+            # A join round that completes restarts every member's session.
+            self._last_heartbeat_ok = now
+        # Else this member's earlier JoinGroup (or SyncGroup) went unanswered:
+        # the coordinator may have put it in the current generation and
+        # answered this JoinGroup from the Stable group, as Kafka answers a
+        # follower rejoining with unchanged metadata, and that restarts no
+        # session. Counted from this answer, the member believed its session
+        # seconds longer than the coordinator, and fetched past its expiry
+        # (simulator seed 443196). Its next heartbeat answer confirms it.
         self._next_heartbeat_at = now + self._cfg.heartbeat_interval_ms / 1000.0
         log.info(
             "group %s member %s: joined generation %d with assignor %s (%s, %s)",
@@ -1215,6 +1229,7 @@ class ClassicMember(
             # no later. Counted from the answer, a slow answer would stretch
             # the member's idea of its session past the coordinator's.
             self._last_heartbeat_ok = sent.sent_at
+            self._answer_lost = False
             return
         reaction = classic_reaction_for(code)
         if sent.generation != self._generation and reaction in (
@@ -1234,6 +1249,7 @@ class ClassicMember(
             # Heartbeats during a rebalance keep the member alive; only a
             # member that thinks it is done has to rejoin (as Java).
             self._last_heartbeat_ok = sent.sent_at
+            self._answer_lost = False
             if self._state is _S.STABLE:
                 self._rejoin(_T.REJOIN, "heartbeat: the group is rebalancing", now, acts)
             elif self._state is _S.RECONCILING:
@@ -1279,6 +1295,9 @@ class ClassicMember(
             event.kind.value,
             event.detail,
         )
+        if kind in (_Kind.JOIN, _Kind.SYNC):
+            # The coordinator may have acted on it (see _on_joined).
+            self._answer_lost = True
         if kind is _Kind.JOIN and current and self._state is _S.JOINING:
             self._retry.failed(now)
         elif kind is _Kind.SYNC and current and self._state is _S.SYNCING:
