@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import inspect
 import math
+import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Self, TypeVar
 
@@ -44,6 +45,41 @@ _T = TypeVar("_T")
 
 YIELD_INTERVAL = 0.002
 """Longest time (seconds) ``consume()`` hands out buffered records without yielding to the loop."""
+
+
+class _WorkerTake:
+    """One data-plane wait run in a worker thread, keeping what it took.
+
+    The result is kept here rather than only returned, so that a caller whose
+    await was cancelled before the worker finished can still find the records.
+    A cancellation can also come before the worker started (anyio checkpoints
+    before it queues the call): :meth:`abandon` then makes sure it never runs.
+    """
+
+    def __init__(self, consume: Callable[[int, float], list[Record]]) -> None:
+        self._consume = consume
+        self._lock = threading.Lock()
+        self._started = False
+        self._abandoned = False
+        self.batch: list[Record] = []
+        self.finished = threading.Event()
+
+    def __call__(self, num_messages: int, wait: float) -> list[Record]:
+        with self._lock:
+            if self._abandoned:
+                return []
+            self._started = True
+        try:
+            self.batch = self._consume(num_messages, wait)
+            return self.batch
+        finally:
+            self.finished.set()
+
+    def abandon(self) -> bool:
+        """Whether the worker had not started (and now never takes anything)."""
+        with self._lock:
+            self._abandoned = not self._started
+            return self._abandoned
 
 
 class AsyncConsumer(ConsumerBase):
@@ -222,17 +258,22 @@ class AsyncConsumer(ConsumerBase):
             batch = consume(num_messages, 0)
             if batch:
                 batch = await self._deserialize(batch)
+                try:
+                    await self._share_the_loop(now)
+                except BaseException:
+                    # Cancelled (asyncio.wait_for, a cancel scope) with records in
+                    # hand: put them back, or the position (and every commit after
+                    # it) would pass records the application never saw.
+                    self._core.give_back(batch)
+                    raise
                 self._telemetry.records_handed_out(len(batch))
-                await self._share_the_loop(now)
                 return batch
             wait = min(deadline - self._now(), self._core.wait_slice())
             # librdkafka waits in whole milliseconds: a shorter wait would return
             # at once, and looping on it would spin until the deadline.
             if wait < MIN_WAIT:
                 return []
-            # Not abandoned on cancellation: records librdkafka hands out must
-            # reach the caller (abandoning them would skip them).
-            batch = await anyio.to_thread.run_sync(consume, num_messages, wait)
+            batch = await self._wait_for_records(num_messages, wait)
             self._last_yield = self._now()
             if batch and self._core.session_lapsed():
                 self._core.give_back(batch)  # the lapse came during the record wait
@@ -241,6 +282,25 @@ class AsyncConsumer(ConsumerBase):
                 batch = await self._deserialize(batch)
                 self._telemetry.records_handed_out(len(batch))
                 return batch
+
+    async def _wait_for_records(self, num_messages: int, wait: float) -> list[Record]:
+        """Records from a data-plane wait of at most ``wait`` s, in a worker thread.
+
+        Records the worker takes must reach the caller or go back: a cancelled
+        caller (asyncio's own cancellation does not wait for the worker, whose
+        result would be dropped) waits for the worker to finish, shielded (at
+        most ``wait``), puts its records back and re-raises.
+        """
+        take = _WorkerTake(self._dataplane.consume)
+        try:
+            return await anyio.to_thread.run_sync(take, num_messages, wait)
+        except BaseException:
+            if not take.abandon():
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(take.finished.wait)
+            if take.batch:
+                self._core.give_back(take.batch)
+            raise
 
     async def _deserialize(self, batch: list[Record]) -> list[Record]:
         try:
