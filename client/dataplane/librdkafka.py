@@ -588,8 +588,13 @@ class DataPlane:
         """Make the next record of ``partition`` the one at ``offset``."""
         with self._gate.control():
             self._consumer.seek(_to_ck(partition, offset))
-        if offset >= 0:  # a logical offset (beginning, end) is no position yet
+        if offset >= 0:
             self._seeked[partition] = offset
+        else:
+            # A logical offset (beginning, end) is no position until librdkafka
+            # resolves it: an earlier seek's offset must not stand in for it, or
+            # a commit would move the group back to it.
+            self._seeked.pop(partition, None)
 
     def positions(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The offset of the next record the application will be handed, per partition.

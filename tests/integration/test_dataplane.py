@@ -148,6 +148,29 @@ def test_seek_moves_the_next_record(
     assert [offset(m) for m in drain(plane, expected=3)] == [2, 3, 4]
 
 
+@pytest.mark.parametrize("logical", [-1, -2], ids=["end", "beginning"])
+def test_a_seek_to_a_logical_offset_leaves_no_position_from_an_earlier_seek(
+    kafka_bootstrap_servers: str, make_topic: MakeTopic, plane_factory: PlaneFactory, logical: int
+) -> None:
+    """After ``seek(END)`` / ``seek(BEGINNING)`` the position is unknown until a record
+    comes (librdkafka's), not the offset of an earlier numeric seek: a commit of the
+    positions would have moved the group back to it."""
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap_servers, topic, per_partition=10, partitions=1)
+    plane = plane_factory()
+    tp = TopicPartition(topic, 0)
+    plane.assign({tp: 0})
+    assert len(drain(plane, expected=10)) == 10
+    plane.seek(tp, 5)
+    assert plane.positions([tp]) == {tp: 5}
+    assert [offset(m) for m in drain(plane, expected=5)] == [5, 6, 7, 8, 9]
+    plane.seek(tp, logical)
+    assert plane.positions([tp]) == {}
+    if logical == -2:
+        assert [offset(m) for m in drain(plane, expected=10)] == list(range(10))
+        assert plane.positions([tp]) == {tp: 10}
+
+
 def test_reset_error_refuses_a_partition_without_offset(
     make_topic: MakeTopic, plane_factory: PlaneFactory
 ) -> None:
