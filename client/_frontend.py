@@ -924,7 +924,9 @@ class FrontEndCore:
         ``close(5)`` left the listener told of nothing, under both protocols).
         Lost, not revoked: the member can no longer commit for them.
         """
-        left, self._told = frozenset(self._told), set()
+        # Handed back without a callback (the listener has no method for it): not lost.
+        left = frozenset(self._told) - frozenset(self.driver.core.released_unheard)
+        self._told = set()
         if not left:
             return
         method = listener_method(self.driver.core.listener, CallbackKind.LOST)

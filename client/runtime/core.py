@@ -441,6 +441,9 @@ class RuntimeCore(Generic[S]):
         # the poll that released one waits for it (revocation_commit_waits).
         self._released: set[int] = set()
         self._raised: set[BaseException] = set()
+        self.released_unheard: set[TopicPartition] = set()
+        """Partitions revoked or lost with no listener method to hear it (the front
+        end, which never sees those callbacks, must not take them as still held)."""
         self.background_commits = 0
         """Asynchronous commits in flight (counted by the executor: started, ended)."""
         self._held: list[_HeldCompletion] = []
@@ -519,7 +522,11 @@ class RuntimeCore(Generic[S]):
             case CommitOffsets():
                 return self._commit_for_member(action)
             case RunCallback():
+                if action.kind is CallbackKind.ASSIGNED:
+                    self.released_unheard -= action.partitions
                 if listener_method(self.listener, action.kind) is None:
+                    if action.kind is not CallbackKind.ASSIGNED:
+                        self.released_unheard |= action.partitions
                     # No method to run, but a revocation still waits for the
                     # application's commit_async in flight, as after a revoke
                     # callback: released first, its commit would reach the

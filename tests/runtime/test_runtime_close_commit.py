@@ -20,6 +20,7 @@ from kgroup import AsyncConsumer
 from kgroup.dataplane import Record
 from kgroup.protocol import ApiKey
 from kgroup.testing.fake import FakeBroker, Verdict
+from kgroup.types import TopicPartition
 
 from .helpers import DEADLINE, Recorder, consumer_config, drive, produce_each, tps
 
@@ -136,3 +137,42 @@ async def test_close_ending_before_the_partitions_were_handed_back_tells_the_lis
     assert broker.committed(group_id) == {}
     assert listener.events[-1] == ("lost", tps("orders", 0, 1))
     assert listener.owned() == frozenset()
+
+
+class _NoRevokeMethod:
+    """A listener with assigned and lost methods only (missing methods do nothing)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, frozenset[TopicPartition]]] = []
+
+    def on_partitions_assigned(self, partitions: frozenset[TopicPartition]) -> None:
+        self.events.append(("assigned", partitions))
+
+    def on_partitions_lost(self, partitions: frozenset[TopicPartition]) -> None:
+        self.events.append(("lost", partitions))
+
+
+@PROTOCOLS
+async def test_a_clean_close_is_not_reported_as_lost_to_a_listener_without_a_revoke_method(
+    broker: FakeBroker, group_id: str, protocol: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    # The revocation has no method to run, so the front end never saw it and
+    # took the partitions as still held: every clean close called
+    # on_partitions_lost and warned that the coordinator did not answer.
+    broker.create_topic("orders", 2)
+    produce_each(broker, "orders", 2, 5)
+    config = consumer_config(broker, group_id, **protocol)
+    listener = _NoRevokeMethod()
+    got: list[Record] = []
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+        consumer.subscribe(["orders"], listener)
+        await drive(consumer, until=lambda: len(got) == 10, sink={consumer: got})
+        with anyio.fail_after(DEADLINE):
+            await consumer.close()
+
+    assert broker.committed(group_id) == {
+        TopicPartition("orders", 0): 5,
+        TopicPartition("orders", 1): 5,
+    }
+    assert listener.events == [("assigned", tps("orders", 0, 1))]
+    assert not [r for r in caplog.records if "close ended before" in r.getMessage()]
