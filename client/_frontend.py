@@ -202,7 +202,8 @@ def parse_subscription(
 
     A regex is given as ``pattern=``, as a compiled ``re.Pattern`` in place of
     the topics, or (as with confluent-kafka) as a topic string starting with
-    ``^``. The broker evaluates it (RE2J syntax, full match on topic names).
+    ``^``. The broker evaluates it (RE2J syntax, full match on topic names);
+    one RE2 refuses is refused here, before it reaches the group.
     """
     names: set[str] = set()
     regexes: list[str] = []
@@ -229,6 +230,17 @@ def parse_subscription(
         raise InvalidSubscriptionError(
             f"subscribe to topic names or to a regex, not both: {sorted(names)} and {regexes[0]!r}"
         )
+    if regexes:
+        # Imported here: RE2 is loaded only by consumers that subscribe to a regex.
+        from kgroup.admin.regex import re2_error  # noqa: PLC0415
+
+        error = re2_error(regexes[0])
+        if error is not None:
+            raise InvalidSubscriptionError(
+                f"the regex {regexes[0]!r} is not valid RE2 syntax ({error}); the broker "
+                "reads subscription regexes as RE2/J does (no lookaround or "
+                "backreferences): fix the pattern, or subscribe to topic names"
+            )
     return frozenset(names), (regexes[0] if regexes else None)
 
 
@@ -1050,8 +1062,8 @@ class ConsumerBase:
         object with some of its methods (missing ones do nothing).
 
         Raises:
-            InvalidSubscriptionError: names mixed with a regex, several regexes, or an
-                empty or non-string topic name.
+            InvalidSubscriptionError: names mixed with a regex, several regexes, a
+                regex RE2 refuses, or an empty or non-string topic name.
             MixedAssignmentError: partitions were assigned with ``assign()``
                 (call ``unassign()`` first).
             TypeError: ``listener`` has none of the listener methods.

@@ -502,8 +502,8 @@ class CommitFailedError(KgroupError):
 
 
 class InvalidSubscriptionError(KgroupError, ValueError):
-    """The subscription mixes a regex with names, has more than one regex, or names an
-    empty or non-string topic."""
+    """The subscription mixes a regex with names, has more than one regex or a regex
+    RE2 refuses, or names an empty or non-string topic."""
 
 
 class NothingToCommitError(KgroupError, RuntimeError):

@@ -27,7 +27,7 @@ from kio.static.protocol import RequestPayload, ResponsePayload
 import kgroup
 from kgroup import ConfigError, Consumer, ConsumerConfig, TopicPartition
 from kgroup.errors import (
-    InvalidRegularExpressionError,
+    InvalidSubscriptionError,
     NoBrokersAvailableError,
     UnreleasedInstanceIdError,
 )
@@ -379,16 +379,19 @@ def test_poll_timeout_loses_the_partitions_and_the_next_poll_rejoins(
     assert log.of("a", "lost")[0].partitions == partitions_of(topic, 2)
 
 
-def test_invalid_regex_is_a_typed_fatal_error_from_poll(
-    kafka_broker: KafkaBroker, make_group_id: MakeGroupId
+def test_an_invalid_regex_is_refused_at_subscribe_and_the_consumer_stays_usable(
+    kafka_broker: KafkaBroker, make_topic: MakeTopic, make_group_id: MakeGroupId
 ) -> None:
+    # It used to reach the broker, whose INVALID_REGULAR_EXPRESSION was fatal:
+    # every later poll raised it, even after subscribing to a valid topic.
+    topic = make_topic(partitions=1)
+    produce(kafka_broker.bootstrap_servers, topic, 1, 3)
     with Consumer(consumer_conf(kafka_broker.bootstrap_servers, make_group_id())) as consumer:
-        consumer.subscribe(pattern="orders-(")
-        with pytest.raises(InvalidRegularExpressionError):
-            _poll_for(consumer, 20)
-        # Fatal: raised again by every later poll.
-        with pytest.raises(InvalidRegularExpressionError):
-            consumer.poll(0)
+        with pytest.raises(InvalidSubscriptionError, match=r"'orders-\(' is not valid RE2"):
+            consumer.subscribe(pattern="orders-(")
+        assert consumer.subscription() == []
+        consumer.subscribe([topic])
+        assert len(drain(consumer, 3, 30)) == 3
 
 
 def test_unreachable_bootstrap_server_is_a_clear_error_from_poll() -> None:

@@ -43,6 +43,28 @@ def test_names_and_regex_do_not_mix() -> None:
         parse_subscription([""], None)
 
 
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        ("^[bad", "missing ]"),
+        ("^orders-(?=eu).*", "invalid perl operator"),  # lookahead: RE2 has none
+        (r"^(a)\1$", "invalid escape"),  # backreference
+    ],
+)
+def test_a_regex_re2_refuses_is_refused_at_subscribe_naming_why(pattern: str, why: str) -> None:
+    with pytest.raises(InvalidSubscriptionError, match="not valid RE2") as raised:
+        parse_subscription([pattern], None)
+    assert repr(pattern) in str(raised.value)
+    assert why in str(raised.value)
+    with pytest.raises(InvalidSubscriptionError, match="not valid RE2"):
+        parse_subscription(None, pattern)
+
+
+def test_re2_only_syntax_is_accepted() -> None:
+    # \p{L}: a Unicode class RE2 (and RE2/J) reads and Python's re does not.
+    assert parse_subscription(None, r"^\p{L}+$") == (frozenset(), r"^\p{L}+$")
+
+
 def test_classic_and_auto_resolve_the_assignment_strategy_up_front() -> None:
     base = {"bootstrap.servers": "localhost:9092", "group.id": "g"}
     assert build_config(base).group_id == "g"
