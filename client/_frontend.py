@@ -628,6 +628,8 @@ class FrontEndCore:
         # and lost): a close that ends before the member handed these back must
         # still tell the listener they are gone (see close()).
         self._told: set[TopicPartition] = set()
+        self.interrupted: BaseException | None = None
+        """A BaseException (not an Exception) a listener method raised during the close."""
 
     def wakeup(self) -> None:
         """Make the current (or next) poll raise :class:`WakeupError`; any thread."""
@@ -855,9 +857,15 @@ class FrontEndCore:
                         item.kind, item.partitions, self._clock() - started, error
                     )
                 if error is not None and closing:
-                    log.error(
-                        "rebalance callback %s failed during close: %r", item.kind.value, error
-                    )
+                    if isinstance(error, Exception):
+                        log.error(
+                            "rebalance callback %s failed during close: %r", item.kind.value, error
+                        )
+                    else:
+                        # Ctrl-C (or a cancellation) inside a revoke callback of the
+                        # close: the close still commits and leaves (else the group
+                        # waits a session timeout for this member), then raises it.
+                        self.interrupted = self.interrupted or error
                     error = None
                 yield OnLoop(driver.callback_done, (item, error, error is not None))
                 if error is not None:
@@ -901,6 +909,13 @@ class FrontEndCore:
     def end_close(self) -> None:
         """The close is over (finished, timed out or failed): commits are refused from now on."""
         self.closing = False
+
+    def raise_interrupted(self) -> None:
+        """Re-raise a KeyboardInterrupt, SystemExit or cancellation a listener method
+        raised during the close, now that the close is done."""
+        interrupted, self.interrupted = self.interrupted, None
+        if interrupted is not None:
+            raise interrupted
 
     def close(self, timeout: float) -> Steps[None]:
         """Leave the group, running the revoke callbacks here, for about ``timeout`` seconds.
@@ -950,8 +965,10 @@ class FrontEndCore:
         )
         if method is not None:
             error = yield RunListener(method, left)
-            if error is not None:
+            if isinstance(error, Exception):
                 log.error("rebalance callback on_partitions_lost failed during close: %r", error)
+            elif error is not None:
+                self.interrupted = self.interrupted or error
 
     def overdue(self) -> bool:
         """After :meth:`close`: the driver has not finished (logged); abort it."""

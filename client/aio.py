@@ -145,7 +145,9 @@ class AsyncConsumer(ConsumerBase):
                 result = step.method(step.partitions)
                 if inspect.isawaitable(result):
                     await result
-            except Exception as exc:
+            except BaseException as exc:
+                # A cancellation or KeyboardInterrupt too: the member must hear that
+                # the callback ended; the front end raises it after telling it.
                 return exc
         else:
             wake = self._wake
@@ -207,6 +209,7 @@ class AsyncConsumer(ConsumerBase):
             # Flushing the sink joins its writer thread: not on the event loop.
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._telemetry.close)
+        front.raise_interrupted()
 
     # ------------------------------------------------------------- identity
 

@@ -158,7 +158,10 @@ class Consumer(ConsumerBase):
                 result = step.method(step.partitions)
                 if inspect.isawaitable(result):
                     self._portal.call(_await, result)
-            except Exception as exc:
+            except BaseException as exc:
+                # KeyboardInterrupt and SystemExit too: the member must hear that
+                # the callback ended (else its step waits forever, and the group
+                # with it); the front end raises it after telling the member.
                 return exc
         else:
             self._wake.wait(step.timeout)
@@ -359,6 +362,7 @@ class Consumer(ConsumerBase):
             self._loop.stop(10.0)
             self._dataplane.close()
             self._telemetry.close()
+        front.raise_interrupted()
 
     def __enter__(self) -> Self:
         return self
