@@ -17,9 +17,11 @@ __all__ = ["bool_setting", "text_setting"]
 
 
 def bool_setting(conf: Mapping[str, Any], key: str, default: bool) -> bool:
-    """``conf[key]`` as a boolean: a bool, or the text ``true`` / ``false`` (any case),
-    as librdkafka reads it; ``default`` when absent. The one reading of a boolean
-    setting for every config dict kgroup takes (consumer, security, front end).
+    """``conf[key]`` as a boolean, read as librdkafka reads it: a bool, the text
+    ``true`` / ``t`` / ``1`` or ``false`` / ``f`` / ``0`` (any case), or the
+    integer 1 or 0 (confluent-kafka passes ``str(value)`` on); ``default`` when
+    absent. The one reading of a boolean setting for every config dict kgroup
+    takes (consumer, security, front end).
 
     Raises:
         ConfigError: naming the key, for any other value.
@@ -27,9 +29,16 @@ def bool_setting(conf: Mapping[str, Any], key: str, default: bool) -> bool:
     value = conf.get(key, default)
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
+    text = str(value).strip().lower() if isinstance(value, str | int) else None
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
     raise ConfigError(f"{key} must be true or false, got {value!r}")
+
+
+_TRUE = frozenset({"true", "t", "1"})
+_FALSE = frozenset({"false", "f", "0"})
 
 
 def text_setting(

@@ -25,6 +25,8 @@ that names the key and says what to do:
 
 from __future__ import annotations
 
+import contextlib
+
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -299,9 +301,17 @@ class ConsumerConfig:
         """``metadata.max.age.ms`` in seconds (Java's key and default, 5 minutes).
 
         A data-plane key that kgroup reads too: the classic leader's metadata
-        watch, and how old the metadata a truncation check relies on may be.
+        watch (and a classic regex's re-resolution), and how old the metadata a
+        truncation check relies on may be. librdkafka's own refresh interval,
+        ``topic.metadata.refresh.interval.ms``, shortens it when set lower: a
+        confluent-kafka application sets that key to see new topics sooner.
         """
-        return keys.METADATA_MAX_AGE_MS.read(self.passthrough) / 1000
+        age = keys.METADATA_MAX_AGE_MS.read(self.passthrough)
+        refresh = self.passthrough.get("topic.metadata.refresh.interval.ms")
+        with contextlib.suppress(TypeError, ValueError):  # librdkafka itself refuses it
+            if refresh is not None and 0 < int(refresh) < age:
+                age = int(refresh)
+        return age / 1000
 
     @property
     def security_protocol(self) -> str:

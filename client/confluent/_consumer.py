@@ -22,6 +22,7 @@ import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from kgroup import errors as kerrors
+from kgroup._settings import bool_setting
 from kgroup.sync import Consumer as NativeConsumer
 from kgroup.types import TopicPartition as KTopicPartition
 
@@ -69,12 +70,10 @@ def wants_eof(config: dict[str, Any]) -> bool:
     kgroup's data plane keeps librdkafka's own EOF events off (kgroup manages
     that key), so the facade compares positions with the high watermarks.
     """
-    value = str(config.pop(_EOF_KEY, "false")).lower()
-    if value not in ("true", "false"):
-        raise KafkaException(
-            KafkaError(KafkaError._INVALID_ARG, f"{_EOF_KEY}: expected true or false, got {value}")
-        )
-    return value == "true"
+    try:
+        return bool_setting({_EOF_KEY: config.pop(_EOF_KEY, "false")}, _EOF_KEY, False)
+    except kerrors.ConfigError as exc:
+        raise KafkaException(KafkaError(KafkaError._INVALID_ARG, str(exc))) from exc
 
 
 def build_config(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -86,6 +85,18 @@ def build_config(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) ->
     """
     merged: dict[str, Any] = dict(config or {})
     merged.update(kwargs)
+    topic_level = merged.pop("default.topic.config", None)
+    if topic_level is not None:
+        # Deprecated in confluent-kafka but still accepted: its topic-level keys
+        # (auto.offset.reset above all) as if set at the top; a top-level key wins.
+        if not isinstance(topic_level, Mapping):
+            raise KafkaException(
+                KafkaError(
+                    KafkaError._INVALID_ARG,
+                    f"default.topic.config must be a dict, got {type(topic_level).__name__}",
+                )
+            )
+        merged = {**topic_level, **merged}
     # confluent-kafka accepts it and librdkafka ignores it outside share consumers:
     # an application that sets it keeps working, as there (kgroup.Consumer refuses it).
     merged.pop("max.poll.records", None)
@@ -400,6 +411,16 @@ class Consumer:
         """
         if message is not None and offsets is not None:
             raise ValueError("message and offsets are mutually exclusive")
+        given = offsets
+        if offsets:
+            # As librdkafka: entries without a real offset (OFFSET_INVALID from
+            # position() of a partition with no record yet, logical offsets) are
+            # skipped, and the rest committed; none left is _NO_OFFSET.
+            offsets = [tp for tp in offsets if tp.offset >= 0]
+            if not offsets:
+                if asynchronous:
+                    return None
+                raise KafkaException(KafkaError(KafkaError._NO_OFFSET))
         with _translated():
             if asynchronous:
                 self._native.commit_async(offsets, message=message)
@@ -414,6 +435,10 @@ class Consumer:
             if metadata.get(tp) is not None:
                 peer = TopicPartition(tp.topic, tp.partition, offset, metadata=metadata[tp])
             result.append(peer)
+        # The skipped entries come back as given, as librdkafka returns them.
+        result.extend(
+            TopicPartition(tp.topic, tp.partition, tp.offset) for tp in given or () if tp.offset < 0
+        )
         return result
 
     def committed(

@@ -225,6 +225,72 @@ def test_sync_commit_with_nothing_consumed_is_no_offset(
     assert caught.value.args[0].code() == KafkaError._NO_OFFSET
 
 
+def test_commit_of_positions_skips_a_partition_without_a_position(
+    make: Any, make_topic: MakeTopic, kafka_bootstrap_servers: str
+) -> None:
+    # The usual commit(offsets=consumer.position(consumer.assignment())), with
+    # one partition that has handed out nothing yet (OFFSET_INVALID).
+    topic = make_topic(partitions=2)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap_servers})
+    for i in range(3):
+        producer.produce(topic, f"v{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    consumer = make(**{"enable.auto.commit": False})
+    consumer.subscribe([topic])
+    take(consumer, 3)
+    positions = consumer.position([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+    assert [tp.offset for tp in positions] == [3, confluent_kafka.OFFSET_INVALID]
+    done = consumer.commit(offsets=positions, asynchronous=False)
+    assert sorted((key(tp), tp.offset) for tp in done) == [
+        ((topic, 0), 3),
+        ((topic, 1), confluent_kafka.OFFSET_INVALID),
+    ]
+    assert consumer.commit(offsets=positions, asynchronous=True) is None
+    committed = consumer.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+    assert [tp.offset for tp in committed] == [3, confluent_kafka.OFFSET_INVALID]
+    with pytest.raises(KafkaException) as caught:
+        consumer.commit(offsets=[TopicPartition(topic, 1)], asynchronous=False)
+    assert caught.value.args[0].code() == KafkaError._NO_OFFSET
+
+
+def test_seek_to_the_end_leaves_no_position_to_commit(
+    make: Any, make_topic: MakeTopic, kafka_bootstrap_servers: str
+) -> None:
+    # "Skip the backlog": the position after seek(OFFSET_END) is unknown until
+    # a message comes, so a commit then has nothing to commit. The facade used
+    # to commit an earlier seek's offset, moving the group back.
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap_servers, topic, 1)
+    consumer = make(**{"enable.auto.commit": False})
+    consumer.subscribe([topic])
+    take(consumer, PER_PARTITION)
+    tp = TopicPartition(topic, 0)
+    consumer.seek(TopicPartition(topic, 0, 5))
+    assert [m.offset() for m in take(consumer, 5)] == [5, 6, 7, 8, 9]
+    assert [(key(t), t.offset) for t in consumer.commit(asynchronous=False)] == [((topic, 0), 10)]
+    consumer.seek(TopicPartition(topic, 0, confluent_kafka.OFFSET_END))
+    assert [t.offset for t in consumer.position([tp])] == [confluent_kafka.OFFSET_INVALID]
+    with pytest.raises(KafkaException) as caught:
+        consumer.commit(asynchronous=False)
+    assert caught.value.args[0].code() == KafkaError._NO_OFFSET
+    assert [t.offset for t in consumer.committed([tp])] == [PER_PARTITION]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"enable.auto.commit": "0", "enable.partition.eof": "1"},
+        {"enable.auto.commit": 0, "enable.auto.offset.store": "t"},
+        {"default.topic.config": {"auto.offset.reset": "smallest"}},
+    ],
+    ids=["text-0-1", "int-and-t", "default-topic-config"],
+)
+def test_config_spellings_confluent_kafka_accepts_construct(
+    make: Any, settings: dict[str, Any]
+) -> None:
+    make(**settings).close()
+
+
 def test_unknown_config_key_is_invalid_arg(kind: str, kafka_bootstrap_servers: str) -> None:
     cls = confluent_kafka.Consumer if kind.startswith("confluent") else kgroup.confluent.Consumer
     with pytest.raises(KafkaException) as caught:

@@ -111,6 +111,21 @@ def test_from_dict_gives_every_absent_key_its_default() -> None:
     assert config.metadata_max_age == keys.METADATA_MAX_AGE_MS.default / 1000
 
 
+@pytest.mark.parametrize(
+    ("extra", "seconds"),
+    [
+        ({"topic.metadata.refresh.interval.ms": "2000"}, 2.0),
+        ({"topic.metadata.refresh.interval.ms": 2000, "metadata.max.age.ms": 1000}, 1.0),
+        ({"topic.metadata.refresh.interval.ms": 900_000}, 300.0),
+        ({"topic.metadata.refresh.interval.ms": -1}, 300.0),  # librdkafka: no refresh
+    ],
+)
+def test_librdkafkas_refresh_interval_shortens_the_metadata_age(
+    extra: dict[str, object], seconds: float
+) -> None:
+    assert ConsumerConfig.from_dict({**BASE, **extra}).metadata_max_age == seconds
+
+
 def test_from_dict_reads_every_owned_key() -> None:
     # A value other than the default for every key: each attribute must show it.
     given: dict[str, object] = {

@@ -8,7 +8,22 @@ from kgroup._settings import bool_setting, text_setting
 from kgroup.errors import ConfigError
 
 
-@pytest.mark.parametrize(("value", "expected"), [(True, True), ("FALSE", False), (" true ", True)])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (True, True),
+        ("FALSE", False),
+        (" true ", True),
+        # librdkafka's other spellings (rdkafka_conf.c), which confluent-kafka
+        # applications use, "0"/"1" from environment variables above all.
+        ("t", True),
+        ("F", False),
+        ("1", True),
+        ("0", False),
+        (1, True),
+        (0, False),
+    ],
+)
 def test_a_boolean_setting_reads_bools_and_their_text(value: object, expected: bool) -> None:
     assert bool_setting({"k": value}, "k", not expected) is expected
 
