@@ -235,6 +235,16 @@ class AsyncConsumer(ConsumerBase):
         self._core.check_open()  # closed: ConsumerClosedError, as every other method
         if self._exit is None:
             raise RuntimeError("use the consumer as 'async with AsyncConsumer(config) as c'")
+        try:
+            return await self._consume(num_messages, timeout)
+        except RuntimeError:
+            # close() from a listener method or another task while this call ran:
+            # librdkafka's handle says so with a bare RuntimeError. Raise it as
+            # every call after close() does.
+            self._core.check_open()
+            raise
+
+    async def _consume(self, num_messages: int, timeout: float) -> list[Record]:
         now = self._now()
         deadline = math.inf if timeout is None or timeout < 0 else now + timeout
         consume = self._dataplane.consume

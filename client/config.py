@@ -26,7 +26,6 @@ that names the key and says what to do:
 from __future__ import annotations
 
 import contextlib
-
 import logging
 import os
 from collections.abc import Callable, Mapping

@@ -213,6 +213,17 @@ class Consumer(ConsumerBase):
         """
         if num_messages < 1:
             raise ValueError(f"num_messages must be >= 1, got {num_messages}")
+        try:
+            return self._consume(num_messages, timeout)
+        except RuntimeError:
+            # close() from another thread (or from a listener method) while this
+            # call ran: librdkafka's handle or the loop's portal is gone, and
+            # they say so with a bare RuntimeError. Raise it as every call after
+            # close() does.
+            self._core.check_open()
+            raise
+
+    def _consume(self, num_messages: int, timeout: float) -> list[Record]:
         deadline = math.inf if timeout is None or timeout < 0 else time.monotonic() + timeout
         consume = self._dataplane.consume
         while True:
