@@ -1268,10 +1268,13 @@ class ConsumerBase:
                 f"commit of {asked}: this consumer is neither subscribed nor assigned, so it "
                 "can commit nothing (subscribe() or assign() first)"
             )
-        held = ", ".join(str(tp) for tp in sorted(owned, key=str)) or "none yet"
+        held = ", ".join(str(tp) for tp in sorted(owned, key=str)) or "none"
         raise NothingToCommitError(
             f"commit of {asked}: this consumer owns none of these partitions (it owns: {held}); "
-            "a commit covers only partitions assigned to it"
+            "a commit covers only partitions assigned to it. If they were assigned before, "
+            "they were revoked or lost (a rebalance, or this member left the group after "
+            "max.poll.interval.ms without a poll): another member owns them now, and this "
+            "member's work on them will be redone there"
         )
 
     def store_offsets(self, message: Record | None = None, offsets: Offsets | None = None) -> None:

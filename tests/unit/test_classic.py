@@ -832,7 +832,11 @@ def test_commit_fenced_instance_id_is_fatal() -> None:
     h = Harness(instance_id="i-1")
     h.stable("a-0")
     acts = h.do(CommitFailed(None, tps("a-0"), E["FENCED_INSTANCE_ID"], 1))
-    assert one(ReportFatalError, acts).name == "FENCED_INSTANCE_ID"
+    fatal = one(ReportFatalError, acts)
+    assert fatal.name == "FENCED_INSTANCE_ID"
+    # The broker sends no message: the member says what happened and what to do.
+    assert fatal.message is not None
+    assert "same group.instance.id (i-1)" in fatal.message
     assert h.state() is S.FATAL
 
 
