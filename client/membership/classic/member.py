@@ -1422,14 +1422,15 @@ class ClassicMember(
 
     def _fatal(self, code: int, message: str | None, acts: list[_Action]) -> None:
         name = error_name(code)
-        if code == _E.FENCED_INSTANCE_ID and not message:
+        if code == _E.FENCED_INSTANCE_ID:
             # The broker says nothing more; the usual cause is two processes
             # started with one group.instance.id.
-            message = (
+            why = (
                 f"another consumer joined with the same group.instance.id "
                 f"({self._cfg.instance_id}) and replaced this one; give every running "
                 "consumer its own group.instance.id"
             )
+            message = f"{message}: {why}" if message else why
         log.error(
             "group %s member %s: fatal error %s: %s",
             self._cfg.group_id,
