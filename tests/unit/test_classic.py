@@ -645,13 +645,31 @@ def test_an_unconfirmed_joining_member_loses_its_partitions_when_the_round_says_
     assert h.m.assignment == frozenset()
 
 
-def test_a_join_answered_within_the_session_timeout_never_stops_fetching() -> None:
+def test_a_join_answered_within_the_session_timeout_loses_nothing() -> None:
+    # Held by the coordinator 9 s (for the other members), or by the network:
+    # the member cannot tell, so from a session timeout after the JoinGroup went
+    # out until the SyncGroup answer it pauses its kept partitions; the answer
+    # confirms it, and they resume where they stopped, never lost.
     h, confirmed = _joining_after_a_confirmed_rebalance_heartbeat()
     acts = h.tick(confirmed + 9.0)
     acts += h.joined(generation=2, protocol="cooperative-sticky")
-    acts += h.tick(confirmed + 12.0)  # past the old deadline: the join confirmed the member
+    acts += h.tick(confirmed + 12.0)
     acts += h.synced("a-0", "a-1")
     acts += h.finish()
+    assert of(StopFetching, acts) == [StopFetching(tps("a-0", "a-1"))]
+    assert of(StartFetching, acts) == [StartFetching(tps("a-0", "a-1"))]
+    assert not [a for a in of(RunCallback, acts) if a.kind is CallbackKind.LOST]
+    assert h.state() is S.STABLE
+
+
+def test_a_join_answered_and_synced_within_the_session_timeout_never_stops_fetching() -> None:
+    h, confirmed = _joining_after_a_confirmed_rebalance_heartbeat()
+    acts = h.tick(confirmed + 5.0)
+    acts += h.joined(generation=2, protocol="cooperative-sticky")
+    acts += h.tick(confirmed + 9.0)
+    acts += h.synced("a-0", "a-1")
+    acts += h.finish()
+    acts += h.tick(confirmed + 12.0)  # past the join's own deadline: the sync confirmed it
     assert not of(StopFetching, acts)
     assert h.state() is S.STABLE
 
@@ -681,6 +699,26 @@ def test_a_join_answered_after_a_lost_join_answer_does_not_restart_the_session()
     assert not of(StopFetching, h.tick(confirmed + 9.9))
     acts = h.tick(confirmed + 10.0)
     assert of(StopFetching, acts)[:1] == [StopFetching(tps("a-0", "a-1"))]
+
+
+def test_a_late_join_answer_counts_the_session_from_when_the_join_was_sent() -> None:
+    # Sim seed 617362: the coordinator completed the round (restarting every
+    # session) soon after the JoinGroup went out, but the answer came 3.6 s later;
+    # its SyncGroup and heartbeat answers were then lost. Counted from the
+    # answer, the member fetched its kept partitions past the coordinator's expiry.
+    # It stops fetching (keeping them) until the SyncGroup answer confirms it.
+    h, confirmed = _joining_after_a_confirmed_rebalance_heartbeat()
+    h.tick(confirmed + 3.6)
+    h.joined(generation=2, protocol="cooperative-sticky")
+    assert h.state() is S.SYNCING
+    assert not of(StopFetching, h.tick(confirmed + 9.9))
+    acts = h.tick(confirmed + 10.0)
+    assert acts == [StopFetching(tps("a-0", "a-1"))]
+    acts = h.synced("a-0", "a-1")
+    acts += h.finish()
+    assert of(StartFetching, acts) == [StartFetching(tps("a-0", "a-1"))]
+    assert not [a for a in of(RunCallback, acts) if a.kind is CallbackKind.LOST]
+    assert h.state() is S.STABLE
 
 
 def test_a_heartbeat_answer_confirms_the_session_after_a_lost_join_answer() -> None:

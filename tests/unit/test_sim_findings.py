@@ -304,3 +304,12 @@ def test_a_classic_member_whose_join_answer_was_lost_counts_its_session_from_a_h
     # heartbeat were dropped, and the coordinator expired it while it fetched:
     # it had counted its session from that JoinGroup answer.
     _clean(443196)
+
+
+def test_a_classic_member_counts_a_late_join_answers_session_from_the_join() -> None:
+    # Soak 550000..649999, seed 617362: a classic cooperative leader's JoinGroup
+    # answer was held up 3.6 s on a lossy network; its SyncGroup and heartbeat
+    # answers were then lost, and the coordinator expired it (a session timeout
+    # after completing the round) while it still fetched its kept partitions: it
+    # had counted its session from the answer. It now counts from the sending.
+    _clean(617362)

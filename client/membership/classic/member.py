@@ -298,6 +298,11 @@ class ClassicMember(
         # JoinGroup answer may come straight from a Stable group, which
         # restarts no session (see _on_joined).
         self._answer_lost = False
+        self._round_sent_at: float | None = None
+        """When the JoinGroup or SyncGroup whose answer is being handled was sent."""
+        self._join_sent_at: float | None = None
+        """When the JoinGroup last answered was sent, until a SyncGroup or heartbeat
+        answer confirms the member (see _on_joined)."""
         # Stale (poll timeout) and leaving.
         self._stale_token: int | None = None
         self._leave_seq: int | None = None
@@ -369,6 +374,9 @@ class ClassicMember(
             candidates.append(self._session_deadline(self._last_heartbeat_ok))
         elif self._unconfirmed_fetching() and self._last_heartbeat_ok is not None:
             candidates.append(self._session_deadline(self._last_heartbeat_ok))
+        joined = self._join_unconfirmed()
+        if joined is not None:
+            candidates.append(self._session_deadline(joined))
         if (
             self._heartbeating()
             and not self._awaiting_coordinator
@@ -470,15 +478,27 @@ class ClassicMember(
         if self._state in IN_GROUP and self._life.poll_expired(now):
             self._poll_expired(now, acts)
             return
+        joined = self._join_unconfirmed()
+        if joined is not None and now >= self._session_deadline(joined):
+            self._session_unconfirmed(acts, "its JoinGroup answer")
         last_ok = self._last_heartbeat_ok
         if last_ok is None or now < self._session_deadline(last_ok):
             return
         if self._heartbeating():
             self._session_expired(now, acts)
         elif self._unconfirmed_fetching():
-            self._session_unconfirmed(acts)
+            self._session_unconfirmed(acts, "JoinGroup")
 
-    def _session_unconfirmed(self, acts: list[_Action]) -> None:
+    def _join_unconfirmed(self) -> float | None:
+        """When the JoinGroup answered last went out, while nothing confirmed the
+        member since and it fetches (None otherwise)."""
+        if self._join_sent_at is None or not self._fetching:
+            return None
+        if self._state not in (_S.AWAITING_ASSIGNOR, _S.SYNCING):
+            return None
+        return self._join_sent_at
+
+    def _session_unconfirmed(self, acts: list[_Action], unanswered: str) -> None:
         # A session timeout has passed since the coordinator last confirmed this
         # member, which is still joining (its JoinGroup out, or waiting to be
         # sent again). If the coordinator holds a JoinGroup (parked until
@@ -493,12 +513,12 @@ class ClassicMember(
         # keeps fetching until the JoinGroup times out (found by the
         # simulator's session-loss invariant, seeds 22, 138 and 148).
         log.warning(
-            "group %s member %s: JoinGroup unanswered for session.timeout.ms (%d ms) "
-            "since the coordinator last confirmed this member; stopping fetching "
-            "%s until the round answers",
+            "group %s member %s: nothing confirmed this member for session.timeout.ms "
+            "(%d ms) since %s went out; stopping fetching %s until the round answers",
             self._cfg.group_id,
             self._member_id,
             self._cfg.session_timeout_ms,
+            unanswered,
             sorted(self._fetching),
         )
         self._stop_fetching(self._owned, acts)
@@ -767,7 +787,10 @@ class ClassicMember(
     def _answers_round(self, kind: _Kind, seq: int, state: ClassicState) -> bool:
         """Whether ``seq`` answers this round's ``kind`` request, in ``state`` still."""
         sent = self._accept(kind, seq)
-        return sent is not None and sent.round == self._round and self._state is state
+        if sent is None or sent.round != self._round or self._state is not state:
+            return False
+        self._round_sent_at = sent.sent_at  # for the handler of the answer
+        return True
 
     def _on_round_answer(
         self,
@@ -788,6 +811,7 @@ class ClassicMember(
         if self._answers_round(kind, event.seq, state):
             handler = failed if event.response.error_code else succeeded
             handler(event.response, now, acts)
+            self._round_sent_at = None
 
     def _round_failed(self, kind: _Kind, code: int) -> ClassicReaction:
         reaction = classic_reaction_for(code)
@@ -838,6 +862,15 @@ class ClassicMember(
         self._member_id = resp.member_id
         self._protocol_name = name
         self._leader_id = resp.leader
+        # The coordinator restarted the session when it completed the round:
+        # after this JoinGroup went out, before its answer came, no telling
+        # when. Held there for the other members, the answer restarts it about
+        # now; held up on the network, seconds earlier (simulator seed 617362:
+        # 3.6 s, then the SyncGroup and heartbeat answers lost, and the member
+        # fetched its kept partitions past the coordinator's expiry). Until a
+        # SyncGroup or heartbeat answer confirms the member, it stops fetching
+        # (keeping its partitions) a session timeout after the sending.
+        self._join_sent_at = self._round_sent_at
         if not self._answer_lost or self._last_heartbeat_ok is None:
             # A join round that completes restarts every member's session.
             self._last_heartbeat_ok = now
@@ -939,6 +972,7 @@ class ClassicMember(
             )
             return
         self._retry.reset()
+        self._join_sent_at = None  # the SyncGroup answer confirms the member
         assignment = resp.assignment
         if assignment is None:
             log.warning(
@@ -1230,6 +1264,7 @@ class ClassicMember(
             # the member's idea of its session past the coordinator's.
             self._last_heartbeat_ok = sent.sent_at
             self._answer_lost = False
+            self._join_sent_at = None
             return
         reaction = classic_reaction_for(code)
         if sent.generation != self._generation and reaction in (
@@ -1250,6 +1285,7 @@ class ClassicMember(
             # member that thinks it is done has to rejoin (as Java).
             self._last_heartbeat_ok = sent.sent_at
             self._answer_lost = False
+            self._join_sent_at = None
             if self._state is _S.STABLE:
                 self._rejoin(_T.REJOIN, "heartbeat: the group is rebalancing", now, acts)
             elif self._state is _S.RECONCILING:
