@@ -356,6 +356,16 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
         if check is not None and watched and self.member.is_leader and topics & watched.keys():
             check.set()
 
+    def topics_appeared(self, topics: frozenset[str]) -> None:
+        """The leader looks at the subscribed topics now: a topic created after
+        the subscription is assigned within a round trip of the missing-topic
+        watch seeing it, not at the next interval (``metadata.max.age.ms``) or
+        through the stuck-group repair's leave and rejoin."""
+        watched = self._watched_counts
+        check = self._check_now
+        if check is not None and watched and self.member.is_leader and topics & watched.keys():
+            check.set()
+
     async def _watch_metadata(self) -> None:
         while True:
             self._check_now = anyio.Event()

@@ -106,9 +106,10 @@ class GroupIO:
     async def _warn_while_missing(self, topics: frozenset[str], scope: anyio.CancelScope) -> None:
         driver = self._driver
         with scope:
-            await topic_watch.warn_while_missing(
+            if await topic_watch.warn_while_missing(
                 driver.client, driver.config, topics, driver.request_timeout
-            )
+            ):
+                driver.session.topics_appeared(topics)
 
 
 def one_per_leader(cluster: ClusterMetadata, topics: frozenset[str]) -> list[TopicPartition]:

@@ -167,5 +167,11 @@ class SessionBase(Generic[E, A]):
         Nothing by default: a consumer-protocol coordinator revokes them itself.
         """
 
+    def topics_appeared(self, topics: frozenset[str]) -> None:
+        """A subscribed topic among ``topics`` that was missing exists now.
+
+        Nothing by default: a consumer-protocol coordinator assigns it itself.
+        """
+
     def start(self) -> None:
         """The driver is connected: start background work (none by default)."""

@@ -66,8 +66,10 @@ def missing_topic_delays(first: float, cap: float) -> Iterator[float]:
 
 async def warn_while_missing(
     client: TransportInterface, config: ConsumerConfig, topics: frozenset[str], timeout: float
-) -> None:
+) -> bool:
     """Log a WARNING while a subscribed topic is unknown, repeated with backoff.
+
+    Returns whether a topic that was missing has appeared (False: none was missing).
 
     Without it a consumer of a topic that does not exist waits silently:
     the group assigns it nothing and no error is due (the topic may be
@@ -76,7 +78,8 @@ async def warn_while_missing(
     authorizers, for one the principal may not describe, so both are named.
     """
     if described_lately(client, topics):
-        return  # every topic exists: the subscription's denial check just saw them
+        return False  # every topic exists: the subscription's denial check just saw them
+    was_missing = False
     for delay in missing_topic_delays(*MISSING_TOPIC_WARNINGS):
         try:
             cluster = await client.metadata(sorted(topics), timeout=timeout)
@@ -91,7 +94,8 @@ async def warn_while_missing(
                 and isinstance(broker_error(errors[t]), UnknownTopicOrPartitionError)
             )
             if not missing:
-                return
+                return was_missing
+            was_missing = True
             log.warning(
                 "group %s: subscribed topic %s does not exist or is not authorized for "
                 "this client, so no partitions are assigned; create it (for example "
@@ -104,6 +108,7 @@ async def warn_while_missing(
                 delay,
             )
         await anyio.sleep(delay)
+    raise AssertionError("unreachable: the delays never end")
 
 
 async def denied(

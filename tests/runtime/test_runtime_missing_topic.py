@@ -9,6 +9,7 @@ import pytest
 
 from kgroup import AsyncConsumer
 from kgroup.dataplane import Record
+from kgroup.protocol import ApiKey
 from kgroup.runtime import topic_watch
 from kgroup.testing.fake import FakeBroker
 
@@ -95,3 +96,33 @@ async def test_an_existing_topic_is_not_warned_about(
         consumer.subscribe(["orders"], listener=listener)
         await drive(consumer, until=lambda: told(consumer, listener, 1))
     assert _warnings(caplog, "orders") == []
+
+
+async def test_a_classic_leader_assigns_a_topic_created_after_it_subscribed_once_it_is_seen(
+    broker: FakeBroker,
+    group_id: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The missing-topic watch saw the topic appear, but the classic leader only
+    # looked at metadata.max.age.ms (5 min): the topic waited for the stuck-group
+    # repair's leave and rejoin, with its WARNING. Now the watch tells the leader.
+    monkeypatch.setattr(topic_watch, "MISSING_TOPIC_WARNINGS", (0.02, 0.02))
+    caplog.set_level(logging.WARNING, logger="kgroup")
+    listener = Recorder()
+    got: list[Record] = []
+    config = consumer_config(
+        broker, group_id, **{"group.protocol": "classic", "auto.offset.reset": "earliest"}
+    )
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+        consumer.subscribe(["late"], listener=listener)
+        await drive(consumer, until=lambda: len(_warnings(caplog, "late")) >= 1)
+        await drive(consumer, until=lambda: listener.of("assigned") == [frozenset()])
+        broker.create_topic("late", 2)
+        broker.produce("late", 0, b"x")
+        await drive(
+            consumer,
+            until=lambda: told(consumer, listener, 2) and len(got) == 1,
+            sink={consumer: got},
+        )
+        assert not broker.requests_of(ApiKey.LEAVE_GROUP), "assigned through the repair's leave"
