@@ -319,10 +319,16 @@ class AsyncConsumer(ConsumerBase):
         try:
             return self._core.deserialize(batch)
         except DeserializationError:
-            # Raised by every poll until the application seeks past the record:
-            # one that catches it and polls again must still let the loop run
-            # (heartbeats), as for the errors of service() above.
+            # Its records are back already. Raised by every poll until the
+            # application seeks past the record: one that catches it and polls
+            # again must still let the loop run (heartbeats), as for the errors
+            # of service() above.
             await anyio.lowlevel.checkpoint()
+            raise
+        except BaseException:
+            # Ctrl-C inside a deserializer: put the records back, or close()
+            # would commit past them.
+            self._core.give_back(batch)
             raise
 
     async def _share_the_loop(self, now: float) -> None:

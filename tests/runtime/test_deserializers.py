@@ -278,3 +278,64 @@ def test_the_blocking_consumer_deserializes_and_stops_at_a_poison_record(
                 consumer.poll(DEADLINE)
         # close() committed at the poison record, not past it.
         assert broker.committed(group_id) == {T0: 2}
+
+
+class _Interrupt(BaseException):
+    """What Ctrl-C raises inside a deserializer, as far as the consumer can tell."""
+
+
+def _interrupting_once() -> Callable[[bytes | None, SerializationContext], object]:
+    calls = [0]
+
+    def value_of(data: bytes | None, ctx: SerializationContext) -> object:
+        calls[0] += 1
+        if calls[0] == 2:
+            raise _Interrupt
+        return data
+
+    return value_of
+
+
+async def test_ctrl_c_inside_a_deserializer_loses_no_record(
+    broker: FakeBroker, group_id: str
+) -> None:
+    # The records were taken from the data plane: the position had moved past
+    # them, so the next poll skipped them and close() committed past them.
+    fill(broker, [b"a", b"b", b"c"])
+    config = consumer_config(
+        broker,
+        group_id,
+        **{"auto.offset.reset": "earliest", "value.deserializer": _interrupting_once()},
+    )
+    async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+        consumer.subscribe(["t"])
+        with anyio.fail_after(DEADLINE), pytest.raises(_Interrupt):
+            await first_batch(consumer)
+        assert values(await first_batch(consumer)) == [b"a", b"b", b"c"]
+        assert consumer.position([T0]) == {T0: 3}
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_ctrl_c_inside_a_deserializer_loses_no_record_blocking(backend: str) -> None:
+    with FakeBroker().running_in_thread(backend) as broker:
+        fill(broker, [b"a", b"b", b"c"])
+        config = consumer_config(
+            broker,
+            "interrupted",
+            **{"auto.offset.reset": "earliest", "value.deserializer": _interrupting_once()},
+        )
+        with Consumer(config, backend=backend, dataplane=broker.dataplane()) as consumer:
+            consumer.subscribe(["t"])
+            deadline = time.monotonic() + DEADLINE
+            with pytest.raises(_Interrupt):
+                _consume_until_records(consumer, deadline)
+            assert values(_consume_until_records(consumer, deadline)) == [b"a", b"b", b"c"]
+            assert consumer.position([T0]) == {T0: 3}
+
+
+def _consume_until_records(consumer: Consumer, deadline: float) -> list[Record]:
+    while time.monotonic() < deadline:
+        batch = consumer.consume(100, 0.01)
+        if batch:
+            return batch
+    raise AssertionError("no records before the deadline")
