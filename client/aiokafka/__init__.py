@@ -469,6 +469,8 @@ class AIOKafkaConsumer:
 
     async def stop(self) -> None:
         """Leave the group (committing first with auto-commit) and close."""
+        if self._consumer is not None:
+            self._return_held(self._consumer)  # before close's auto-commit
         consumer, self._consumer = self._consumer, None
         self._stopped = True
         self._held.clear()
@@ -592,6 +594,37 @@ class AIOKafkaConsumer:
             headers=tuple((name, _header_value(data)) for name, data in pairs),
         )
 
+    def _return_held(self, consumer: AsyncConsumer) -> None:
+        """Put the held records back into the data plane.
+
+        librdkafka handed them out, so its positions (which commits take) are
+        past them: given back, each partition's position is its first held
+        record again, and a commit of the positions does not pass records the
+        application never got. They are fetched again when asked for.
+        """
+        held = [record for queue in self._held.values() for record in queue]
+        self._held.clear()
+        if held:
+            consumer._core.give_back(held)
+
+    def _records(
+        self, consumer: AsyncConsumer, batch: list[Record]
+    ) -> list[ConsumerRecord[Any, Any]]:
+        """``batch`` as aiokafka's records, deserialized; at a record a deserializer
+        fails on, that one and the rest go back to the data plane (the position
+        stays at it, and the next call raises again, as aiokafka keeps raising at
+        it) and the records before it are returned, or the error raised if none."""
+        records: list[ConsumerRecord[Any, Any]] = []
+        for index, message in enumerate(batch):
+            try:
+                records.append(self._record(message))
+            except BaseException:
+                consumer._core.give_back(batch[index:])
+                if records:
+                    return records
+                raise
+        return records
+
     def _take_held(self, wanted: set[KTopicPartition] | None, limit: int) -> list[Record]:
         paused = self._running().paused()
         taken: list[Record] = []
@@ -643,7 +676,7 @@ class AIOKafkaConsumer:
         while True:
             batch = await self._fetch(wanted, 1, _WAIT_SLICE * 10)
             if batch:
-                return self._record(batch[0])
+                return self._records(self._running(), batch)[0]
 
     async def getmany(
         self, *partitions: Any, timeout_ms: int = 0, max_records: int | None = None
@@ -652,8 +685,8 @@ class AIOKafkaConsumer:
         wanted = {to_kgroup(tp, "getmany()") for tp in partitions} or None
         limit = max_records or self._max_poll_records or UNBOUNDED_BATCH
         result: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
-        for message in await self._fetch(wanted, limit, timeout_ms / 1000):
-            record = self._record(message)
+        batch = await self._fetch(wanted, limit, timeout_ms / 1000)
+        for record in self._records(self._running(), batch):
             result.setdefault(TopicPartition(record.topic, record.partition), []).append(record)
         return result
 
@@ -673,7 +706,9 @@ class AIOKafkaConsumer:
         ``OffsetAndMetadata``), or the consumed positions of every partition owned."""
         consumer = self._running()
         chosen: dict[KTopicPartition, KOffsetAndMetadata] | None = None
-        if offsets is not None:
+        if offsets is None:
+            self._return_held(consumer)  # else the positions pass records never returned
+        else:
             chosen = {}
             for tp, given in offsets.items():
                 if isinstance(given, tuple):

@@ -399,3 +399,65 @@ async def test_polling_getmany_without_a_timeout_loses_no_record(
                 # alone starves aiokafka's own fetcher (the control never ends).
                 await anyio.lowlevel.checkpoint()
     assert offsets == {0: list(range(PER_PARTITION)), 1: list(range(PER_PARTITION))}
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_commit_after_reading_one_partition_does_not_pass_the_others_records(
+    kind: str,
+    anyio_backend: str,
+    cluster: Cluster,
+) -> None:
+    # getmany(tp0) with tp1's records fetched too: the facade holds those, but
+    # librdkafka's position of tp1 had passed them, and commit() committed it.
+    topic = cluster.topic(records=True)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    consumer = cluster.consumer(kind, topic, from_start=True)
+    async with consumer:
+        got: list[Any] = []
+        with anyio.fail_after(WAIT):
+            while len(got) < PER_PARTITION:
+                got.extend((await consumer.getmany(tp0, timeout_ms=200)).get(tp0, []))
+        assert [r.offset for r in got] == list(range(PER_PARTITION))
+        await consumer.commit()
+        assert await consumer.committed(tp0) == PER_PARTITION
+        assert await consumer.committed(tp1) in (None, 0)
+        rest = await take(consumer, PER_PARTITION)
+        assert [(r.partition, r.offset) for r in rest] == [(1, i) for i in range(PER_PARTITION)]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("kind", ["kgroup-classic", "kgroup-consumer"])
+async def test_a_value_deserializer_failing_mid_batch_loses_no_record(
+    kind: str,
+    anyio_backend: str,
+    cluster: Cluster,
+) -> None:
+    # The facade only: aiokafka raises at the bad record without returning the
+    # ones before it in the same batch. The facade threw the whole batch away
+    # (taken from librdkafka: positions and commits passed all of it).
+    topic = cluster.topic(partitions=1, records=True)
+    tp = TopicPartition(topic, 0)
+
+    def value_of(data: bytes) -> str:
+        if data.endswith(b"-5"):
+            raise ValueError("cannot decode record 5")
+        return data.decode()
+
+    consumer = cluster.consumer(kind, topic, from_start=True, value_deserializer=value_of)
+    async with consumer:
+        values: list[str] = []
+        with anyio.fail_after(WAIT), pytest.raises(ValueError, match="record 5"):
+            await _read_all(consumer, values)
+        assert values == [f"value-0-{i}" for i in range(5)]
+        assert await consumer.position(tp) == 5
+        with pytest.raises(ValueError, match="record 5"):  # again, as aiokafka does
+            await consumer.getmany(timeout_ms=2000)
+        await consumer.commit()
+        assert await consumer.committed(tp) == 5
+
+
+async def _read_all(consumer: Any, values: list[str]) -> None:
+    while True:
+        for records in (await consumer.getmany(timeout_ms=200)).values():
+            values.extend(r.value for r in records)

@@ -46,7 +46,7 @@ class _CancellingDataPlane:
         self.cancelled_with: list[int] = []
 
     def consume(self, max_records: int, timeout: float) -> list[Record]:
-        batch = cast(list[Record], self._inner.consume(max_records, timeout))
+        batch = self._inner.consume(max_records, timeout)
         if batch and self.armed_for_wait is not None and self.armed_for_wait == (timeout > 0):
             self.armed_for_wait = None
             self.cancelled_with = [r.offset() or 0 for r in batch]
