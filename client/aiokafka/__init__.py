@@ -759,15 +759,28 @@ class AIOKafkaConsumer:
         with _translated():
             consumer.seek(tp, offset)
 
-    async def seek_to_beginning(self, *partitions: Any) -> None:
+    async def seek_to_beginning(self, *partitions: Any) -> bool:
         """Start these owned partitions (default: all) at their first record."""
-        for tp in partitions or self.assignment():
-            self._seek(tp, confluent_kafka.OFFSET_BEGINNING, "seek_to_beginning()")
+        await self._seek_to_edge(partitions, "seek_to_beginning()", end=False)
+        return True
 
-    async def seek_to_end(self, *partitions: Any) -> None:
+    async def seek_to_end(self, *partitions: Any) -> bool:
         """Start these owned partitions (default: all) after their last record."""
+        await self._seek_to_edge(partitions, "seek_to_end()", end=True)
+        return True
+
+    async def _seek_to_edge(self, partitions: tuple[Any, ...], what: str, *, end: bool) -> None:
+        # As aiokafka, the offset is looked up here: position() then gives it
+        # and commit() commits it (a logical seek leaves both unknown until the
+        # next record). Reading committed, the end is the last stable offset,
+        # which librdkafka resolves itself: a logical seek there.
+        logical = confluent_kafka.OFFSET_END if end else confluent_kafka.OFFSET_BEGINNING
         for tp in partitions or self.assignment():
-            self._seek(tp, confluent_kafka.OFFSET_END, "seek_to_end()")
+            offset = logical
+            if not end or self._config["isolation.level"] != "read_committed":
+                low, high = await self._watermarks(to_kgroup(tp, what))
+                offset = high if end else low
+            self._seek(tp, offset, what)
 
     async def seek_to_committed(self, *partitions: Any) -> dict[TopicPartition, int | None]:
         """Start these owned partitions (default: all) at the group's committed offsets."""

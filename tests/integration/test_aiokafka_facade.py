@@ -461,3 +461,31 @@ async def _read_all(consumer: Any, values: list[str]) -> None:
     while True:
         for records in (await consumer.getmany(timeout_ms=200)).values():
             values.extend(r.value for r in records)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_seek_to_end_then_commit_skips_the_backlog(
+    kind: str,
+    anyio_backend: str,
+    cluster: Cluster,
+) -> None:
+    # "Skip the backlog": the facade's logical seek left position() at the old
+    # offset and commit() committed nothing, so a restart read the backlog again.
+    topic = cluster.topic(partitions=1, records=True)
+    tp = TopicPartition(topic, 0)
+    consumer = cluster.consumer(kind, topic, from_start=True)
+    async with consumer:
+        read: list[Any] = []
+        with anyio.fail_after(WAIT):
+            while len(read) < 4:
+                batch = await consumer.getmany(timeout_ms=200, max_records=4 - len(read))
+                read.extend(batch.get(tp, []))
+        assert [r.offset for r in read] == [0, 1, 2, 3]
+        assert await consumer.seek_to_end(tp) is True
+        assert await consumer.position(tp) == PER_PARTITION
+        await consumer.commit()
+        assert await consumer.committed(tp) == PER_PARTITION
+        assert await consumer.seek_to_beginning(tp) is True
+        assert await consumer.position(tp) == 0
+        assert [r.offset for r in await take(consumer, 2)][:2] == [0, 1]
