@@ -705,6 +705,9 @@ class AIOKafkaConsumer:
         """Commit ``offsets`` (``{tp: offset}``, ``(offset, metadata)`` or
         ``OffsetAndMetadata``), or the consumed positions of every partition owned."""
         consumer = self._running()
+        if offsets is not None and (not isinstance(offsets, Mapping) or not offsets):
+            # As aiokafka: a list (or an empty dict) is a mistake, not a no-op.
+            raise ValueError(f"Offsets should be a non-empty dict, got {offsets!r}")
         chosen: dict[KTopicPartition, KOffsetAndMetadata] | None = None
         if offsets is None:
             self._return_held(consumer)  # else the positions pass records never returned
