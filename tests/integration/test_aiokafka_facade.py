@@ -173,7 +173,8 @@ async def test_usual_calls_behave_as_on_aiokafka(
         assert await consumer.committed(tp0) == 4
         await consumer.commit({tp0: OffsetAndMetadata(5, "meta")})
         assert await consumer.committed(tp0) == 5
-        for mistake in ([], {}):  # a mistake, not a no-op
+        mistakes: tuple[Any, ...] = ([], {})
+        for mistake in mistakes:  # a mistake, not a no-op
             with pytest.raises(ValueError, match=r"\[\]|\{\}"):
                 await consumer.commit(mistake)
         await consumer.commit()
