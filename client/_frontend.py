@@ -97,6 +97,7 @@ __all__ = [
     "as_seek",
     "auto_offset_store",
     "build_config",
+    "check_regex",
     "commit_offsets_arg",
     "parse_subscription",
 ]
@@ -203,7 +204,7 @@ def parse_subscription(
     A regex is given as ``pattern=``, as a compiled ``re.Pattern`` in place of
     the topics, or (as with confluent-kafka) as a topic string starting with
     ``^``. The broker evaluates it (RE2J syntax, full match on topic names);
-    one RE2 refuses is refused here, before it reaches the group.
+    :func:`check_regex` checks it for the protocol.
     """
     names: set[str] = set()
     regexes: list[str] = []
@@ -230,18 +231,42 @@ def parse_subscription(
         raise InvalidSubscriptionError(
             f"subscribe to topic names or to a regex, not both: {sorted(names)} and {regexes[0]!r}"
         )
-    if regexes:
+    return frozenset(names), (regexes[0] if regexes else None)
+
+
+def check_regex(regex: str, protocol: GroupProtocol) -> None:
+    """Refuse a subscription regex the engine that will read it cannot compile.
+
+    Under the consumer protocol the broker reads it with RE2/J (checked here
+    with RE2: no lookaround, no backreferences); under the classic protocol
+    (and ``auto``, which may fall back to it) the member resolves it with
+    Python's ``re``, as Java's and librdkafka's classic members use their own
+    engines. Caught here, the error is typed and the previous subscription
+    stays; past here it was fatal (the broker's INVALID_REGULAR_EXPRESSION) or
+    escaped poll() (``re.error``).
+
+    Raises:
+        InvalidSubscriptionError: naming the pattern and the engine's reason.
+    """
+    if protocol is GroupProtocol.CONSUMER:
         # Imported here: RE2 is loaded only by consumers that subscribe to a regex.
         from kgroup.admin.regex import re2_error  # noqa: PLC0415
 
-        error = re2_error(regexes[0])
+        error = re2_error(regex)
         if error is not None:
             raise InvalidSubscriptionError(
-                f"the regex {regexes[0]!r} is not valid RE2 syntax ({error}); the broker "
+                f"the regex {regex!r} is not valid RE2 syntax ({error}); the broker "
                 "reads subscription regexes as RE2/J does (no lookaround or "
                 "backreferences): fix the pattern, or subscribe to topic names"
             )
-    return frozenset(names), (regexes[0] if regexes else None)
+        return
+    try:
+        re.compile(regex)
+    except re.error as exc:
+        raise InvalidSubscriptionError(
+            f"the regex {regex!r} is not valid ({exc}); fix the pattern, or subscribe "
+            "to topic names"
+        ) from None
 
 
 # ------------------------------------------------------------ argument coercion
@@ -1080,7 +1105,8 @@ class ConsumerBase:
 
         Raises:
             InvalidSubscriptionError: names mixed with a regex, several regexes, a
-                regex RE2 refuses, or an empty or non-string topic name.
+                regex the protocol's engine cannot compile (:func:`check_regex`), or
+                an empty or non-string topic name.
             MixedAssignmentError: partitions were assigned with ``assign()``
                 (call ``unassign()`` first).
             TypeError: ``listener`` has none of the listener methods.
@@ -1088,6 +1114,8 @@ class ConsumerBase:
         self._core.check_open()
         check_listener(listener)
         names, regex = parse_subscription(topics, pattern)
+        if regex is not None:
+            check_regex(regex, self._config.group_protocol)
         self._on_loop(self._driver.subscribe, names, regex, listener)
         self._subscription = [regex] if regex is not None else sorted(names)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import re2  # the RE2 engine, not the standard library's re
 
-__all__ = ["RegexVerdict", "compile_regex", "evaluate_regex", "re2_error"]
+__all__ = ["RegexVerdict", "evaluate_regex", "re2_error"]
 
 
 def _options() -> Any:
@@ -30,15 +30,6 @@ def _options() -> Any:
 
 def _compile(pattern: str) -> Any:
     return re2.compile(pattern, _options())
-
-
-def compile_regex(pattern: str) -> Any:
-    """``pattern`` compiled by RE2 (``fullmatch``/``search`` as ``re``'s).
-
-    Raises:
-        re2.error: RE2 refuses it (:func:`re2_error` says why).
-    """
-    return _compile(pattern)
 
 
 def re2_error(pattern: str) -> str | None:

@@ -35,6 +35,7 @@ instance id). What the session adds:
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
@@ -222,7 +223,7 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
         self._rediscoveries = 0
         # The leader's view of the group subscription at its last assignment.
         self._watched_counts: dict[str, int] | None = None
-        self._pattern: Any = None  # a compiled RE2 regex
+        self._pattern: re.Pattern[str] | None = None
         self._pattern_topics: frozenset[str] = frozenset()
         self._metadata_interval = config.metadata_max_age
         self._check_now: anyio.Event | None = None  # wakes the metadata watch early
@@ -314,11 +315,9 @@ class ClassicSession(SessionBase[ClassicMemberEvent, ClassicMemberAction]):
             self._pattern, self._pattern_topics = None, frozenset()
             self._events.post(change)
         elif change.pattern is not None:
-            # RE2, the engine the broker resolves regexes with under the consumer
-            # protocol: a subscription means the same topics on both protocols.
-            from kgroup.admin.regex import compile_regex  # noqa: PLC0415
-
-            self._pattern = compile_regex(change.pattern)
+            # Python's re (checked at subscribe()): a classic member resolves its
+            # regex itself, as Java's (java.util.regex) and librdkafka's do.
+            self._pattern = re.compile(change.pattern)
             self._pattern_topics = frozenset()
             # Matching nothing (yet) means subscribed to nothing: the member
             # is not in the group until a matching topic appears; the watch

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from kgroup import ConfigError, InvalidSubscriptionError, TopicPartition
-from kgroup._frontend import build_config, commit_offsets_arg, parse_subscription
+from kgroup import ConfigError, GroupProtocol, InvalidSubscriptionError, TopicPartition
+from kgroup._frontend import build_config, check_regex, commit_offsets_arg, parse_subscription
 from kgroup.listener import listener_method
 from kgroup.membership import CallbackKind
 
@@ -51,18 +51,28 @@ def test_names_and_regex_do_not_mix() -> None:
         (r"^(a)\1$", "invalid escape"),  # backreference
     ],
 )
-def test_a_regex_re2_refuses_is_refused_at_subscribe_naming_why(pattern: str, why: str) -> None:
+def test_under_the_consumer_protocol_a_regex_re2_refuses_is_refused_naming_why(
+    pattern: str, why: str
+) -> None:
     with pytest.raises(InvalidSubscriptionError, match="not valid RE2") as raised:
-        parse_subscription([pattern], None)
+        check_regex(pattern, GroupProtocol.CONSUMER)
     assert repr(pattern) in str(raised.value)
     assert why in str(raised.value)
-    with pytest.raises(InvalidSubscriptionError, match="not valid RE2"):
-        parse_subscription(None, pattern)
 
 
-def test_re2_only_syntax_is_accepted() -> None:
+def test_re2_only_syntax_is_accepted_under_the_consumer_protocol() -> None:
     # \p{L}: a Unicode class RE2 (and RE2/J) reads and Python's re does not.
-    assert parse_subscription(None, r"^\p{L}+$") == (frozenset(), r"^\p{L}+$")
+    check_regex(r"^\p{L}+$", GroupProtocol.CONSUMER)
+
+
+@pytest.mark.parametrize("protocol", [GroupProtocol.CLASSIC, GroupProtocol.AUTO])
+def test_under_the_classic_protocol_the_members_own_engine_judges(
+    protocol: GroupProtocol,
+) -> None:
+    # A classic member resolves its regex with Python's re: lookahead works there.
+    check_regex("^orders-(?!test).*", protocol)
+    with pytest.raises(InvalidSubscriptionError, match=r"'\^\[bad' is not valid"):
+        check_regex("^[bad", protocol)
 
 
 def test_classic_and_auto_resolve_the_assignment_strategy_up_front() -> None:
