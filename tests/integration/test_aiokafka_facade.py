@@ -112,11 +112,15 @@ def assert_whole_sets(calls: list[tuple[str, set[TopicPartition]]]) -> None:
             owned = partitions
 
 
-async def take(consumer: Any, count: int, *partitions: TopicPartition) -> list[Any]:
+async def take(
+    consumer: Any, count: int, *partitions: TopicPartition, exactly: bool = False
+) -> list[Any]:
+    """At least ``count`` records (of ``partitions`` if given); ``exactly``: no more."""
     records: list[Any] = []
     with anyio.fail_after(WAIT):
         while len(records) < count:
-            batch = await consumer.getmany(*partitions, timeout_ms=200)
+            limit = count - len(records) if exactly else None
+            batch = await consumer.getmany(*partitions, timeout_ms=200, max_records=limit)
             for got in batch.values():
                 records.extend(got)
     return records
@@ -418,11 +422,8 @@ async def test_commit_after_reading_one_partition_does_not_pass_the_others_recor
     tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
     consumer = cluster.consumer(kind, topic, from_start=True)
     async with consumer:
-        got: list[Any] = []
-        with anyio.fail_after(WAIT):
-            while len(got) < PER_PARTITION:
-                got.extend((await consumer.getmany(tp0, timeout_ms=200)).get(tp0, []))
-        assert [r.offset for r in got] == list(range(PER_PARTITION))
+        got = await take(consumer, PER_PARTITION, tp0)
+        assert [(r.partition, r.offset) for r in got] == [(0, i) for i in range(PER_PARTITION)]
         await consumer.commit()
         assert await consumer.committed(tp0) == PER_PARTITION
         assert await consumer.committed(tp1) in (None, 0)
@@ -480,12 +481,7 @@ async def test_seek_to_end_then_commit_skips_the_backlog(
     tp = TopicPartition(topic, 0)
     consumer = cluster.consumer(kind, topic, from_start=True)
     async with consumer:
-        read: list[Any] = []
-        with anyio.fail_after(WAIT):
-            while len(read) < 4:
-                batch = await consumer.getmany(timeout_ms=200, max_records=4 - len(read))
-                read.extend(batch.get(tp, []))
-        assert [r.offset for r in read] == [0, 1, 2, 3]
+        assert [r.offset for r in await take(consumer, 4, exactly=True)] == [0, 1, 2, 3]
         assert await consumer.seek_to_end(tp) is True
         assert await consumer.position(tp) == PER_PARTITION
         await consumer.commit()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +94,13 @@ def take(consumer: Any, count: int) -> list[Any]:
         assert message.error() is None, message.error()
         messages.append(message)
     return messages
+
+
+def error_code(call: Callable[[], object]) -> int:
+    """The code of the ``KafkaException`` that ``call`` raises (the test fails if none)."""
+    with pytest.raises(KafkaException) as caught:
+        call()
+    return int(caught.value.args[0].code())
 
 
 def key(tp: TopicPartition) -> tuple[str, int]:
@@ -208,9 +215,8 @@ def test_store_offsets_with_auto_store_on_is_invalid_arg(
     consumer = make(**{"enable.auto.commit": False})
     consumer.subscribe([topic])
     messages = take(consumer, 1)
-    with pytest.raises(KafkaException) as caught:
-        consumer.store_offsets(message=messages[0])
-    assert caught.value.args[0].code() == KafkaError._INVALID_ARG
+    code = error_code(lambda: consumer.store_offsets(message=messages[0]))
+    assert code == KafkaError._INVALID_ARG
 
 
 def test_sync_commit_with_nothing_consumed_is_no_offset(
@@ -220,9 +226,7 @@ def test_sync_commit_with_nothing_consumed_is_no_offset(
     consumer = make(**{"enable.auto.commit": False})
     consumer.subscribe([topic])
     consumer.poll(1.0)
-    with pytest.raises(KafkaException) as caught:
-        consumer.commit(asynchronous=False)
-    assert caught.value.args[0].code() == KafkaError._NO_OFFSET
+    assert error_code(lambda: consumer.commit(asynchronous=False)) == KafkaError._NO_OFFSET
 
 
 def test_commit_of_positions_skips_a_partition_without_a_position(
@@ -248,9 +252,10 @@ def test_commit_of_positions_skips_a_partition_without_a_position(
     assert consumer.commit(offsets=positions, asynchronous=True) is None
     committed = consumer.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)])
     assert [tp.offset for tp in committed] == [3, confluent_kafka.OFFSET_INVALID]
-    with pytest.raises(KafkaException) as caught:
-        consumer.commit(offsets=[TopicPartition(topic, 1)], asynchronous=False)
-    assert caught.value.args[0].code() == KafkaError._NO_OFFSET
+    nothing = [TopicPartition(topic, 1)]
+    assert error_code(lambda: consumer.commit(offsets=nothing, asynchronous=False)) == (
+        KafkaError._NO_OFFSET
+    )
 
 
 def test_seek_to_the_end_leaves_no_position_to_commit(
@@ -270,9 +275,7 @@ def test_seek_to_the_end_leaves_no_position_to_commit(
     assert [(key(t), t.offset) for t in consumer.commit(asynchronous=False)] == [((topic, 0), 10)]
     consumer.seek(TopicPartition(topic, 0, confluent_kafka.OFFSET_END))
     assert [t.offset for t in consumer.position([tp])] == [confluent_kafka.OFFSET_INVALID]
-    with pytest.raises(KafkaException) as caught:
-        consumer.commit(asynchronous=False)
-    assert caught.value.args[0].code() == KafkaError._NO_OFFSET
+    assert error_code(lambda: consumer.commit(asynchronous=False)) == KafkaError._NO_OFFSET
     assert [t.offset for t in consumer.committed([tp])] == [PER_PARTITION]
 
 
@@ -293,9 +296,8 @@ def test_config_spellings_confluent_kafka_accepts_construct(
 
 def test_unknown_config_key_is_invalid_arg(kind: str, kafka_bootstrap_servers: str) -> None:
     cls = confluent_kafka.Consumer if kind.startswith("confluent") else kgroup.confluent.Consumer
-    with pytest.raises(KafkaException) as caught:
-        cls({"bootstrap.servers": kafka_bootstrap_servers, "group.id": "g", "no.such.key": 1})
-    assert caught.value.args[0].code() == KafkaError._INVALID_ARG
+    config = {"bootstrap.servers": kafka_bootstrap_servers, "group.id": "g", "no.such.key": 1}
+    assert error_code(lambda: cls(config)) == KafkaError._INVALID_ARG
 
 
 def test_lookups_watermarks_times_and_metadata(

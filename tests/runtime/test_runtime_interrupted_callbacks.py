@@ -73,12 +73,26 @@ async def _poll_through(consumer: AsyncConsumer, sink: list[Record], until: Any)
     return interrupts
 
 
+def _orders(broker: FakeBroker) -> None:
+    """The topic every scenario reads: 2 partitions of 5 records."""
+    broker.create_topic("orders", 2)
+    produce_each(broker, "orders", 2, 5)
+
+
+def _committed_and_left(broker: FakeBroker, group_id: str, listener: InterruptOnce) -> None:
+    """The interrupted close still ran the revoke callback, committed and left."""
+    assert listener.events[-1] == ("revoked", tps("orders", 0, 1))
+    assert broker.committed(group_id) == dict.fromkeys(tps("orders", 0, 1), 5)
+    group = broker.consumer_group(group_id) or broker.classic_group(group_id)
+    assert group is not None
+    assert not group.members, "the member did not leave: the group waits a session timeout"
+
+
 @PROTOCOLS
 async def test_an_interrupted_assign_callback_does_not_stall_the_member_or_the_group(
     broker: FakeBroker, group_id: str, protocol: dict[str, Any]
 ) -> None:
-    broker.create_topic("orders", 2)
-    produce_each(broker, "orders", 2, 5)
+    _orders(broker)
     config = consumer_config(broker, group_id, **protocol)
     listener = InterruptOnce("assigned")
     got: list[Record] = []
@@ -97,8 +111,7 @@ async def test_an_interrupted_assign_callback_does_not_stall_the_member_or_the_g
 async def test_an_interrupted_revoke_callback_in_close_still_commits_and_leaves_then_raises(
     broker: FakeBroker, group_id: str, protocol: dict[str, Any]
 ) -> None:
-    broker.create_topic("orders", 2)
-    produce_each(broker, "orders", 2, 5)
+    _orders(broker)
     config = consumer_config(broker, group_id, **protocol)
     listener = InterruptOnce("revoked")
     got: list[Record] = []
@@ -107,11 +120,7 @@ async def test_an_interrupted_revoke_callback_in_close_still_commits_and_leaves_
         await drive(consumer, until=lambda: len(got) == 10, sink={consumer: got})
         with anyio.fail_after(DEADLINE), pytest.raises(Interrupt):
             await consumer.close()
-    assert listener.events[-1] == ("revoked", tps("orders", 0, 1))
-    assert broker.committed(group_id) == {tp: 5 for tp in tps("orders", 0, 1)}
-    group = broker.consumer_group(group_id) or broker.classic_group(group_id)
-    assert group is not None
-    assert not group.members, "the member did not leave: the group waits a session timeout"
+    _committed_and_left(broker, group_id, listener)
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
@@ -120,8 +129,7 @@ def test_the_blocking_consumer_commits_and_leaves_when_its_close_is_interrupted(
     backend: str, protocol: dict[str, Any]
 ) -> None:
     with FakeBroker().running_in_thread(backend) as broker:
-        broker.create_topic("orders", 2)
-        produce_each(broker, "orders", 2, 5)
+        _orders(broker)
         config = consumer_config(broker, "blocking", **protocol)
         listener = InterruptOnce("revoked")
         got: list[Record] = []
@@ -133,9 +141,5 @@ def test_the_blocking_consumer_commits_and_leaves_when_its_close_is_interrupted(
             got.extend(consumer.consume(100, 0.01))
         with pytest.raises(Interrupt):
             consumer.close()
-        assert listener.events[-1] == ("revoked", tps("orders", 0, 1))
-        assert broker.committed("blocking") == {tp: 5 for tp in tps("orders", 0, 1)}
-        group = broker.consumer_group("blocking") or broker.classic_group("blocking")
-        assert group is not None
-        assert not group.members
+        _committed_and_left(broker, "blocking", listener)
         consumer.close()  # idempotent: nothing left to raise
