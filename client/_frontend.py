@@ -43,6 +43,7 @@ from kgroup.config_keys import (
 )
 from kgroup.config_keys import KEYS as CONFIG_KEYS
 from kgroup.dataplane import DataPlane, Record, validate_passthrough
+from kgroup.dataplane._in_hand import first_offsets
 from kgroup.errors import (
     ConfigError,
     ConsumerClosedError,
@@ -66,7 +67,7 @@ from kgroup.runtime import (
     RevocationCommitWork,
 )
 from kgroup.runtime.choice import check_protocol_config
-from kgroup.runtime.interfaces import TransportFactory
+from kgroup.runtime.interfaces import HoldsTakenRecords, TransportFactory
 from kgroup.telemetry.metrics import ConsumerMetrics
 from kgroup.telemetry.recorder import open_telemetry
 from kgroup.types import OffsetAndMetadata, TopicPartition
@@ -639,6 +640,11 @@ class FrontEndCore:
         self.config = config
         self.driver = driver
         self._deserializers = deserializers or None
+        dataplane = driver.dataplane
+        self._deliver: Callable[[list[Record], int], list[Record]] | None = None
+        self._hold: Callable[[object, list[Record]], None] | None = None
+        if isinstance(dataplane, HoldsTakenRecords):
+            self._deliver, self._hold = dataplane.deliver, dataplane.hold
         self.closed = False
         self.closing = False
         """True while ``close()`` runs: the revoke callback it runs may still commit."""
@@ -702,22 +708,15 @@ class FrontEndCore:
         return at is not None and time.monotonic() >= at
 
     def give_back(self, batch: Sequence[Record]) -> None:
-        """Put back a batch taken while the session lapsed (a freeze inside the record wait).
+        """Put back records the application has not seen, taken from the data plane earlier.
 
-        Each partition's next record is its first one in ``batch`` again: if the
-        session turns out alive, nothing is skipped; if the partitions are lost,
-        they leave the data plane and start from their committed offsets when
-        they come back.
+        For records already settled (see :meth:`hand_out`): the aiokafka
+        facade's, which it holds for a later call. Each partition's next record
+        is its first one in ``batch`` again; a partition no longer fetching is
+        left alone (it starts from its committed offset when it comes back).
         """
-        first: dict[TopicPartition, int] = {}
-        for record in batch:
-            topic, partition, offset = record.topic(), record.partition(), record.offset()
-            if topic is None or partition is None or offset is None or offset < 0:
-                continue
-            tp = TopicPartition(topic, partition)
-            first[tp] = min(offset, first.get(tp, offset))
         dataplane = self.driver.dataplane
-        for tp, offset in first.items():
+        for tp, offset in first_offsets(batch).items():
             if tp not in dataplane.assigned:
                 continue  # already stopped by the loop: nothing to put back
             try:
@@ -726,24 +725,70 @@ class FrontEndCore:
                 # Being unassigned meanwhile: it starts from its committed offset.
                 log.debug("could not put %s back at %d: %s", tp, offset, exc)
 
-    def deserialize(self, batch: list[Record]) -> list[Record]:
-        """``batch`` with keys and values deserialized in place (as confluent-kafka's
-        ``DeserializingConsumer``), or its records before the first that fails.
+    def settle(self, batch: list[Record], count: int) -> list[Record]:
+        """Settle ``batch``, a list the data plane's ``consume`` returned: its first
+        ``count`` records go to the application (returned), the rest go back.
 
-        A failing record is never lost (the Java client's
-        ``RecordDeserializationException``): it and the records after it are
-        put back (:meth:`give_back`), so the consumer's position stays at it and
-        no commit passes it. With records before it those are returned, and the
-        next poll fetches it again; otherwise this raises, and so does every
-        poll that reaches it until the application seeks past it.
+        Every batch taken is settled exactly once, whatever happens after the
+        take: until then the data plane counts it as not handed out, so a commit
+        the loop makes meanwhile (a revocation's) does not pass it (see
+        :class:`~kgroup.runtime.interfaces.HoldsTakenRecords`). Records of
+        partitions stopped or seeked since the take are not returned.
+        """
+        deliver = self._deliver
+        if deliver is not None:
+            return deliver(batch, count)
+        if count < len(batch):
+            self.give_back(batch[count:])
+        return batch[:count] if count < len(batch) else batch
+
+    def hold(self, owner: object, records: list[Record]) -> None:
+        """``records`` are settled but ``owner`` keeps them from the application for
+        now (the aiokafka facade's records of partitions it was not asked for):
+        positions do not count them until ``owner`` holds other records or none.
+        Without a data plane that can (see :meth:`settle`), nothing."""
+        hold = self._hold
+        if hold is not None:
+            hold(owner, records)
+
+    def hand_out(self, batch: list[Record]) -> list[Record]:
+        """What of a freshly taken ``batch`` reaches the application; the rest goes back.
+
+        Nothing while the session lapsed during the record wait (see
+        :meth:`session_lapsed`). With deserializers (as confluent-kafka's
+        ``DeserializingConsumer``) keys and values are deserialized in place; a
+        failing record is never lost (the Java client's
+        ``RecordDeserializationException``): it and the records after it go
+        back, so the consumer's position stays at it and no commit passes it.
+        With records before it those are returned, and the next poll fetches it
+        again; otherwise this raises, and so does every poll that reaches it
+        until the application seeks past it. Whatever ends this call early
+        (Ctrl-C in a deserializer) puts the whole batch back first.
 
         Raises:
             KeyDeserializationError, ValueDeserializationError: the first record
                 of ``batch`` failed, naming its partition and offset.
         """
+        if self.session_lapsed():
+            self.settle(batch, 0)  # the lapse came during the record wait
+            return []
+        if self._deserializers is None:
+            return self.settle(batch, len(batch))
+        try:
+            count, error = self._deserialize(batch)
+        except BaseException:
+            self.settle(batch, 0)
+            raise
+        records = self.settle(batch, count)
+        if error is not None and not count:
+            raise error
+        return records
+
+    def _deserialize(self, batch: list[Record]) -> tuple[int, DeserializationError | None]:
+        """Deserialize ``batch`` in place up to its first failing record: how many
+        succeeded, and the error of the one that failed (None: all did)."""
         deserializers = self._deserializers
-        if deserializers is None:
-            return batch
+        assert deserializers is not None
         key_of, value_of = deserializers.key, deserializers.value
         for index, record in enumerate(batch):
             topic, headers = record.topic(), record.headers()
@@ -759,20 +804,18 @@ class FrontEndCore:
                         value, SerializationContext(topic or "", MessageField.VALUE, headers)
                     )
             except Exception as exc:
-                self.give_back(batch[index:])
-                if index:
-                    return batch[:index]
                 error = failed(
                     TopicPartition(topic or "", record.partition() or 0),
                     record.offset() or 0,
                     record,
                     exc,
                 )
-                raise error from exc
+                error.__cause__ = exc
+                return index, error
             # Both set only once both succeeded: a record that failed keeps its bytes.
             record.set_key(key)
             record.set_value(value)
-        return batch
+        return len(batch), None
 
     def service_due(self) -> bool:
         """Whether :meth:`service` has anything to do now (the shells skip it if not).

@@ -270,17 +270,19 @@ class AsyncConsumer(ConsumerBase):
                 continue
             batch = consume(num_messages, 0)
             if batch:
-                batch = await self._deserialize(batch)
                 try:
                     await self._share_the_loop(now)
                 except BaseException:
                     # Cancelled (asyncio.wait_for, a cancel scope) with records in
                     # hand: put them back, or the position (and every commit after
                     # it) would pass records the application never saw.
-                    self._core.give_back(batch)
+                    self._core.settle(batch, 0)
                     raise
-                self._telemetry.records_handed_out(len(batch))
-                return batch
+                batch = await self._hand_out(batch)
+                if batch:
+                    self._telemetry.records_handed_out(len(batch))
+                    return batch
+                continue
             wait = min(deadline - self._now(), self._core.wait_slice())
             # librdkafka waits in whole milliseconds: a shorter wait would return
             # at once, and looping on it would spin until the deadline.
@@ -288,11 +290,9 @@ class AsyncConsumer(ConsumerBase):
                 return []
             batch = await self._wait_for_records(num_messages, wait)
             self._last_yield = self._now()
-            if batch and self._core.session_lapsed():
-                self._core.give_back(batch)  # the lapse came during the record wait
-                batch = []
             if batch:
-                batch = await self._deserialize(batch)
+                batch = await self._hand_out(batch)
+            if batch:
                 self._telemetry.records_handed_out(len(batch))
                 return batch
 
@@ -312,23 +312,19 @@ class AsyncConsumer(ConsumerBase):
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(take.finished.wait)
             if take.batch:
-                self._core.give_back(take.batch)
+                self._core.settle(take.batch, 0)
             raise
 
-    async def _deserialize(self, batch: list[Record]) -> list[Record]:
+    async def _hand_out(self, batch: list[Record]) -> list[Record]:
+        """:meth:`FrontEndCore.hand_out`: settles ``batch``, returns the application's records."""
         try:
-            return self._core.deserialize(batch)
+            return self._core.hand_out(batch)
         except DeserializationError:
             # Its records are back already. Raised by every poll until the
             # application seeks past the record: one that catches it and polls
             # again must still let the loop run (heartbeats), as for the errors
             # of service() above.
             await anyio.lowlevel.checkpoint()
-            raise
-        except BaseException:
-            # Ctrl-C inside a deserializer: put the records back, or close()
-            # would commit past them.
-            self._core.give_back(batch)
             raise
 
     async def _share_the_loop(self, now: float) -> None:

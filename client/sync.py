@@ -38,7 +38,6 @@ from kgroup._frontend import (
     Partitions,
 )
 from kgroup.dataplane import Record
-from kgroup.errors import DeserializationError
 from kgroup.runtime import CommitCallback, DataPlaneInterface
 from kgroup.runtime.driver import open_kafka_client
 from kgroup.runtime.interfaces import TransportFactory
@@ -240,19 +239,10 @@ class Consumer(ConsumerBase):
                 batch = []
             else:
                 batch = consume(num_messages, wait)
-                if batch and self._core.session_lapsed():
-                    self._core.give_back(batch)  # the lapse came during the record wait
-                    batch = []
+                if batch:
+                    # Settles the batch: what the application does not get goes back.
+                    batch = self._core.hand_out(batch)
             if batch:
-                try:
-                    batch = self._core.deserialize(batch)
-                except DeserializationError:
-                    raise  # the records from the failing one on are back already
-                except BaseException:
-                    # Ctrl-C inside a deserializer (or between the take and here):
-                    # put the records back, or close() would commit past them.
-                    self._core.give_back(batch)
-                    raise
                 self._telemetry.records_handed_out(len(batch))
                 return batch
             # librdkafka waits in whole milliseconds: a wait under one returns at

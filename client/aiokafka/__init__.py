@@ -445,6 +445,7 @@ class AIOKafkaConsumer:
         self._listener: _ListenerAdapter | None = None
         self._assigned: list[KTopicPartition] | None = None
         self._held: dict[KTopicPartition, collections.deque[Record]] = {}
+        self._holding = False  # whether the data plane counts held records (see _sync_held)
         self._metadata: dict[str, set[int]] = {}
 
     # ------------------------------------------------------------- lifecycle
@@ -536,6 +537,9 @@ class AIOKafkaConsumer:
         """Leave the group, or drop the manual assignment."""
         consumer = self._consumer
         self._topics, self._pattern, self._listener = frozenset(), None, None
+        if consumer is not None:
+            # Back before the revocation's commit, which would count them.
+            self._return_held(consumer)
         self._held.clear()
         if consumer is not None:
             with _translated():
@@ -551,6 +555,8 @@ class AIOKafkaConsumer:
             raise IllegalStateError("assign() after subscribe(): call unsubscribe() first")
         chosen = [to_kgroup(tp, "assign()") for tp in partitions]
         self._assigned = chosen
+        if self._consumer is not None:
+            self._return_held(self._consumer)
         self._held.clear()
         if self._consumer is not None:
             with _translated():
@@ -570,6 +576,25 @@ class AIOKafkaConsumer:
         """Drop held records of partitions revoked or sought (they will be fetched again)."""
         for tp in partitions:
             self._held.pop(tp, None)
+        self._sync_held()
+
+    def _sync_held(self) -> None:
+        """Have the data plane count the held records as not handed out.
+
+        librdkafka handed them out, so its positions are past them; a commit
+        the group's driver makes while the application awaits something (the
+        commit before a revocation) would go past records the application
+        never got, and the partition's next owner would start after them. The
+        data plane keeps positions before them until they are returned, given
+        back or forgotten. No await between a change and this call: the
+        driver, on this same event loop, reads no position in between.
+        """
+        consumer = self._consumer
+        if consumer is None or not (self._held or self._holding):
+            return  # the usual case: nothing held, before or now
+        held = [record for queue in self._held.values() for record in queue]
+        consumer._core.hold(self, held)
+        self._holding = bool(held)
 
     def _record(self, message: Record) -> ConsumerRecord[Any, Any]:
         key, value = message.key(), message.value()
@@ -606,6 +631,7 @@ class AIOKafkaConsumer:
         self._held.clear()
         if held:
             consumer._core.give_back(held)
+        self._sync_held()
 
     def _records(
         self, consumer: AsyncConsumer, batch: list[Record]
@@ -635,6 +661,8 @@ class AIOKafkaConsumer:
                 taken.append(queue.popleft())
             if not queue:
                 del self._held[tp]
+        if taken:
+            self._sync_held()
         return taken
 
     async def _fetch(
@@ -662,6 +690,7 @@ class AIOKafkaConsumer:
                         else:
                             # Handed out by librdkafka already: held until asked for.
                             self._held.setdefault(tp, collections.deque()).append(message)
+                    self._sync_held()
                 if taken:
                     return taken
                 if anyio.current_time() >= deadline:

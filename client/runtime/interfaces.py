@@ -30,6 +30,7 @@ __all__ = [
     "DataPlaneInterface",
     "DriverAction",
     "DriverEvent",
+    "HoldsTakenRecords",
     "Host",
     "KnowsLogEnds",
     "SubscriptionChange",
@@ -61,6 +62,32 @@ class KnowsLogEnds(Protocol):
     def cached_log_ends(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The high watermark the last fetch of each partition saw (those fetched)."""
         ...
+
+
+@runtime_checkable
+class HoldsTakenRecords(Protocol):
+    """A data plane that counts a taken batch as not handed out until it is settled (optional).
+
+    The front end takes a batch, then deserializes it and may yield to the
+    event loop before it hands it to the application; it may put the batch
+    back instead (a deserializer failed, the session lapsed, the call was
+    cancelled). The loop reads positions for commits meanwhile: with this, a
+    position is never past a batch not settled yet, and putting records back
+    is one step for the loop's readers (see :mod:`kgroup.dataplane._in_hand`).
+    Without it the front end seeks back; a commit made between the take and
+    the seek may pass the records put back.
+    """
+
+    def deliver(self, batch: list[Record], count: int) -> list[Record]:
+        """Settle ``batch`` (a list ``consume`` returned): its first ``count`` records
+        go to the application (returned, without those of partitions stopped or
+        seeked since the take), the rest back to the fetcher."""
+        ...
+
+    def hold(self, owner: object, records: list[Record]) -> None:
+        """``records``, settled, are still not the application's (``owner`` keeps
+        them for a later call): count them as not handed out until ``owner``
+        holds other records, or none."""
 
 
 @runtime_checkable

@@ -432,6 +432,33 @@ async def test_commit_after_reading_one_partition_does_not_pass_the_others_recor
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_revocation_does_not_commit_past_records_held_for_another_call(
+    kind: str,
+    anyio_backend: str,
+    cluster: Cluster,
+) -> None:
+    # getmany(tp0) with tp1's records fetched too, then a subscription change:
+    # the commit before the revocation took librdkafka's position of tp1, past
+    # the records the facade held, and tp1's next owner started after them.
+    topic, other = cluster.topic(records=True), cluster.topic(partitions=1)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    consumer = cluster.consumer(
+        kind, topic, auto_offset_reset="earliest", auto_commit_interval_ms=600_000
+    )
+    async with consumer:
+        got = await take(consumer, PER_PARTITION, tp0)
+        assert {r.partition for r in got} == {0}
+        consumer.subscribe([other])
+        # Polls that ask for the new partition only: tp1's records stay held.
+        with anyio.fail_after(WAIT):
+            while consumer.assignment() != {TopicPartition(other, 0)}:
+                await consumer.getmany(TopicPartition(other, 0), timeout_ms=100)
+        assert await consumer.committed(tp0) == PER_PARTITION
+        assert await consumer.committed(tp1) in (None, 0)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.parametrize("kind", ["kgroup-classic", "kgroup-consumer"])
 async def test_a_value_deserializer_failing_mid_batch_loses_no_record(
     kind: str,

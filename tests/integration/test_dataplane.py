@@ -40,7 +40,8 @@ def drain(plane: DataPlane, expected: int, timeout: float = 30.0) -> list[Record
     records: list[Record] = []
     deadline = time.monotonic() + timeout
     while len(records) < expected and time.monotonic() < deadline:
-        records.extend(plane.consume(500, 0.5))
+        batch = plane.consume(500, 0.5)
+        records.extend(plane.deliver(batch, len(batch)))
     return records
 
 
@@ -98,6 +99,52 @@ def test_positions_only_cover_records_handed_out(
     first = drain(plane, expected=1)
     handed = max(offset(m) for m in first)
     assert plane.positions([tp]) == {tp: handed + 1}
+
+
+def take(plane: DataPlane, timeout: float = 30.0) -> list[Record]:
+    """The first non-empty batch, not settled yet."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        batch = plane.consume(500, 0.5)
+        if batch:
+            return batch
+    raise AssertionError("no record came")
+
+
+def test_a_batch_counts_as_handed_out_once_delivered_and_its_rest_is_read_again(
+    kafka_bootstrap_servers: str, make_topic: MakeTopic, plane_factory: PlaneFactory
+) -> None:
+    """Positions read between the take and the settle (the loop's commits) never
+    pass the batch; what is not delivered is the next thing read."""
+    topic = make_topic(partitions=1)
+    produce(kafka_bootstrap_servers, topic, per_partition=10, partitions=1)
+    plane = plane_factory()
+    tp = TopicPartition(topic, 0)
+    plane.assign({tp: 0})
+    batch = take(plane)
+    assert offset(batch[0]) == 0
+    assert plane.positions([tp]) == {tp: 0}
+    count = min(3, len(batch))
+    assert [offset(m) for m in plane.deliver(batch, count)] == list(range(count))
+    assert plane.positions([tp]) == {tp: count}
+    assert [offset(m) for m in drain(plane, expected=10 - count)] == list(range(count, 10))
+    assert plane.positions([tp]) == {tp: 10}
+
+
+def test_records_of_a_partition_stopped_while_in_hand_are_not_delivered(
+    kafka_bootstrap_servers: str, make_topic: MakeTopic, plane_factory: PlaneFactory
+) -> None:
+    topic = make_topic(partitions=2)
+    produce(kafka_bootstrap_servers, topic, per_partition=5, partitions=2)
+    plane = plane_factory()
+    p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    plane.assign({p0: 0, p1: 0})
+    batch = take(plane)
+    stopped = TopicPartition(topic, batch[0].partition() or 0)
+    plane.unassign([stopped])
+    delivered = plane.deliver(batch, len(batch))
+    assert all(m.partition() != stopped.partition for m in delivered)
+    assert len(delivered) == sum(1 for m in batch if m.partition() != stopped.partition)
 
 
 def test_unassign_stops_fetching_and_reassign_resumes_at_given_offset(
@@ -193,7 +240,8 @@ def test_out_of_range_offset_with_reset_error_surfaces_without_losing_records(
     deadline = time.monotonic() + 30
     while (not errors or len(seen) < 3) and time.monotonic() < deadline:
         try:
-            seen.extend(plane.consume(100, 0.5))
+            batch = plane.consume(100, 0.5)
+            seen.extend(plane.deliver(batch, len(batch)))
         except DataPlaneError as exc:
             errors.append(exc)
     assert errors, "the out-of-range partition never reported an error"

@@ -21,10 +21,11 @@ if TYPE_CHECKING:
 
 @dataclass
 class _Driver:
-    """The two fields wait_slice reads of a driver."""
+    """The two fields wait_slice reads of a driver (and a data plane, which it does not use)."""
 
     answers_pending: int = 0
     quiet_until: float = math.inf
+    dataplane: object = None
 
 
 def _core(driver: _Driver) -> FrontEndCore:

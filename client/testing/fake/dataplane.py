@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import confluent_kafka
 
 from kgroup.config import AutoOffsetReset
+from kgroup.dataplane._in_hand import InHand
 from kgroup.dataplane.librdkafka import DataPlane, DataPlaneError, Record
 from kgroup.errors import KgroupError
 from kgroup.types import TopicPartition
@@ -165,6 +166,7 @@ class FakeDataPlane(DataPlane):
         self._position: dict[TopicPartition, int] = {}  # after the last handed out / seek
         self._paused_set: set[TopicPartition] = set()
         self._rotation = 0
+        self._in_hand = InHand()
         self._closed = False
         self.calls: list[DataPlaneCall] = []
         """assign / unassign / pause / resume / seek calls, oldest first."""
@@ -246,6 +248,7 @@ class FakeDataPlane(DataPlane):
                 del self._fetch[tp]
                 self._position.pop(tp, None)
             self._paused_set.difference_update(gone)
+            self._in_hand.moved(gone)
         self._note("unassign", gone)
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
@@ -270,13 +273,38 @@ class FakeDataPlane(DataPlane):
                 raise DataPlaneError(f"cannot seek {partition}: it is not assigned")
             self._fetch[partition] = offset
             self._position[partition] = offset
+            self._in_hand.moved((partition,))
             self._log.changed.notify_all()
         self._note("seek", (partition,))
 
     def positions(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """The offset of the next record to hand out, for partitions something was handed from."""
+        """The offset of the next record to hand out, for partitions something was handed from
+        (a batch :meth:`consume` returned counts once :meth:`deliver` settled it)."""
         with self._log.changed:
-            return {tp: self._position[tp] for tp in partitions if tp in self._position}
+            held = self._in_hand.starts() if self._in_hand else {}
+            return {
+                tp: min(self._position[tp], held.get(tp, self._position[tp]))
+                for tp in partitions
+                if tp in self._position
+            }
+
+    def hold(self, owner: object, records: list[Record]) -> None:
+        """Count ``records`` as not handed out until ``owner`` holds others (or none)."""
+        with self._log.changed:
+            self._in_hand.hold(owner, records)
+
+    def deliver(self, batch: list[Record], count: int) -> list[Record]:
+        """Settle ``batch`` as the librdkafka data plane does: the first ``count`` records
+        are returned, the rest go back (their partitions read from the first again)."""
+        with self._log.changed:
+            records, back = self._in_hand.settle(batch, count)
+            for tp, offset in back.items():
+                if tp in self._fetch:
+                    self._fetch[tp] = offset
+                    self._position[tp] = offset
+            if back:
+                self._log.changed.notify_all()
+        return records
 
     def leader_epochs(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Leader epochs of positions: :attr:`leader_epoch` for every partition with a position
@@ -306,6 +334,7 @@ class FakeDataPlane(DataPlane):
                 if batch or remaining <= 0:
                     break
                 self._log.changed.wait(remaining)
+            self._in_hand.add(batch)
         self.consumed.extend(batch)
         return batch
 

@@ -1,0 +1,236 @@
+"""A batch taken from the data plane counts as not handed out until it is settled.
+
+The blocking consumer's event loop runs in a thread of its own and reads
+positions whenever the group moves: a partition revoked while the
+application's thread holds a batch it just took (before deserializing it,
+before it can put a failing record back) used to be stopped at a position
+past the batch, and the revocation's commit went past records that never
+reached the application. Its next owner then started after them: lost.
+
+Here a second member joins at exactly that moment (the first member's take
+waits until its loop stopped the revoked partition), and the deserializer
+then refuses the batch's first record, so the whole batch goes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, cast
+
+import anyio
+import pytest
+from confluent_kafka.serialization import SerializationContext
+
+from kgroup import AsyncConsumer, Consumer
+from kgroup.dataplane import Record
+from kgroup.errors import DeserializationError
+from kgroup.runtime import DataPlaneInterface
+from kgroup.testing.fake import FakeBroker
+from kgroup.types import TopicPartition
+
+from .helpers import DEADLINE, consumer_config
+
+PER_PARTITION = 20
+ALL = {(p, o) for p in (0, 1) for o in range(PER_PARTITION)}
+
+
+class _ArmedDataPlane:
+    """The fake data plane; its armed take runs ``on_take`` with the batch in hand."""
+
+    def __init__(self, inner: DataPlaneInterface) -> None:
+        self._inner = inner
+        self.on_take: Any = None
+        self.before_wait: Any = None
+        """Called (once) at the start of the next take that may wait, armed or not."""
+        self.taken: list[tuple[int, int]] = []
+        self.stopped = threading.Event()
+        self.unassigned: set[TopicPartition] = set()
+
+    def consume(self, max_records: int, timeout: float) -> list[Record]:
+        if timeout > 0 and self.before_wait is not None:
+            before_wait, self.before_wait = self.before_wait, None
+            before_wait()
+        batch = self._inner.consume(max_records, timeout)
+        if batch and self.on_take is not None:
+            on_take, self.on_take = self.on_take, None
+            self.taken = [(r.partition() or 0, r.offset() or 0) for r in batch]
+            on_take()
+        return batch
+
+    def unassign(self, partitions: Any) -> None:
+        partitions = set(partitions)
+        self._inner.unassign(partitions)
+        self.unassigned |= partitions
+        self.stopped.set()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _RefuseOnce:
+    """A value deserializer that refuses one record when armed."""
+
+    def __init__(self) -> None:
+        self.armed = False
+
+    def __call__(self, value: bytes | None, ctx: SerializationContext) -> object:
+        if self.armed:
+            self.armed = False
+            raise ValueError("refused once")
+        return value
+
+
+@contextmanager
+def _polling_in_a_thread(consumer: Consumer, sink: list[Record]) -> Iterator[None]:
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.is_set():
+            sink.extend(consumer.consume(100, 0.01))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(DEADLINE)
+
+
+def _poll_until_the_armed_take(
+    consumer: Consumer, plane: _ArmedDataPlane, sink: list[Record]
+) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while plane.on_take is not None:
+        assert time.monotonic() < deadline, "the armed take never ran"
+        sink.extend(consumer.consume(100, 0.05))
+
+
+def _keys(records: list[Record]) -> set[tuple[int, int]]:
+    return {(r.partition() or 0, r.offset() or 0) for r in records}
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_partition_revoked_while_a_batch_is_in_hand_is_committed_before_the_batch(
+    backend: str,
+) -> None:
+    with FakeBroker().running_in_thread(backend) as broker:
+        broker.create_topic("orders", 2)
+        for n in range(PER_PARTITION):
+            broker.produce("orders", 0, f"0:{n}".encode())
+            broker.produce("orders", 1, f"1:{n}".encode())
+        refuse = _RefuseOnce()
+        config = consumer_config(
+            broker,
+            "in-hand",
+            **{"auto.commit.interval.ms": 600_000, "value.deserializer": refuse},
+        )
+        first_plane = _ArmedDataPlane(broker.dataplane())
+        first_got: list[Record] = []
+        second_got: list[Record] = []
+        with (
+            Consumer(
+                config, backend=backend, dataplane=cast(DataPlaneInterface, first_plane)
+            ) as first,
+            Consumer(config, backend=backend, dataplane=broker.dataplane()) as second,
+        ):
+            first.subscribe(["orders"])
+            deadline = time.monotonic() + DEADLINE
+            while not first_got:
+                assert time.monotonic() < deadline, "the first member got no record"
+                first_got.extend(first.consume(1, 0.05))
+
+            def second_joins_and_takes_a_partition() -> None:
+                # The batch is in hand: the group moves now, and the first
+                # member's loop stops the partition it gives up.
+                second.subscribe(["orders"])
+                with _polling_in_a_thread(second, second_got):
+                    assert first_plane.stopped.wait(DEADLINE), "no partition was revoked"
+                refuse.armed = True
+
+            first_plane.on_take = second_joins_and_takes_a_partition
+            with pytest.raises(DeserializationError):
+                _poll_until_the_armed_take(first, first_plane, first_got)
+            assert len(first_plane.unassigned) == 1
+            (gone,) = first_plane.unassigned
+            in_batch = sorted(o for p, o in first_plane.taken if p == gone.partition)
+            assert in_batch, "the batch held no record of the revoked partition"
+
+            deadline = time.monotonic() + DEADLINE
+            while _keys(first_got) | _keys(second_got) != ALL:
+                assert time.monotonic() < deadline, (
+                    f"never read: {sorted(ALL - _keys(first_got) - _keys(second_got))}"
+                )
+                first_got.extend(first.consume(100, 0.01))
+                second_got.extend(second.consume(100, 0.01))
+            # The revocation's commit stopped before the batch: the new owner
+            # read the revoked partition's records of it.
+            assert {(gone.partition, o) for o in in_batch} <= _keys(second_got)
+            assert broker.committed("in-hand").get(gone, 0) <= in_batch[0]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_batch_a_cancelled_wait_took_while_its_partition_was_revoked_is_not_lost() -> None:
+    """The async consumer's record wait runs in a worker thread while the event loop
+    goes on; the task is cancelled (``wait_for``) with the records in hand."""
+    with FakeBroker().running_in_thread("asyncio") as broker:
+        broker.create_topic("orders", 2)
+        for n in range(PER_PARTITION):
+            broker.produce("orders", 0, f"0:{n}".encode())
+            broker.produce("orders", 1, f"1:{n}".encode())
+        config = consumer_config(broker, "in-hand-async", **{"auto.commit.interval.ms": 600_000})
+        first_plane = _ArmedDataPlane(broker.dataplane())
+        first_got: list[Record] = []
+        second_got: list[Record] = []
+        loop = asyncio.get_running_loop()
+        consuming = asyncio.current_task()
+        assert consuming is not None
+        with Consumer(config, dataplane=broker.dataplane()) as second:
+            async with AsyncConsumer(
+                config, dataplane=cast(DataPlaneInterface, first_plane)
+            ) as first:
+                first.subscribe(["orders"])
+                with anyio.fail_after(DEADLINE):
+                    while not first_got:
+                        first_got.extend(await first.consume(1, 0.05))
+                    # Nothing buffered from here on: the next take is a worker's wait.
+                    first_got.extend(await first.consume(1000, 0))
+                delivered = threading.Event()
+
+                def produce_late_records() -> None:
+                    # In the worker, so that the wait (not a take on the loop) gets them.
+                    broker.produce("orders", 0, b"0:late")
+                    broker.produce("orders", 1, b"1:late")
+
+                def second_joins_then_the_wait_is_cancelled() -> None:
+                    second.subscribe(["orders"])
+                    with _polling_in_a_thread(second, second_got):
+                        assert first_plane.stopped.wait(DEADLINE), "no partition was revoked"
+                    loop.call_soon_threadsafe(consuming.cancel)
+                    loop.call_soon_threadsafe(loop.call_soon, delivered.set)
+                    assert delivered.wait(DEADLINE)
+
+                first_plane.before_wait = produce_late_records
+                first_plane.on_take = second_joins_then_the_wait_is_cancelled
+                with anyio.fail_after(DEADLINE):
+                    while first_plane.on_take is not None:
+                        try:
+                            first_got.extend(await first.consume(1000, 0.5))
+                        except asyncio.CancelledError:
+                            consuming.uncancel()
+                            break
+                assert len(first_plane.unassigned) == 1
+                (gone,) = first_plane.unassigned
+                in_batch = [o for p, o in first_plane.taken if p == gone.partition]
+                assert in_batch == [PER_PARTITION], "the wait took the late record of each"
+                wanted = ALL | {(0, PER_PARTITION), (1, PER_PARTITION)}
+                with anyio.fail_after(DEADLINE):
+                    while _keys(first_got) | _keys(second_got) != wanted:
+                        first_got.extend(await first.consume(100, 0.01))
+                        second_got.extend(second.consume(100, 0.01))
+                assert (gone.partition, PER_PARTITION) in _keys(second_got)
