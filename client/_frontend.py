@@ -643,8 +643,10 @@ class FrontEndCore:
         dataplane = driver.dataplane
         self._deliver: Callable[[list[Record], int], list[Record]] | None = None
         self._hold: Callable[[object, list[Record]], None] | None = None
+        self._withhold: Callable[[Iterable[TopicPartition]], None] | None = None
         if isinstance(dataplane, HoldsTakenRecords):
             self._deliver, self._hold = dataplane.deliver, dataplane.hold
+            self._withhold = dataplane.withhold
         self.closed = False
         self.closing = False
         """True while ``close()`` runs: the revoke callback it runs may still commit."""
@@ -741,6 +743,13 @@ class FrontEndCore:
         if count < len(batch):
             self.give_back(batch[count:])
         return batch[:count] if count < len(batch) else batch
+
+    def withhold_assigned(self) -> None:
+        """The data plane hands out no record of its partitions until they stop
+        (``unsubscribe()``); without a data plane that can, nothing."""
+        withhold = self._withhold
+        if withhold is not None:
+            withhold(self.driver.dataplane.assigned)
 
     def hold(self, owner: object, records: list[Record]) -> None:
         """``records`` are settled but ``owner`` keeps them from the application for
@@ -1163,9 +1172,17 @@ class ConsumerBase:
         self._subscription = [regex] if regex is not None else sorted(names)
 
     def unsubscribe(self) -> None:
-        """Leave the group; the listener's revoke callback runs in a later poll."""
+        """Leave the group; the listener's revoke callback runs in a later poll.
+
+        No poll returns a record of the old subscription after this: the member
+        stops its partitions on the event loop moments later, and until then
+        the data plane withholds their records (as the Java client and
+        librdkafka, whose ``unsubscribe()`` drops them at once).
+        """
         self._core.check_open()
         self._on_loop(self._driver.unsubscribe)
+        if self._subscription:
+            self._core.withhold_assigned()
         self._subscription = []
 
     def subscription(self) -> list[str]:

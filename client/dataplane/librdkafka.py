@@ -23,7 +23,7 @@ from kio.schema.errors import ErrorCode
 from kgroup.config import AutoOffsetReset, Callbacks, ConsumerConfig
 from kgroup.config_keys import FETCH_WAIT_MAX_MS
 from kgroup.config_security import SECRET_KEYS, explain_denial, is_security_key
-from kgroup.dataplane._in_hand import InHand
+from kgroup.dataplane._in_hand import InHand, first_offsets
 from kgroup.dataplane._repeats import RepeatedLines
 from kgroup.errors import (
     BrokerError,
@@ -459,6 +459,8 @@ class DataPlane:
         self._seeked: dict[TopicPartition, int] = {}
         # Batches taken and not settled yet: positions are never past them (see InHand).
         self._in_hand = InHand()
+        # Partitions whose records are not handed out until they stop (see withhold).
+        self._withheld: set[TopicPartition] = set()
         self._pending_error: DataPlaneError | None = None
         self._denied: BrokerError | None = None
         self._closed = False
@@ -572,6 +574,7 @@ class DataPlane:
         with self._gate.control():
             self._consumer.incremental_unassign([_to_ck(tp) for tp in gone])
             self._in_hand.moved(gone)
+            self._withheld.difference_update(gone)
         self._assigned.difference_update(gone)
         self._assigned_view = None
         for tp in gone:
@@ -626,6 +629,38 @@ class DataPlane:
             if start is not None and start < result.get(tp, math.inf):
                 result[tp] = start
         return result
+
+    def withhold(self, partitions: Iterable[TopicPartition]) -> None:
+        """Hand out no record of ``partitions`` until they stop fetching (:meth:`unassign`).
+
+        For ``unsubscribe()``: the member stops the partitions on the event loop
+        moments later, and a poll in between must not return records of the
+        subscription the application ended (the Java client and librdkafka
+        return none). A record of theirs taken meanwhile goes back (its
+        partition's next record is it again, so the revocation's commit does
+        not pass it).
+        """
+        with self._gate.control():
+            self._withheld |= set(partitions) & self._assigned
+
+    def _without_withheld(self, batch: list[Record]) -> list[Record]:
+        """``batch`` without records of withheld partitions, which go back (in the
+        caller's turn of the handle)."""
+        withheld = self._withheld
+        kept: list[Record] = []
+        back: list[Record] = []
+        for record in batch:
+            tp = TopicPartition(record.topic() or "", record.partition() or 0)
+            (back if tp in withheld else kept).append(record)
+        for tp, offset in first_offsets(back).items():
+            try:
+                self._consumer.seek(_to_ck(tp, offset))
+            except confluent_kafka.KafkaException as exc:
+                # Not raised from consume(): the records kept would be lost with it.
+                log.warning("could not put %s back at offset %d: %s", tp, offset, exc)
+                continue
+            self._seeked[tp] = offset
+        return kept if back else batch
 
     def hold(self, owner: object, records: list[Record]) -> None:
         """Count ``records`` (settled, not given to the application yet) as not handed
@@ -796,6 +831,8 @@ class DataPlane:
                 return batch
             try:
                 batch = consume(max_records, 0)
+                if self._withheld and batch:
+                    batch = self._without_withheld(batch)
                 self._in_hand.add(batch)
             finally:
                 gate.end_fetch()
@@ -811,6 +848,8 @@ class DataPlane:
                     batch = consume(1, max(0.0, min(wait, gate.chunk())))
                     if batch and max_records > 1:
                         batch += consume(max_records - 1, 0)
+                    if self._withheld and batch:
+                        batch = self._without_withheld(batch)
                     self._in_hand.add(batch)
                 finally:
                     gate.end_fetch()

@@ -84,6 +84,10 @@ class HoldsTakenRecords(Protocol):
         seeked since the take), the rest back to the fetcher."""
         ...
 
+    def withhold(self, partitions: Iterable[TopicPartition]) -> None:
+        """Hand out no record of ``partitions`` (taken ones go back) until they are
+        unassigned: ``unsubscribe()`` says so before the member stops them."""
+
     def hold(self, owner: object, records: list[Record]) -> None:
         """``records``, settled, are still not the application's (``owner`` keeps
         them for a later call): count them as not handed out until ``owner``

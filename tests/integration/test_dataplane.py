@@ -147,6 +147,25 @@ def test_records_of_a_partition_stopped_while_in_hand_are_not_delivered(
     assert len(delivered) == sum(1 for m in batch if m.partition() != stopped.partition)
 
 
+def test_a_withheld_partition_hands_out_nothing_and_its_position_stays(
+    kafka_bootstrap_servers: str, make_topic: MakeTopic, plane_factory: PlaneFactory
+) -> None:
+    """unsubscribe()'s partitions until the member stops them: records taken go back."""
+    topic = make_topic(partitions=2)
+    produce(kafka_bootstrap_servers, topic, per_partition=5, partitions=2)
+    plane = plane_factory()
+    p0, p1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    plane.assign({p0: 0, p1: 0})
+    plane.withhold([p0])
+    records = drain(plane, expected=5)
+    assert sorted((m.partition(), offset(m)) for m in records) == [(1, i) for i in range(5)]
+    assert plane.consume(100, 0.5) == []
+    assert plane.positions([p0, p1]) in ({p1: 5}, {p0: 0, p1: 5})
+    plane.unassign([p0])
+    plane.assign({p0: 0})
+    assert [offset(m) for m in drain(plane, expected=5)] == list(range(5))
+
+
 def test_unassign_stops_fetching_and_reassign_resumes_at_given_offset(
     kafka_bootstrap_servers: str, make_topic: MakeTopic, plane_factory: PlaneFactory
 ) -> None:

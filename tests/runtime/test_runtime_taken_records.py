@@ -234,3 +234,50 @@ async def test_a_batch_a_cancelled_wait_took_while_its_partition_was_revoked_is_
                         first_got.extend(await first.consume(100, 0.01))
                         second_got.extend(second.consume(100, 0.01))
                 assert (gone.partition, PER_PARTITION) in _keys(second_got)
+
+
+@pytest.mark.anyio
+async def test_no_record_of_the_old_subscription_comes_after_unsubscribe() -> None:
+    """As the Java client and librdkafka: the member stops its partitions on the event
+    loop moments later, and a poll in between returned their buffered records."""
+    with FakeBroker().running_in_thread("asyncio") as broker:
+        broker.create_topic("orders", 1)
+        for n in range(PER_PARTITION):
+            broker.produce("orders", 0, f"{n}".encode())
+        config = consumer_config(broker, "unsubscribed")
+        async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+            consumer.subscribe(["orders"])
+            got: list[Record] = []
+            with anyio.fail_after(DEADLINE):
+                while not got:
+                    got.extend(await consumer.consume(1, 0.05))
+            consumer.unsubscribe()
+            assert await consumer.consume(100, 0) == []
+            with anyio.fail_after(DEADLINE):
+                while consumer.assignment():
+                    assert await consumer.consume(100, 0.01) == []
+        # The commit before the revocation covered exactly what was returned.
+        assert broker.committed("unsubscribed") == {TopicPartition("orders", 0): len(got)}
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_no_record_of_the_old_subscription_comes_after_unsubscribe_blocking(backend: str) -> None:
+    with FakeBroker().running_in_thread(backend) as broker:
+        broker.create_topic("orders", 1)
+        for n in range(PER_PARTITION):
+            broker.produce("orders", 0, f"{n}".encode())
+        config = consumer_config(broker, "unsubscribed-blocking")
+        with Consumer(config, backend=backend, dataplane=broker.dataplane()) as consumer:
+            consumer.subscribe(["orders"])
+            got: list[Record] = []
+            deadline = time.monotonic() + DEADLINE
+            while not got:
+                assert time.monotonic() < deadline, "no record came"
+                got.extend(consumer.consume(1, 0.05))
+            consumer.unsubscribe()
+            assert consumer.consume(100, 0) == []
+            deadline = time.monotonic() + DEADLINE
+            while consumer.assignment():
+                assert time.monotonic() < deadline, "the partition was never revoked"
+                assert consumer.consume(100, 0.01) == []
+        assert broker.committed("unsubscribed-blocking") == {TopicPartition("orders", 0): len(got)}

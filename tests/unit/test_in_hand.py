@@ -133,3 +133,15 @@ def test_the_fake_drops_records_of_a_partition_stopped_while_in_hand() -> None:
     assert plane.positions([T0]) == {T0: 0}  # what a stop's capture reads
     plane.unassign([T0])
     assert plane.deliver(batch, 6) == []
+
+
+def test_the_fake_withholds_a_partition_until_it_is_unassigned() -> None:
+    plane = _fake(10)
+    handed = plane.consume(3, 0)
+    plane.deliver(handed, 3)
+    plane.withhold([T0])
+    assert plane.consume(10, 0) == []
+    assert plane.positions([T0]) == {T0: 3}
+    plane.unassign([T0])
+    plane.assign({T0: 3})
+    assert [r.offset() for r in plane.consume(10, 0)] == list(range(3, 10))

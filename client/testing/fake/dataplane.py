@@ -167,6 +167,7 @@ class FakeDataPlane(DataPlane):
         self._paused_set: set[TopicPartition] = set()
         self._rotation = 0
         self._in_hand = InHand()
+        self._withheld: set[TopicPartition] = set()
         self._closed = False
         self.calls: list[DataPlaneCall] = []
         """assign / unassign / pause / resume / seek calls, oldest first."""
@@ -249,6 +250,7 @@ class FakeDataPlane(DataPlane):
                 self._position.pop(tp, None)
             self._paused_set.difference_update(gone)
             self._in_hand.moved(gone)
+            self._withheld.difference_update(gone)
         self._note("unassign", gone)
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
@@ -287,6 +289,11 @@ class FakeDataPlane(DataPlane):
                 for tp in partitions
                 if tp in self._position
             }
+
+    def withhold(self, partitions: Iterable[TopicPartition]) -> None:
+        """Hand out no record of ``partitions`` until they are unassigned."""
+        with self._log.changed:
+            self._withheld |= set(partitions) & set(self._fetch)
 
     def hold(self, owner: object, records: list[Record]) -> None:
         """Count ``records`` as not handed out until ``owner`` holds others (or none)."""
@@ -341,7 +348,9 @@ class FakeDataPlane(DataPlane):
     def _take(self, max_records: int) -> list[Record]:
         # Caller holds the log's lock. Partitions take turns, so one busy
         # partition cannot starve the others.
-        ready = sorted(tp for tp in self._fetch if tp not in self._paused_set)
+        ready = sorted(
+            tp for tp in self._fetch if tp not in self._paused_set and tp not in self._withheld
+        )
         if not ready:
             return []
         self._rotation = (self._rotation + 1) % len(ready)
