@@ -652,15 +652,23 @@ class DataPlane:
         for record in batch:
             tp = TopicPartition(record.topic() or "", record.partition() or 0)
             (back if tp in withheld else kept).append(record)
-        for tp, offset in first_offsets(back).items():
+        self._seek_back(first_offsets(back))
+        return kept if back else batch
+
+    def _seek_back(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Make each partition's next record the one at its offset again (in the
+        caller's turn of the handle).
+
+        A failed seek is logged, not raised: the caller's records that do reach
+        the application would be lost with the exception.
+        """
+        for tp, offset in sorted(offsets.items()):
             try:
                 self._consumer.seek(_to_ck(tp, offset))
             except confluent_kafka.KafkaException as exc:
-                # Not raised from consume(): the records kept would be lost with it.
                 log.warning("could not put %s back at offset %d: %s", tp, offset, exc)
                 continue
             self._seeked[tp] = offset
-        return kept if back else batch
 
     def hold(self, owner: object, records: list[Record]) -> None:
         """Count ``records`` (settled, not given to the application yet) as not handed
@@ -686,15 +694,7 @@ class DataPlane:
             # The settle and the seeks in one turn: no position is read between
             # them, so none is past the records that go back.
             records, back = self._in_hand.settle(batch, count)
-            for tp, offset in sorted(back.items()):
-                if tp not in self._assigned:
-                    continue
-                try:
-                    self._consumer.seek(_to_ck(tp, offset))
-                except confluent_kafka.KafkaException as exc:
-                    log.warning("could not put %s back at offset %d: %s", tp, offset, exc)
-                    continue
-                self._seeked[tp] = offset
+            self._seek_back({tp: o for tp, o in back.items() if tp in self._assigned})
         return records
 
     def leader_epochs(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
