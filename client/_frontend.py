@@ -644,9 +644,10 @@ class FrontEndCore:
         self._deliver: Callable[[list[Record], int], list[Record]] | None = None
         self._hold: Callable[[object, list[Record]], None] | None = None
         self._withhold: Callable[[Iterable[TopicPartition]], None] | None = None
+        self._abandon_take: Callable[[], None] | None = None
         if isinstance(dataplane, HoldsTakenRecords):
             self._deliver, self._hold = dataplane.deliver, dataplane.hold
-            self._withhold = dataplane.withhold
+            self._withhold, self._abandon_take = dataplane.withhold, dataplane.abandon_take
         self.closed = False
         self.closing = False
         """True while ``close()`` runs: the revoke callback it runs may still commit."""
@@ -743,6 +744,14 @@ class FrontEndCore:
         if count < len(batch):
             self.give_back(batch[count:])
         return batch[:count] if count < len(batch) else batch
+
+    def abandon_take(self) -> None:
+        """An exception ended a poll: put back the batch this thread took and did not
+        settle (Ctrl-C between the take and the settle), or its partitions'
+        positions would stop at it for good."""
+        abandon = self._abandon_take
+        if abandon is not None:
+            abandon()
 
     def withhold_assigned(self) -> None:
         """The data plane hands out no record of its partitions until they stop

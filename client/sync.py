@@ -238,10 +238,15 @@ class Consumer(ConsumerBase):
                 time.sleep(min(wait, LAPSED_WAIT))
                 batch = []
             else:
-                batch = consume(num_messages, wait)
-                if batch:
-                    # Settles the batch: what the application does not get goes back.
-                    batch = self._core.hand_out(batch)
+                try:
+                    batch = consume(num_messages, wait)
+                    if batch:
+                        # Settles the batch: what the application does not get goes back.
+                        batch = self._core.hand_out(batch)
+                except BaseException:
+                    # Ctrl-C after the take, before the settle: the batch goes back.
+                    self._core.abandon_take()
+                    raise
             if batch:
                 self._telemetry.records_handed_out(len(batch))
                 return batch

@@ -147,6 +147,24 @@ class InHand:
             back = {tp: o for tp, o in back.items() if tp not in moved}
         return head, back
 
+    def abandon(self, key: int) -> dict[TopicPartition, int]:
+        """The batch whose ``id`` is ``key`` never reached its front end (an exception
+        right after the take): if it is still in hand it leaves, and all of it
+        goes back. Returns the offset each partition reads again from (moved
+        ones left out); nothing if the batch is not in hand."""
+        with self._lock:
+            taken = self._taken.pop(key, None)
+        if taken is None:
+            return {}
+        back = first_offsets(taken.batch)
+        if taken.moved:
+            back = {tp: o for tp, o in back.items() if tp not in taken.moved}
+        return back
+
+    def holds(self, key: int) -> bool:
+        """Whether the batch whose ``id`` is ``key`` is in hand."""
+        return key in self._taken
+
 
 def _partition_of(record: confluent_kafka.Message) -> TopicPartition:
     return TopicPartition(record.topic() or "", record.partition() or 0)

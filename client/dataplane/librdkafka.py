@@ -459,6 +459,9 @@ class DataPlane:
         self._seeked: dict[TopicPartition, int] = {}
         # Batches taken and not settled yet: positions are never past them (see InHand).
         self._in_hand = InHand()
+        # Per thread, the id of the batch its last consume() added and it has not
+        # settled yet (see abandon_take).
+        self._last_take = threading.local()
         # Partitions whose records are not handed out until they stop (see withhold).
         self._withheld: set[TopicPartition] = set()
         self._pending_error: DataPlaneError | None = None
@@ -670,6 +673,29 @@ class DataPlane:
                 continue
             self._seeked[tp] = offset
 
+    def _took(self, batch: list[Record]) -> None:
+        if batch:
+            self._in_hand.add(batch)
+            self._last_take.key = id(batch)
+
+    def abandon_take(self) -> None:
+        """Put back the batch this thread's last :meth:`consume` returned, if it is
+        still in hand: an exception (Ctrl-C) came between the take and the settle.
+
+        Without it the batch would stay in hand for good, and every position of
+        its partitions (every commit) would stop at it. Nothing if the thread
+        settled it (or never took one).
+        """
+        key = getattr(self._last_take, "key", None)
+        if key is None:
+            return
+        self._last_take.key = None
+        if not self._in_hand.holds(key):
+            return
+        with self._gate.control():
+            back = self._in_hand.abandon(key)
+            self._seek_back({tp: o for tp, o in back.items() if tp in self._assigned})
+
     def hold(self, owner: object, records: list[Record]) -> None:
         """Count ``records`` (settled, not given to the application yet) as not handed
         out until ``owner`` holds other records or none (see :class:`InHand`)."""
@@ -686,6 +712,7 @@ class DataPlane:
         :class:`~kgroup.dataplane._in_hand.InHand`), so they are read again
         from the committed offset, by whichever member owns the partition.
         """
+        self._last_take.key = None
         if count >= len(batch):
             # Nothing goes back: no turn of the handle. A position read before
             # this counted the batch as not handed out: only earlier, never past.
@@ -833,7 +860,7 @@ class DataPlane:
                 batch = consume(max_records, 0)
                 if self._withheld and batch:
                     batch = self._without_withheld(batch)
-                self._in_hand.add(batch)
+                self._took(batch)
             finally:
                 gate.end_fetch()
         if not batch and timeout > 0:
@@ -850,7 +877,7 @@ class DataPlane:
                         batch += consume(max_records - 1, 0)
                     if self._withheld and batch:
                         batch = self._without_withheld(batch)
-                    self._in_hand.add(batch)
+                    self._took(batch)
                 finally:
                     gate.end_fetch()
                 wait = deadline - self._clock()
@@ -864,6 +891,7 @@ class DataPlane:
         if any(map(_MESSAGE_ERROR, batch)):
             records = self._without_errors(batch)
             self._in_hand.swap(batch, records)
+            self._last_take.key = id(records)
             return records
         return batch
 

@@ -84,6 +84,10 @@ class HoldsTakenRecords(Protocol):
         seeked since the take), the rest back to the fetcher."""
         ...
 
+    def abandon_take(self) -> None:
+        """Put back the batch this thread's last ``consume`` returned if it was not
+        settled (an exception came between the two)."""
+
     def withhold(self, partitions: Iterable[TopicPartition]) -> None:
         """Hand out no record of ``partitions`` (taken ones go back) until they are
         unassigned: ``unsubscribe()`` says so before the member stops them."""

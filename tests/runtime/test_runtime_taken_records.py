@@ -110,6 +110,15 @@ def _poll_until_the_armed_take(
         sink.extend(consumer.consume(100, 0.05))
 
 
+def _poll_until_interrupted(
+    consumer: Consumer, plane: _InterruptedAfterTheTake, sink: list[Record]
+) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while plane.interrupt:
+        assert time.monotonic() < deadline, "the interrupted take never ran"
+        sink.extend(consumer.consume(100, 0.05))
+
+
 def _keys(records: list[Record]) -> set[tuple[int, int]]:
     return {(r.partition() or 0, r.offset() or 0) for r in records}
 
@@ -281,3 +290,48 @@ def test_no_record_of_the_old_subscription_comes_after_unsubscribe_blocking(back
                 assert time.monotonic() < deadline, "the partition was never revoked"
                 assert consumer.consume(100, 0.01) == []
         assert broker.committed("unsubscribed-blocking") == {TopicPartition("orders", 0): len(got)}
+
+
+class _InterruptedAfterTheTake(_ArmedDataPlane):
+    """Ctrl-C arrives once right after a take, before the batch reaches the front end."""
+
+    def consume(self, max_records: int, timeout: float) -> list[Record]:
+        batch = super().consume(max_records, timeout)
+        if batch and self.interrupt:
+            self.interrupt = False
+            self.taken = [(r.partition() or 0, r.offset() or 0) for r in batch]
+            raise KeyboardInterrupt
+        return batch
+
+    interrupt = False
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_batch_ctrl_c_cut_off_after_the_take_is_read_again_and_commits_go_on(
+    backend: str,
+) -> None:
+    """An application that catches KeyboardInterrupt and polls on (a notebook): the
+    batch comes again, and the positions (the commits) move past it."""
+    with FakeBroker().running_in_thread(backend) as broker:
+        broker.create_topic("orders", 1)
+        for n in range(PER_PARTITION):
+            broker.produce("orders", 0, f"{n}".encode())
+        config = consumer_config(broker, "interrupted", **{"enable.auto.commit": False})
+        plane = _InterruptedAfterTheTake(broker.dataplane())
+        tp = TopicPartition("orders", 0)
+        with Consumer(config, backend=backend, dataplane=cast(DataPlaneInterface, plane)) as c:
+            c.subscribe(["orders"])
+            got: list[Record] = []
+            deadline = time.monotonic() + DEADLINE
+            while not got:
+                assert time.monotonic() < deadline, "no record came"
+                got.extend(c.consume(2, 0.05))
+            plane.interrupt = True
+            with pytest.raises(KeyboardInterrupt):
+                _poll_until_interrupted(c, plane, got)
+            assert plane.taken, "the interrupted take never ran"
+            while len(got) < PER_PARTITION:
+                assert time.monotonic() < deadline, f"only {len(got)} records came"
+                got.extend(c.consume(100, 0.05))
+            assert [r.offset() for r in got] == list(range(PER_PARTITION))
+            assert c.commit() == {tp: PER_PARTITION}

@@ -167,6 +167,7 @@ class FakeDataPlane(DataPlane):
         self._paused_set: set[TopicPartition] = set()
         self._rotation = 0
         self._in_hand = InHand()
+        self._last_take = threading.local()
         self._withheld: set[TopicPartition] = set()
         self._closed = False
         self.calls: list[DataPlaneCall] = []
@@ -303,15 +304,28 @@ class FakeDataPlane(DataPlane):
     def deliver(self, batch: list[Record], count: int) -> list[Record]:
         """Settle ``batch`` as the librdkafka data plane does: the first ``count`` records
         are returned, the rest go back (their partitions read from the first again)."""
+        self._last_take.key = None
         with self._log.changed:
             records, back = self._in_hand.settle(batch, count)
-            for tp, offset in back.items():
-                if tp in self._fetch:
-                    self._fetch[tp] = offset
-                    self._position[tp] = offset
-            if back:
-                self._log.changed.notify_all()
+            self._read_again(back)
         return records
+
+    def abandon_take(self) -> None:
+        """Put back this thread's last batch if it is still in hand (see the librdkafka one)."""
+        key = getattr(self._last_take, "key", None)
+        self._last_take.key = None
+        if key is not None:
+            with self._log.changed:
+                self._read_again(self._in_hand.abandon(key))
+
+    def _read_again(self, offsets: Mapping[TopicPartition, int]) -> None:
+        # Caller holds the log's lock.
+        for tp, offset in offsets.items():
+            if tp in self._fetch:
+                self._fetch[tp] = offset
+                self._position[tp] = offset
+        if offsets:
+            self._log.changed.notify_all()
 
     def leader_epochs(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """Leader epochs of positions: :attr:`leader_epoch` for every partition with a position
@@ -342,6 +356,8 @@ class FakeDataPlane(DataPlane):
                     break
                 self._log.changed.wait(remaining)
             self._in_hand.add(batch)
+            if batch:
+                self._last_take.key = id(batch)
         self.consumed.extend(batch)
         return batch
 
