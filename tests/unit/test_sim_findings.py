@@ -313,3 +313,12 @@ def test_a_classic_member_counts_a_late_join_answers_session_from_the_join() -> 
     # after completing the round) while it still fetched its kept partitions: it
     # had counted its session from the answer. It now counts from the sending.
     _clean(617362)
+
+
+def test_a_classic_group_converted_during_its_initial_delay_records_its_last_leave() -> None:
+    # Soak 790000..889999, seed 886605 (SIMULATOR_CONSISTENT, a bug of the
+    # simulated coordinator): a stale initial rebalance delay held the classic
+    # group's join rounds after a conversion and back, its last member's leave
+    # wrote no record, and a failover reloaded the departed member with its
+    # partitions while another member owned them.
+    _clean(886605)

@@ -154,3 +154,31 @@ def test_an_upgrade_adopts_the_classic_members_at_their_generation_and_assignmen
     tp = frozenset({TopicPartition("t", 0)})
     assert w.coord.commit(member_id, generation - 1, tp) is ErrorCode.ILLEGAL_GENERATION
     assert w.coord.commit(member_id, generation, tp) is ErrorCode.NONE
+
+
+def test_the_last_leave_after_a_conversion_in_the_initial_delay_writes_the_empty_group() -> None:
+    # Soak 790000..889999, seed 886605: a member joined the empty classic group
+    # (initial rebalance delay running), a consumer-protocol member converted it
+    # during the delay, and the group went back to classic. The stale delay then
+    # held every later join round, so the last member's LeaveGroup never
+    # completed one: no empty record was written, and after a failover the
+    # coordinator reloaded the departed member with its old partitions.
+    w = World()
+    classic = ClassicGroupCoordinator(
+        GROUP,
+        ClassicCoordinatorConfig(initial_rebalance_delay_ms=3000),
+        schedule=lambda at, fn, arg: w.timers.append((at, fn, arg)),
+        clock=lambda: w.now,
+        new_member_id=lambda: "classic-0",
+    )
+    answers: list[Any] = []
+    classic.join(request(), answers.append)
+    member_id = answers[-1].member_id
+    classic.join(request(member_id), answers.append)  # held by the initial delay
+    generation, members, offsets = classic.export_for_upgrade()
+    w.now = 1.0
+    classic.adopt_downgrade(generation + 2, members, offsets)
+    assert classic.leave(member_id, None) == 0
+    assert classic.state is ClassicGroupState.EMPTY
+    assert classic.persisted.members == ()
+    assert classic.persisted.generation == classic.generation

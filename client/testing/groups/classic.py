@@ -420,6 +420,7 @@ class ClassicGroupCoordinator:
         self._static.clear()
         self._pending.clear()
         self._round += 1  # its timers do nothing from now on
+        self._initial_until = None
         self.state = ClassicGroupState.EMPTY
         self.protocol_name = None
         self.leader = None
@@ -602,6 +603,10 @@ class ClassicGroupCoordinator:
         self.state = ClassicGroupState.PREPARING_REBALANCE
         timeout = max((m.rebalance_timeout for m in self._members.values()), default=0.0)
         delay = min(self.config.initial_rebalance_delay_ms / 1000.0, timeout)
+        # An initial delay of an earlier round (its timer is void with the round) must
+        # not hold this one: a group converted to consumer during the delay and back
+        # never completed a join again, so its last member's leave wrote no record.
+        self._initial_until = None
         if state is ClassicGroupState.EMPTY and delay > 0:
             self._initial_until = now + delay
             self._schedule(now + delay, self._on_initial_delay, self._round)
