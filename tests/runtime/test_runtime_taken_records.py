@@ -335,3 +335,30 @@ def test_a_batch_ctrl_c_cut_off_after_the_take_is_read_again_and_commits_go_on(
                 got.extend(c.consume(100, 0.05))
             assert [r.offset() for r in got] == list(range(PER_PARTITION))
             assert c.commit() == {tp: PER_PARTITION}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+async def test_subscribing_again_right_after_unsubscribe_reads_on(protocol: str) -> None:
+    """The withheld partitions are released (revoked, unassigned) before the member
+    joins again: none stays withheld, every record comes, none twice past a commit."""
+    with FakeBroker().running_in_thread("asyncio") as broker:
+        broker.create_topic("orders", 2)
+        for n in range(PER_PARTITION):
+            broker.produce("orders", 0, f"0:{n}".encode())
+            broker.produce("orders", 1, f"1:{n}".encode())
+        extra: dict[str, object] = {"group.protocol": protocol}
+        if protocol == "classic":
+            extra["heartbeat.interval.ms"] = 100
+        config = consumer_config(broker, f"again-{protocol}", **extra)
+        async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
+            consumer.subscribe(["orders"])
+            got: list[Record] = []
+            with anyio.fail_after(DEADLINE):
+                while not got:
+                    got.extend(await consumer.consume(1, 0.05))
+            consumer.unsubscribe()
+            consumer.subscribe(["orders"])
+            with anyio.fail_after(DEADLINE):
+                while _keys(got) != ALL:
+                    got.extend(await consumer.consume(100, 0.05))
