@@ -119,6 +119,14 @@ def _poll_until_interrupted(
         sink.extend(consumer.consume(100, 0.05))
 
 
+def _orders(broker: FakeBroker, partitions: int) -> None:
+    """Topic "orders" with PER_PARTITION records in each partition."""
+    broker.create_topic("orders", partitions)
+    for n in range(PER_PARTITION):
+        for p in range(partitions):
+            broker.produce("orders", p, f"{p}:{n}".encode())
+
+
 def _keys(records: list[Record]) -> set[tuple[int, int]]:
     return {(r.partition() or 0, r.offset() or 0) for r in records}
 
@@ -128,10 +136,7 @@ def test_a_partition_revoked_while_a_batch_is_in_hand_is_committed_before_the_ba
     backend: str,
 ) -> None:
     with FakeBroker().running_in_thread(backend) as broker:
-        broker.create_topic("orders", 2)
-        for n in range(PER_PARTITION):
-            broker.produce("orders", 0, f"0:{n}".encode())
-            broker.produce("orders", 1, f"1:{n}".encode())
+        _orders(broker, 2)
         refuse = _RefuseOnce()
         config = consumer_config(
             broker,
@@ -188,10 +193,7 @@ async def test_a_batch_a_cancelled_wait_took_while_its_partition_was_revoked_is_
     """The async consumer's record wait runs in a worker thread while the event loop
     goes on; the task is cancelled (``wait_for``) with the records in hand."""
     with FakeBroker().running_in_thread("asyncio") as broker:
-        broker.create_topic("orders", 2)
-        for n in range(PER_PARTITION):
-            broker.produce("orders", 0, f"0:{n}".encode())
-            broker.produce("orders", 1, f"1:{n}".encode())
+        _orders(broker, 2)
         config = consumer_config(broker, "in-hand-async", **{"auto.commit.interval.ms": 600_000})
         first_plane = _ArmedDataPlane(broker.dataplane())
         first_got: list[Record] = []
@@ -250,9 +252,7 @@ async def test_no_record_of_the_old_subscription_comes_after_unsubscribe() -> No
     """As the Java client and librdkafka: the member stops its partitions on the event
     loop moments later, and a poll in between returned their buffered records."""
     with FakeBroker().running_in_thread("asyncio") as broker:
-        broker.create_topic("orders", 1)
-        for n in range(PER_PARTITION):
-            broker.produce("orders", 0, f"{n}".encode())
+        _orders(broker, 1)
         config = consumer_config(broker, "unsubscribed")
         async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
             consumer.subscribe(["orders"])
@@ -272,9 +272,7 @@ async def test_no_record_of_the_old_subscription_comes_after_unsubscribe() -> No
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_no_record_of_the_old_subscription_comes_after_unsubscribe_blocking(backend: str) -> None:
     with FakeBroker().running_in_thread(backend) as broker:
-        broker.create_topic("orders", 1)
-        for n in range(PER_PARTITION):
-            broker.produce("orders", 0, f"{n}".encode())
+        _orders(broker, 1)
         config = consumer_config(broker, "unsubscribed-blocking")
         with Consumer(config, backend=backend, dataplane=broker.dataplane()) as consumer:
             consumer.subscribe(["orders"])
@@ -313,9 +311,7 @@ def test_a_batch_ctrl_c_cut_off_after_the_take_is_read_again_and_commits_go_on(
     """An application that catches KeyboardInterrupt and polls on (a notebook): the
     batch comes again, and the positions (the commits) move past it."""
     with FakeBroker().running_in_thread(backend) as broker:
-        broker.create_topic("orders", 1)
-        for n in range(PER_PARTITION):
-            broker.produce("orders", 0, f"{n}".encode())
+        _orders(broker, 1)
         config = consumer_config(broker, "interrupted", **{"enable.auto.commit": False})
         plane = _InterruptedAfterTheTake(broker.dataplane())
         tp = TopicPartition("orders", 0)
@@ -343,10 +339,7 @@ async def test_subscribing_again_right_after_unsubscribe_reads_on(protocol: str)
     """The withheld partitions are released (revoked, unassigned) before the member
     joins again: none stays withheld, every record comes, none twice past a commit."""
     with FakeBroker().running_in_thread("asyncio") as broker:
-        broker.create_topic("orders", 2)
-        for n in range(PER_PARTITION):
-            broker.produce("orders", 0, f"0:{n}".encode())
-            broker.produce("orders", 1, f"1:{n}".encode())
+        _orders(broker, 2)
         extra: dict[str, object] = {"group.protocol": protocol}
         if protocol == "classic":
             extra["heartbeat.interval.ms"] = 100
