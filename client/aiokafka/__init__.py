@@ -620,12 +620,12 @@ class AIOKafkaConsumer:
         )
 
     def _return_held(self, consumer: AsyncConsumer) -> None:
-        """Put the held records back into the data plane.
+        """Put the held records back into the data plane (before the partitions go).
 
-        librdkafka handed them out, so its positions (which commits take) are
-        past them: given back, each partition's position is its first held
-        record again, and a commit of the positions does not pass records the
-        application never got. They are fetched again when asked for.
+        librdkafka handed them out, so its own positions are past them: given
+        back, each partition's position is its first held record again, for
+        the commit of a close or revocation that follows, and they are fetched
+        again when asked for.
         """
         held = [record for queue in self._held.values() for record in queue]
         self._held.clear()
@@ -737,10 +737,11 @@ class AIOKafkaConsumer:
         if offsets is not None and (not isinstance(offsets, Mapping) or not offsets):
             # As aiokafka: a list (or an empty dict) is a mistake, not a no-op.
             raise ValueError(f"Offsets should be a non-empty dict, got {offsets!r}")
+        # Without offsets the positions are committed; they stop before the records
+        # held for a later call (_sync_held), which stay held, as aiokafka's
+        # fetched records stay buffered.
         chosen: dict[KTopicPartition, KOffsetAndMetadata] | None = None
-        if offsets is None:
-            self._return_held(consumer)  # else the positions pass records never returned
-        else:
+        if offsets is not None:
             chosen = {}
             for tp, given in offsets.items():
                 if isinstance(given, tuple):

@@ -459,6 +459,28 @@ async def test_a_revocation_does_not_commit_past_records_held_for_another_call(
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_an_auto_commit_does_not_pass_records_held_for_another_call(
+    kind: str,
+    anyio_backend: str,
+    cluster: Cluster,
+) -> None:
+    topic = cluster.topic(records=True)
+    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    consumer = cluster.consumer(
+        kind, topic, auto_offset_reset="earliest", auto_commit_interval_ms=100
+    )
+    async with consumer:
+        await take(consumer, PER_PARTITION, tp0)
+        with anyio.fail_after(WAIT):
+            while await consumer.committed(tp0) != PER_PARTITION:
+                await consumer.getmany(tp0, timeout_ms=100)
+        assert await consumer.committed(tp1) in (None, 0)
+        rest = await take(consumer, PER_PARTITION)
+        assert [(r.partition, r.offset) for r in rest] == [(1, i) for i in range(PER_PARTITION)]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 @pytest.mark.parametrize("kind", ["kgroup-classic", "kgroup-consumer"])
 async def test_a_value_deserializer_failing_mid_batch_loses_no_record(
     kind: str,
