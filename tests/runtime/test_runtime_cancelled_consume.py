@@ -12,6 +12,7 @@ record a deserializer fails on does), and the next call returns them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from typing import Any, cast
 
@@ -44,8 +45,14 @@ class _CancellingDataPlane:
         self.armed_for_wait: bool | None = None  # None: disarmed
         self.cancel: Any = None
         self.cancelled_with: list[int] = []
+        self.before_wait: Any = None
+        """Called once at the start of the next take that may wait with a partition
+        assigned (in its thread)."""
 
     def consume(self, max_records: int, timeout: float) -> list[Record]:
+        if timeout > 0 and self.before_wait is not None and self._inner.assigned:
+            before_wait, self.before_wait = self.before_wait, None
+            before_wait()
         batch = self._inner.consume(max_records, timeout)
         if batch and self.armed_for_wait is not None and self.armed_for_wait == (timeout > 0):
             self.armed_for_wait = None
@@ -57,12 +64,17 @@ class _CancellingDataPlane:
         return getattr(self._inner, name)
 
 
-async def _consumer(
-    broker: FakeBroker, group_id: str
-) -> tuple[AsyncConsumer, _CancellingDataPlane]:
-    broker.create_topic("orders", 1)
+def _produce(broker: FakeBroker) -> None:
     for n in range(RECORDS):
         broker.produce("orders", 0, f"{n}".encode())
+
+
+async def _consumer(
+    broker: FakeBroker, group_id: str, *, records: bool = True
+) -> tuple[AsyncConsumer, _CancellingDataPlane]:
+    broker.create_topic("orders", 1)
+    if records:
+        _produce(broker)
     dataplane = _CancellingDataPlane(broker.dataplane())
     config = consumer_config(broker, group_id, **{"enable.auto.commit": False})
     consumer = AsyncConsumer(config, dataplane=cast(DataPlaneInterface, dataplane))
@@ -108,7 +120,9 @@ async def test_records_a_worker_took_for_a_task_cancelled_meanwhile_are_handed_o
 ) -> None:
     """asyncio's own cancellation (``Task.cancel``, as ``wait_for`` does) does not
     wait for the worker thread, whose result the cancelled future drops."""
-    consumer, dataplane = await _consumer(broker, group_id)
+    # The records come only once a wait has started: a take on the loop finds
+    # none (with them buffered, every take could be one, and no wait would run).
+    consumer, dataplane = await _consumer(broker, group_id, records=False)
     seen: list[int] = []
     async with consumer:
         consumer.subscribe(["orders"])
@@ -127,6 +141,7 @@ async def test_records_a_worker_took_for_a_task_cancelled_meanwhile_are_handed_o
             assert delivered.wait(DEADLINE)
 
         dataplane.cancel = cancel_from_the_worker
+        dataplane.before_wait = functools.partial(_produce, broker)
         dataplane.armed_for_wait = True
         with anyio.fail_after(DEADLINE):
             while dataplane.armed_for_wait is not None:
