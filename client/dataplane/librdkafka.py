@@ -25,6 +25,7 @@ from kgroup.config_keys import FETCH_WAIT_MAX_MS
 from kgroup.config_security import SECRET_KEYS, explain_denial, is_security_key
 from kgroup.dataplane._in_hand import InHand, first_offsets
 from kgroup.dataplane._repeats import RepeatedLines
+from kgroup.dataplane._young_pass import young_pass_before_take
 from kgroup.errors import (
     BrokerError,
     CommitFailedError,
@@ -839,6 +840,8 @@ class DataPlane:
         if self._pending_error is not None:
             error, self._pending_error = self._pending_error, None
             raise error
+        # Before the take, not during it: see _young_pass.
+        young_pass_before_take(max_records)
         consume, gate = self._consumer.consume, self._gate
         # librdkafka's consume(n, timeout) waits until it has n records or the
         # timeout passed: with records trickling in, the first would wait the
