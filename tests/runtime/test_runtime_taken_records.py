@@ -127,6 +127,16 @@ def _orders(broker: FakeBroker, partitions: int) -> None:
             broker.produce("orders", p, f"{p}:{n}".encode())
 
 
+async def _first_record(consumer: AsyncConsumer) -> list[Record]:
+    """Subscribe ``consumer`` to ``orders`` and consume until a record comes."""
+    consumer.subscribe(["orders"])
+    got: list[Record] = []
+    with anyio.fail_after(DEADLINE):
+        while not got:
+            got.extend(await consumer.consume(1, 0.05))
+    return got
+
+
 def _keys(records: list[Record]) -> set[tuple[int, int]]:
     return {(r.partition() or 0, r.offset() or 0) for r in records}
 
@@ -255,11 +265,7 @@ async def test_no_record_of_the_old_subscription_comes_after_unsubscribe() -> No
         _orders(broker, 1)
         config = consumer_config(broker, "unsubscribed")
         async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
-            consumer.subscribe(["orders"])
-            got: list[Record] = []
-            with anyio.fail_after(DEADLINE):
-                while not got:
-                    got.extend(await consumer.consume(1, 0.05))
+            got = await _first_record(consumer)
             consumer.unsubscribe()
             assert await consumer.consume(100, 0) == []
             with anyio.fail_after(DEADLINE):
@@ -345,11 +351,7 @@ async def test_subscribing_again_right_after_unsubscribe_reads_on(protocol: str)
             extra["heartbeat.interval.ms"] = 100
         config = consumer_config(broker, f"again-{protocol}", **extra)
         async with AsyncConsumer(config, dataplane=broker.dataplane()) as consumer:
-            consumer.subscribe(["orders"])
-            got: list[Record] = []
-            with anyio.fail_after(DEADLINE):
-                while not got:
-                    got.extend(await consumer.consume(1, 0.05))
+            got = await _first_record(consumer)
             consumer.unsubscribe()
             consumer.subscribe(["orders"])
             with anyio.fail_after(DEADLINE):
