@@ -25,10 +25,10 @@ import gc
 
 __all__ = ["young_pass_before_take", "young_pass_due"]
 
-_PER_RECORD = 2
-"""Tracked objects a take allocates per record, at most: the record (a
-``confluent_kafka.Message``) and its headers' list. Counting high only runs the
-middle pass a little early; counting low would let it fall inside the take."""
+_TAKE_OVERHEAD = 64
+"""Tracked objects a take allocates besides its records (the batch's list, the
+data plane's bookkeeping, what other threads allocate meanwhile), a generous
+count. Each record is one: a ``confluent_kafka.Message``."""
 
 
 def young_pass_due(
@@ -37,19 +37,23 @@ def young_pass_due(
     """Whether the collector's middle pass would run during a take of ``max_records``.
 
     ``counts`` and ``thresholds`` are ``gc.get_count()`` and
-    ``gc.get_threshold()``. The first generation is passed over each time its
-    count exceeds its threshold; each such pass adds one to the middle
-    generation's count, and the middle generation is passed over (its objects
-    moved to the oldest) at the first pass that finds its count above its
-    threshold. The margin of one pass covers what other threads allocate
-    meanwhile.
+    ``gc.get_threshold()``. CPython passes over the first generation each time
+    its count exceeds its threshold; each such pass adds one to the middle
+    generation's count, and the middle generation is passed over instead (its
+    objects moved to the oldest) at the first pass that finds that count above
+    its threshold.
+
+    Only when the pass would fall inside this take: running it any earlier adds
+    middle passes, and a loop that keeps its last batch while it takes the next
+    (``batch = consumer.consume(...)``) has a batch alive at every one of them.
     """
     first, middle, _ = thresholds
     if first <= 0:
         return False  # collection turned off by the threshold
     young, passes_so_far, _ = counts
-    passes = (young + _PER_RECORD * max(max_records, 1)) // (first + 1)
-    return passes > 0 and passes_so_far + passes > middle
+    passes = (young + max(max_records, 0) + _TAKE_OVERHEAD) // (first + 1)
+    # The k-th pass during the take finds passes_so_far + k - 1 in the count.
+    return passes > 0 and passes_so_far + passes - 1 > middle
 
 
 def young_pass_before_take(max_records: int) -> None:

@@ -473,7 +473,11 @@ def write(
             "`kgroup.Consumer` / `AsyncConsumer` (asyncio) subscribed on the new protocol "
             "with `consume(1000)`; kafka-python and aiokafka `assign` all partitions (no "
             "group) and use `poll` / `getmany` with at most 1000 records. Auto-commit is "
-            "off; every loop counts each record and adds the length of its value. Rates are "
+            "off; every loop counts each record and adds the length of its value, as "
+            "`for message in consumer.consume(1000, 1.0)`, which lets go of each batch "
+            "before the next call (a loop that keeps its last batch while it takes the next "
+            "gives the garbage collector more to do: see *Consume path: where the CPU goes*). "
+            "Rates are "
             "from the first record to the last; *total* includes start-up and the group "
             "join; *CPU* is the process's user + system time (start-up included); *peak "
             f"RSS* is its `VmHWM`. {benchlib.AS_INSTALLED_NOTE}.",

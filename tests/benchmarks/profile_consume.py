@@ -5,6 +5,7 @@ behind the "Consume path" section of docs/performance.md, reproducible.
 Run standalone from the repository root:
 
     python tests/benchmarks/profile_consume.py [--records N] [--size B] [--pairs P] [--freeze]
+        [--keep-batch] [--import MODULES]
 
 Starts its own broker through ``kgroup.testing``, produces ``--records``
 records of ``--size`` bytes once into a 12-partition topic, then runs
@@ -25,6 +26,9 @@ froze alike, and the median of those per-round ratios printed.
 ``--import MODULES`` has every process import those modules first (comma- or
 space-separated), standing in for an application's own code: the collector's
 cost depends on the size of the whole process, not of the library alone.
+``--keep-batch`` has every loop keep its last batch until the next call has
+returned, as ``batch = consumer.consume(...)`` in a loop does: the collector
+then finds a whole batch alive whenever it runs, also before a take.
 """
 
 from __future__ import annotations
@@ -55,8 +59,10 @@ KINDS = ("plain", "kgroup sync", "kgroup async")
 class _Window:
     """What one worker measures from its first record on."""
 
-    def __init__(self, freeze: bool) -> None:
+    def __init__(self, freeze: bool, keep: bool) -> None:
         self.freeze = freeze
+        self.keep = keep
+        self.last: list[Any] = []
         self.count = 0
         self.batches = 0
         self.full = 0
@@ -88,6 +94,8 @@ class _Window:
         for record in records:
             self.count += 1
             len(record.value() or b"")
+        if self.keep:
+            self.last = records
 
     def result(self) -> dict[str, Any]:
         window = time.perf_counter() - self._started
@@ -130,7 +138,7 @@ def _kgroup_config(bootstrap: str) -> dict[str, Any]:
 def _worker(kind: str, bootstrap: str, topic: str, want: int, freeze: bool) -> dict[str, Any]:
     for module in _modules(os.environ.get("PROFILE_IMPORT", "")):
         importlib.import_module(module)
-    window = _Window(freeze)
+    window = _Window(freeze, os.environ.get("PROFILE_KEEP_BATCH") == "1")
     if kind == "plain":
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition  # noqa: PLC0415
 
@@ -191,6 +199,11 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=5, help="interleaved rounds")
     parser.add_argument("--freeze", action="store_true", help="also run with gc.freeze()")
     parser.add_argument(
+        "--keep-batch",
+        action="store_true",
+        help="every loop keeps its last batch during the next call (batch = consume(...))",
+    )
+    parser.add_argument(
         "--import",
         dest="modules",
         default="",
@@ -214,6 +227,7 @@ def main() -> None:
         **os.environ,
         "PROFILE_KGROUP_SETTINGS": json.dumps(dict(DATAPLANE_DEFAULTS)),
         "PROFILE_IMPORT": args.modules,
+        "PROFILE_KEEP_BATCH": "1" if args.keep_batch else "0",
     }
     runs = [(kind, False) for kind in KINDS]
     if args.freeze:

@@ -138,18 +138,19 @@ def test_a_collector_turned_off_is_left_alone() -> None:
 @pytest.mark.parametrize(
     ("counts", "thresholds", "max_records", "due"),
     [
-        # 1,000 records make at least two first-generation passes; the tenth
-        # since the last middle pass is one too many.
-        ((0, 8, 0), DEFAULT, 1000, False),
-        ((0, 9, 0), DEFAULT, 1000, True),
-        ((650, 8, 0), DEFAULT, 1000, True),
-        # One record: only when a first-generation pass is a record away.
-        ((699, 10, 0), DEFAULT, 1, True),
-        ((100, 10, 0), DEFAULT, 1, False),
+        # 1,000 records make one or two first-generation passes; the middle
+        # pass comes at the first that finds more than 10 of them counted.
+        ((0, 10, 0), DEFAULT, 1000, False),
+        ((0, 11, 0), DEFAULT, 1000, True),
+        ((650, 10, 0), DEFAULT, 1000, True),
+        ((650, 9, 0), DEFAULT, 1000, False),
+        # One record: only when a first-generation pass is that close.
+        ((690, 11, 0), DEFAULT, 1, True),
+        ((100, 11, 0), DEFAULT, 1, False),
         ((0, 0, 0), DEFAULT, 10_000, True),
         ((0, 0, 0), (700, 30, 10), 10_000, False),
         ((700, 40, 0), (0, 10, 10), 1000, False),
-        ((0, 9, 0), DEFAULT, 0, False),
+        ((0, 11, 0), DEFAULT, 0, False),
     ],
 )
 def test_when_the_middle_pass_is_due(
