@@ -58,6 +58,11 @@ class Cluster:
             produce_keyed(self.bootstrap, topic, partitions)
         return topic
 
+    def two_partitions(self) -> tuple[str, TopicPartition, TopicPartition]:
+        """A new topic with records (see :meth:`topic`) and its partitions 0 and 1."""
+        topic = self.topic(records=True)
+        return topic, TopicPartition(topic, 0), TopicPartition(topic, 1)
+
     def consumer(self, kind: str, *topics: str, from_start: bool = False, **keywords: Any) -> Any:
         """``make(kind, ...)`` in a new group; ``from_start``: earliest, no auto-commit."""
         if from_start:
@@ -133,8 +138,7 @@ async def test_usual_calls_behave_as_on_aiokafka(
     anyio_backend: str,
     cluster: Cluster,
 ) -> None:
-    topic = cluster.topic(records=True)
-    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    topic, tp0, tp1 = cluster.two_partitions()
     listener = Recorder()
     consumer = cluster.consumer(kind, from_start=True, value_deserializer=bytes.decode)
     consumer.subscribe(topics=[topic], listener=listener)
@@ -418,8 +422,7 @@ async def test_commit_after_reading_one_partition_does_not_pass_the_others_recor
 ) -> None:
     # getmany(tp0) with tp1's records fetched too: the facade holds those, but
     # librdkafka's position of tp1 had passed them, and commit() committed it.
-    topic = cluster.topic(records=True)
-    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    topic, tp0, tp1 = cluster.two_partitions()
     consumer = cluster.consumer(kind, topic, from_start=True)
     async with consumer:
         got = await take(consumer, PER_PARTITION, tp0)
@@ -441,8 +444,7 @@ async def test_a_revocation_does_not_commit_past_records_held_for_another_call(
     # getmany(tp0) with tp1's records fetched too, then a subscription change:
     # the commit before the revocation took librdkafka's position of tp1, past
     # the records the facade held, and tp1's next owner started after them.
-    topic, other = cluster.topic(records=True), cluster.topic(partitions=1)
-    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    (topic, tp0, tp1), other = cluster.two_partitions(), cluster.topic(partitions=1)
     consumer = cluster.consumer(
         kind, topic, auto_offset_reset="earliest", auto_commit_interval_ms=600_000
     )
@@ -465,8 +467,7 @@ async def test_an_auto_commit_does_not_pass_records_held_for_another_call(
     anyio_backend: str,
     cluster: Cluster,
 ) -> None:
-    topic = cluster.topic(records=True)
-    tp0, tp1 = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    topic, tp0, tp1 = cluster.two_partitions()
     consumer = cluster.consumer(
         kind, topic, auto_offset_reset="earliest", auto_commit_interval_ms=100
     )
